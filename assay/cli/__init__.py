@@ -1,0 +1,1 @@
+"""The ``assay`` command line: a thin click layer over the library."""

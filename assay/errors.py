@@ -1,0 +1,144 @@
+"""The one error tree of Assay, and the exit codes of the CLI and the desk runner.
+
+Every failure that reaches a user is an ``AssayError`` subclass whose ``code`` is the
+process exit code and whose ``status`` is the word ``--json`` output carries::
+
+    AssayError (70 internal)
+    ├── Failed (1)                 finished and failed: a verify row failed, a desk gave up
+    ├── UsageError (2)             bad command line
+    ├── Busy (3)                   nothing claimable, or the claim is held by another holder
+    ├── Fenced (4)                 this holder lost its claim to a newer one; nothing written
+    ├── Diverged (5)               the code no longer matches the journal
+    ├── Corrupt (6)                a journal, claim or record failed its integrity check
+    ├── Paused (7)                 a budget is exhausted; resumable once raised
+    ├── BadInput (65)              malformed brief, manifest, config, event or flag
+    ├── Unavailable (69)           forge or model unreachable after retries; nothing lost
+    │   └── ForgeUnavailable (69)
+    ├── Internal (70)              a bug
+    ├── Suspended (75)             waiting for an event, timer or approval
+    └── Denied (77)                an undeclared tool or effect, or an actor without permission
+
+``Suspension`` is deliberately *not* in this tree: it derives from ``BaseException`` so
+that desk code's ``except Exception`` cannot swallow a suspension by accident. The runtime
+turns it into ``Suspended`` (exit 75) at the process boundary.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class AssayError(Exception):
+    """Base of every error Assay reports; carries a stable exit code and status word."""
+
+    code: ClassVar[int] = 70
+    status: ClassVar[str] = "internal"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``{"status", "code", "message"}`` object that ``--json`` prints."""
+        payload: dict[str, Any] = {
+            "status": self.status,
+            "code": self.code,
+            "message": self.message,
+        }
+        if self.details:
+            payload["details"] = self.details
+        return payload
+
+
+class Failed(AssayError):
+    code = 1
+    status = "failed"
+
+
+class UsageError(AssayError):
+    code = 2
+    status = "usage"
+
+
+class Busy(AssayError):
+    code = 3
+    status = "busy"
+
+
+class Fenced(AssayError):
+    code = 4
+    status = "fenced"
+
+
+class Diverged(AssayError):
+    code = 5
+    status = "diverged"
+
+
+class Corrupt(AssayError):
+    code = 6
+    status = "corrupt"
+
+
+class Paused(AssayError):
+    code = 7
+    status = "paused"
+
+
+class BadInput(AssayError):
+    code = 65
+    status = "bad_input"
+
+
+class Unavailable(AssayError):
+    code = 69
+    status = "unavailable"
+
+
+class ForgeUnavailable(Unavailable):
+    """The forge (a git remote or the GitHub API) could not be reached after retries."""
+
+
+class Internal(AssayError):
+    code = 70
+    status = "internal"
+
+
+class Suspended(AssayError):
+    code = 75
+    status = "suspended"
+
+
+class Denied(AssayError):
+    code = 77
+    status = "denied"
+
+
+class Suspension(BaseException):
+    """Raised inside a run to unwind to the process boundary while it waits.
+
+    A ``BaseException`` so that ``except Exception`` in desk code does not swallow it.
+    """
+
+    def __init__(self, waiting_for: str, *, until: str | None = None) -> None:
+        super().__init__(waiting_for)
+        self.waiting_for = waiting_for
+        self.until = until
+
+
+EXIT_CODES: dict[str, int] = {
+    "ok": 0,
+    "failed": Failed.code,
+    "usage": UsageError.code,
+    "busy": Busy.code,
+    "fenced": Fenced.code,
+    "diverged": Diverged.code,
+    "corrupt": Corrupt.code,
+    "paused": Paused.code,
+    "bad_input": BadInput.code,
+    "unavailable": Unavailable.code,
+    "internal": Internal.code,
+    "suspended": Suspended.code,
+    "denied": Denied.code,
+}

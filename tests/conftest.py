@@ -1,0 +1,72 @@
+"""Fixtures shared by every test area: running the real ``assay`` CLI in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["tests.forge_fixtures"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+AssayRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def assay_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for an ``assay`` subprocess: this checkout first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env.setdefault("NO_COLOR", "1")
+    env["COLUMNS"] = "200"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def assay_argv(*args: str) -> list[str]:
+    """argv for the CLI in a child process (``python -m assay`` of this checkout)."""
+    return [sys.executable, "-m", "assay", *args]
+
+
+@pytest.fixture
+def run_assay(tmp_path: Path) -> AssayRunner:
+    """Run ``assay ARGS`` to completion in a subprocess and return the finished process."""
+
+    def runner(
+        *args: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        input: str | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            assay_argv(*args),
+            cwd=cwd or tmp_path,
+            env=assay_env(env),
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    return runner
+
+
+def popen_assay(
+    args: Sequence[str], *, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """Start ``assay ARGS`` without waiting, for tests that kill or race processes."""
+    return subprocess.Popen(
+        assay_argv(*args),
+        cwd=cwd,
+        env=assay_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )

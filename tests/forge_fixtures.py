@@ -1,0 +1,1 @@
+"""Forge fixtures shared by every test area (bare repos, git daemon, smart HTTP)."""

@@ -1,0 +1,24 @@
+"""The README's two commands are the ones users and CI actually run."""
+
+from __future__ import annotations
+
+import re
+
+from tests.conftest import REPO_ROOT
+
+
+def _readme_commands() -> list[str]:
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"```bash\n(.+?)\n```", text, flags=re.DOTALL)
+
+
+def test_first_command_installs_and_runs_the_demo() -> None:
+    first = _readme_commands()[0]
+    assert "pip install" in first
+    assert first.rstrip().endswith("assay demo")
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    second = _readme_commands()[1].strip()
+    ci_lines = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert second in [line.strip() for line in ci_lines]
