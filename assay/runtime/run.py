@@ -562,7 +562,7 @@ class Run:
             return load_packed(self.directory, rec.result.get("out"))
         value = produce()
         entry = {"kind": "step", "pos": self.pos, "step": "compute", "name": name, "status": "ok"}
-        entry.update(out={"value": value}, t0=utcnow())
+        entry.update(key=f"{self.run_id}:{self.pos}", out={"value": value}, t0=utcnow())
         self._count(self._append(entry, sync=False))
         return value
 
