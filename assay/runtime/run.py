@@ -400,8 +400,8 @@ class Run:
         rec = self._next(label)
         if rec is not None and rec.result is not None:
             return self._replayed(rec.result, label, output)  # type: ignore[no-any-return]
-        if key is None and rec is not None and rec.intent is not None:
-            key = str(rec.intent.get("key") or "") or None
+        if rec is not None and rec.intent is not None:
+            key = str(rec.intent.get("key") or "") or key  # a rerun reuses the recorded key
         chosen = key or f"{self.run_id}:{self.pos}"
         return self._live(  # type: ignore[no-any-return]
             rec,
