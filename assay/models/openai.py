@@ -24,8 +24,17 @@ _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
 def clean_messages(messages: list[Message]) -> list[Message]:
-    """Only the keys the chat-completions API knows (Assay's own markers are dropped)."""
-    return [{k: m[k] for k in _MESSAGE_KEYS if k in m} for m in messages]
+    """Only the keys the chat-completions API knows (Assay's own markers are dropped).
+
+    A tool result recorded as a JSON value is sent as its JSON text, which the API requires.
+    """
+    cleaned: list[Message] = []
+    for message in messages:
+        item = {k: message[k] for k in _MESSAGE_KEYS if k in message}
+        if item.get("role") == "tool" and not isinstance(item.get("content"), str):
+            item["content"] = json.dumps(item.get("content"), sort_keys=True, default=str)
+        cleaned.append(item)
+    return cleaned
 
 
 def normalize_tool_calls(calls: Any) -> list[dict[str, Any]]:
