@@ -17,7 +17,7 @@ import httpx
 from assay.errors import Unavailable
 from assay.models.base import Message, ModelReply, ToolSpec, Usage
 from assay.models.config import OpenAIConfig
-from assay.models.http import RetryPolicy, post_json
+from assay.models.http import RetryPolicy, client, post_json
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
@@ -89,9 +89,9 @@ class OpenAIModel:
         key = os.environ.get(key_env) if key_env else None
         if key:
             headers["authorization"] = f"Bearer {key}"
-        with httpx.Client(timeout=self.config.timeout_s, transport=self._transport) as client:
+        with client(self.config.timeout_s, self._transport) as http_client:
             data = post_json(
-                client,
+                http_client,
                 f"{self.base_url}/chat/completions",
                 payload=payload,
                 headers=headers,
