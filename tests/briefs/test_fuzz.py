@@ -19,7 +19,7 @@ from assay.models import parse_model_config
 from assay.models.scripted import Script, load_script
 from tests.briefs.test_format import GOOD
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = st.one_of(
     st.none(),
