@@ -90,7 +90,9 @@ def merge_command(brief: str, ff_only: bool, forge: str | None, as_json: bool) -
             result = merge(handle, brief, ff_only=ff_only)
         except MergeRefused as refused:
             if as_json:
-                print_json({**refused.to_json(), "decision": refused.decision.to_json()})
+                payload = refused.to_json()
+                payload.pop("details", None)
+                print_json({**payload, "decision": refused.decision.to_json()})
             else:
                 out.print(render_rich(refused.decision))
                 err.print(Text(f"assay: merge refused for {brief}:"))
