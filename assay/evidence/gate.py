@@ -40,6 +40,7 @@ from assay.evidence.source import (
     branch_ref,
     claim_desks,
     fetch_view,
+    has_commit,
     is_ancestor,
     journal_at,
     journal_from_commit,
@@ -92,6 +93,14 @@ class VerifyReport:
             "ran": [r.to_json() for r in self.ran],
             "review_updated": self.review_updated,
         }
+
+
+def _require_commit(forge: Forge, sha: str, brief_id: str) -> None:
+    if not has_commit(forge, sha):
+        raise Failed(
+            f"{brief_id}: the review's head {sha[:12]} is not on the forge "
+            f"(its branch {branch_ref(brief_id)} is gone)"
+        )
 
 
 def check_journal_anchors(
@@ -196,6 +205,7 @@ def verify(
     head = resolve_commit(forge, sha) if sha else ctx.view.head
     if head is None:
         raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to verify")
+    _require_commit(forge, head, brief_id)
     timings["fetch"] = time.monotonic() - started
     with CleanTree(forge, head, parent=workdir) as tree:
         timings["checkout"] = time.monotonic() - started - timings["fetch"]
@@ -310,6 +320,7 @@ def _judge(forge: Forge, brief_id: str, *, key: bytes | None) -> tuple[_Context,
     head = ctx.view.head
     if head is None:
         raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to merge")
+    _require_commit(forge, head, brief_id)
     with tempfile.TemporaryDirectory(prefix="assay-merge-") as scratch:
         journal = journal_from_commit(forge, head, brief_id, Path(scratch))
         check_journal_anchors(forge, ctx.log.records, journal, head)

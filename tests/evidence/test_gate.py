@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from assay.errors import Failed
 from assay.evidence.gate import MergeOutcome, MergeRefused, merge, merge_decision, verify
 from assay.evidence.rule import Verdict
 from assay.evidence.table import BEGIN
@@ -187,3 +188,12 @@ def test_a_secret_a_row_prints_is_scrubbed_from_its_record(
     assert "[redacted]" in unit.output_tail
     stored = json.dumps([json.loads(scene.git_show(c)) for c in scene.evidence_commits()])
     assert "tok-do-not-leak-42" not in stored
+
+
+def test_a_review_whose_head_is_not_on_the_forge_fails(scene: Scene) -> None:
+    scene.open_review("d" * 40)
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        with pytest.raises(Failed, match="is not on the forge"):
+            verify(forge, BRIEF, verifier="gate:ci")
+        with pytest.raises(Failed, match="is not on the forge"):
+            merge(forge, BRIEF)
