@@ -193,6 +193,7 @@ def verify(
     verifier: str | None = None,
     key: bytes | None = None,
     workdir: Path | None = None,
+    on_start: Callable[[RowSpec], None] | None = None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None = None,
 ) -> VerifyReport:
     """Run every verify row of ``brief_id`` on the review's head (or ``sha``) and record it."""
@@ -225,6 +226,8 @@ def verify(
         ran: list[EvidenceRecord] = []
         rows_time = 0.0
         for row in ctx.rows:
+            if on_start is not None:
+                on_start(row)
             result = run_row(row.command, cwd=tree, timeout_s=row.timeout_s, env=environ)
             rows_time += result.seconds
             record = EvidenceRecord(

@@ -13,7 +13,7 @@ from assay.evidence.rule import Verdict
 from assay.evidence.table import BEGIN
 from assay.forge import open_forge
 from tests.conftest import AssayRunner
-from tests.evidence.gatekit import BRIEF, Scene
+from tests.evidence.gatekit import BRIEF, Scene, git
 
 GOOD = "def add(a, b):\n    return a + b\n"
 BAD = "def add(a, b):\n    return a - b\n"
@@ -48,6 +48,10 @@ def test_a_claimed_pass_for_a_failing_row_fails_verify_and_merge_leaves_main(
     assert rows["unit"]["exit"] == 1
     assert rows["lint"]["verdict"] == "pass"
     assert "add is wrong" in report["ran"][0]["output_tail"]
+    table = run_assay("verify", BRIEF, *_forge_args(scene), env=_env(scene))
+    assert table.returncode == 1
+    assert "unit: last lines of its output" in table.stdout
+    assert "AssertionError: add is wrong" in table.stdout
 
     refused = run_assay("merge", BRIEF, *_forge_args(scene), env=_env(scene))
     assert refused.returncode == 1
@@ -197,3 +201,40 @@ def test_a_review_whose_head_is_not_on_the_forge_fails(scene: Scene) -> None:
             verify(forge, BRIEF, verifier="gate:ci")
         with pytest.raises(Failed, match="is not on the forge"):
             merge(forge, BRIEF)
+
+
+def test_main_that_moved_on_gets_a_clean_merge_commit_or_a_refusal(scene: Scene) -> None:
+    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
+    scene.open_review(head)
+    (scene.author / "CHANGES.md").write_text("elsewhere\n")
+    git("add", "-A", cwd=scene.author)
+    git("commit", "--quiet", "-m", "unrelated work on main", cwd=scene.author)
+    git("push", "--quiet", "origin", "main", cwd=scene.author)
+    moved = scene.main_sha()
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        assert verify(forge, BRIEF, verifier="gate:ci").passed
+        with pytest.raises(Failed, match="--ff-only"):
+            merge(forge, BRIEF, ff_only=True)
+        assert scene.main_sha() == moved
+        result = merge(forge, BRIEF)
+    assert result.outcome is MergeOutcome.MERGE_COMMIT
+    merged = scene.main_sha()
+    parents = git("--git-dir", str(scene.forge), "rev-list", "--parents", "-n1", "main").split()
+    assert parents == [merged, moved, head]
+    files = git("--git-dir", str(scene.forge), "ls-tree", "--name-only", "main").split()
+    assert {"CHANGES.md", "calc.py"} <= set(files)
+
+
+def test_a_conflicting_main_refuses_the_merge(scene: Scene) -> None:
+    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
+    scene.open_review(head)
+    (scene.author / "calc.py").write_text("def add(a, b):\n    return b + a\n")
+    git("add", "-A", cwd=scene.author)
+    git("commit", "--quiet", "-m", "competing calc", cwd=scene.author)
+    git("push", "--quiet", "origin", "main", cwd=scene.author)
+    moved = scene.main_sha()
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        assert verify(forge, BRIEF, verifier="gate:ci").passed
+        with pytest.raises(Failed, match="does not merge cleanly"):
+            merge(forge, BRIEF)
+    assert scene.main_sha() == moved
