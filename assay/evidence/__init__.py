@@ -21,6 +21,7 @@ from assay.evidence.gate import (
     VerifyReport,
     merge,
     merge_decision,
+    review_table,
     verify,
 )
 from assay.evidence.records import EvidenceRecord, check_chain, decode, encode, seal
@@ -63,6 +64,7 @@ __all__ = [
     "merge_decision",
     "render_markdown",
     "render_rich",
+    "review_table",
     "row_argv",
     "row_environment",
     "row_specs",

@@ -337,6 +337,20 @@ def _judge(forge: Forge, brief_id: str, *, key: bytes | None) -> tuple[_Context,
     return ctx, decision
 
 
+def review_table(forge: Forge, brief_id: str, *, key: bytes | None = None) -> str:
+    """The claimed-versus-verified Markdown for a review body, as things stand now.
+
+    For the desk to call whenever it rewrites the review (its side changed): pass the
+    result through ``with_table(body, ...)``. An integrity failure is shown, not raised:
+    the review must still say something, and ``verify``/``merge`` will refuse anyway.
+    """
+    try:
+        decision = merge_decision(forge, brief_id, key=key)
+    except Corrupt as corrupt:
+        return f"Evidence: **corrupt**: {corrupt.message}\n"
+    return render_markdown(decision)
+
+
 def _merged_main(
     forge: Forge, main: str | None, head: str, *, ff_only: bool, brief: str
 ) -> tuple[str, MergeOutcome]:

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from assay.errors import Failed
-from assay.evidence.gate import MergeOutcome, MergeRefused, merge, merge_decision, verify
+from assay.evidence.gate import (
+    MergeOutcome,
+    MergeRefused,
+    merge,
+    merge_decision,
+    review_table,
+    verify,
+)
 from assay.evidence.rule import Verdict
 from assay.evidence.table import BEGIN
 from assay.forge import open_forge
@@ -236,3 +243,16 @@ def test_a_conflicting_main_refuses_the_merge(scene: Scene) -> None:
         with pytest.raises(Failed, match="does not merge cleanly"):
             merge(forge, BRIEF)
     assert scene.main_sha() == moved
+
+
+def test_the_desk_can_render_the_current_table_for_its_review(scene: Scene) -> None:
+    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "fail"})
+    scene.open_review(head)
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        before = review_table(forge, BRIEF)
+        verify(forge, BRIEF, verifier="gate:ci")
+        after = review_table(forge, BRIEF)
+    assert "| lint | `test -f calc.py` | fail | — | — | missing |" in before
+    assert "| lint | `test -f calc.py` | fail | pass | " in after
+    assert after.startswith("Evidence: every row verified passing at")
+    assert "not mergeable" in before.splitlines()[0]
