@@ -21,6 +21,7 @@ from assay.evidence.table import BEGIN
 from assay.forge import open_forge
 from tests.conftest import AssayRunner
 from tests.evidence.gatekit import BRIEF, Scene, git
+from tests.forge_fixtures import serve_http
 
 GOOD = "def add(a, b):\n    return a + b\n"
 BAD = "def add(a, b):\n    return a - b\n"
@@ -256,3 +257,18 @@ def test_the_desk_can_render_the_current_table_for_its_review(scene: Scene) -> N
     assert "| lint | `test -f calc.py` | fail | pass | " in after
     assert after.startswith("Evidence: every row verified passing at")
     assert "not mergeable" in before.splitlines()[0]
+
+
+def test_the_gate_works_the_same_over_smart_http(scene: Scene) -> None:
+    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
+    scene.open_review(head)
+    served = serve_http(scene.forge)
+    try:
+        with open_forge(served.url, cache_dir=scene.root / "http-cache") as forge:
+            assert verify(forge, BRIEF, verifier="gate:ci").passed
+            result = merge(forge, BRIEF)
+    finally:
+        served.stop()
+    assert result.outcome is MergeOutcome.FAST_FORWARD
+    assert scene.main_sha() == head
+    assert len(scene.evidence_commits()) == 2
