@@ -56,6 +56,9 @@ _DROPPED_NAMES = frozenset(
         "GIT_ASKPASS",
         "SSH_ASKPASS",
         "ASSAY_EVIDENCE_KEY",
+        # The gate's own import path (often its own checkout) must not shadow the tree's.
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
     }
 )
 _DROPPED_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_APPLICATION", "ACTIONS_", "GITHUB_TOKEN")

@@ -128,11 +128,20 @@ def test_secrets_never_reach_a_row(tmp_path: Path) -> None:
         "GIT_DIR": "/elsewhere",
         "ASSAY_EVIDENCE_KEY": "gate-key",
         "HARMLESS": "visible",
+        "PYTHONPATH": "/the/gates/own/checkout",
     }
     env = row_environment(base)
     result = run_row("env", cwd=tmp_path, timeout_s=30, env=env)
     assert "HARMLESS=visible" in result.output_tail
-    for secret in ("ghs_secret", "sk-secret", "hunter2", "AKIA", "/elsewhere", "gate-key"):
+    for secret in (
+        "ghs_secret",
+        "sk-secret",
+        "hunter2",
+        "AKIA",
+        "/elsewhere",
+        "gate-key",
+        "/the/gates/own/checkout",
+    ):
         assert secret not in result.output_tail
 
 
