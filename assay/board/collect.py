@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from assay.board.model import BoardState, BriefRow, EvidenceCounts
 from assay.board.snapshot import ClaimInfo, EvidenceInfo, ForgeSnapshot, JournalInfo
@@ -128,3 +129,13 @@ def board_from_snapshot(
         rows=tuple(rows),
         as_of_source="now" if now is not None else "forge",
     )
+
+
+def collect_board(
+    forge: Any, *, now: datetime | None = None, skew_s: float = DEFAULT_SKEW_S
+) -> tuple[BoardState, dict[str, str]]:
+    """The board of ``forge`` (one fetch) and the ``board_templates/`` found on its main."""
+    from assay.board.source import read_snapshot
+
+    snapshot = read_snapshot(forge)
+    return board_from_snapshot(snapshot, now=now, skew_s=skew_s), dict(snapshot.templates)

@@ -19,8 +19,8 @@ _CLOSES = frozenset({"wait", "end", "budget", "error"})
 
 
 def entry_time(entry: Mapping[str, Any]) -> datetime | None:
-    """When an entry happened: its ``t1``, else ``t0``, else ``at``."""
-    for key in ("t1", "t0", "at"):
+    """When an entry happened: its ``t1``, else ``t``, ``t0`` or ``at``."""
+    for key in ("t1", "t", "t0", "at"):
         moment = parse_time(entry.get(key))
         if moment is not None:
             return moment

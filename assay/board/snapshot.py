@@ -94,6 +94,13 @@ class EventInfo:
     kind: str
     at: datetime | None = None
     actor: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def satisfies(self, waiting_for: str) -> bool:
+        """Whether this event ends a wait for ``waiting_for`` (the runtime's own rule)."""
+        from assay.runtime.types import Event
+
+        return Event(id=self.id, kind=self.kind, data=dict(self.data)).satisfies(waiting_for)
 
 
 @dataclass(frozen=True)
@@ -182,17 +189,11 @@ def journal_info(
             last_step_at = entry_time(entry)
             if entry.get("name") == "evidence.claimed":
                 claimed = _claimed_rows(entry.get("out"))
-        event_id = entry.get("event") or entry.get("event_id")
-        if kind in {"signal", "wake"} and isinstance(event_id, str):
-            consumed.add(event_id)
-        if kind in {"signal", "wake"} and isinstance(entry.get("events"), list):
-            consumed.update(str(e) for e in entry["events"])
+        consumed.update(_event_ids(entry))
         if kind == "wait":
-            waiting_for = str(
-                entry.get("waiting_for") or entry.get("event") or entry.get("name") or ""
-            )
+            waiting_for = str(entry.get("for") or entry.get("waiting_for") or "")
             wait_until = parse_time(entry.get("until"))
-        elif kind in {"wake", "end"}:
+        elif kind in {"wake", "end", "takeover", "start"}:
             waiting_for = ""
             wait_until = None
     last = entries[-1] if entries else {}
@@ -226,4 +227,20 @@ def _claimed_rows(output: Any) -> dict[str, str]:
     for row in output["rows"]:
         if isinstance(row, Mapping) and isinstance(row.get("row"), str):
             found[row["row"]] = str(row.get("result", ""))
+    return found
+
+
+def _event_ids(entry: Mapping[str, Any]) -> set[str]:
+    """Ids of the events an entry consumed: a wake's ``event``, a signal drain's ``events``."""
+    found: set[str] = set()
+    candidates: list[Any] = []
+    if entry.get("kind") == "wake":
+        candidates.append(entry.get("event"))
+    if entry.get("kind") == "signal" and isinstance(entry.get("events"), list):
+        candidates.extend(entry["events"])
+    for event in candidates:
+        if isinstance(event, Mapping) and isinstance(event.get("id"), str):
+            found.add(event["id"])
+        elif isinstance(event, str):
+            found.add(event)
     return found

@@ -8,7 +8,7 @@ that event) and plans nothing when they agree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -117,11 +117,10 @@ def arrived_event(
     """The id of the first event (or timer) that should wake this waiting run, else None."""
     consumed = journal.consumed_events if journal else frozenset()
     waiting_for = (claim.waiting_for or (journal.waiting_for if journal else "")).strip()
-    wanted = {"approval": {"approve", "reject"}}.get(waiting_for, {waiting_for})
     for event in events:
         if event.id in consumed:
             continue
-        if event.kind == "cancel" or event.kind in wanted:
+        if event.kind == "cancel" or (waiting_for and event.satisfies(waiting_for)):
             return event.id
     until = journal.wait_until if journal else None
     if until is None and waiting_for.startswith(("timer:", "until:")):
@@ -296,7 +295,7 @@ def plan_honest_status(
 
 def plan(
     snapshot: ForgeSnapshot,
-    policies: list[SweepPolicy],
+    policies: Sequence[SweepPolicy],
     now: datetime,
     *,
     fix: bool = False,
