@@ -31,8 +31,8 @@ def _dispatcher(forge: Any) -> Any:
 
     log_dir = Path(os.environ.get("ASSAY_WAKE_LOG_DIR") or Path(forge.cache) / "wake-logs")
 
-    def dispatch(brief: str, url: str) -> int:
-        return dispatch_local(brief, url, log_dir=log_dir).pid
+    def dispatch(brief: str, desk: str, url: str, policy: Any) -> int:
+        return dispatch_local(brief, desk, url, log_dir=log_dir, desks_dir=policy.desks_dir).pid
 
     return dispatch
 
@@ -137,12 +137,20 @@ def wake(brief: str, sweepers: str | None, forge: str | None, as_json: bool) -> 
     default=None,
     help="The forge URL woken desks use (default: the repository's own path).",
 )
+@click.option(
+    "--workdir",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the waker runs: the folder with sweepers/ and desks/ (default: here).",
+)
 @json_option
-def install_hook(repository: Path, forge_url: str | None, as_json: bool) -> None:
+def install_hook(
+    repository: Path, forge_url: str | None, workdir: Path | None, as_json: bool
+) -> None:
     """Install the embedded forge's post-receive hook: a push to an events ref wakes the run."""
     from assay.sweep.hook import install_wake_hook
 
-    path = install_wake_hook(repository, forge_url=forge_url)
+    path = install_wake_hook(repository, forge_url=forge_url, workdir=workdir)
     if as_json:
         print_json({"status": "ok", "code": 0, "hook": str(path)})
     else:

@@ -30,7 +30,8 @@ from assay.sweep.policy import StuckClaimsPolicy, SweepPolicy, WakerPolicy
 SWEEP_LOG = "refs/assay/sweeps/log"
 ORPHAN_LOG = "refs/assay/sweeps/orphans"
 
-Dispatcher = Callable[[str, str], int | None]  # (brief, forge url) -> pid of the woken desk
+# (brief, desk, forge url, policy) -> pid of the woken desk process
+Dispatcher = Callable[[str, str, str, WakerPolicy], int | None]
 
 
 def default_actor() -> str:
@@ -181,13 +182,14 @@ def _apply(
                 trips += 1
             elif action.action == "wake":
                 policy = _policy(policies, action.sweeper)
-                dispatch = policy.dispatch if isinstance(policy, WakerPolicy) else "local"
+                waker = policy if isinstance(policy, WakerPolicy) else WakerPolicy(kind="waker")
                 # The status goes first: a second waker racing this one sees the wake and
                 # does not dispatch a second desk for the same event.
                 _status(RefLog, forge, action, report, author)
                 trips += 2
-                if dispatch == "local" and dispatcher is not None:
-                    pid = dispatcher(action.brief, str(forge.url))
+                desk = action.claim.desk if action.claim else ""
+                if waker.dispatch == "local" and dispatcher is not None and desk:
+                    pid = dispatcher(action.brief, desk, str(forge.url), waker)
                     outcome = f"dispatched pid {pid}" if pid else "dispatched"
                 else:
                     outcome = "recorded (dispatch: none)"

@@ -37,6 +37,7 @@ PYTHON = {python!r}
 ASSAY_PATH = {assay_path!r}
 FORGE = {forge!r}
 LOG = {log!r}
+WORKDIR = {workdir!r}
 PREFIX = "refs/assay/events/"
 SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{{0,99}}")
 
@@ -64,7 +65,7 @@ def main():
                 stdout=log,
                 stderr=log,
                 env=env,
-                cwd=os.path.dirname(LOG),
+                cwd=WORKDIR,
                 start_new_session=True,
             )
 
@@ -79,13 +80,18 @@ def hook_path(bare_repo: Path) -> Path:
 
 
 def install_wake_hook(
-    bare_repo: Path, *, forge_url: str | None = None, python: str | None = None
+    bare_repo: Path,
+    *,
+    forge_url: str | None = None,
+    workdir: Path | None = None,
+    python: str | None = None,
 ) -> Path:
     """Write (or replace) the wake hook in ``bare_repo``; return the hook's path.
 
     ``forge_url`` is what the woken desk is told to use (default: the repository's own path,
-    the fastest way to the same refs on this machine). A hook not written by Assay is never
-    overwritten: that is a ``BadInput`` naming the file.
+    the fastest way to the same refs on this machine). ``workdir`` is where the waker runs,
+    the folder holding ``sweepers/`` and ``desks/`` (default: the current directory). A hook
+    not written by Assay is never overwritten: that is a ``BadInput`` naming the file.
     """
     repo = bare_repo.resolve()
     if not (repo / "HEAD").is_file() or not (repo / "objects").is_dir():
@@ -100,6 +106,7 @@ def install_wake_hook(
         assay_path=assay_path,
         forge=forge_url or str(repo),
         log=str(repo / LOG_NAME),
+        workdir=str((workdir or Path.cwd()).resolve()),
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")

@@ -50,6 +50,8 @@ class WakerPolicy(SweepPolicy):
     # passed without the run taking its claim back (the dispatched process may have died).
     redispatch_after_s: float = Field(default=300.0, ge=0)
     max_dispatch: int = Field(default=20, ge=0)
+    # Passed to the woken desk as ``--desks`` (relative paths: from the sweep's directory).
+    desks_dir: str | None = None
 
 
 class OrphansPolicy(SweepPolicy):
