@@ -33,24 +33,30 @@ def sessions(entries: Iterable[Mapping[str, Any]]) -> tuple[Session, ...]:
     current_start: datetime | None = None
     current_last: datetime | None = None
     current_fence = 0
+    only_openers = True  # a takeover followed by start is one process, not two
 
     def close() -> None:
-        nonlocal current_start, current_last
+        nonlocal current_start, current_last, current_fence, only_openers
         if current_start is not None and current_last is not None:
             found.append(Session(start=current_start, end=current_last, fence=current_fence))
         current_start = current_last = None
+        current_fence = 0
+        only_openers = True
 
     for entry in entries:
         kind = str(entry.get("kind", ""))
         moment = entry_time(entry)
-        if kind in _OPENS:
+        if kind in _OPENS and not only_openers:
             close()
+        if kind not in _OPENS:
+            only_openers = False
         if moment is None:
             continue
         if current_start is None:
             current_start = moment
-            fence = entry.get("fence", 0)
-            current_fence = fence if isinstance(fence, int) else 0
+        fence = entry.get("fence", 0)
+        if isinstance(fence, int):
+            current_fence = max(current_fence, fence)
         current_last = moment
         if kind in _CLOSES:
             close()
