@@ -14,8 +14,10 @@ the evidence ref, and one JSON record per commit on the events and status refs.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from assay.board.gitread import GitBatch
@@ -158,29 +160,77 @@ def journal_entries(batch: GitBatch, sha: str, brief: str) -> tuple[list[dict[st
     return entries, prev, ""
 
 
-def _brief_infos(batch: GitBatch, main: str) -> dict[str, BriefInfo]:
+def _brief_cache_path(cache: Path) -> Path:
+    return Path(cache) / "assay-board" / "briefs.json"
+
+
+def _load_brief_cache(cache: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(_brief_cache_path(cache).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("v") == 1 else {}
+
+
+def _save_brief_cache(cache: Path, entries: dict[str, dict[str, Any]]) -> None:
+    path = _brief_cache_path(cache)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({**entries, "v": 1}, sort_keys=True), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass  # only a cache: the next board parses again
+
+
+def _brief_infos(batch: GitBatch, main: str, cache: Path | None = None) -> dict[str, BriefInfo]:
+    """Every brief on main. Parsed briefs are cached by blob sha beside the forge's cache:
+    a blob's content never changes, and parsing 1,000 briefs costs seconds."""
     from assay.briefs import is_brief_path, parse_brief
 
+    cached = _load_brief_cache(cache) if cache is not None else {}
+    used: dict[str, dict[str, Any]] = {}
     found: dict[str, BriefInfo] = {}
     tree = batch.tree(f"{main}:briefs") if main else None
     for name, (mode, sha) in sorted((tree or {}).items()):
         if not mode.startswith("100") or not is_brief_path(name):
             continue
-        source = f"briefs/{name}"
-        data = batch.blob(sha) or b""
-        try:
-            brief = parse_brief(data.decode("utf-8"), source=source)
-        except (AssayError, UnicodeDecodeError) as bad:
-            stem = name[: -len(".md")]
-            found.setdefault(stem, BriefInfo(id=stem, title="", problem=str(bad)))
-            continue
-        found[brief.id] = BriefInfo(
-            id=brief.id,
-            title=brief.title,
-            desk=brief.desk or "",
-            rows=tuple(row.id for row in brief.verify),
+        key = f"{sha}:{name}"
+        entry = cached.get(key)
+        if not isinstance(entry, dict):
+            entry = _parse_brief_blob(batch, name, sha, parse_brief)
+        used[key] = entry
+        info = BriefInfo(
+            id=str(entry["id"]),
+            title=str(entry.get("title", "")),
+            desk=str(entry.get("desk", "")),
+            rows=tuple(str(row) for row in entry.get("rows", [])),
+            problem=str(entry.get("problem", "")),
         )
+        if info.problem:
+            found.setdefault(info.id, info)
+        else:
+            found[info.id] = info
+    if cache is not None and used != {k: v for k, v in cached.items() if k != "v"}:
+        _save_brief_cache(cache, used)
     return found
+
+
+def _parse_brief_blob(
+    batch: GitBatch, name: str, sha: str, parse: Callable[..., Any]
+) -> dict[str, Any]:
+    source = f"briefs/{name}"
+    data = batch.blob(sha) or b""
+    try:
+        brief = parse(data.decode("utf-8"), source=source)
+    except (AssayError, UnicodeDecodeError) as bad:
+        return {"id": name[: -len(".md")], "problem": str(bad)}
+    return {
+        "id": brief.id,
+        "title": brief.title,
+        "desk": brief.desk or "",
+        "rows": [row.id for row in brief.verify],
+    }
 
 
 def _templates(batch: GitBatch, main: str) -> dict[str, str]:
@@ -256,7 +306,7 @@ def snapshot_from_cache(
     statuses: dict[str, Mapping[str, Any]] = {}
     main = refs.get(MAIN, "")
     with GitBatch(cache) as batch:
-        briefs = _brief_infos(batch, main)
+        briefs = _brief_infos(batch, main, Path(cache))
         templates = _templates(batch, main)
         for ref, sha in sorted(refs.items()):
             if ref.startswith(CLAIMS):
