@@ -1,0 +1,1 @@
+"""Desks: manifests, agent tools, the agent loop, the desk loop, resync and objectives."""
