@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assay.desks.objectives import ObjectiveLoop
 from assay.errors import BadInput, Failed
 
 SYSTEM_PROMPT = (
@@ -60,6 +61,7 @@ class AgentOutcome:
     evidence: list[dict[str, Any]] = field(default_factory=list)
     turns: int = 0
     compactions: int = 0
+    objective: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +70,7 @@ class AgentOutcome:
             "evidence": self.evidence,
             "turns": self.turns,
             "compactions": self.compactions,
+            "objective": self.objective,
         }
 
 
@@ -164,7 +167,16 @@ def compact(run: Any, messages: list[dict[str, Any]], *, keep_recent: int) -> li
     ]
     reply = run.model(request, tools=None, name="compact")
     summary = str(message_of(reply).get("content") or "")
-    note = {"role": "user", "content": f"Summary of the work so far (compacted):\n{summary}"}
+    # ``assay_turns`` carries how many assistant turns the summary replaces, so adapters
+    # that answer by position (the scripted model) keep counting turns across a compaction.
+    replaced = sum(1 for m in middle if m.get("role") == "assistant") + sum(
+        int(m.get("assay_turns", 0) or 0) for m in middle
+    )
+    note = {
+        "role": "user",
+        "content": f"Summary of the work so far (compacted):\n{summary}",
+        "assay_turns": replaced,
+    }
     return [*head, note, *tail]
 
 
@@ -181,8 +193,15 @@ def run_agent(
     context_window: int,
     fingerprint: Fingerprint,
     tool_specs: list[dict[str, Any]],
+    objective: ObjectiveLoop | None = None,
 ) -> AgentOutcome:
-    """The agent loop; ``run`` is the durable ``Run``, everything else is deterministic."""
+    """The agent loop; ``run`` is the durable ``Run``, everything else is deterministic.
+
+    With an ``objective``, ``finish`` runs its judge: a failing verdict goes back to the
+    model as the result of ``finish`` and the conversation carries on as the next run.
+    """
+    if objective is not None:
+        objective.start_attempt(run)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": options.system_prompt},
         {"role": "user", "content": brief_prompt(brief)},
@@ -208,7 +227,9 @@ def run_agent(
                 messages.append({"role": "tool", "tool_call_id": call_id, "content": args})
                 continue
             if name == "finish":
-                outcome = _finish(run, brief, args, options=options, fingerprint=fingerprint)
+                outcome = _finish(
+                    run, brief, args, options=options, fingerprint=fingerprint, objective=objective
+                )
                 if isinstance(outcome, str):  # rejected: the model hears why and carries on
                     messages.append({"role": "tool", "tool_call_id": call_id, "content": outcome})
                     continue
@@ -239,6 +260,7 @@ def _finish(
     *,
     options: AgentOptions,
     fingerprint: Fingerprint,
+    objective: ObjectiveLoop | None = None,
 ) -> AgentOutcome | str:
     """Approve (if asked), then record the claimed evidence; the reason when rejected."""
     checked = run.tool("finish", args)  # the ToolBox validates the arguments, recorded
@@ -254,7 +276,14 @@ def _finish(
         return {"rows": rows, "env_fingerprint": fingerprint()}
 
     run.step("evidence.claimed", claim, kind="compute")
-    return AgentOutcome("done", str(args.get("summary", "")), evidence=rows)
+    outcome = AgentOutcome("done", str(args.get("summary", "")), evidence=rows)
+    if objective is not None:
+        closed, feedback = objective.judge(run)
+        if not closed:
+            objective.start_attempt(run)  # waits (paused) when max_runs is used up
+            return feedback
+        outcome.objective = {"attempts": objective.attempts, "state": "closed"}
+    return outcome
 
 
 def worktree_fingerprint(env: Any, tree: Path) -> Fingerprint:

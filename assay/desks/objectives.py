@@ -89,6 +89,45 @@ def run_judge(forge: Forge, sha: str, argv: list[str], *, timeout: float) -> dic
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+class ObjectiveLoop:
+    """The judge-and-retry bookkeeping of one brief's objective, as recorded steps."""
+
+    def __init__(self, *, brief: Brief, forge: Forge, hooks: Any) -> None:
+        objective = brief.objective
+        assert objective is not None
+        self.brief = brief
+        self.forge = forge
+        self.hooks = hooks
+        self.argv = objective.argv()
+        self.timeout = float(objective.timeout or 600)
+        self.attempts = 0
+
+    def _judge(self) -> dict[str, Any]:
+        self.hooks.durability_point("objective.judge")  # the judge sees the pushed work
+        return run_judge(self.forge, str(self.hooks.sync.head), self.argv, timeout=self.timeout)
+
+    def start_attempt(self, run: Any) -> int:
+        """Count a new run; wait durably (paused) while ``max_runs`` is used up."""
+        brief = self.brief
+        while True:
+            assert brief.objective is not None
+            limit = int(run.step("objective.limit", lambda: brief.objective.max_runs, kind="compute"))
+            if self.attempts < limit:
+                self.attempts += 1
+                return self.attempts
+            run.wait_for(WAITING_FOR)
+
+    def judge(self, run: Any) -> tuple[bool, str]:
+        """Run the judge (a recorded step); ``(closed, feedback for the next run)``."""
+        verdict = run.step("objective.judge", self._judge, kind="compute")
+        if verdict["exit"] == 0:
+            return True, ""
+        return False, (
+            f"Run {self.attempts} did not satisfy the objective: `{' '.join(self.argv)}` "
+            f"exited {verdict['exit']}.\n\n```\n{verdict['tail'][-1500:]}\n```"
+        )
+
+
 def with_objective(
     function: Callable[[Any, Brief], Any],
     *,
@@ -96,27 +135,17 @@ def with_objective(
     forge: Forge,
     hooks: Any,
 ) -> Callable[[Any, Brief], Any]:
-    """Wrap a desk function in the objective loop of ``brief``."""
-    objective = brief.objective
-    assert objective is not None
-    argv = objective.argv()
-    timeout = float(objective.timeout or 600)
+    """Wrap a ``command`` or ``python`` desk function in the objective loop of ``brief``.
 
-    def judge() -> dict[str, Any]:
-        hooks.durability_point("objective.judge")  # the judge sees exactly the pushed work
-        return run_judge(forge, str(hooks.sync.head), argv, timeout=timeout)
+    (The ``agent`` kind runs the loop inside its conversation instead, so the model hears
+    the judge's verdict and carries on; see ``assay.desks.agent``.)
+    """
 
     def wrapped(run: Any, current: Brief) -> Any:
-        attempt = 0
+        loop = ObjectiveLoop(brief=current, forge=forge, hooks=hooks)
         feedback = ""
         while True:
-            limit = int(
-                run.step("objective.limit", lambda: current.objective.max_runs, kind="compute")
-            )
-            if attempt >= limit:
-                run.wait_for(WAITING_FOR)
-                continue
-            attempt += 1
+            attempt = loop.start_attempt(run)
             shown = current
             if feedback:
                 body = f"{current.body}\n\n## Objective judge\n\n{feedback}"
@@ -124,15 +153,10 @@ def with_objective(
             output = function(run, shown)
             if isinstance(output, dict) and output.get("status") == "cancelled":
                 return output
-            verdict = run.step("objective.judge", judge, kind="compute")
-            state = {"attempts": attempt, "judge_exit": verdict["exit"]}
-            if verdict["exit"] == 0:
+            closed, feedback = loop.judge(run)
+            if closed:
                 result = dict(output) if isinstance(output, dict) else {"output": output}
-                result["objective"] = {**state, "state": "closed"}
+                result["objective"] = {"attempts": attempt, "state": "closed"}
                 return result
-            feedback = (
-                f"Run {attempt} did not satisfy the objective: `{' '.join(argv)}` exited "
-                f"{verdict['exit']}.\n\n```\n{verdict['tail'][-1500:]}\n```"
-            )
 
     return wrapped

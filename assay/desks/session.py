@@ -25,7 +25,7 @@ from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore, Heartbeat
 from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
 from assay.desks.events import EventLog
-from assay.desks.objectives import with_objective
+from assay.desks.objectives import ObjectiveLoop, with_objective
 from assay.desks.state import journal_path
 from assay.desks.tools import ToolBox
 from assay.errors import Fenced
@@ -143,21 +143,27 @@ class Session:
             window = int(getattr(model, "context_window", 0) or 0)
             fingerprint = worktree_fingerprint(brief.env, worktree)
 
-            def function(run: Any, brief: Brief) -> Any:
+            def function(run: Any, current: Brief) -> Any:
+                objective = (
+                    ObjectiveLoop(brief=current, forge=forge, hooks=hooks)
+                    if current.objective is not None
+                    else None
+                )
                 return run_agent(
                     run,
-                    brief,
+                    current,
                     options=options,
                     context_window=window,
                     fingerprint=fingerprint,
                     tool_specs=specs,
+                    objective=objective,
                 ).to_json()
 
         elif desk.kind == "command":
             function = command_desk(desk, worktree)
         else:
             function = desk.resolve_entry()
-        if brief.objective is not None:
+        if brief.objective is not None and desk.kind != "agent":
             function = with_objective(function, brief=brief, forge=forge, hooks=hooks)
         session = cls(
             forge=forge,
