@@ -47,8 +47,13 @@ def _load_desks(directory: str) -> dict[str, Any]:
 
 def _print_reports(reports: list[Any], *, as_json: bool, code: int) -> None:
     if as_json:
-        print_json({"status": "ok" if code == 0 else "done", "code": code,
-                    "runs": [r.to_json() for r in reports]})
+        print_json(
+            {
+                "status": "ok" if code == 0 else "done",
+                "code": code,
+                "runs": [r.to_json() for r in reports],
+            }
+        )
         return
     from rich.table import Table
 
@@ -61,14 +66,27 @@ def _print_reports(reports: list[Any], *, as_json: bool, code: int) -> None:
 
 
 def _common(fn: Any) -> Any:
-    fn = click.option("--desks", "desks_dir", default="desks", show_default=True,
-                      help=DESKS_HELP)(fn)
-    fn = click.option("--cache", envvar="ASSAY_CACHE", default=None,
-                      help="Local cache repository for the forge (default: per forge URL).")(fn)
-    fn = click.option("--workdir", envvar="ASSAY_WORKDIR", default=None,
-                      help="Where briefs are checked out (default: $ASSAY_STATE/work).")(fn)
-    fn = click.option("--holder", envvar="ASSAY_HOLDER", default=None,
-                      help="Holder token for claims (default: host, pid and a random suffix).")(fn)
+    fn = click.option("--desks", "desks_dir", default="desks", show_default=True, help=DESKS_HELP)(
+        fn
+    )
+    fn = click.option(
+        "--cache",
+        envvar="ASSAY_CACHE",
+        default=None,
+        help="Local cache repository for the forge (default: per forge URL).",
+    )(fn)
+    fn = click.option(
+        "--workdir",
+        envvar="ASSAY_WORKDIR",
+        default=None,
+        help="Where briefs are checked out (default: $ASSAY_STATE/work).",
+    )(fn)
+    fn = click.option(
+        "--holder",
+        envvar="ASSAY_HOLDER",
+        default=None,
+        help="Holder token for claims (default: host, pid and a random suffix).",
+    )(fn)
     return fn
 
 
@@ -107,7 +125,9 @@ def register(root: click.Group) -> None:
 
         desks = _load_desks(desks_dir)
         if name not in desks:
-            raise BadInput(f"{desks_dir}: no desk named {name!r} (have: {', '.join(sorted(desks))})")
+            raise BadInput(
+                f"{desks_dir}: no desk named {name!r} (have: {', '.join(sorted(desks))})"
+            )
         manifest = desks[name]
         loop = DeskLoop(
             forge=_open(forge, cache),
@@ -156,8 +176,12 @@ def register(root: click.Group) -> None:
             raise click.exceptions.Exit(code)
 
     @root.command("resync")
-    @click.option("--desk", "desk_name", default=None,
-                  help="Resume the runs this desk should own (crashed, released, woken).")
+    @click.option(
+        "--desk",
+        "desk_name",
+        default=None,
+        help="Resume the runs this desk should own (crashed, released, woken).",
+    )
     @forge_option
     @_common
     @json_option
@@ -185,15 +209,28 @@ def register(root: click.Group) -> None:
         )
         code = exit_code(reports, nothing=0)
         if as_json:
-            print_json({"status": "ok", "code": code, "briefs": [r.to_json() for r in rows],
-                        "runs": [r.to_json() for r in reports]})
+            print_json(
+                {
+                    "status": "ok",
+                    "code": code,
+                    "briefs": [r.to_json() for r in rows],
+                    "runs": [r.to_json() for r in reports],
+                }
+            )
         else:
             from rich.table import Table
 
             table = Table("brief", "state", "desk", "fence", "waiting for", "last step", "at")
             for row in rows:
-                table.add_row(row.brief, row.state, row.desk, str(row.fence), row.waiting_for,
-                              row.last_step, row.last_time)
+                table.add_row(
+                    row.brief,
+                    row.state,
+                    row.desk,
+                    str(row.fence),
+                    row.waiting_for,
+                    row.last_step,
+                    row.last_time,
+                )
             out.print(table)
             if reports:
                 _print_reports(reports, as_json=False, code=code)

@@ -165,13 +165,14 @@ def compact(run: Any, messages: list[dict[str, Any]], *, keep_recent: int) -> li
         {"role": "system", "content": COMPACT_PROMPT},
         {"role": "user", "content": transcript},
     ]
-    reply = run.model(request, tools=None, name="compact")
+    reply = run.model(request, tools=None)
     summary = str(message_of(reply).get("content") or "")
     # ``assay_turns`` carries how many assistant turns the summary replaces, so adapters
     # that answer by position (the scripted model) keep counting turns across a compaction.
     replaced = sum(1 for m in middle if m.get("role") == "assistant") + sum(
         int(m.get("assay_turns", 0) or 0) for m in middle
     )
+    run.step("compact", lambda: {"replaced": len(middle), "turns": replaced}, kind="compute")
     note = {
         "role": "user",
         "content": f"Summary of the work so far (compacted):\n{summary}",

@@ -14,12 +14,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from assay.errors import BadInput
+from assay.errors import BadInput, Corrupt
 from assay.forge import Forge, RefLog
 from assay.ids import check_id
+from assay.plumbing import Identity
 from assay.runtime import Event
 
 FORMAT_VERSION = 1
+LOG_KIND = "events"
+EVENTS_IDENTITY = Identity(name="assay events", email="events@assay.invalid")
 EVENT_KINDS = frozenset({"approve", "reject", "signal", "cancel", "timer"})
 MAX_TEXT = 20_000
 
@@ -34,19 +37,23 @@ def _now() -> str:
 
 
 def validate_record(record: Any, *, where: str) -> Event:
-    """Check one stored record and return it as an ``Event``; ``BadInput`` names the field."""
+    """Check one stored record and return it as an ``Event``; ``BadInput`` names the field.
+
+    The log's own ``kind`` field is ``"events"`` (every ``RefLog`` record names its log);
+    the event's kind is the field ``event``.
+    """
     if not isinstance(record, Mapping):
         raise BadInput(f"{where}: an event record must be a JSON object")
     if record.get("v") != FORMAT_VERSION:
         raise BadInput(f"{where}: field 'v' must be {FORMAT_VERSION}, got {record.get('v')!r}")
-    for name in ("id", "kind", "text", "actor", "at"):
+    for name in ("id", "event", "text", "actor", "at"):
         if not isinstance(record.get(name), str):
             raise BadInput(f"{where}: field {name!r} must be a string")
     if not record["id"]:
         raise BadInput(f"{where}: field 'id' must not be empty")
-    if record["kind"] not in EVENT_KINDS:
+    if record["event"] not in EVENT_KINDS:
         raise BadInput(
-            f"{where}: field 'kind' is {record['kind']!r}, expected one of "
+            f"{where}: field 'event' is {record['event']!r}, expected one of "
             + ", ".join(sorted(EVENT_KINDS))
         )
     if len(record["text"]) > MAX_TEXT:
@@ -56,7 +63,7 @@ def validate_record(record: Any, *, where: str) -> Event:
         raise BadInput(f"{where}: field 'data' must be an object")
     return Event(
         id=record["id"],
-        kind=record["kind"],
+        kind=record["event"],
         text=record["text"],
         actor=record["actor"],
         at=record["at"],
@@ -71,7 +78,12 @@ class EventLog:
         self.forge = forge
         self.brief = check_id(brief)
         self.ref = events_ref(brief)
-        self._log = RefLog(forge, self.ref)
+        self._log = RefLog(
+            forge, self.ref, kind=LOG_KIND, version=FORMAT_VERSION, validate=self._check
+        )
+
+    def _check(self, record: dict[str, Any]) -> None:
+        validate_record(record, where=self.ref)
 
     def append(
         self,
@@ -86,22 +98,33 @@ class EventLog:
         record = {
             "v": FORMAT_VERSION,
             "id": event_id or uuid.uuid4().hex,
-            "kind": kind,
+            "event": kind,
             "text": text,
             "actor": actor,
             "at": _now(),
             "data": dict(data or {}),
         }
         event = validate_record(record, where=f"{self.ref} (new event)")
-        self._log.append(record)
+        self._log.append(
+            record,
+            author=EVENTS_IDENTITY,
+            message=f"{kind} {self.brief}",
+        )
         return event
 
     def read(self) -> list[Event]:
-        """Every event appended so far, oldest first, each validated."""
-        records = self._log.read()
+        """Every event appended so far, oldest first, each validated.
+
+        A record that fails validation is ``BadInput`` (exit 65) naming the ref, the
+        commit and the field: an event is input, and nothing consumes a malformed one.
+        """
+        try:
+            entries = self._log.entries()
+        except Corrupt as exc:
+            raise BadInput(exc.message, ref=self.ref) from exc
         return [
-            validate_record(record, where=f"{self.ref} record {index}")
-            for index, record in enumerate(records)
+            validate_record(entry.record, where=f"{self.ref} at {entry.commit[:12]}")
+            for entry in entries
         ]
 
 

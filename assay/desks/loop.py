@@ -25,7 +25,7 @@ from assay.claims import Claim, ClaimStore, Heartbeat
 from assay.desks.events import EventLog
 from assay.desks.review import read_review, render_body, write_review
 from assay.desks.selection import Candidate, Why, queue
-from assay.desks.session import Session
+from assay.desks.session import Session, budget_for
 from assay.desks.state import ForgeView, read_view
 from assay.desks.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
 from assay.errors import AssayError, Busy, Fenced, Paused, Suspended
@@ -89,16 +89,36 @@ class DeskLoop:
     desks_dir: Path
     workroot: Path
     holder: str = field(default_factory=default_holder)
-    skew_s: float = 30.0
+    skew_s: float | None = None  # default: ASSAY_CLAIM_SKEW or 30 s
     on_progress: Callable[[str], None] = lambda line: None
 
     def __post_init__(self) -> None:
         self.store = ClaimStore(self.forge, skew_s=self.skew_s)
+        self.skew_s = self.store.skew_s
+        # Briefs whose run this process could not continue (diverged, corrupt, a bug):
+        # released for a human or another build, but not retaken by this process.
+        self.given_up: set[str] = set()
 
     # ------------------------------------------------------------------ choosing
 
     def view(self) -> ForgeView:
-        return read_view(self.forge)
+        view = read_view(self.forge)
+        view.budget_left = self.budget_left
+        return view
+
+    def budget_left(self, brief: Brief, summary: Any) -> bool:
+        """Whether a budget-paused run may go on: every limit is above what it used."""
+        budget = budget_for(brief, self.desk)
+        used = {
+            "steps": summary.steps,
+            "model_calls": summary.model_calls,
+            "tokens": summary.tokens,
+            "usd": summary.usd,
+        }
+        return all(
+            getattr(budget, name) is None or value < getattr(budget, name)
+            for name, value in used.items()
+        )
 
     def candidates(self, view: ForgeView, *, only: str | None = None) -> list[Candidate]:
         return queue(
@@ -109,7 +129,7 @@ class DeskLoop:
             cancelled=view.cancelled,
             arrived=view.arrived,
             now=datetime.now(UTC),
-            skew_s=self.skew_s,
+            skew_s=float(self.store.skew_s),
             only=only,
         )
 
@@ -119,9 +139,15 @@ class DeskLoop:
         if only is not None:
             view.require(only)
         for candidate in self.candidates(view, only=only):
+            if candidate.brief in self.given_up:
+                continue
             try:
                 claim = self.store.acquire(
-                    candidate.brief, self.desk.name, lease_s=float(self.desk.lease)
+                    candidate.brief,
+                    self.desk.name,
+                    lease_s=float(self.desk.lease),
+                    holder=self.holder,
+                    allow_waiting=candidate.why in {Why.WAKE, Why.CANCEL},
                 )
             except Busy:
                 continue  # another desk won this one; the next candidate
@@ -159,7 +185,7 @@ class DeskLoop:
             holder=self.holder,
         )
         try:
-            result = execute(session.function, brief, **session.run_options())
+            result = execute(session.entry, {"brief": brief.id}, **session.run_options())
             code, status = int(result.code), str(result.status)
             output, waiting_for = result.output, result.waiting_for
             steps = int(result.steps)
@@ -174,9 +200,7 @@ class DeskLoop:
             message = message or "the objective's max_runs are used up; raise it to resume"
         if code == Fenced.code or session.fenced:
             return RunReport(brief.id, why.value, "fenced", Fenced.code, message=message)
-        report = RunReport(
-            brief.id, why.value, status, code, steps=steps, waiting_for=waiting_for
-        )
+        report = RunReport(brief.id, why.value, status, code, steps=steps, waiting_for=waiting_for)
         report.message = message or _output_message(output)
         report.head_sha = session.head()
         report.review = self._review(brief, session, report, output)
@@ -237,9 +261,8 @@ class DeskLoop:
             waiting = report.waiting_for or ("budget" if report.code == 7 else "event")
             self.store.set_waiting(claim, waiting)
         else:
-            record = self.store.get(claim.brief)
-            if record is not None:
-                self.store.mark_stuck(record, by=self.holder, note=report.message[:200])
+            self.given_up.add(claim.brief)
+            self.store.release(claim, note=f"{report.status}: {report.message}"[:300])
 
 
 def _output_message(output: Any) -> str:
@@ -261,4 +284,3 @@ def exit_code(reports: list[RunReport], *, nothing: int = Busy.code) -> int:
 def events_for(forge: Forge, brief: str) -> list[Event]:
     """Every event of ``brief`` so far (the runtime's ``RunHooks.events``)."""
     return EventLog(forge, brief).read()
-

@@ -22,11 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from assay.briefs import Brief
-from assay.forge import Forge
 from assay.journal import Journal
-from assay.plumbing import run_git
 from assay.runtime import Event
+
+if TYPE_CHECKING:
+    from assay.forge import Forge
 
 JUDGE_TAIL = 4_000
 WAITING_FOR = "objective"
@@ -63,11 +66,15 @@ def objective_events(brief: Brief, journal: Journal | None) -> list[Event]:
 
 def run_judge(forge: Forge, sha: str, argv: list[str], *, timeout: float) -> dict[str, Any]:
     """Run the judge in a fresh clone of ``sha`` from the forge; never through a shell."""
+    from assay.plumbing import run_git
+
     tmp = Path(tempfile.mkdtemp(prefix="assay-judge-"))
     try:
         tree = tmp / "tree"
         run_git(["init", "--quiet", str(tree)], config=forge.git_config)
-        run_git(["fetch", "--quiet", "--depth=1", forge.url, sha], cwd=tree, config=forge.git_config)
+        run_git(
+            ["fetch", "--quiet", "--depth=1", forge.url, sha], cwd=tree, config=forge.git_config
+        )
         run_git(["checkout", "--quiet", "--detach", sha], cwd=tree)
         started = time.monotonic()
         try:
@@ -104,14 +111,16 @@ class ObjectiveLoop:
 
     def _judge(self) -> dict[str, Any]:
         self.hooks.durability_point("objective.judge")  # the judge sees the pushed work
-        return run_judge(self.forge, str(self.hooks.sync.head), self.argv, timeout=self.timeout)
+        return run_judge(self.forge, str(self.hooks.sync.tip), self.argv, timeout=self.timeout)
 
     def start_attempt(self, run: Any) -> int:
         """Count a new run; wait durably (paused) while ``max_runs`` is used up."""
         brief = self.brief
         while True:
             assert brief.objective is not None
-            limit = int(run.step("objective.limit", lambda: brief.objective.max_runs, kind="compute"))
+            limit = int(
+                run.step("objective.limit", lambda: brief.objective.max_runs, kind="compute")
+            )
             if self.attempts < limit:
                 self.attempts += 1
                 return self.attempts

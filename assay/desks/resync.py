@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from assay.claims.record import skew_from_env
 from assay.desks.loop import DeskLoop, RunReport
 from assay.desks.review import read_review
 from assay.desks.selection import expired
@@ -54,10 +55,11 @@ class BriefState:
         }
 
 
-def brief_state(view: ForgeView, brief_id: str, *, skew_s: float = 30.0) -> BriefState:
+def brief_state(view: ForgeView, brief_id: str, *, skew_s: float | None = None) -> BriefState:
     """Classify one brief from the forge alone."""
     from assay.journal import summarize
 
+    skew = skew_from_env(skew_s)
     claim = view.claims.get(brief_id)
     journal = view.journal(brief_id)
     summary = summarize(journal) if journal is not None else None
@@ -79,7 +81,7 @@ def brief_state(view: ForgeView, brief_id: str, *, skew_s: float = 30.0) -> Brie
         state = "in review" if review is not None and review.state == "ready" else "closed"
     elif claim.state == "waiting":
         state = "waiting"
-    elif claim.state == "stuck" or expired(claim, now=datetime.now(UTC), skew_s=skew_s):
+    elif claim.state == "stuck" or expired(claim, now=datetime.now(UTC), skew_s=skew):
         state = "stuck"
     else:
         state = "held"

@@ -35,7 +35,6 @@ class Skip(str, Enum):
     HELD = "held by a live claim"
     WAITING = "waiting; nothing has arrived"
     DONE = "done"
-    STUCK = "stuck"
     MERGED = "merged"
 
 
@@ -117,7 +116,7 @@ def classify(
     if claim.state == "done":
         return Skip.DONE
     if claim.state == "stuck":
-        return Skip.STUCK
+        return Why.TAKEOVER  # a sweeper judged the holder dead: resume the run
     if claim.state == "waiting":
         return Why.WAKE if arrived(brief.id) else Skip.WAITING
     if expired(claim, now=now, skew_s=skew_s):

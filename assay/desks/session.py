@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from assay.branch import BranchSync
+from assay.branch import BranchSync, journal_path
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore, Heartbeat
 from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
 from assay.desks.events import EventLog
 from assay.desks.objectives import ObjectiveLoop, with_objective
-from assay.desks.state import journal_path
 from assay.desks.tools import ToolBox
 from assay.errors import Fenced
 from assay.forge import Forge
@@ -48,40 +47,31 @@ class DeskHooks:
         self.claim = claim
         self.log = events
         self.fenced = threading.Event()
-        self.lock = threading.Lock()
         self.pushes = 0
 
     def durability_point(self, reason: str) -> None:
         if self.fenced.is_set():
             raise Fenced(f"{self.claim.brief}: this holder lost its claim; stopping")
         try:
-            self.sync.commit_and_push(f"{self.claim.brief}: {reason}")
+            self.sync.sync(f"{self.claim.brief}: {reason}")
         except Fenced:
             self.fenced.set()
             raise
         self.pushes += 1
 
     def heartbeat(self, progress: dict[str, Any]) -> None:
-        with self.lock:
-            try:
-                self.claim = self.store.renew(self.claim)
-            except Fenced:
-                self.fenced.set()
-                raise
+        try:
+            self.store.renew(self.claim)  # the Claim object is shared with the heartbeat
+        except Fenced:
+            self.fenced.set()
+            raise
 
     def ensure_owner(self) -> None:
-        record = self.store.get(self.claim.brief)
-        if (
-            record is None
-            or record.holder != self.claim.holder
-            or record.fence != self.claim.fence
-            or record.state != "held"
-        ):
+        try:
+            self.store.ensure_owner(self.claim)
+        except Fenced:
             self.fenced.set()
-            raise Fenced(
-                f"{self.claim.brief}: the claim is no longer held by {self.claim.holder} "
-                f"at fence {self.claim.fence}"
-            )
+            raise
 
     def events(self) -> list[Event]:
         return self.log.read()
@@ -126,8 +116,8 @@ class Session:
         store: ClaimStore,
         holder: str,
     ) -> Session:
-        author = Identity.for_holder(desk.name, holder)
-        sync = BranchSync(forge, brief.id, workdir=workroot / brief.id, author=author)
+        identity = Identity.for_holder(desk.name, holder)
+        sync = BranchSync(forge, brief.id, workdir=workroot / brief.id, identity=identity)
         worktree = sync.checkout()
         hooks = DeskHooks(sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id))
         model = tools = None
@@ -181,10 +171,17 @@ class Session:
         session.heartbeat.start()
         return session
 
+    def entry(self, run: Any, given: Any) -> Any:
+        """What ``execute`` runs: the desk function on the brief as main has it now.
+
+        The run's recorded input is only ``{"brief": id}``, so raising a budget or
+        ``max_runs`` on main does not make the resumed run diverge.
+        """
+        return self.function(run, self.brief)
+
     @property
     def claim(self) -> Claim:
-        latest = getattr(self.heartbeat, "claim", None)
-        return latest if latest is not None else self.hooks.claim
+        return self.hooks.claim
 
     @property
     def fenced(self) -> bool:
@@ -211,7 +208,7 @@ class Session:
             self.heartbeat.stop()
 
     def head(self) -> str:
-        return str(self.sync.head or "")
+        return str(self.sync.tip or "")
 
     def summary(self) -> dict[str, Any]:
         if not self.journal_dir.exists():

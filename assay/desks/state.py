@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from assay.branch import journal_path
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
 from assay.claims import ClaimStore
 from assay.desks.events import EventLog
@@ -26,14 +27,10 @@ from assay.errors import AssayError, BadInput
 from assay.forge import Forge
 from assay.journal import Journal, read_journal
 from assay.plumbing import run_git
+from assay.runtime.history import History
 
 MAIN = "refs/heads/main"
 BRANCHES = "refs/heads/assay/"
-
-
-def journal_path(brief: str) -> str:
-    """Where a brief's journal lives on its branch."""
-    return f".assay/journal/{brief}"
 
 
 @dataclass
@@ -99,16 +96,9 @@ class ForgeView:
 
 def consumed_events(journal: Journal | None) -> set[str]:
     """Ids of events a journal has already consumed (signals drained, waits woken)."""
-    found: set[str] = set()
-    for entry in journal.entries if journal else []:
-        if entry.get("kind") in {"signal", "wake"}:
-            for key in ("event", "event_id", "id"):
-                value = entry.get(key)
-                if isinstance(value, str):
-                    found.add(value)
-                elif isinstance(value, dict) and isinstance(value.get("id"), str):
-                    found.add(value["id"])
-    return found
+    if journal is None:
+        return set()
+    return set(History.build(journal.entries).consumed)
 
 
 def wait_until(journal: Journal | None) -> datetime | None:
@@ -125,7 +115,9 @@ def wait_until(journal: Journal | None) -> datetime | None:
 def read_tree_journal(forge: Forge, commit: str, brief_id: str) -> Journal | None:
     """Read (and verify) the journal stored in ``commit``; None when it has none."""
     prefix = journal_path(brief_id)
-    done = run_git(["archive", "--format=tar", commit, "--", prefix], git_dir=forge.cache, check=False)
+    done = run_git(
+        ["archive", "--format=tar", commit, "--", prefix], git_dir=forge.cache, check=False
+    )
     if done.returncode != 0:
         return None  # the path does not exist in that commit
     with tempfile.TemporaryDirectory(prefix="assay-journal-") as tmp:
@@ -144,9 +136,7 @@ def _brief_files(forge: Forge, main: str) -> dict[str, bytes]:
 
 
 def _is_ancestor(forge: Forge, commit: str, main: str) -> bool:
-    done = run_git(
-        ["merge-base", "--is-ancestor", commit, main], git_dir=forge.cache, check=False
-    )
+    done = run_git(["merge-base", "--is-ancestor", commit, main], git_dir=forge.cache, check=False)
     return done.returncode == 0
 
 
