@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from assay.briefs import Brief
-from assay.claims import Claim, ClaimStore, Heartbeat
+from assay.claims import Claim, ClaimStore
 from assay.desks.events import EventLog
+from assay.desks.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
 from assay.desks.review import read_review, render_body, write_review
 from assay.desks.selection import Candidate, Why, queue
 from assay.desks.session import Session, budget_for
 from assay.desks.state import ForgeView, read_view
-from assay.desks.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
 from assay.errors import AssayError, Busy, Fenced, Paused, Suspended
 from assay.forge import Forge
 from assay.runtime import Event, execute

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Protocol
 
 
-class Why(str, Enum):
+class Why(StrEnum):
     """Why a brief is a candidate: what taking it means for its run."""
 
     NEW = "new"  # no claim yet: a first run
@@ -26,7 +26,7 @@ class Why(str, Enum):
     CANCEL = "cancel"  # cancelled while claimed but idle: close it without running
 
 
-class Skip(str, Enum):
+class Skip(StrEnum):
     """Why a brief is not a candidate (shown by ``assay resync`` and ``--json``)."""
 
     NOT_TAKEN = "not taken by this desk"

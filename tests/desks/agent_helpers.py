@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import json
 
 from assay.briefs import Brief, parse_brief
 from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint

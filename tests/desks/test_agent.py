@@ -75,7 +75,7 @@ def test_undeclared_tool_is_denied_and_recorded(tmp_path: Path) -> None:
     with pytest.raises(Denied) as caught:
         rig.execute()
     assert caught.value.code == 77
-    assert [e for e in rig.entries() if e["kind"] == "denied"][0]["name"] == "run"
+    assert next(e for e in rig.entries() if e["kind"] == "denied")["name"] == "run"
 
 
 def test_write_outside_the_work_tree_is_denied(tmp_path: Path) -> None:
