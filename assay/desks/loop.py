@@ -121,8 +121,9 @@ class DeskLoop:
         )
 
     def candidates(self, view: ForgeView, *, only: str | None = None) -> list[Candidate]:
+        briefs: dict[str, Any] = dict(view.briefs)
         return queue(
-            view.briefs,
+            briefs,
             view.claims,
             desk_takes=self.desk.takes_brief,
             merged=view.merged,

@@ -103,7 +103,7 @@ class ObjectiveLoop:
         self.brief = brief
         self.forge = forge
         self.hooks = hooks
-        self.argv = objective.argv()
+        self.argv = objective.argv
         self.timeout = float(objective.timeout or 600)
         self.attempts = 0
 

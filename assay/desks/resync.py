@@ -63,7 +63,7 @@ def brief_state(view: ForgeView, brief_id: str, *, skew_s: float | None = None) 
     claim = view.claims.get(brief_id)
     journal = view.journal(brief_id)
     summary = summarize(journal) if journal is not None else None
-    common = {
+    common: dict[str, Any] = {
         "desk": str(getattr(claim, "desk", "") or ""),
         "holder": str(getattr(claim, "holder", "") or ""),
         "fence": int(getattr(claim, "fence", 0) or 0),

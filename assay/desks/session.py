@@ -121,6 +121,7 @@ class Session:
         worktree = sync.checkout()
         hooks = DeskHooks(sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id))
         model = tools = None
+        function: Callable[[Any, Brief], Any]
         if desk.kind == "agent":
             model = desk.build_model(workdir=worktree)
             tools = ToolBox(worktree, desk.tool_policy())
@@ -133,7 +134,7 @@ class Session:
             window = int(getattr(model, "context_window", 0) or 0)
             fingerprint = worktree_fingerprint(brief.env, worktree)
 
-            def function(run: Any, current: Brief) -> Any:
+            def agent(run: Any, current: Brief) -> Any:
                 objective = (
                     ObjectiveLoop(brief=current, forge=forge, hooks=hooks)
                     if current.objective is not None
@@ -148,6 +149,8 @@ class Session:
                     tool_specs=specs,
                     objective=objective,
                 ).to_json()
+
+            function = agent
 
         elif desk.kind == "command":
             function = command_desk(desk, worktree)

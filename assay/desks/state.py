@@ -152,9 +152,9 @@ def read_view(forge: Forge) -> ForgeView:
     briefs: dict[str, Brief] = {}
     bad: dict[str, AssayError] = {}
     if main is not None:
-        for path, raw in _brief_files(forge, main).items():
+        for path, blob in _brief_files(forge, main).items():
             try:
-                brief = parse_brief(raw.decode("utf-8"), source=path)
+                brief = parse_brief(blob.decode("utf-8"), source=path)
             except UnicodeDecodeError:
                 bad[path] = BadInput(f"{path}: not UTF-8 text")
                 continue
