@@ -77,6 +77,15 @@ class DeskHooks:
         return self.log.read()
 
 
+APPROVAL_LABEL = "approval"
+
+
+def wants_approval(brief: Brief, desk: Any) -> bool:
+    """Whether ``finish`` waits for ``assay approve``: the brief carries the label
+    ``approval``, or the desk manifest sets ``approval: true``."""
+    return APPROVAL_LABEL in brief.labels or bool(getattr(desk, "approval", False))
+
+
 def budget_for(brief: Brief, desk: Any) -> Budget:
     """The tightest of the brief's and the desk's budgets."""
     spec = brief.budget.tightest(desk.budget)
@@ -126,7 +135,7 @@ class Session:
             model = desk.build_model(workdir=worktree)
             tools = ToolBox(worktree, desk.tool_policy())
             options = AgentOptions(
-                approval=bool(getattr(desk, "approval", False)),
+                approval=wants_approval(brief, desk),
                 compact_at=float(desk.compact_at),
                 system_prompt=desk.system_prompt or AgentOptions().system_prompt,
             )
@@ -209,6 +218,13 @@ class Session:
     def close(self) -> None:
         if self.heartbeat is not None:
             self.heartbeat.stop()
+
+    def flush(self, reason: str) -> None:
+        """A last durability point after the run stopped (Fenced is remembered, not raised)."""
+        try:
+            self.hooks.durability_point(f"after run: {reason}")
+        except Fenced:
+            pass
 
     def head(self) -> str:
         return str(self.sync.tip or "")
