@@ -11,6 +11,7 @@ heartbeats renew the claim, ``ensure_owner`` re-reads the claim ref before effec
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
@@ -221,10 +222,8 @@ class Session:
 
     def flush(self, reason: str) -> None:
         """A last durability point after the run stopped (Fenced is remembered, not raised)."""
-        try:
+        with contextlib.suppress(Fenced):
             self.hooks.durability_point(f"after run: {reason}")
-        except Fenced:
-            pass
 
     def head(self) -> str:
         return str(self.sync.tip or "")

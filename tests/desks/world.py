@@ -6,6 +6,7 @@ Every desk process is ``python -m assay`` in a subprocess with its own ``ASSAY_S
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -150,10 +151,8 @@ class World:
 
     def kill(self, proc: subprocess.Popen[str]) -> None:
         """SIGKILL the desk and every child it had (git push, a tool's command)."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait(timeout=30)
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.close()
