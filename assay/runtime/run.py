@@ -108,12 +108,13 @@ class Run:
         on_divergence: Literal["fail", "fork"] = "fail",
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         run_id: str | None = None,
+        fsync: bool = True,
     ) -> Run:
         """Open (or create) the run journaled in ``journal_dir`` for execution.
 
         Verifies the journal (``Corrupt`` on damage), drops a torn last line, refuses a
         fence lower than the journal's (``Fenced``) and records a ``takeover`` when the
-        fence is higher.
+        fence is higher. ``fsync=False`` is for throwaway runs only (see ``JournalWriter``).
         """
         journal = read_journal(Path(journal_dir))
         if fence < journal.fence:
@@ -128,6 +129,7 @@ class Run:
             secrets=secrets,
             segment_bytes=segment_bytes,
             journal=journal,
+            fsync=fsync,
         )
         run = cls(
             journal,
@@ -288,8 +290,9 @@ class Run:
     def _replayed(self, result: dict[str, Any], label: str, output: Shape) -> Any:
         if result.get("status") == "error":
             error = result.get("error") or {}
+            error_type = str(error.get("type", ""))
             raise StepError(
-                str(error.get("message", "")), step=label, error_type=str(error.get("type", ""))
+                f"{error_type}: {error.get('message', '')}", step=label, error_type=error_type
             )
         value = load_packed(self.directory, result.get("out"))
         return check(value, output, label=f"{self.pos} ({label})", recorded=True)[0]
