@@ -161,7 +161,7 @@ def validation_error(exc: ValidationError, doc: YamlDoc) -> BadInput:
         return BadInput(f"{doc.source}: invalid document", source=doc.source)
     first = problems[0]
     loc = [element for element in first["loc"] if isinstance(element, str | int)]
-    error = doc.bad(loc, _message(first["type"], first["msg"]))
+    error = doc.bad(loc, describe(first["type"], first["msg"]))
     if len(problems) > 1:
         error.message += f" (and {len(problems) - 1} more)"
         error.args = (error.message,)
@@ -169,14 +169,15 @@ def validation_error(exc: ValidationError, doc: YamlDoc) -> BadInput:
         {
             "field": doc.locate(list(p["loc"]))[1],
             "line": doc.line_of(list(p["loc"])),
-            "message": _message(p["type"], p["msg"]),
+            "message": describe(p["type"], p["msg"]),
         }
         for p in problems
     ]
     return error
 
 
-def _message(kind: str, msg: str) -> str:
+def describe(kind: str, msg: str) -> str:
+    """pydantic's message for one error, in Assay's words (lower case, no prefix)."""
     if kind == "extra_forbidden":
         return "unknown field"
     if kind == "missing":

@@ -60,10 +60,9 @@ class OpenAIModel:
             config.base_url or os.environ.get("ASSAY_MODEL_BASE_URL") or DEFAULT_BASE_URL
         ).rstrip("/")
         self.policy = RetryPolicy(config.attempts, config.backoff_s, config.max_backoff_s)
-        self._client = httpx.Client(timeout=config.timeout_s, transport=transport)
-
-    def close(self) -> None:
-        self._client.close()
+        # One client a call: a model call takes seconds, so keep-alive buys nothing, and
+        # no adapter holds a socket between steps (or leaks one when a run suspends).
+        self._transport = transport
 
     def complete(
         self, messages: list[Message], *, tools: list[ToolSpec] | None = None
@@ -81,15 +80,16 @@ class OpenAIModel:
         key = os.environ.get(key_env) if key_env else None
         if key:
             headers["authorization"] = f"Bearer {key}"
-        data = post_json(
-            self._client,
-            f"{self.base_url}/chat/completions",
-            payload=payload,
-            headers=headers,
-            policy=self.policy,
-            what=f"model {self.config.model} at {self.base_url}",
-            key_env=key_env,
-        )
+        with httpx.Client(timeout=self.config.timeout_s, transport=self._transport) as client:
+            data = post_json(
+                client,
+                f"{self.base_url}/chat/completions",
+                payload=payload,
+                headers=headers,
+                policy=self.policy,
+                what=f"model {self.config.model} at {self.base_url}",
+                key_env=key_env,
+            )
         return self._reply(data)
 
     def _reply(self, data: dict[str, Any]) -> ModelReply:
