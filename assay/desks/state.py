@@ -10,6 +10,7 @@ not stop the other briefs: it is kept in ``bad`` and reported, and naming it wit
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 import tempfile
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
 from assay.claims import ClaimStore
 from assay.desks.events import EventLog
 from assay.desks.objectives import objective_events
+from assay.desks.review import REVIEW_FILE
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
 from assay.journal import Journal, read_journal
@@ -179,9 +181,15 @@ def read_view(forge: Forge) -> ForgeView:
         and _is_ancestor(forge, tip, main)
         and _has_path(forge, tip, journal_path(brief))
     }
-    for ref, sha in reviews.items():
-        raw = forge.read_blob(sha, "review.json")
-        if raw is not None and b'"state": "merged"' in raw:
+    names = sorted(reviews)
+    for ref, raw in zip(
+        names, forge.read_blobs([(reviews[r], REVIEW_FILE) for r in names]), strict=True
+    ):
+        try:
+            state = json.loads(raw or b"{}").get("state")
+        except ValueError:
+            continue  # an unreadable review proves nothing; read_review reports it
+        if state == "merged":
             merged.add(ref.removeprefix("refs/assay/reviews/"))
     claims = {record.brief: record for record in ClaimStore(forge).list()}
     cancelled: set[str] = set()
