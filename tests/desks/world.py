@@ -20,10 +20,12 @@ from typing import Any
 import yaml
 
 from assay.claims import ClaimRecord, ClaimStore
+from assay.desks.events import EventLog
 from assay.desks.review import Review, read_review
 from assay.desks.state import read_tree_journal
 from assay.forge import open_forge
 from assay.journal import Journal
+from assay.runtime import Event
 from tests.conftest import assay_argv, assay_env
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.forge_fixtures import put_on_main, wait_until
@@ -193,6 +195,10 @@ class World:
             record = store.get(brief)
             return record is not None and store.status(record) in {"expired", "stuck", "released"}
 
+    def event(self, brief: str, kind: str, text: str = "", actor: str = "tester") -> Event:
+        with open_forge(self.url, cache_dir=self._cache()) as forge:
+            return EventLog(forge, brief).append(kind, text=text, actor=actor)
+
     def review(self, brief: str) -> Review | None:
         with open_forge(self.url, cache_dir=self._cache()) as forge:
             return read_review(forge, brief)
@@ -275,6 +281,7 @@ class HoldingServer(FakeOpenAIServer):
         self.held: list[int] = []
         self._gate = threading.Condition()
         self._abandoned = False
+        self._let_go: set[int] = set()
 
     def handle(
         self, body: dict[str, Any], headers: dict[str, str]
@@ -285,10 +292,17 @@ class HoldingServer(FakeOpenAIServer):
             with self._gate:
                 self.held.append(turn)
                 self._gate.notify_all()
-                self._gate.wait_for(lambda: self._abandoned, timeout=60)
-                self._abandoned = False
-            return 503, {}, {"error": {"message": "abandoned: the client was killed"}}
+                self._gate.wait_for(lambda: self._abandoned or turn in self._let_go, timeout=60)
+                if turn not in self._let_go:
+                    self._abandoned = False
+                    return 503, {}, {"error": {"message": "abandoned: the client was killed"}}
         return super().handle(body, headers)
+
+    def let_go(self, turn: int) -> None:
+        """Answer the held request of ``turn`` normally."""
+        with self._gate:
+            self._let_go.add(turn)
+            self._gate.notify_all()
 
     def wait_held(self, turn: int) -> None:
         with self._gate:
