@@ -26,7 +26,7 @@ from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore, Heartbeat
 from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
 from assay.desks.events import EventLog
-from assay.desks.objectives import ObjectiveLoop, with_objective
+from assay.desks.objectives import ObjectiveLoop, objective_events, with_objective
 from assay.desks.tools import ToolBox
 from assay.errors import Fenced
 from assay.forge import Forge
@@ -41,12 +41,19 @@ class DeskHooks:
     """``RunHooks`` for a run hosted by the desk loop on a forge."""
 
     def __init__(
-        self, *, sync: BranchSync, store: ClaimStore, claim: Claim, events: EventLog
+        self,
+        *,
+        sync: BranchSync,
+        store: ClaimStore,
+        claim: Claim,
+        events: EventLog,
+        brief: Brief | None = None,
     ) -> None:
         self.sync = sync
         self.store = store
         self.claim = claim
         self.log = events
+        self.brief = brief
         self.fenced = threading.Event()
         self.pushes = 0
 
@@ -75,7 +82,14 @@ class DeskHooks:
             raise
 
     def events(self) -> list[Event]:
-        return self.log.read()
+        delivered = self.log.read()
+        if self.brief is not None and self.brief.objective is not None:
+            # Raising max_runs on main is the event that ends a wait for "objective".
+            journal = (
+                read_journal(self.sync.journal_dir) if self.sync.journal_dir.exists() else None
+            )
+            delivered += objective_events(self.brief, journal)
+        return delivered
 
 
 APPROVAL_LABEL = "approval"
@@ -129,7 +143,9 @@ class Session:
         identity = Identity.for_holder(desk.name, holder)
         sync = BranchSync(forge, brief.id, workdir=workroot / brief.id, identity=identity)
         worktree = sync.checkout()
-        hooks = DeskHooks(sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id))
+        hooks = DeskHooks(
+            sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id), brief=brief
+        )
         model = tools = None
         function: Callable[[Any, Brief], Any]
         if desk.kind == "agent":
