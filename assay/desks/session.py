@@ -181,7 +181,7 @@ class Session:
         elif desk.kind == "command":
             function = command_desk(desk, worktree)
         else:
-            function = desk.resolve_entry()
+            function = in_directory(desk.resolve_entry(), worktree)
         if brief.objective is not None and desk.kind != "agent":
             function = with_objective(function, brief=brief, forge=forge, hooks=hooks)
         session = cls(
@@ -248,6 +248,22 @@ class Session:
         if not self.journal_dir.exists():
             return {}
         return summarize(read_journal(self.journal_dir)).to_json()
+
+
+def in_directory(
+    function: Callable[[Any, Brief], Any], directory: Path
+) -> Callable[[Any, Brief], Any]:
+    """Run a ``python`` desk's function with the work tree as its working directory."""
+
+    def wrapped(run: Any, brief: Brief) -> Any:
+        previous = Path.cwd()
+        os.chdir(directory)
+        try:
+            return function(run, brief)
+        finally:
+            os.chdir(previous)
+
+    return wrapped
 
 
 def command_desk(desk: Any, worktree: Path) -> Callable[[Any, Brief], Any]:
