@@ -269,10 +269,12 @@ def _events(batch: GitBatch, sha: str) -> list[EventInfo]:
         raw = record_of(batch, commit)
         if not isinstance(raw, Mapping):
             continue
+        # The desk's event log stores the event's kind in ``event`` (``kind`` is the log's
+        # own); a record may also nest the whole event object under ``event``.
         nested = raw.get("event")
         event: Mapping[str, Any] = nested if isinstance(nested, Mapping) else raw
         ident = event.get("id")
-        kind = event.get("event_kind") or event.get("kind")
+        kind = nested if isinstance(nested, str) else event.get("kind")
         if isinstance(ident, str) and isinstance(kind, str):
             found.append(
                 EventInfo(
