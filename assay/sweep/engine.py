@@ -164,6 +164,21 @@ def _apply(
     from assay.forge.records import RefLog
 
     author = _identity(report.by)
+    # Wakes are dispatched first, before anything is written: the woken desk's start-up is
+    # most of the wake latency, so it overlaps with recording the wake. Two wakers racing
+    # for one event at most start two desks, and the claim's CAS acquire lets one through.
+    dispatched: dict[int, str] = {}
+    for index, action in enumerate(report.actions):
+        if action.action != "wake":
+            continue
+        policy = _policy(policies, action.sweeper)
+        waker = policy if isinstance(policy, WakerPolicy) else WakerPolicy(kind="waker")
+        desk = action.claim.desk if action.claim else ""
+        if waker.dispatch == "local" and dispatcher is not None and desk:
+            pid = dispatcher(action.brief, desk, str(forge.url), waker)
+            dispatched[index] = f"dispatched pid {pid}" if pid else "dispatched"
+        else:
+            dispatched[index] = "recorded (dispatch: none)"
     applied = apply_plan(
         forge,
         snapshot,
@@ -174,19 +189,9 @@ def _apply(
         author=author,
     )
     trips = applied.pushes
-    # Wakes are dispatched only once their status landed: a second waker racing this one
-    # then sees the wake on record and does not start a second desk for the same event.
-    for index, action in enumerate(report.actions):
-        if action.action != "wake" or not applied.landed[index]:
-            continue
-        policy = _policy(policies, action.sweeper)
-        waker = policy if isinstance(policy, WakerPolicy) else WakerPolicy(kind="waker")
-        desk = action.claim.desk if action.claim else ""
-        if waker.dispatch == "local" and dispatcher is not None and desk:
-            pid = dispatcher(action.brief, desk, str(forge.url), waker)
-            applied.outcomes[index] = f"dispatched pid {pid}" if pid else "dispatched"
-        else:
-            applied.outcomes[index] = "recorded (dispatch: none)"
+    for index, outcome in dispatched.items():
+        landed = applied.landed[index]
+        applied.outcomes[index] = outcome if landed else f"{outcome}; {applied.outcomes[index]}"
     report.outcomes = applied.outcomes
     new_orphans = [
         a.ref

@@ -14,6 +14,7 @@ state, built in one fast-import:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -179,16 +180,141 @@ def bench_wake(root: Path, rounds: int) -> list[tuple[str, str]]:
     ]
 
 
+def bench_desk_wake(root: Path, rounds: int) -> list[tuple[str, str]]:
+    """With the real desk loop on the served forge: a desk's last step (its ``wait`` entry)
+    to its process exiting, and an approval push to the woken run's next entry (``wake``)."""
+    import subprocess
+
+    import yaml
+
+    from assay.board.model import parse_time
+    from assay.board.source import read_snapshot
+    from assay.desks.events import EventLog
+    from assay.forge import ForgeServer, init_forge, open_forge
+    from assay.sweep.hook import install_wake_hook
+    from tests.conftest import assay_argv, assay_env
+    from tests.desks.world import brief_text, finish, write
+    from tests.forge_fixtures import put_on_main
+
+    forge_path = init_forge(root / "desk.git")
+    desks = root / "desks"
+    (desks / "scripts").mkdir(parents=True)
+    script = {"responses": [write("hello.txt", "hi\n"), finish("ready")]}
+    (desks / "scripts" / "coder.json").write_text(json.dumps(script))
+    manifest = {
+        "name": "coder",
+        "kind": "agent",
+        "takes": {"globs": ["*"]},
+        "model": {"adapter": "scripted", "script": "scripts/coder.json"},
+        "tools": ["read_file", "write_file", "list_files", "finish"],
+        "lease": 30,
+    }
+    (desks / "coder.yaml").write_text(yaml.safe_dump(manifest))
+    workdir = root / "desk-waker"
+    (workdir / "sweepers").mkdir(parents=True)
+    (workdir / "sweepers" / "waker.yaml").write_text(
+        f"kind: waker\ndispatch: local\ndesks_dir: {desks}\n"
+    )
+    install_wake_hook(forge_path, workdir=workdir)
+    briefs = [f"wake-{n}" for n in range(rounds)]
+    put_on_main(
+        forge_path,
+        {f"briefs/{b}.md": brief_text(b, labels=["approval"]) for b in briefs},
+    )
+    suspend: list[float] = []
+    wake: list[float] = []
+    with ForgeServer(forge_path) as server:
+        server.start()
+        with open_forge(server.url, cache_dir=root / "desk-cache") as forge:
+            for brief in briefs:
+                done = subprocess.run(
+                    assay_argv(
+                        "desk",
+                        "run",
+                        "coder",
+                        "--once",
+                        "--brief",
+                        brief,
+                        "--forge",
+                        server.url,
+                        "--desks",
+                        str(desks),
+                    ),
+                    env=assay_env(),
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
+                exited = time.time()
+                if done.returncode != 75:
+                    return [
+                        (
+                            "desk wake benchmark",
+                            f"desk exited {done.returncode}: {done.stderr[-200:]}",
+                        )
+                    ]
+                journal = read_snapshot(forge).journals[brief]
+                waited = journal.last_at
+                if waited is not None:
+                    suspend.append(exited - waited.timestamp())
+                pushed = time.time()
+                EventLog(forge, brief).append("approve", actor="bench")
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    snapshot = read_snapshot(forge, only_brief=brief)
+                    claim = snapshot.claims.get(brief)
+                    if claim is not None and claim.state == "done":
+                        break
+                full = read_snapshot(forge).journals[brief]
+                del full
+                woke = _wake_time(forge, brief)
+                if woke is not None:
+                    wake.append(woke - pushed)
+
+    def summary(values: list[float]) -> str:
+        if not values:
+            return "not measured"
+        ordered = sorted(values)
+        return (
+            f"median {ordered[len(ordered) // 2] * 1000:.0f} ms, "
+            f"max {ordered[-1] * 1000:.0f} ms ({len(values)} runs)"
+        )
+
+    del parse_time
+    return [
+        ("desk: last step (wait) -> process exited, suspended", summary(suspend)),
+        ("desk: approval push -> woken run's next entry (hook, waker, desk)", summary(wake)),
+    ]
+
+
+def _wake_time(forge: Any, brief: str) -> float | None:
+    from assay.board.gitread import GitBatch
+    from assay.board.model import parse_time
+    from assay.board.source import journal_entries
+
+    tip = forge.fetch(f"refs/heads/assay/{brief}").get(f"refs/heads/assay/{brief}")
+    if not tip:
+        return None
+    with GitBatch(forge.cache) as batch:
+        entries, _, _ = journal_entries(batch, tip, brief)
+    for entry in entries:
+        if entry.get("kind") == "wake":
+            moment = parse_time(entry.get("t"))
+            return moment.timestamp() if moment else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--briefs", type=int, default=1000)
-    parser.add_argument("--wake-rounds", type=int, default=5)
+    parser.add_argument("--wake-rounds", type=int, default=3)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="assay-bench-board-") as tmp:
         root = Path(tmp)
         os.environ.setdefault("ASSAY_STATE", str(root / "state"))
         rows = bench_sweep_and_board(root, args.briefs)
         rows += bench_wake(root, args.wake_rounds)
+        rows += bench_desk_wake(root, args.wake_rounds)
     width = max(len(label) for label, _ in rows)
     print(f"Sweepers and board ({os.cpu_count()} CPUs, Python {sys.version.split()[0]})")
     for label, value in rows:
