@@ -307,7 +307,7 @@ def _wake_time(forge: Any, brief: str) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--briefs", type=int, default=1000)
-    parser.add_argument("--wake-rounds", type=int, default=3)
+    parser.add_argument("--wake-rounds", type=int, default=2)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="assay-bench-board-") as tmp:
         root = Path(tmp)
