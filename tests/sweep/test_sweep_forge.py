@@ -87,6 +87,9 @@ def test_orphans_are_reported_not_deleted_and_deleted_only_with_fix(
     remaining = refs_of(forge_path)
     assert not any(ref in remaining for ref in orphans)
     assert "refs/heads/main" in remaining
+    table = run_assay("status", "--forge", spec)
+    assert table.returncode == 0, table.stderr
+    assert "real" in table.stdout and "queued" in table.stdout
 
 
 class _Dispatcher:
