@@ -68,6 +68,14 @@ def evidence_counts(
     )
 
 
+def _review(snapshot: ForgeSnapshot, brief: str) -> str:
+    """Where the review is, and its state: ``refs/assay/reviews/<brief> (ready)``."""
+    if brief not in snapshot.reviews:
+        return ""
+    state = snapshot.review_states.get(brief)
+    return f"refs/assay/reviews/{brief}" + (f" ({state})" if state else "")
+
+
 def board_from_snapshot(
     snapshot: ForgeSnapshot,
     *,
@@ -114,7 +122,7 @@ def board_from_snapshot(
                     dict(info.claimed),
                     head,
                 ),
-                review=f"refs/assay/reviews/{brief_id}" if brief_id in snapshot.reviews else "",
+                review=_review(snapshot, brief_id),
                 run_started=info.first_at,
                 run_last=info.last_at,
                 sessions=info.sessions,

@@ -127,6 +127,7 @@ class ForgeSnapshot:
     journals: Mapping[str, JournalInfo] = field(default_factory=dict)
     evidence: Mapping[str, Sequence[EvidenceInfo]] = field(default_factory=dict)
     reviews: Mapping[str, str] = field(default_factory=dict)  # brief -> review ref's sha
+    review_states: Mapping[str, str] = field(default_factory=dict)  # draft/ready/merged/closed
     events: Mapping[str, Sequence[EventInfo]] = field(default_factory=dict)
     statuses: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     templates: Mapping[str, str] = field(default_factory=dict)  # board_templates/ on main

@@ -304,6 +304,7 @@ def snapshot_from_cache(
     journal_map: dict[str, JournalInfo] = {}
     evidence: dict[str, list[EvidenceInfo]] = {}
     reviews: dict[str, str] = {}
+    review_states: dict[str, str] = {}
     events: dict[str, list[EventInfo]] = {}
     statuses: dict[str, Mapping[str, Any]] = {}
     main = refs.get(MAIN, "")
@@ -331,6 +332,9 @@ def snapshot_from_cache(
                 evidence[_suffix(ref, EVIDENCE)] = _evidence(batch, sha)
             elif ref.startswith(REVIEWS):
                 reviews[_suffix(ref, REVIEWS)] = sha
+                review = record_of(batch, sha, ("review.json", "record.json"))
+                if isinstance(review, Mapping) and isinstance(review.get("state"), str):
+                    review_states[_suffix(ref, REVIEWS)] = review["state"]
             elif ref.startswith(EVENTS):
                 events[_suffix(ref, EVENTS)] = _events(batch, sha)
             elif ref.startswith(STATUS):
@@ -346,6 +350,7 @@ def snapshot_from_cache(
         journals=journal_map,
         evidence=evidence,
         reviews=reviews,
+        review_states=review_states,
         events=events,
         statuses=statuses,
         templates=templates,

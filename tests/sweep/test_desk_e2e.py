@@ -110,3 +110,7 @@ def test_an_approval_push_wakes_the_waiting_desk_through_the_hook(
     assert status is not None and status["state"] == "woken"
     review = world.review("b1")
     assert review is not None and review.state == "ready"
+    board = tmp_path / "BOARD.md"
+    assert run_assay("board", "--out", str(board), "--forge", world.url).returncode == 0
+    row = next(line for line in board.read_text().splitlines() if line.startswith("| b1 |"))
+    assert "refs/assay/reviews/b1 (ready)" in row and "woken: " in row
