@@ -199,7 +199,10 @@ def history_command(journal_dir: Path, as_json: bool) -> None:
 def replay_command(journal_dir: Path, target: str, as_json: bool) -> None:
     """Replay a run's journal against current code; report the first divergence (exit 5)."""
     fn = load_target(target)
-    result = Replayer(fn).replay(journal_dir)
+    journal = read_journal(journal_dir)
+    if not journal.entries:
+        raise BadInput(f"{journal_dir}: no journal entries to replay", journal=str(journal_dir))
+    result = Replayer(fn).replay(journal)
     if as_json:
         print_json(result.to_json())
         if result.failure is not None:
