@@ -7,8 +7,6 @@ review's head and 1 naming each missing, failing or stale row when the rule refu
 
 from __future__ import annotations
 
-import sys
-
 import click
 from rich.text import Text
 
@@ -24,17 +22,21 @@ from assay.ids import check_id
 
 
 def _exit_failed() -> None:
-    """Exit 1 after a result was printed.
+    """Exit 1 after the result (table or JSON) was printed."""
+    raise click.exceptions.Exit(1)
 
-    ``sys.exit`` rather than ``click.exceptions.Exit``: the root runs click with
-    ``standalone_mode=False``, where click returns an ``Exit``'s code instead of raising
-    it, and the root does not pass that code on yet.
-    """
-    sys.exit(1)
+
+TAIL_SHOWN = 10
 
 
 def _print_report(report: VerifyReport) -> None:
     out.print(render_rich(report.decision))
+    for record in report.ran:
+        if record.passed or not record.output_tail:
+            continue
+        out.print(Text(f"{record.row}: last lines of its output", style="bold"))
+        for line in record.output_tail.splitlines()[-TAIL_SHOWN:]:
+            out.print(Text(f"  {line}", style="dim"))
     if report.env_problems:
         out.print(Text("environment differs from the declared one:", style="red"))
         for line in report.env_problems:
@@ -60,12 +62,23 @@ def verify_command(brief: str, sha: str | None, forge: str | None, as_json: bool
     check_id(brief, where="BRIEF")
     handle = open_forge(forge)
 
-    def progress(row: RowSpec, record: EvidenceRecord) -> None:
+    status = err.status("")  # a live line on a terminal, silent otherwise
+
+    def starting(row: RowSpec) -> None:
         if not as_json:
+            status.update(Text(f"running {row.id}: {row.command}"))
+            status.start()
+
+    def finished(row: RowSpec, record: EvidenceRecord) -> None:
+        if not as_json:
+            status.stop()
             err.print(Text(f"  {row.id}: {describe(record)} in {record.seconds:.2f}s"))
 
     with handle:
-        report = verify(handle, brief, sha=sha, on_row=progress)
+        try:
+            report = verify(handle, brief, sha=sha, on_start=starting, on_row=finished)
+        finally:
+            status.stop()
     if as_json:
         print_json(report.to_json())
     else:
@@ -90,7 +103,9 @@ def merge_command(brief: str, ff_only: bool, forge: str | None, as_json: bool) -
             result = merge(handle, brief, ff_only=ff_only)
         except MergeRefused as refused:
             if as_json:
-                print_json({**refused.to_json(), "decision": refused.decision.to_json()})
+                payload = refused.to_json()
+                payload.pop("details", None)
+                print_json({**payload, "decision": refused.decision.to_json()})
             else:
                 out.print(render_rich(refused.decision))
                 err.print(Text(f"assay: merge refused for {brief}:"))

@@ -27,7 +27,12 @@ from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, 
 from assay.evidence.records import EvidenceRecord, gate_key
 from assay.evidence.reviews import next_version, reviews_ref
 from assay.evidence.rule import MergeDecision, decide
-from assay.evidence.runner import row_environment, run_row, shield_gate_process
+from assay.evidence.runner import (
+    row_environment,
+    run_row,
+    shield_gate_process,
+    withheld_values,
+)
 from assay.evidence.source import (
     MAIN_REF,
     CleanTree,
@@ -35,6 +40,7 @@ from assay.evidence.source import (
     branch_ref,
     claim_desks,
     fetch_view,
+    has_commit,
     is_ancestor,
     journal_at,
     journal_from_commit,
@@ -45,7 +51,7 @@ from assay.evidence.spec import EnvDecl, RowSpec, env_decl, row_specs
 from assay.evidence.store import EvidenceLog, append_records, default_verifier, read_log
 from assay.evidence.table import render_markdown, with_table
 from assay.forge import Forge
-from assay.journal import Journal
+from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import GitError, RefUpdate, run_git, write_commit
 
 _MERGE_ATTEMPTS = 5
@@ -87,6 +93,14 @@ class VerifyReport:
             "ran": [r.to_json() for r in self.ran],
             "review_updated": self.review_updated,
         }
+
+
+def _require_commit(forge: Forge, sha: str, brief_id: str) -> None:
+    if not has_commit(forge, sha):
+        raise Failed(
+            f"{brief_id}: the review's head {sha[:12]} is not on the forge "
+            f"(its branch {branch_ref(brief_id)} is gone)"
+        )
 
 
 def check_journal_anchors(
@@ -179,6 +193,7 @@ def verify(
     verifier: str | None = None,
     key: bytes | None = None,
     workdir: Path | None = None,
+    on_start: Callable[[RowSpec], None] | None = None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None = None,
 ) -> VerifyReport:
     """Run every verify row of ``brief_id`` on the review's head (or ``sha``) and record it."""
@@ -191,6 +206,7 @@ def verify(
     head = resolve_commit(forge, sha) if sha else ctx.view.head
     if head is None:
         raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to verify")
+    _require_commit(forge, head, brief_id)
     timings["fetch"] = time.monotonic() - started
     with CleanTree(forge, head, parent=workdir) as tree:
         timings["checkout"] = time.monotonic() - started - timings["fetch"]
@@ -205,9 +221,13 @@ def verify(
         desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
         if desk_fp is not None:
             problems += [f"desk vs gate: {line}" for line in diff_fingerprints(desk_fp, fp)]
+        # Evidence is committed to the forge: scrub any secret a row found and printed.
+        redactor = Redactor([*withheld_values(), *secrets_from_env(())])
         ran: list[EvidenceRecord] = []
         rows_time = 0.0
         for row in ctx.rows:
+            if on_start is not None:
+                on_start(row)
             result = run_row(row.command, cwd=tree, timeout_s=row.timeout_s, env=environ)
             rows_time += result.seconds
             record = EvidenceRecord(
@@ -219,7 +239,7 @@ def verify(
                 seconds=result.seconds,
                 output_sha256=result.output_sha256,
                 output_bytes=result.output_bytes,
-                output_tail=result.output_tail,
+                output_tail=redactor.text(result.output_tail),
                 head_sha=head,
                 env_fingerprint=fp,
                 verifier=verifier,
@@ -303,6 +323,7 @@ def _judge(forge: Forge, brief_id: str, *, key: bytes | None) -> tuple[_Context,
     head = ctx.view.head
     if head is None:
         raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to merge")
+    _require_commit(forge, head, brief_id)
     with tempfile.TemporaryDirectory(prefix="assay-merge-") as scratch:
         journal = journal_from_commit(forge, head, brief_id, Path(scratch))
         check_journal_anchors(forge, ctx.log.records, journal, head)
@@ -314,6 +335,20 @@ def _judge(forge: Forge, brief_id: str, *, key: bytes | None) -> tuple[_Context,
     elif review.state in ("draft", "closed"):
         decision.problems.insert(0, f"the review is {review.state}, not ready")
     return ctx, decision
+
+
+def review_table(forge: Forge, brief_id: str, *, key: bytes | None = None) -> str:
+    """The claimed-versus-verified Markdown for a review body, as things stand now.
+
+    For the desk to call whenever it rewrites the review (its side changed): pass the
+    result through ``with_table(body, ...)``. An integrity failure is shown, not raised:
+    the review must still say something, and ``verify``/``merge`` will refuse anyway.
+    """
+    try:
+        decision = merge_decision(forge, brief_id, key=key)
+    except Corrupt as corrupt:
+        return f"Evidence: **corrupt**: {corrupt.message}\n"
+    return render_markdown(decision)
 
 
 def _merged_main(
