@@ -24,6 +24,7 @@ def test_once_runs_a_brief_to_review_and_marks_the_claim_done(world: World) -> N
     assert review is not None and review.state == "ready"
     assert review.head_sha == world.branch_tip("b1")
     assert "| unit | pass |" in review.body and "wrote it" in review.body
+    assert "<!-- assay:evidence:begin -->" in review.body  # the gate's claimed-vs-verified
     assert world.tree("b1")["hello.txt"]
     # Claimed evidence and the fingerprint are in the journal, as the gate reads them.
     claimed = [e for e in world.journal("b1").entries if e.get("name") == "evidence.claimed"]
