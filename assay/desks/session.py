@@ -16,6 +16,7 @@ import os
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,8 @@ from assay.plumbing import Identity
 from assay.runtime import Budget, Event
 
 COMMAND_TAIL = 4_000
+GROUPED = frozenset({"tool"})  # durability points that may wait for the next push
+GROUP_WINDOW_S = 5.0  # ... for at most this long
 
 
 class DeskHooks:
@@ -56,16 +59,23 @@ class DeskHooks:
         self.brief = brief
         self.fenced = threading.Event()
         self.pushes = 0
+        self.last_push = time.monotonic()
 
     def durability_point(self, reason: str) -> None:
         if self.fenced.is_set():
             raise Fenced(f"{self.claim.brief}: this holder lost its claim; stopping")
+        if reason in GROUPED and time.monotonic() - self.last_push < GROUP_WINDOW_S:
+            # Cheap steps are group-committed (DESIGN §6): a tool step rides along with
+            # the next model step's push (or the timer's). Losing it to a crash costs only
+            # running the tool again; a model step is always pushed before the next one.
+            return
         try:
             self.sync.sync(f"{self.claim.brief}: {reason}")
         except Fenced:
             self.fenced.set()
             raise
         self.pushes += 1
+        self.last_push = time.monotonic()
 
     def heartbeat(self, progress: dict[str, Any]) -> None:
         try:
@@ -237,7 +247,9 @@ class Session:
             self.heartbeat.stop()
 
     def flush(self, reason: str) -> None:
-        """A last durability point after the run stopped (Fenced is remembered, not raised)."""
+        """A last durability point after the run stopped (Fenced is remembered, not raised).
+
+        It also pushes tool steps still waiting for a group commit."""
         with contextlib.suppress(Fenced):
             self.hooks.durability_point(f"after run: {reason}")
 
