@@ -36,7 +36,7 @@ def brief_state(
         if claim.expired(now, skew_s):
             return "expired"
         return "paused" if paused else "held"
-    if claim.state == "released" and paused:
+    if claim.state in {"released", "waiting"} and (paused or claim.waiting_for == "budget"):
         return "paused"
     return claim.state or "queued"
 

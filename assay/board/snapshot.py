@@ -185,9 +185,11 @@ def journal_info(
             tokens_out += _int(usage.get("out_tokens"))
             usd += _num(usage.get("usd"))
         if kind == "step":
-            steps += 1
-            if entry.get("step") == "model":
-                model_calls += 1
+            # An intent line (status "started") and its result line are one step.
+            if entry.get("status") != "started":
+                steps += 1
+                if entry.get("step") == "model":
+                    model_calls += 1
             last_step = str(entry.get("name") or entry.get("step") or "step")
             last_step_at = entry_time(entry)
             if entry.get("name") == "evidence.claimed":

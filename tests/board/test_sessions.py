@@ -55,7 +55,7 @@ def test_sessions_split_at_waits_and_takeovers_but_not_takeover_then_start() -> 
 
 def test_journal_info_sums_usage_and_tracks_waits_and_consumed_events() -> None:
     info = journal_info(ENTRIES, head="sha256:x")
-    assert (info.steps, info.model_calls, info.tokens_in, info.tokens_out) == (3, 1, 10, 5)
+    assert (info.steps, info.model_calls, info.tokens_in, info.tokens_out) == (2, 1, 10, 5)
     assert info.usd == 0.5
     assert (info.last_step, info.last_kind, info.fence) == ("write_file", "end", 3)
     assert info.consumed_events == {"e1", "s1"}

@@ -114,3 +114,45 @@ def test_an_approval_push_wakes_the_waiting_desk_through_the_hook(
     assert run_assay("board", "--out", str(board), "--forge", world.url).returncode == 0
     row = next(line for line in board.read_text().splitlines() if line.startswith("| b1 |"))
     assert "refs/assay/reviews/b1 (ready)" in row and "woken: " in row
+
+
+def test_a_run_paused_on_budget_is_reported_with_what_it_spent(
+    world: World, tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    world.add_briefs(brief_text("b1", budget={"model_calls": 1}))
+    world.add_desk("coder", [write("a.txt", "a"), write("b.txt", "b"), finish("done")])
+    paused = world.desk("coder", "--once")
+    assert paused.returncode == 7, paused.stderr
+    policies = sweepers(tmp_path / "sweepers")
+    swept = sweep_json(run_assay, "--sweepers", str(policies), "--forge", world.url)
+    [action] = swept["actions"]
+    assert (action["action"], action["brief"]) == ("report-budget", "b1")
+    assert "1 model calls" in action["note"]
+    status = status_record(world.url, "b1")
+    assert status is not None and status["state"] == "paused"
+    assert status["spent"]["model_calls"] == 1
+    assert sweep_json(run_assay, "--sweepers", str(policies), "--forge", world.url)["actions"] == []
+    listed = run_assay("status", "--json", "--forge", world.url)
+    [brief] = json.loads(listed.stdout)["briefs"]
+    assert brief["state"] == "paused" and "paused on budget" in brief["status_note"]
+
+
+def test_a_status_still_saying_working_is_corrected_from_the_claim(
+    world: World, tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    from assay.forge import RefLog, open_forge
+    from assay.plumbing import ASSAY_IDENTITY
+
+    world.add_briefs(brief_text("b1"))
+    world.add_desk("coder", [write("a.txt", "a"), finish("done")])
+    assert world.desk("coder", "--once").returncode == 0
+    with open_forge(world.url) as forge:  # what a mirror left behind while the desk ran
+        RefLog.for_brief(forge, "status", "b1").append(
+            {"state": "working", "note": "coder is working on it"}, author=ASSAY_IDENTITY
+        )
+    policies = sweepers(tmp_path / "sweepers")
+    swept = sweep_json(run_assay, "--sweepers", str(policies), "--forge", world.url)
+    assert [(a["action"], a["brief"]) for a in swept["actions"]] == [("correct-status", "b1")]
+    status = status_record(world.url, "b1")
+    assert status is not None and (status["state"], status["was"]) == ("done", "working")
+    assert sweep_json(run_assay, "--sweepers", str(policies), "--forge", world.url)["actions"] == []
