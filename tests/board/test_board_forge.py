@@ -82,3 +82,12 @@ def test_an_edited_journal_line_is_shown_as_corrupt(forge_path: Path) -> None:
     assert row.status_note == "journal: corrupt: 000001.jsonl line 3: checksum mismatch"
     assert row.steps == 0  # nothing past the bad line is believed
     assert "corrupt" in render_markdown(state)
+
+
+def test_bad_flags_are_bad_input_naming_them(forge_path: Path, run_assay: AssayRunner) -> None:
+    done = run_assay("board", "--now", "yesterday", "--forge", str(forge_path))
+    assert done.returncode == 65 and "--now" in done.stderr
+    done = run_assay("board", "--templates", "nowhere", "--forge", str(forge_path), "--json")
+    assert done.returncode == 65 and json.loads(done.stdout)["status"] == "bad_input"
+    done = run_assay("sweep", "--sweepers", "nowhere", "--forge", str(forge_path))
+    assert done.returncode == 65 and "--sweepers" in done.stderr
