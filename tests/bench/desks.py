@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     total = statistics.median(s[1] for s in samples)
     print(
         f"\nSIGKILL to resumed on another process: {resume:.2f} s excluding the lease wait "
-        f"({total:.2f} s including a 2 s lease), median of 3"
+        f"({total:.2f} s including a 2 s lease), median of {args.samples}"
     )
     per_call, share = overhead(args.turns)
     print(
