@@ -134,6 +134,7 @@ class DeskLoop:
             now=datetime.now(UTC),
             skew_s=float(self.store.skew_s),
             only=only,
+            spread=self.holder,
         )
 
     def claim_next(self, *, only: str | None = None) -> tuple[Brief, Claim, Why] | None:

@@ -12,6 +12,7 @@ heartbeats renew the claim, ``ensure_owner`` re-reads the claim ref before effec
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import tempfile
@@ -60,6 +61,9 @@ class DeskHooks:
         self.fenced = threading.Event()
         self.pushes = 0
         self.last_push = time.monotonic()
+        # The journal head the forge holds, anchored by every claim renewal (DESIGN §6);
+        # never a local head that a crash could still lose.
+        self.pushed_head: str | None = None
 
     def durability_point(self, reason: str) -> None:
         if self.fenced.is_set():
@@ -76,6 +80,7 @@ class DeskHooks:
             raise
         self.pushes += 1
         self.last_push = time.monotonic()
+        self.pushed_head = last_line_sum(self.sync.journal_dir) or self.pushed_head
 
     def heartbeat(self, progress: dict[str, Any]) -> None:
         try:
@@ -109,6 +114,26 @@ def wants_approval(brief: Brief, desk: Any) -> bool:
     """Whether ``finish`` waits for ``assay approve``: the brief carries the label
     ``approval``, or the desk manifest sets ``approval: true``."""
     return APPROVAL_LABEL in brief.labels or bool(getattr(desk, "approval", False))
+
+
+def last_line_sum(journal_dir: Path) -> str | None:
+    """The ``sum`` of the last complete line of a journal directory's newest segment."""
+    segments = sorted(journal_dir.glob("*.jsonl")) if journal_dir.exists() else []
+    if not segments:
+        return None
+    with open(segments[-1], "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        size = handle.tell()
+        handle.seek(max(0, size - 65536))
+        tail = handle.read()
+    lines = tail.split(b"\n")[:-1]  # an unterminated last line is still being written
+    for raw in reversed(lines):
+        try:
+            value = json.loads(raw).get("sum")
+        except ValueError:
+            continue
+        return value if isinstance(value, str) else None
+    return None
 
 
 def budget_for(brief: Brief, desk: Any) -> Budget:
@@ -206,7 +231,9 @@ class Session:
             model=model,
             tools=tools,
         )
-        session.heartbeat = Heartbeat(store, claim, on_fenced=hooks.fenced.set)
+        session.heartbeat = Heartbeat(
+            store, claim, on_fenced=hooks.fenced.set, journal_head=lambda: hooks.pushed_head
+        )
         session.heartbeat.start()
         return session
 
@@ -249,9 +276,13 @@ class Session:
     def flush(self, reason: str) -> None:
         """A last durability point after the run stopped (Fenced is remembered, not raised).
 
-        It also pushes tool steps still waiting for a group commit."""
+        It also pushes tool steps still waiting for a group commit, and anchors the pushed
+        journal head in the claim (the record the claim keeps when it is settled)."""
         with contextlib.suppress(Fenced):
             self.hooks.durability_point(f"after run: {reason}")
+            head = self.hooks.pushed_head
+            if head is not None and head != self.claim.record.journal_head:
+                self.store.renew(self.claim, journal_head=head)
 
     def head(self) -> str:
         return str(self.sync.tip or "")

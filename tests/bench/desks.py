@@ -9,7 +9,8 @@
   the share of the wall time that is not the model (journal lines, fsyncs, commits and
   CAS pushes of every durability point, claim and review writes).
 
-Default is short (8 briefs); ``--briefs 50`` is the full run the docs quote.
+Default is short (8 briefs, one recovery sample); ``--briefs 50 --samples 5`` is the
+full run the docs quote.
 """
 
 from __future__ import annotations
@@ -198,19 +199,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--briefs", type=int, default=8)
     parser.add_argument("--desks", type=int, nargs="*", default=[1, 4, 8])
-    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--samples", type=int, default=1, help="recovery samples")
     args = parser.parse_args(argv)
     print(f"## Desk loop (scripted model, embedded forge over file://, {args.briefs} briefs)")
     print("| desks | briefs per minute |")
     print("| --- | ---: |")
     for n in args.desks:
         print(f"| {n} | {throughput(n, args.briefs):.1f} |", flush=True)
-    samples = [recovery() for _ in range(3)]
+    samples = [recovery() for _ in range(args.samples)]
     resume = statistics.median(s[0] for s in samples)
     total = statistics.median(s[1] for s in samples)
     print(
         f"\nSIGKILL to resumed on another process: {resume:.2f} s excluding the lease wait "
-        f"({total:.2f} s including a 2 s lease), median of 3"
+        f"({total:.2f} s including a 2 s lease), median of {args.samples}"
     )
     per_call, share = overhead(args.turns)
     print(

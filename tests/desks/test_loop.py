@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.desks.world import World, brief_text, call, finish, write
+from tests.forge_fixtures import free_port
 
 ROW = {"id": "unit", "run": "python -c pass"}
 
@@ -20,6 +21,8 @@ def test_once_runs_a_brief_to_review_and_marks_the_claim_done(world: World) -> N
     ]
     claim = world.claim("b1")
     assert claim is not None and claim.state == "done"
+    # The claim anchors the journal head the forge holds (a rewrite would not match).
+    assert claim.journal_head == world.journal("b1").head
     review = world.review("b1")
     assert review is not None and review.state == "ready"
     assert review.head_sha == world.branch_tip("b1")
@@ -129,3 +132,24 @@ def test_command_desk_runs_its_argv_with_the_brief_in_a_file(world: World) -> No
     assert "brief-copy.md" in world.tree("b1")
     steps = [e["name"] for e in world.journal("b1").entries if e["kind"] == "step"]
     assert steps == ["command"]
+
+
+def test_unreachable_model_releases_the_claim_and_loses_nothing(world: World) -> None:
+    world.add_briefs(brief_text("b1"))
+    dead = {
+        "adapter": "openai",
+        "model": "m",
+        "base_url": f"http://127.0.0.1:{free_port()}/v1",
+        "api_key_env": None,
+        "attempts": 1,
+        "timeout_s": 5,
+    }
+    world.add_desk("coder", model=dead)
+    [report] = world.run_here("coder")
+    assert (report.code, report.status) == (69, "unavailable")
+    claim = world.claim("b1")
+    assert claim is not None and claim.state == "released"
+    # The model is back: another desk process resumes the brief.
+    world.add_desk("coder", [write("hello.txt", "hi"), finish()])
+    [resumed] = world.run_here("coder", machine="b")
+    assert (resumed.why, resumed.code) == ("resume", 0)
