@@ -1,0 +1,347 @@
+"""One claimed brief being run by one desk process: checkout, hooks, heartbeat, desk kind.
+
+``Session.open`` checks out ``assay/<brief>`` (BranchSync), builds the desk's model and
+tools, starts the heartbeat thread, and picks the function the runtime will execute for
+the desk's kind (``agent``, ``command`` or ``python``, wrapped by the objective loop when
+the brief has one). ``DeskHooks`` is the runtime's ``RunHooks``: every durability point is
+a commit of work tree plus journal CAS-pushed to the branch (a refused push is ``Fenced``),
+heartbeats renew the claim, ``ensure_owner`` re-reads the claim ref before effects, and
+``events()`` reads the brief's events ref.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assay.branch import BranchSync, journal_path
+from assay.briefs import Brief
+from assay.claims import Claim, ClaimStore, Heartbeat
+from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
+from assay.desks.events import EventLog
+from assay.desks.objectives import ObjectiveLoop, objective_events, with_objective
+from assay.desks.tools import ToolBox
+from assay.errors import Fenced
+from assay.forge import Forge
+from assay.journal import read_journal, summarize
+from assay.plumbing import Identity
+from assay.runtime import Budget, Event
+
+COMMAND_TAIL = 4_000
+GROUPED = frozenset({"tool"})  # durability points that may wait for the next push
+GROUP_WINDOW_S = 5.0  # ... for at most this long
+
+
+class DeskHooks:
+    """``RunHooks`` for a run hosted by the desk loop on a forge."""
+
+    def __init__(
+        self,
+        *,
+        sync: BranchSync,
+        store: ClaimStore,
+        claim: Claim,
+        events: EventLog,
+        brief: Brief | None = None,
+    ) -> None:
+        self.sync = sync
+        self.store = store
+        self.claim = claim
+        self.log = events
+        self.brief = brief
+        self.fenced = threading.Event()
+        self.pushes = 0
+        self.last_push = time.monotonic()
+        # The journal head the forge holds, anchored by every claim renewal (DESIGN §6);
+        # never a local head that a crash could still lose.
+        self.pushed_head: str | None = None
+
+    def durability_point(self, reason: str) -> None:
+        if self.fenced.is_set():
+            raise Fenced(f"{self.claim.brief}: this holder lost its claim; stopping")
+        if reason in GROUPED and time.monotonic() - self.last_push < GROUP_WINDOW_S:
+            # Cheap steps are group-committed (DESIGN §6): a tool step rides along with
+            # the next model step's push (or the timer's). Losing it to a crash costs only
+            # running the tool again; a model step is always pushed before the next one.
+            return
+        try:
+            self.sync.sync(f"{self.claim.brief}: {reason}")
+        except Fenced:
+            self.fenced.set()
+            raise
+        self.pushes += 1
+        self.last_push = time.monotonic()
+        self.pushed_head = last_line_sum(self.sync.journal_dir) or self.pushed_head
+
+    def heartbeat(self, progress: dict[str, Any]) -> None:
+        try:
+            self.store.renew(self.claim)  # the Claim object is shared with the heartbeat
+        except Fenced:
+            self.fenced.set()
+            raise
+
+    def ensure_owner(self) -> None:
+        try:
+            self.store.ensure_owner(self.claim)
+        except Fenced:
+            self.fenced.set()
+            raise
+
+    def events(self) -> list[Event]:
+        delivered = self.log.read()
+        if self.brief is not None and self.brief.objective is not None:
+            # Raising max_runs on main is the event that ends a wait for "objective".
+            journal = (
+                read_journal(self.sync.journal_dir) if self.sync.journal_dir.exists() else None
+            )
+            delivered += objective_events(self.brief, journal)
+        return delivered
+
+
+APPROVAL_LABEL = "approval"
+
+
+def wants_approval(brief: Brief, desk: Any) -> bool:
+    """Whether ``finish`` waits for ``assay approve``: the brief carries the label
+    ``approval``, or the desk manifest sets ``approval: true``."""
+    return APPROVAL_LABEL in brief.labels or bool(getattr(desk, "approval", False))
+
+
+def last_line_sum(journal_dir: Path) -> str | None:
+    """The ``sum`` of the last complete line of a journal directory's newest segment."""
+    segments = sorted(journal_dir.glob("*.jsonl")) if journal_dir.exists() else []
+    if not segments:
+        return None
+    with open(segments[-1], "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        size = handle.tell()
+        handle.seek(max(0, size - 65536))
+        tail = handle.read()
+    lines = tail.split(b"\n")[:-1]  # an unterminated last line is still being written
+    for raw in reversed(lines):
+        try:
+            value = json.loads(raw).get("sum")
+        except ValueError:
+            continue
+        return value if isinstance(value, str) else None
+    return None
+
+
+def budget_for(brief: Brief, desk: Any) -> Budget:
+    """The tightest of the brief's and the desk's budgets."""
+    spec = brief.budget.tightest(desk.budget)
+    return Budget(
+        steps=spec.steps,
+        model_calls=spec.model_calls,
+        tokens=spec.tokens,
+        usd=spec.usd,
+        wall_s=spec.wall_s,
+    )
+
+
+@dataclass
+class Session:
+    forge: Forge
+    brief: Brief
+    desk: Any
+    store: ClaimStore
+    sync: BranchSync
+    hooks: DeskHooks
+    worktree: Path
+    function: Callable[[Any, Brief], Any]
+    model: Any = None
+    tools: Any = None
+    heartbeat: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def open(
+        cls,
+        *,
+        forge: Forge,
+        brief: Brief,
+        claim: Claim,
+        desk: Any,
+        workroot: Path,
+        store: ClaimStore,
+        holder: str,
+    ) -> Session:
+        identity = Identity.for_holder(desk.name, holder)
+        sync = BranchSync(forge, brief.id, workdir=workroot / brief.id, identity=identity)
+        worktree = sync.checkout()
+        hooks = DeskHooks(
+            sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id), brief=brief
+        )
+        model = tools = None
+        function: Callable[[Any, Brief], Any]
+        if desk.kind == "agent":
+            model = desk.build_model(workdir=worktree)
+            tools = ToolBox(worktree, desk.tool_policy())
+            options = AgentOptions(
+                approval=wants_approval(brief, desk),
+                compact_at=float(desk.compact_at),
+                system_prompt=desk.system_prompt or AgentOptions().system_prompt,
+            )
+            specs = tools.specs()
+            window = int(getattr(model, "context_window", 0) or 0)
+            fingerprint = worktree_fingerprint(brief.env, worktree)
+
+            def agent(run: Any, current: Brief) -> Any:
+                objective = (
+                    ObjectiveLoop(brief=current, forge=forge, hooks=hooks)
+                    if current.objective is not None
+                    else None
+                )
+                return run_agent(
+                    run,
+                    current,
+                    options=options,
+                    context_window=window,
+                    fingerprint=fingerprint,
+                    tool_specs=specs,
+                    objective=objective,
+                ).to_json()
+
+            function = agent
+
+        elif desk.kind == "command":
+            function = command_desk(desk, worktree)
+        else:
+            function = in_directory(desk.resolve_entry(), worktree)
+        if brief.objective is not None and desk.kind != "agent":
+            function = with_objective(function, brief=brief, forge=forge, hooks=hooks)
+        session = cls(
+            forge=forge,
+            brief=brief,
+            desk=desk,
+            store=store,
+            sync=sync,
+            hooks=hooks,
+            worktree=worktree,
+            function=function,
+            model=model,
+            tools=tools,
+        )
+        session.heartbeat = Heartbeat(
+            store, claim, on_fenced=hooks.fenced.set, journal_head=lambda: hooks.pushed_head
+        )
+        session.heartbeat.start()
+        return session
+
+    def entry(self, run: Any, given: Any) -> Any:
+        """What ``execute`` runs: the desk function on the brief as main has it now.
+
+        The run's recorded input is only ``{"brief": id}``, so raising a budget or
+        ``max_runs`` on main does not make the resumed run diverge.
+        """
+        return self.function(run, self.brief)
+
+    @property
+    def claim(self) -> Claim:
+        return self.hooks.claim
+
+    @property
+    def fenced(self) -> bool:
+        return self.hooks.fenced.is_set()
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.worktree / journal_path(self.brief.id)
+
+    def run_options(self) -> dict[str, Any]:
+        return {
+            "journal_dir": self.journal_dir,
+            "fence": self.hooks.claim.fence,
+            "hooks": self.hooks,
+            "model": self.model,
+            "tools": self.tools,
+            "budget": budget_for(self.brief, self.desk),
+            "secrets": [os.environ[name] for name in self.desk.secrets if os.environ.get(name)],
+            "on_divergence": self.desk.on_divergence,
+        }
+
+    def close(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+
+    def flush(self, reason: str) -> None:
+        """A last durability point after the run stopped (Fenced is remembered, not raised).
+
+        It also pushes tool steps still waiting for a group commit, and anchors the pushed
+        journal head in the claim (the record the claim keeps when it is settled)."""
+        with contextlib.suppress(Fenced):
+            self.hooks.durability_point(f"after run: {reason}")
+            head = self.hooks.pushed_head
+            if head is not None and head != self.claim.record.journal_head:
+                self.store.renew(self.claim, journal_head=head)
+
+    def head(self) -> str:
+        return str(self.sync.tip or "")
+
+    def summary(self) -> dict[str, Any]:
+        if not self.journal_dir.exists():
+            return {}
+        return summarize(read_journal(self.journal_dir)).to_json()
+
+
+def in_directory(
+    function: Callable[[Any, Brief], Any], directory: Path
+) -> Callable[[Any, Brief], Any]:
+    """Run a ``python`` desk's function with the work tree as its working directory."""
+
+    def wrapped(run: Any, brief: Brief) -> Any:
+        previous = Path.cwd()
+        os.chdir(directory)
+        try:
+            return function(run, brief)
+        finally:
+            os.chdir(previous)
+
+    return wrapped
+
+
+def command_desk(desk: Any, worktree: Path) -> Callable[[Any, Brief], Any]:
+    """A ``command`` desk: its argv runs once in the work tree, as one recorded step.
+
+    The brief reaches the command as a file named by ``ASSAY_BRIEF_FILE`` (never through a
+    shell or the argv), so brief text cannot become a command.
+    """
+    argv = list(desk.command or [])
+    timeout = float(desk.command_timeout_s)
+
+    def function(run: Any, brief: Brief) -> Any:
+        def body() -> dict[str, Any]:
+            with tempfile.TemporaryDirectory(prefix="assay-brief-") as tmp:
+                brief_file = Path(tmp) / f"{brief.id}.md"
+                brief_file.write_text(f"# {brief.title}\n\n{brief.body}", encoding="utf-8")
+                env = {
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "ASSAY_BRIEF_ID": brief.id,
+                    "ASSAY_BRIEF_FILE": str(brief_file),
+                }
+                done = subprocess.run(
+                    argv,
+                    cwd=worktree,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                )
+            tail = (done.stdout + done.stderr)[-COMMAND_TAIL:]
+            return {"exit": done.returncode, "tail": tail}
+
+        result = run.step("command", body, kind="compute")
+        status = "done" if result["exit"] == 0 else "failed"
+        return {"status": status, "summary": f"command exited {result['exit']}", "evidence": []}
+
+    return function

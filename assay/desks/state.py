@@ -1,0 +1,228 @@
+"""One read of the forge for the desk layer: briefs on main, claims, merged and cancelled.
+
+``read_view`` costs a handful of round trips whatever the number of briefs (one fetch of
+main and the branches, one of the claims, one of the events); journals are read lazily,
+only for waiting briefs whose wake condition must be judged. A malformed brief file does
+not stop the other briefs: it is kept in ``bad`` and reported, and naming it with
+``--brief`` is ``BadInput`` (exit 65) with the file and field.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from assay.branch import journal_path
+from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
+from assay.claims import ClaimStore
+from assay.desks.events import EventLog
+from assay.desks.objectives import objective_events
+from assay.desks.review import REVIEW_FILE
+from assay.errors import AssayError, BadInput
+from assay.forge import Forge
+from assay.journal import Journal, read_journal
+from assay.plumbing import run_git
+from assay.runtime.history import History
+
+MAIN = "refs/heads/main"
+BRANCHES = "refs/heads/assay/"
+REVIEWS = "refs/assay/reviews/"
+EVENTS = "refs/assay/events/"
+
+
+@dataclass
+class ForgeView:
+    """What the forge says right now, as the desk loop, wake and resync need it."""
+
+    forge: Forge
+    main: str | None
+    briefs: dict[str, Brief]
+    bad: dict[str, AssayError]  # path -> why it could not be read
+    claims: dict[str, Any]  # brief -> ClaimRecord
+    branches: dict[str, str]  # brief -> branch tip sha
+    merged: set[str]
+    cancelled: set[str]
+    budget_left: Callable[[Brief, Any], bool] = lambda brief, summary: False
+    _journals: dict[str, Journal | None] = field(default_factory=dict)
+    _events: dict[str, list[Any]] = field(default_factory=dict)
+
+    def require(self, brief_id: str) -> Brief:
+        """The brief named on the command line, or the error that explains why not."""
+        for path, error in self.bad.items():
+            if PurePosixPath(path).stem == brief_id:
+                raise error
+        if brief_id not in self.briefs:
+            raise BadInput(f"--brief: no brief {brief_id!r} on the forge's main (briefs/)")
+        return self.briefs[brief_id]
+
+    def events(self, brief_id: str) -> list[Any]:
+        if brief_id not in self._events:
+            self._events[brief_id] = EventLog(self.forge, brief_id).read()
+        return self._events[brief_id]
+
+    def journal(self, brief_id: str) -> Journal | None:
+        """The journal on the brief's branch tip (read once per view), or None."""
+        if brief_id not in self._journals:
+            tip = self.branches.get(brief_id)
+            self._journals[brief_id] = (
+                None if tip is None else read_tree_journal(self.forge, tip, brief_id)
+            )
+        return self._journals[brief_id]
+
+    def arrived(self, brief_id: str) -> bool:
+        """Whether what a waiting brief waits for has arrived (event, timer or budget)."""
+        claim = self.claims.get(brief_id)
+        waiting_for = str(getattr(claim, "waiting_for", "") or "")
+        journal = self.journal(brief_id)
+        if waiting_for == "budget":
+            from assay.journal import summarize
+
+            brief = self.briefs.get(brief_id)
+            return bool(brief and journal and self.budget_left(brief, summarize(journal)))
+        consumed = consumed_events(journal)
+        delivered = list(self.events(brief_id))
+        brief = self.briefs.get(brief_id)
+        if brief is not None:
+            delivered += objective_events(brief, journal)
+        fresh = [e for e in delivered if e.id not in consumed]
+        until = wait_until(journal)
+        if until is not None and datetime.now(UTC) >= until:
+            return True
+        return any(e.satisfies(waiting_for) for e in fresh)
+
+
+def consumed_events(journal: Journal | None) -> set[str]:
+    """Ids of events a journal has already consumed (signals drained, waits woken)."""
+    if journal is None:
+        return set()
+    return set(History.build(journal.entries).consumed)
+
+
+def wait_until(journal: Journal | None) -> datetime | None:
+    """The time a journal's last ``wait`` entry sleeps until, if it is a timer."""
+    for entry in reversed(journal.entries if journal else []):
+        if entry.get("kind") == "wait":
+            until = entry.get("until")
+            if isinstance(until, str) and until:
+                return datetime.fromisoformat(until.replace("Z", "+00:00"))
+            return None
+    return None
+
+
+def read_tree_journal(forge: Forge, commit: str, brief_id: str) -> Journal | None:
+    """Read (and verify) the journal stored in ``commit``; None when it has none."""
+    prefix = journal_path(brief_id)
+    done = run_git(
+        ["archive", "--format=tar", commit, "--", prefix], git_dir=forge.cache, check=False
+    )
+    if done.returncode != 0:
+        return None  # the path does not exist in that commit
+    with tempfile.TemporaryDirectory(prefix="assay-journal-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
+            archive.extractall(tmp, filter="data")
+        return read_journal(Path(tmp) / prefix)
+
+
+def _brief_files(forge: Forge, main: str) -> dict[str, bytes]:
+    listing = run_git(
+        ["ls-tree", "-r", "--name-only", main, "--", "briefs/"], git_dir=forge.cache
+    ).stdout.decode()
+    paths = [p for p in listing.splitlines() if is_brief_path(p)]
+    blobs = forge.read_blobs([(main, p) for p in paths])
+    return {path: blob for path, blob in zip(paths, blobs, strict=True) if blob is not None}
+
+
+def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[str]:
+    """Briefs whose branch's journal reached main, in two git calls for any number.
+
+    A branch only just created from main is an ancestor of main too, so "merged" also
+    asks that the branch tip holds the brief's journal (the run's work).
+    """
+    if not branches:
+        return set()
+    by_sha: dict[str, list[str]] = {}
+    for brief, tip in branches.items():
+        by_sha.setdefault(tip, []).append(brief)
+    listed = run_git(
+        ["for-each-ref", f"--merged={main}", "--format=%(objectname)", forge.namespace + "/"],
+        git_dir=forge.cache,
+    ).stdout.decode()
+    ancestors = [b for sha in set(listed.split()) for b in by_sha.get(sha, [])]
+    if not ancestors:
+        return set()
+    query = "".join(f"{branches[b]}:{journal_path(b)}\n" for b in ancestors).encode()
+    checked = run_git(["cat-file", "--batch-check"], git_dir=forge.cache, input=query)
+    lines = checked.stdout.decode().splitlines()
+    return {b for b, line in zip(ancestors, lines, strict=True) if not line.endswith("missing")}
+
+
+def read_view(forge: Forge) -> ForgeView:
+    """Read briefs, branches, claims, reviews and cancellations from the forge."""
+    heads = forge.fetch([MAIN, BRANCHES, REVIEWS, EVENTS])  # one round trip
+    main = heads.get(MAIN)
+    briefs: dict[str, Brief] = {}
+    bad: dict[str, AssayError] = {}
+    if main is not None:
+        for path, blob in _brief_files(forge, main).items():
+            try:
+                brief = parse_brief(blob.decode("utf-8"), source=path)
+            except UnicodeDecodeError:
+                bad[path] = BadInput(f"{path}: not UTF-8 text")
+                continue
+            except AssayError as error:
+                bad[path] = error
+                continue
+            briefs[brief.id] = brief
+        try:
+            check_dependencies(briefs.values())
+        except AssayError as error:
+            bad[str(error.details.get("source", "briefs/"))] = error
+    branches = {
+        ref.removeprefix(BRANCHES): sha for ref, sha in heads.items() if ref.startswith(BRANCHES)
+    }
+    reviews = {ref: sha for ref, sha in heads.items() if ref.startswith(REVIEWS)}
+    merged = merged_branches(forge, branches, main) if main is not None else set()
+    names = sorted(reviews)
+    for ref, raw in zip(
+        names, forge.read_blobs([(reviews[r], REVIEW_FILE) for r in names]), strict=True
+    ):
+        try:
+            state = json.loads(raw or b"{}").get("state")
+        except ValueError:
+            continue  # an unreadable review proves nothing; read_review reports it
+        if state == "merged":
+            merged.add(ref.removeprefix(REVIEWS))
+    claims = {record.brief: record for record in ClaimStore(forge).list()}
+    cancelled: set[str] = set()
+    event_refs = [ref for ref in heads if ref.startswith(EVENTS)]
+    view = ForgeView(
+        forge=forge,
+        main=main,
+        briefs=briefs,
+        bad=bad,
+        claims=claims,
+        branches=branches,
+        merged=merged,
+        cancelled=cancelled,
+    )
+    for ref in event_refs:
+        brief_id = ref.removeprefix(EVENTS)
+        if brief_id not in briefs:
+            continue
+        try:
+            events = view.events(brief_id)
+        except BadInput as error:
+            # A malformed event stops only its own brief; --brief names the error (65).
+            bad[ref] = error
+            del briefs[brief_id]
+            continue
+        if any(e.kind == "cancel" for e in events):
+            cancelled.add(brief_id)
+    return view
