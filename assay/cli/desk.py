@@ -158,6 +158,69 @@ def register(root: click.Group) -> None:
         if code:
             _exit(code)
 
+    @desk_group.command("serve")
+    @click.argument("path", type=click.Path(path_type=Path))
+    @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+    @click.option(
+        "--port",
+        default=0,
+        show_default=True,
+        type=click.IntRange(0, 65535),
+        help="Port to bind; 0 picks a free one (printed).",
+    )
+    @_common
+    def desk_serve(
+        path: Path,
+        host: str,
+        port: int,
+        desks_dir: str,
+        cache: str | None,
+        workdir: str | None,
+        holder: str | None,
+    ) -> None:
+        """Serve the forge at PATH over smart HTTP and wake waiting runs as events arrive.
+
+        The first line printed is the URL to pass to --forge. After every push that moves
+        an events ref or main, the runs whose event has arrived are resumed here.
+        """
+        import signal as signals
+
+        from assay.desks.resync import wake
+        from assay.desks.waker import Waker
+        from assay.forge import ForgeServer
+
+        desks = _load_desks(desks_dir)
+        server = ForgeServer(path, host=host, port=port)
+
+        def wake_once() -> list[Any]:
+            with _open(str(path), cache) as forge:
+                return wake(forge, desks, workroot=_workroot(workdir), holder=holder)
+
+        def show(report: Any) -> None:
+            err.print(
+                f"woke {report.brief}: {report.status} ({report.code})",
+                markup=False,
+                highlight=False,
+            )
+
+        waker = Waker(path, wake_once, on_report=show)
+        server.on_push = waker.poke
+        sys.stdout.write(server.url + "\n")
+        sys.stdout.flush()
+
+        def stop(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        signals.signal(signals.SIGTERM, stop)
+        waker.start()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.stop()
+            waker.stop()
+
     @root.command("wake")
     @click.option("--brief", "brief_id", default=None, help="Wake only this brief.")
     @forge_option
