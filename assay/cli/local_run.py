@@ -7,7 +7,6 @@ again resumes from it. These commands are a thin layer over ``assay.runtime``.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,13 +139,9 @@ def run_command(
 
 
 def _exit(code: int) -> None:
-    """End with ``code`` after this command printed its own result.
-
-    ``SystemExit`` rather than ``click.exceptions.Exit``: click's non-standalone mode turns
-    ``Exit`` into a return value that the root's ``main()`` does not pass on.
-    """
+    """End with ``code`` after this command printed its own result."""
     if code:
-        sys.exit(code)
+        raise click.exceptions.Exit(code)
 
 
 def _describe(entry: dict[str, Any]) -> str:
