@@ -153,3 +153,16 @@ def test_unreachable_model_releases_the_claim_and_loses_nothing(world: World) ->
     world.add_desk("coder", [write("hello.txt", "hi"), finish()])
     [resumed] = world.run_here("coder", machine="b")
     assert (resumed.why, resumed.code) == ("resume", 0)
+
+
+def test_a_desk_that_gives_up_is_1_with_a_closed_review(world: World) -> None:
+    world.add_briefs(brief_text("b1"))
+    (world.desks / "fail.yaml").write_text(
+        "name: fail\nkind: command\ntakes: {globs: ['*']}\n"
+        "command: [python3, -c, 'import sys; sys.exit(3)']\n",
+        encoding="utf-8",
+    )
+    [report] = world.run_here("fail")
+    assert (report.code, report.status, report.review) == (1, "failed", "closed")
+    claim = world.claim("b1")
+    assert claim is not None and claim.state == "done"
