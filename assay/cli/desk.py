@@ -134,7 +134,7 @@ def register(root: click.Group) -> None:
         Exit codes: 0 done, 1 failed, 3 nothing claimable, 4 fenced, 7 paused,
         65 bad input, 69 unavailable, 75 waiting, 77 denied.
         """
-        from assay.desks.loop import DeskLoop, exit_code
+        from assay.desks.loop import DeskLoop, default_holder, exit_code, run_slots
         from assay.errors import BadInput
 
         desks = _load_desks(desks_dir)
@@ -143,16 +143,21 @@ def register(root: click.Group) -> None:
                 f"{desks_dir}: no desk named {name!r} (have: {', '.join(sorted(desks))})"
             )
         manifest = desks[name]
-        loop = DeskLoop(
-            forge=_open(forge, cache),
-            desk=manifest,
-            desks_dir=Path(desks_dir),
-            workroot=_workroot(workdir) / name,
-            on_progress=_progress(as_json),
-        )
-        if holder:
-            loop.holder = holder
-        reports = loop.run(once=once, only=brief_id)
+        base_holder = holder or default_holder()
+        # python desks run with the work tree as working directory: one slot per process.
+        slots = 1 if manifest.kind == "python" else int(manifest.concurrency)
+
+        def make_loop(index: int) -> DeskLoop:
+            return DeskLoop(
+                forge=_open(forge, cache),
+                desk=manifest,
+                desks_dir=Path(desks_dir),
+                workroot=_workroot(workdir) / name,
+                holder=base_holder if slots == 1 else f"{base_holder}-{index}",
+                on_progress=_progress(as_json),
+            )
+
+        reports = run_slots(make_loop, concurrency=slots, once=once, only=brief_id)
         code = exit_code(reports)
         _print_reports(reports, as_json=as_json, code=code)
         if code:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -295,3 +296,44 @@ def exit_code(reports: list[RunReport], *, nothing: int = Busy.code) -> int:
         if report.code == Fenced.code:
             return Fenced.code
     return reports[-1].code
+
+
+def run_slots(
+    make_loop: Callable[[int], DeskLoop],
+    *,
+    concurrency: int,
+    once: bool = False,
+    only: str | None = None,
+) -> list[RunReport]:
+    """Run a desk with ``concurrency`` loops side by side (threads, one holder each).
+
+    Each slot is an independent ``DeskLoop`` with its own forge handle and holder token, so
+    slots race for briefs through the same claim CAS as separate processes would. With
+    ``once`` or ``only`` there is one slot.
+    """
+    if concurrency <= 1 or once or only is not None:
+        return make_loop(0).run(once=once, only=only)
+    reports: list[RunReport] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def slot(index: int) -> None:
+        try:
+            found = make_loop(index).run()
+        except BaseException as error:  # re-raised in the caller's thread below
+            with lock:
+                failures.append(error)
+            return
+        with lock:
+            reports.extend(found)
+
+    threads = [
+        threading.Thread(target=slot, args=(i,), name=f"desk-slot-{i}") for i in range(concurrency)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return reports
