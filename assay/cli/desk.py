@@ -80,25 +80,26 @@ def _print_reports(reports: list[Any], *, as_json: bool, code: int) -> None:
 
 
 def _common(fn: Any) -> Any:
-    fn = click.option("--desks", "desks_dir", default="desks", show_default=True, help=DESKS_HELP)(
-        fn
-    )
+    fn = click.option("--desks", "desks_dir", default="desks", metavar="DIR", help=DESKS_HELP)(fn)
     fn = click.option(
         "--cache",
         envvar="ASSAY_CACHE",
         default=None,
+        metavar="DIR",
         help="Local cache repository for the forge (default: per forge URL).",
     )(fn)
     fn = click.option(
         "--workdir",
         envvar="ASSAY_WORKDIR",
         default=None,
+        metavar="DIR",
         help="Where briefs are checked out (default: $ASSAY_STATE/work).",
     )(fn)
     fn = click.option(
         "--holder",
         envvar="ASSAY_HOLDER",
         default=None,
+        metavar="TOKEN",
         help="Holder token for claims (default: host, pid and a random suffix).",
     )(fn)
     return fn
@@ -114,7 +115,7 @@ def register(root: click.Group) -> None:
     @desk_group.command("run")
     @click.argument("name")
     @click.option("--once", is_flag=True, help="Run one brief, then exit with its code.")
-    @click.option("--brief", "brief_id", default=None, help="Run only this brief.")
+    @click.option("--brief", "brief_id", default=None, metavar="ID", help="Run only this brief.")
     @forge_option
     @_common
     @json_option
@@ -227,7 +228,7 @@ def register(root: click.Group) -> None:
             waker.stop()
 
     @root.command("wake")
-    @click.option("--brief", "brief_id", default=None, help="Wake only this brief.")
+    @click.option("--brief", "brief_id", default=None, metavar="ID", help="Wake only this brief.")
     @forge_option
     @_common
     @json_option
