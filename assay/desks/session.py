@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +150,8 @@ def budget_for(brief: Brief, desk: Any) -> Budget:
 
 @dataclass
 class Session:
+    """A claimed brief checked out and ready to execute: hooks, model, tools, heartbeat."""
+
     forge: Forge
     brief: Brief
     desk: Any
@@ -161,7 +163,6 @@ class Session:
     model: Any = None
     tools: Any = None
     heartbeat: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def open(
