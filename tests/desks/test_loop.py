@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from assay.forge import open_forge
+from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from tests.desks.world import World, brief_text, call, finish, write
 from tests.forge_fixtures import free_port
 
@@ -166,3 +168,16 @@ def test_a_desk_that_gives_up_is_1_with_a_closed_review(world: World) -> None:
     assert (report.code, report.status, report.review) == (1, "failed", "closed")
     claim = world.claim("b1")
     assert claim is not None and claim.state == "done"
+
+
+def test_a_corrupt_claim_record_stops_only_its_brief(world: World) -> None:
+    world.add_briefs(brief_text("b1", priority=5), brief_text("b2"))
+    world.add_desk("coder", [finish()])
+    with open_forge(world.url, cache_dir=world.root / "raw") as forge:
+        commit = forge.commit(
+            {"claim.json": b"{not json"}, parents=[], message="bad", author=ASSAY_IDENTITY
+        )
+        assert forge.push([RefUpdate("refs/assay/claims/b1", commit, expected=None)]).ok
+    named = world.desk("coder", "--brief", "b1")
+    assert named.returncode == 6 and "refs/assay/claims/b1" in named.stderr
+    assert [r.brief for r in world.run_here("coder")] == ["b2"]
