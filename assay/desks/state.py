@@ -201,12 +201,12 @@ def read_view(forge: Forge) -> ForgeView:
             merged.add(ref.removeprefix(REVIEWS))
     records, broken = ClaimStore(forge).scan()
     claims = {record.brief: record for record in records}
-    for error in broken:
+    for corrupt in broken:
         # A claim record that fails its check stops only its brief (exit 6 with --brief).
-        ref = str(error.details.get("ref", ""))
+        ref = str(corrupt.details.get("ref", ""))
         brief_id = ref.rsplit("/", 1)[-1] if ref else ""
         if brief_id in briefs:
-            bad[ref] = error
+            bad[ref] = corrupt
             del briefs[brief_id]
     cancelled: set[str] = set()
     event_refs = [ref for ref in heads if ref.startswith(EVENTS)]
