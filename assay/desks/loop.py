@@ -32,6 +32,7 @@ from assay.errors import AssayError, Busy, Failed, Fenced, Paused, Suspended
 from assay.evidence import with_table
 from assay.evidence.gate import review_table
 from assay.forge import Forge
+from assay.journal import Redactor
 from assay.runtime import execute
 
 # How each run outcome leaves the claim and the review.
@@ -218,9 +219,10 @@ class DeskLoop:
         if code == 0 and isinstance(output, dict) and output.get("status") == "failed":
             code, status = Failed.code, "failed"  # the desk gave up: finished and failed
         report = RunReport(brief.id, why.value, status, code, steps=steps, waiting_for=waiting_for)
-        report.message = message or _output_message(output)
+        redact = Redactor(session.secrets()).text
+        report.message = redact(message or _output_message(output))
         report.head_sha = session.head()
-        report.review = self._review(brief, session, report, output)
+        report.review = self._review(brief, session, report, output, redact=redact)
         self._settle_claim(session.claim, report)
         return report
 
@@ -240,7 +242,15 @@ class DeskLoop:
         self.store.release(claim, done=True)
         return report
 
-    def _review(self, brief: Brief, session: Any, report: RunReport, output: Any) -> str:
+    def _review(
+        self,
+        brief: Brief,
+        session: Any,
+        report: RunReport,
+        output: Any,
+        *,
+        redact: Callable[[str], str],
+    ) -> str:
         outcome = output if isinstance(output, dict) else {}
         if report.code == 0 and outcome.get("status", "done") == "done":
             state = "ready"
@@ -263,7 +273,7 @@ class DeskLoop:
             brief.id,
             head_sha=report.head_sha,
             title=f"{label}{brief.id}: {brief.title}",
-            body=with_table(body, review_table(self.forge, brief.id)),
+            body=redact(with_table(body, review_table(self.forge, brief.id))),
             state=state,
         )
         return state

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+
+import pytest
 
 from assay.forge import open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
@@ -181,3 +184,35 @@ def test_a_corrupt_claim_record_stops_only_its_brief(world: World) -> None:
     named = world.desk("coder", "--brief", "b1")
     assert named.returncode == 6 and "refs/assay/claims/b1" in named.stderr
     assert [r.brief for r in world.run_here("coder")] == ["b2"]
+
+
+def test_secrets_reach_neither_the_journal_nor_the_review(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "s3cr3t-0f-the-desk"
+    monkeypatch.setenv("DESK_TOKEN", secret)
+    world.add_briefs(brief_text("b1"))
+    world.add_desk(
+        "coder",
+        [
+            {"content": f"the token is {secret}", "tool_calls": [call("list_files", path=".")]},
+            finish(f"used {secret} to finish"),
+        ],
+        secrets=["DESK_TOKEN"],
+    )
+    [report] = world.run_here("coder")
+    assert report.code == 0, report
+    review = world.review("b1")
+    assert review is not None and "used" in review.body and secret not in review.body
+    branch = subprocess.run(
+        ["git", f"--git-dir={world.forge_path}", "log", "-p", "assay/b1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    archive = subprocess.run(
+        ["git", f"--git-dir={world.forge_path}", "archive", "assay/b1"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert secret not in branch and secret.encode() not in archive
