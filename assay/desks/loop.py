@@ -23,6 +23,7 @@ from typing import Any
 
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore
+from assay.desks.objectives import REQUEUE
 from assay.desks.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
 from assay.desks.review import read_review, render_body, write_review
 from assay.desks.selection import Candidate, Why, queue
@@ -211,6 +212,10 @@ class DeskLoop:
             # Entries written after the last durability point (a ``denied`` entry, a
             # drained signal) reach the forge before the claim says the run stopped.
             session.flush(status)
+        requeued = code == Suspended.code and str(waiting_for or "").startswith(REQUEUE)
+        if requeued:
+            status = "requeued"  # the objective's next run: back in the queue, claim released
+            message = message or "the judge was not satisfied; queued for another run"
         if code == Suspended.code and waiting_for == WAITING_FOR_OBJECTIVE:
             code, status = Paused.code, "paused"  # max_runs used up: paused, not failed
             message = message or "the objective's max_runs are used up; raise it to resume"
@@ -223,7 +228,10 @@ class DeskLoop:
         report.message = redact(message or _output_message(output))
         report.head_sha = session.head()
         report.review = self._review(brief, session, report, output, redact=redact)
-        self._settle_claim(session.claim, report)
+        if requeued:
+            self.store.release(session.claim, note="objective: queued for another run")
+        else:
+            self._settle_claim(session.claim, report)
         return report
 
     def _close_cancelled(self, brief: Brief, claim: Claim) -> RunReport:

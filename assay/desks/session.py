@@ -28,7 +28,12 @@ from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore, Heartbeat
 from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
 from assay.desks.events import EventLog
-from assay.desks.objectives import ObjectiveLoop, objective_events, with_objective
+from assay.desks.objectives import (
+    ObjectiveLoop,
+    objective_events,
+    requeue_events,
+    with_objective,
+)
 from assay.desks.tools import ToolBox
 from assay.errors import Fenced
 from assay.forge import Forge
@@ -58,6 +63,9 @@ class DeskHooks:
         self.claim = claim
         self.log = events
         self.brief = brief
+        self.requeued: list[Event] = []
+        if brief is not None and brief.objective is not None and sync.journal_dir.exists():
+            self.requeued = requeue_events(read_journal(sync.journal_dir))
         self.fenced = threading.Event()
         self.pushes = 0
         self.last_push = time.monotonic()
@@ -104,7 +112,7 @@ class DeskHooks:
                 read_journal(self.sync.journal_dir) if self.sync.journal_dir.exists() else None
             )
             delivered += objective_events(self.brief, journal)
-        return delivered
+        return delivered + self.requeued
 
 
 APPROVAL_LABEL = "approval"
