@@ -1,0 +1,192 @@
+"""Evidence records: the format, its version, and the checks that make it tamper-evident.
+
+One record per row run by the gate, stored as ``record.json`` in one commit on
+``refs/assay/evidence/<brief>``::
+
+    {"v": 1, "brief": "calc", "row": "unit", "command": "pytest -q", "exit": 0,
+     "timed_out": false, "seconds": 1.42, "output_sha256": "sha256:…", "output_bytes": 812,
+     "output_tail": "…", "head_sha": "<commit>", "env_fingerprint": {"python": "3.11.2"},
+     "verifier": "gate:ci@host", "journal_head": "sha256:…" | "", "at": "2026-…Z",
+     "prev": "sha256:<digest of the previous record>" | "", "digest": "sha256:…",
+     "mac": "hmac-sha256:…"}                                 # mac only with a gate key
+
+Integrity, checked on every read (any failure is ``Corrupt``, exit 6):
+
+- ``digest`` is the sha256 of the record's canonical JSON without ``digest`` and ``mac``:
+  editing a field without recomputing it is detected;
+- ``prev`` chains each record to the one before it: editing, dropping or reordering an
+  earlier record is detected, even with digests recomputed;
+- the ref's history must be linear, one record per commit (checked by the store), and
+  must extend the tip this gate saw last (so rewriting the whole chain is detected too);
+- with a gate key (``ASSAY_EVIDENCE_KEY``, held by the gate and not by desks), ``mac`` is an
+  HMAC of the record: a record forged or re-signed without the key is detected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from assay.errors import Corrupt
+
+RECORD_VERSION = 1
+RECORD_FILE = "record.json"
+KEY_ENV = "ASSAY_EVIDENCE_KEY"
+
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "v": int,
+    "brief": str,
+    "row": str,
+    "command": str,
+    "exit": int,
+    "timed_out": bool,
+    "seconds": (int, float),
+    "output_sha256": str,
+    "output_bytes": int,
+    "output_tail": str,
+    "head_sha": str,
+    "env_fingerprint": dict,
+    "verifier": str,
+    "journal_head": str,
+    "at": str,
+    "prev": str,
+    "digest": str,
+}
+
+
+@dataclass(frozen=True)
+class EvidenceRecord:
+    """One verified row: what the gate ran, on which commit, in which environment."""
+
+    brief: str
+    row: str
+    command: str
+    exit: int
+    timed_out: bool
+    seconds: float
+    output_sha256: str
+    output_bytes: int
+    output_tail: str
+    head_sha: str
+    env_fingerprint: Mapping[str, str]
+    verifier: str
+    journal_head: str
+    at: str
+    prev: str = ""
+    digest: str = ""
+    mac: str = ""
+    v: int = RECORD_VERSION
+    signed: bool = field(default=False, compare=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.exit == 0 and not self.timed_out
+
+    def body(self) -> dict[str, Any]:
+        """The fields covered by ``digest`` (everything but ``digest``, ``mac``)."""
+        data = asdict(self)
+        data["env_fingerprint"] = dict(self.env_fingerprint)
+        for name in ("digest", "mac", "signed"):
+            data.pop(name)
+        return data
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.body()
+        data["digest"] = self.digest
+        if self.mac:
+            data["mac"] = self.mac
+        return data
+
+
+def canonical(data: Mapping[str, Any]) -> bytes:
+    """The one byte form a record is hashed in."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _digest(body: Mapping[str, Any]) -> str:
+    return "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
+
+
+def _mac(key: bytes, body: Mapping[str, Any], digest: str) -> str:
+    payload = canonical({**body, "digest": digest})
+    return "hmac-sha256:" + hmac.new(key, payload, hashlib.sha256).hexdigest()
+
+
+def gate_key(environ: Mapping[str, str] | None = None) -> bytes | None:
+    """The gate's signing key from ``ASSAY_EVIDENCE_KEY``, or None when unset."""
+    value = (os.environ if environ is None else environ).get(KEY_ENV, "")
+    return value.encode() if value else None
+
+
+def seal(record: EvidenceRecord, *, prev: str, key: bytes | None) -> EvidenceRecord:
+    """``record`` chained after ``prev``, with its digest (and mac, given a key)."""
+    unsealed = EvidenceRecord(
+        **{**record.body(), "prev": prev, "env_fingerprint": dict(record.env_fingerprint)}
+    )
+    body = unsealed.body()
+    digest = _digest(body)
+    mac = _mac(key, body, digest) if key else ""
+    return EvidenceRecord(**{**body, "digest": digest, "mac": mac, "signed": bool(key)})
+
+
+def encode(record: EvidenceRecord) -> bytes:
+    """The bytes of ``record.json``."""
+    return (
+        json.dumps(record.to_json(), sort_keys=True, indent=1, ensure_ascii=False).encode() + b"\n"
+    )
+
+
+def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRecord:
+    """Parse and check one record; ``Corrupt`` naming ``source`` and the field on any flaw."""
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Corrupt(f"{source}: evidence record is not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise Corrupt(f"{source}: evidence record is not a JSON object")
+    version = raw.get("v")
+    if version != RECORD_VERSION:
+        raise Corrupt(f"{source}: evidence record version {version!r} is not {RECORD_VERSION}")
+    for name, kind in _FIELDS.items():
+        value = raw.get(name)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise Corrupt(f"{source}: evidence record field {name!r} is missing or mistyped")
+    unknown = set(raw) - set(_FIELDS) - {"mac"}
+    if unknown:
+        raise Corrupt(f"{source}: evidence record has unknown fields {sorted(unknown)}")
+    fp = raw["env_fingerprint"]
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in fp.items()):
+        raise Corrupt(f"{source}: evidence record field 'env_fingerprint' must map str to str")
+    mac = raw.pop("mac", "")
+    if not isinstance(mac, str):
+        raise Corrupt(f"{source}: evidence record field 'mac' is mistyped")
+    digest = raw.pop("digest")
+    if _digest(raw) != digest:
+        raise Corrupt(
+            f"{source}: evidence record for row {raw['row']!r} was edited (digest mismatch)"
+        )
+    signed = False
+    if key is not None and mac:
+        if not hmac.compare_digest(_mac(key, raw, digest), mac):
+            raise Corrupt(
+                f"{source}: evidence record for row {raw['row']!r} fails its gate signature"
+            )
+        signed = True
+    return EvidenceRecord(**raw, digest=digest, mac=mac, signed=signed)
+
+
+def check_chain(records: Sequence[EvidenceRecord], *, source: str) -> None:
+    """Each record's ``prev`` must be the digest of the one before it (the first: "")."""
+    expected = ""
+    for index, record in enumerate(records):
+        if record.prev != expected:
+            raise Corrupt(
+                f"{source}: evidence record {index} (row {record.row!r}) does not chain to the "
+                "record before it: the evidence history was edited"
+            )
+        expected = record.digest

@@ -1,0 +1,208 @@
+"""The merge rule, as a pure function of the brief's rows and the evidence records.
+
+A merge is allowed only when every acceptance row has a record that
+
+- was written by the gate (a ``gate:`` verifier that is not the brief's desk; with a gate
+  key configured, signed by it) — a row the desk wrote itself never counts;
+- is for the review's current head commit and for the row's current command;
+- passed (exit 0, not timed out);
+- carries the declared environment: the fingerprint the desk recorded, and one that
+  satisfies the brief's ``env`` declaration.
+
+Anything else names the row and why: missing, failing, stale (verified at an older commit
+or for an older command) or env mismatch.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from assay.evidence.claimed import Claimed
+from assay.evidence.fingerprint import declaration_problems, diff_fingerprints
+from assay.evidence.records import EvidenceRecord
+from assay.evidence.spec import EnvDecl, RowSpec
+
+GATE_PREFIX = "gate:"
+
+
+class Verdict(enum.Enum):
+    PASS = "pass"
+    FAILING = "failing"
+    MISSING = "missing"
+    STALE = "stale"
+    ENV_MISMATCH = "env mismatch"
+
+
+@dataclass(frozen=True)
+class RowStatus:
+    """One line of the claimed-versus-verified table."""
+
+    row: str
+    command: str
+    claimed: str | None
+    verified: str | None
+    at: str | None
+    verdict: Verdict
+    reason: str = ""
+    record: EvidenceRecord | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "row": self.row,
+            "command": self.command,
+            "claimed": self.claimed,
+            "verified": self.verified,
+            "at": self.at,
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "exit": None if self.record is None else self.record.exit,
+            "seconds": None if self.record is None else self.record.seconds,
+        }
+
+
+@dataclass(frozen=True)
+class MergeDecision:
+    """Whether ``head_sha`` may merge, and each row's standing."""
+
+    brief: str
+    head_sha: str
+    rows: list[RowStatus]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.problems and all(s.verdict is Verdict.PASS for s in self.rows)
+
+    def blocking(self) -> list[str]:
+        """One readable line per reason the merge is refused."""
+        lines = list(self.problems)
+        for status in self.rows:
+            if status.verdict is not Verdict.PASS:
+                lines.append(f"row {status.row!r}: {status.verdict.value}: {status.reason}")
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brief": self.brief,
+            "head_sha": self.head_sha,
+            "allowed": self.allowed,
+            "problems": self.problems,
+            "rows": [status.to_json() for status in self.rows],
+        }
+
+
+def counts(record: EvidenceRecord, *, desk_names: Collection[str], require_signed: bool) -> bool:
+    """Whether a record may count at all: written by the gate, not by the desk."""
+    if not record.verifier.startswith(GATE_PREFIX):
+        return False
+    name = record.verifier[len(GATE_PREFIX) :]
+    if name in desk_names or record.verifier in desk_names:
+        return False
+    return record.signed or not require_signed
+
+
+def describe(record: EvidenceRecord) -> str:
+    if record.timed_out:
+        return f"timeout after {record.seconds:g}s"
+    return "pass" if record.passed else f"fail (exit {record.exit})"
+
+
+def env_mismatch(
+    record: EvidenceRecord, *, declared: Mapping[str, str] | None, env: EnvDecl
+) -> list[str]:
+    """Why ``record``'s environment is not the declared one (empty when it is)."""
+    lines = declaration_problems(env, record.env_fingerprint)
+    if declared is not None:
+        lines += diff_fingerprints(declared, record.env_fingerprint)
+    return lines
+
+
+def decide(
+    *,
+    brief: str,
+    rows: Sequence[RowSpec],
+    records: Sequence[EvidenceRecord],
+    head_sha: str,
+    env: EnvDecl,
+    claimed: Claimed | None = None,
+    desk_names: Collection[str] = (),
+    require_signed: bool = False,
+) -> MergeDecision:
+    """The merge rule. ``records`` are in ref order (oldest first)."""
+    claim = claimed or Claimed()
+    problems: list[str] = []
+    if not rows:
+        problems.append("the brief declares no verify rows: nothing proves this change")
+    if env.declared and claim.env_fingerprint is None:
+        problems.append(
+            "the desk recorded no environment fingerprint (an evidence.claimed step), "
+            "so the brief's single environment cannot be checked"
+        )
+    statuses: list[RowStatus] = []
+    for row in rows:
+        mine = [
+            r
+            for r in records
+            if r.row == row.id
+            and r.brief == brief
+            and counts(r, desk_names=desk_names, require_signed=require_signed)
+        ]
+        claimed_row = claim.rows.get(row.id)
+        said = claimed_row.result if claimed_row else None
+        current = [r for r in mine if r.head_sha == head_sha and r.command == row.command]
+        if current:
+            latest = current[-1]
+            if not latest.passed:
+                verdict, reason = Verdict.FAILING, describe(latest)
+            else:
+                mismatch = env_mismatch(latest, declared=claim.env_fingerprint, env=env)
+                if mismatch:
+                    verdict, reason = Verdict.ENV_MISMATCH, "; ".join(mismatch)
+                else:
+                    verdict, reason = Verdict.PASS, ""
+            statuses.append(
+                RowStatus(
+                    row.id,
+                    row.command,
+                    said,
+                    describe(latest),
+                    latest.head_sha,
+                    verdict,
+                    reason,
+                    latest,
+                )
+            )
+        elif mine:
+            latest = mine[-1]
+            if latest.head_sha != head_sha:
+                reason = f"verified at {latest.head_sha[:12]}, the review's head is {head_sha[:12]}"
+            else:
+                reason = "verified for an older command than the brief's row"
+            statuses.append(
+                RowStatus(
+                    row.id,
+                    row.command,
+                    said,
+                    describe(latest),
+                    latest.head_sha,
+                    Verdict.STALE,
+                    reason,
+                    latest,
+                )
+            )
+        else:
+            statuses.append(
+                RowStatus(
+                    row.id,
+                    row.command,
+                    said,
+                    None,
+                    None,
+                    Verdict.MISSING,
+                    "no gate record for this row",
+                )
+            )
+    return MergeDecision(brief=brief, head_sha=head_sha, rows=statuses, problems=problems)

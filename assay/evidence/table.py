@@ -1,0 +1,92 @@
+"""The claimed-versus-verified table: Markdown for review bodies, rich for the terminal.
+
+The review body holds the table between two markers, so regenerating it (each time the
+desk claims or the gate verifies) replaces exactly that block and nothing the desk wrote.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from assay.evidence.rule import MergeDecision, RowStatus, Verdict
+
+BEGIN = "<!-- assay:evidence:begin -->"
+END = "<!-- assay:evidence:end -->"
+
+
+def _cell(text: str | None) -> str:
+    if not text:
+        return "—"
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _verdict(status: RowStatus) -> str:
+    word = status.verdict.value
+    return f"**{word}**" if status.verdict is Verdict.PASS else word
+
+
+def render_markdown(decision: MergeDecision) -> str:
+    """The table as Markdown, with a one-line verdict above it."""
+    head = decision.head_sha[:12] or "—"
+    if decision.allowed:
+        summary = f"Evidence: every row verified passing at `{head}`; mergeable."
+    else:
+        summary = f"Evidence at `{head}`: not mergeable."
+    lines = [
+        summary,
+        "",
+        "| row | command | claimed | verified | at | verdict |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for status in decision.rows:
+        at = f"`{status.at[:12]}`" if status.at else "—"
+        lines.append(
+            f"| {_cell(status.row)} | `{_cell(status.command)}` | {_cell(status.claimed)} "
+            f"| {_cell(status.verified)} | {at} | {_verdict(status)} |"
+        )
+    for problem in decision.problems:
+        lines.append("")
+        lines.append(f"- {_cell(problem)}")
+    return "\n".join(lines) + "\n"
+
+
+def with_table(body: str, table: str) -> str:
+    """``body`` with its evidence block replaced by ``table`` (appended when absent)."""
+    block = f"{BEGIN}\n{table.rstrip()}\n{END}"
+    start = body.find(BEGIN)
+    end = body.find(END, start + len(BEGIN)) if start >= 0 else -1
+    if start >= 0 and end >= 0:
+        return body[:start] + block + body[end + len(END) :]
+    separator = (
+        "" if not body or body.endswith("\n\n") else ("\n" if body.endswith("\n") else "\n\n")
+    )
+    return f"{body}{separator}{block}\n"
+
+
+_STYLE = {
+    Verdict.PASS: "green",
+    Verdict.FAILING: "red",
+    Verdict.MISSING: "yellow",
+    Verdict.STALE: "yellow",
+    Verdict.ENV_MISMATCH: "red",
+}
+
+
+def render_rich(decision: MergeDecision) -> Table:
+    """The table for the terminal."""
+    table = Table(title=f"evidence for {decision.brief} at {decision.head_sha[:12]}")
+    for name in ("row", "command", "claimed", "verified", "at", "verdict", "why"):
+        table.add_column(name, overflow="fold")
+    for status in decision.rows:
+        # Row text comes from briefs and journals: plain Text, never rich markup.
+        table.add_row(
+            Text(status.row),
+            Text(status.command),
+            Text(status.claimed or "—"),
+            Text(status.verified or "—"),
+            Text((status.at or "")[:12] or "—"),
+            Text(status.verdict.value, style=_STYLE[status.verdict]),
+            Text(status.reason),
+        )
+    return table

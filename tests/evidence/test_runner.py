@@ -1,0 +1,135 @@
+"""The row runner against real processes: exit codes, timeouts, big output, secrets."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+from assay.evidence.runner import TAIL_BYTES, row_argv, row_environment, run_row
+
+PY = shlex.quote(sys.executable)
+
+
+def _gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (absent, or a zombie awaiting its reaper)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
+
+
+def _wait_gone(pid: int, deadline_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if _gone(pid):
+            return True
+        time.sleep(0.02)  # polling a real condition with a deadline, not synchronisation
+    return False
+
+
+def test_plain_rows_run_without_a_shell_and_shell_rows_with_sh() -> None:
+    assert row_argv("pytest -q 'tests/a b.py'") == ["pytest", "-q", "tests/a b.py"]
+    assert row_argv("make test | tee log") == ["/bin/sh", "-c", "make test | tee log"]
+    assert row_argv("FOO=1 make") == ["/bin/sh", "-c", "FOO=1 make"]
+    assert row_argv("echo $HOME") == ["/bin/sh", "-c", "echo $HOME"]
+
+
+def test_exit_code_digest_and_tail_are_captured(tmp_path: Path) -> None:
+    command = f"{PY} -c \"import sys; print('hello'); sys.exit(3)\""
+    result = run_row(command, cwd=tmp_path, timeout_s=30)
+    assert result.exit == 3
+    assert not result.passed
+    assert result.output_sha256 == "sha256:" + hashlib.sha256(b"hello\n").hexdigest()
+    assert result.output_tail == "hello"
+    assert result.seconds > 0
+
+
+def test_rows_run_in_the_given_tree(tmp_path: Path) -> None:
+    (tmp_path / "marker.txt").write_text("here\n")
+    result = run_row("cat marker.txt", cwd=tmp_path, timeout_s=30)
+    assert result.passed
+    assert result.output_tail == "here"
+
+
+def test_a_missing_program_is_a_failed_row(tmp_path: Path) -> None:
+    result = run_row("no-such-program-assay --x", cwd=tmp_path, timeout_s=30)
+    assert result.exit == 127
+    assert "cannot start" in result.output_tail
+
+
+def test_a_hanging_row_is_killed_with_its_whole_group_at_the_timeout(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    command = f"sleep 300 & echo $! > {shlex.quote(str(pidfile))}; echo started; wait"
+    started = time.monotonic()
+    result = run_row(command, cwd=tmp_path, timeout_s=1.0)
+    assert time.monotonic() - started < 10
+    assert result.timed_out
+    assert result.exit == -9
+    assert not result.passed
+    assert "started" in result.output_tail
+    assert _wait_gone(int(pidfile.read_text()))
+
+
+def test_a_row_leaving_a_background_process_finishes_and_the_process_is_killed(
+    tmp_path: Path,
+) -> None:
+    pidfile = tmp_path / "child.pid"
+    command = f"sleep 300 & echo $! > {shlex.quote(str(pidfile))}; echo done"
+    result = run_row(command, cwd=tmp_path, timeout_s=60)
+    assert result.exit == 0
+    assert not result.timed_out
+    assert result.seconds < 30
+    assert _wait_gone(int(pidfile.read_text()))
+
+
+def test_fifty_megabytes_of_output_are_digested_with_a_bounded_tail(tmp_path: Path) -> None:
+    script = tmp_path / "loud.py"
+    script.write_text(
+        "import sys\n"
+        "line = (b'x' * 99) + b'\\n'\n"
+        "block = line * 10000\n"
+        "for i in range(50):\n"
+        "    sys.stdout.buffer.write(block)\n"
+        "sys.stdout.buffer.write(b'last line\\n')\n"
+    )
+    expected = hashlib.sha256()
+    block = ((b"x" * 99) + b"\n") * 10000
+    for _ in range(50):
+        expected.update(block)
+    expected.update(b"last line\n")
+    tracemalloc.start()
+    try:
+        result = run_row(f"{PY} loud.py", cwd=tmp_path, timeout_s=120)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.passed
+    assert result.output_bytes == 50 * len(block) + len(b"last line\n")
+    assert result.output_sha256 == "sha256:" + expected.hexdigest()
+    assert result.output_tail.endswith("last line")
+    assert len(result.output_tail.encode()) <= TAIL_BYTES
+    assert peak < 2 * 1024 * 1024, f"peak {peak} bytes: output was held in memory"
+
+
+def test_secrets_never_reach_a_row(tmp_path: Path) -> None:
+    base = {
+        "PATH": os.environ["PATH"],
+        "GITHUB_TOKEN": "ghs_secret",
+        "OPENAI_API_KEY": "sk-secret",
+        "MY_PASSWORD": "hunter2",
+        "AWS_ACCESS_KEY_ID": "AKIA",
+        "GIT_DIR": "/elsewhere",
+        "ASSAY_EVIDENCE_KEY": "gate-key",
+        "HARMLESS": "visible",
+    }
+    env = row_environment(base)
+    result = run_row("env", cwd=tmp_path, timeout_s=30, env=env)
+    assert "HARMLESS=visible" in result.output_tail
+    for secret in ("ghs_secret", "sk-secret", "hunter2", "AKIA", "/elsewhere", "gate-key"):
+        assert secret not in result.output_tail
