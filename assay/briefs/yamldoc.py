@@ -151,7 +151,12 @@ def _refuse_duplicate_keys(node: yaml.Node, *, source: str, line_offset: int) ->
 
 def validation_error(exc: ValidationError, doc: YamlDoc) -> BadInput:
     """Turn pydantic's errors into one ``BadInput`` naming the first field and its line."""
-    problems = exc.errors(include_url=False, include_input=False)
+    # A typo'd field shows up twice: as an unknown field and as a missing one. The unknown
+    # field is the more useful to read first.
+    problems = sorted(
+        exc.errors(include_url=False, include_input=False),
+        key=lambda problem: problem["type"] != "extra_forbidden",
+    )
     if not problems:  # pragma: no cover - pydantic always reports at least one
         return BadInput(f"{doc.source}: invalid document", source=doc.source)
     first = problems[0]

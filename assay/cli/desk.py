@@ -1,9 +1,255 @@
-"""Commands of this area; filled in by the module that owns it."""
+"""``assay desk run``, ``assay wake``, ``assay resync`` and ``assay cancel``.
+
+A thin layer over ``assay.desks.loop`` and ``assay.desks.resync``: options, the table (or
+``--json``) and the exit code of DESIGN.md section 8.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
 import click
+
+from assay.cli.options import forge_option, json_option
+from assay.console import err, out, print_json
+
+DESKS_HELP = "Directory of desk manifests (default: ./desks)."
+
+
+def _workroot(value: str | None) -> Path:
+    if value:
+        return Path(value)
+    state = os.environ.get("ASSAY_STATE")
+    return (Path(state) if state else Path.home() / ".cache" / "assay") / "work"
+
+
+def _progress(as_json: bool) -> Any:
+    def show(line: str) -> None:
+        if not as_json:
+            err.print(line, markup=False, highlight=False)
+
+    return show
+
+
+def _open(forge_spec: str | None, cache: str | None) -> Any:
+    from assay.forge import open_forge
+
+    return open_forge(forge_spec, cache_dir=Path(cache) if cache else None)
+
+
+def _load_desks(directory: str) -> dict[str, Any]:
+    from assay.desks import load_desks
+
+    return load_desks(Path(directory))
+
+
+def _print_reports(reports: list[Any], *, as_json: bool, code: int) -> None:
+    if as_json:
+        print_json(
+            {
+                "status": "ok" if code == 0 else "done",
+                "code": code,
+                "runs": [r.to_json() for r in reports],
+            }
+        )
+        return
+    from rich.table import Table
+
+    table = Table("brief", "why", "status", "code", "steps", "review", "waiting for")
+    for r in reports:
+        table.add_row(
+            r.brief, r.why, r.status, str(r.code), str(r.steps), r.review, r.waiting_for or ""
+        )
+    out.print(table)
+
+
+def _common(fn: Any) -> Any:
+    fn = click.option("--desks", "desks_dir", default="desks", show_default=True, help=DESKS_HELP)(
+        fn
+    )
+    fn = click.option(
+        "--cache",
+        envvar="ASSAY_CACHE",
+        default=None,
+        help="Local cache repository for the forge (default: per forge URL).",
+    )(fn)
+    fn = click.option(
+        "--workdir",
+        envvar="ASSAY_WORKDIR",
+        default=None,
+        help="Where briefs are checked out (default: $ASSAY_STATE/work).",
+    )(fn)
+    fn = click.option(
+        "--holder",
+        envvar="ASSAY_HOLDER",
+        default=None,
+        help="Holder token for claims (default: host, pid and a random suffix).",
+    )(fn)
+    return fn
 
 
 def register(root: click.Group) -> None:
     """Add this module's commands to the root group."""
+
+    @root.group("desk")
+    def desk_group() -> None:
+        """Run desks: take briefs from the forge and work on them durably."""
+
+    @desk_group.command("run")
+    @click.argument("name")
+    @click.option("--once", is_flag=True, help="Run one brief, then exit with its code.")
+    @click.option("--brief", "brief_id", default=None, help="Run only this brief.")
+    @forge_option
+    @_common
+    @json_option
+    def desk_run(
+        name: str,
+        once: bool,
+        brief_id: str | None,
+        forge: str | None,
+        desks_dir: str,
+        cache: str | None,
+        workdir: str | None,
+        holder: str | None,
+        as_json: bool,
+    ) -> None:
+        """Take the highest-priority claimable brief this desk takes, run it, repeat.
+
+        Exit codes: 0 done, 1 failed, 3 nothing claimable, 4 fenced, 7 paused,
+        65 bad input, 69 unavailable, 75 waiting, 77 denied.
+        """
+        from assay.desks.loop import DeskLoop, exit_code
+        from assay.errors import BadInput
+
+        desks = _load_desks(desks_dir)
+        if name not in desks:
+            raise BadInput(
+                f"{desks_dir}: no desk named {name!r} (have: {', '.join(sorted(desks))})"
+            )
+        manifest = desks[name]
+        loop = DeskLoop(
+            forge=_open(forge, cache),
+            desk=manifest,
+            desks_dir=Path(desks_dir),
+            workroot=_workroot(workdir) / name,
+            on_progress=_progress(as_json),
+        )
+        if holder:
+            loop.holder = holder
+        reports = loop.run(once=once, only=brief_id)
+        code = exit_code(reports)
+        _print_reports(reports, as_json=as_json, code=code)
+        if code:
+            raise click.exceptions.Exit(code)
+
+    @root.command("wake")
+    @click.option("--brief", "brief_id", default=None, help="Wake only this brief.")
+    @forge_option
+    @_common
+    @json_option
+    def wake_cmd(
+        brief_id: str | None,
+        forge: str | None,
+        desks_dir: str,
+        cache: str | None,
+        workdir: str | None,
+        holder: str | None,
+        as_json: bool,
+    ) -> None:
+        """Resume every waiting run whose event or timer has arrived."""
+        from assay.desks.loop import exit_code
+        from assay.desks.resync import wake
+
+        reports = wake(
+            _open(forge, cache),
+            _load_desks(desks_dir),
+            workroot=_workroot(workdir),
+            only=brief_id,
+            holder=holder,
+            on_progress=_progress(as_json),
+        )
+        code = exit_code(reports, nothing=0)
+        _print_reports(reports, as_json=as_json, code=code)
+        if code:
+            raise click.exceptions.Exit(code)
+
+    @root.command("resync")
+    @click.option(
+        "--desk",
+        "desk_name",
+        default=None,
+        help="Resume the runs this desk should own (crashed, released, woken).",
+    )
+    @forge_option
+    @_common
+    @json_option
+    def resync_cmd(
+        desk_name: str | None,
+        forge: str | None,
+        desks_dir: str,
+        cache: str | None,
+        workdir: str | None,
+        holder: str | None,
+        as_json: bool,
+    ) -> None:
+        """Rebuild every brief's true state from the forge; with --desk, resume its runs."""
+        from assay.desks.loop import exit_code
+        from assay.desks.resync import resync
+
+        desks = _load_desks(desks_dir) if desk_name else {}
+        rows, reports = resync(
+            _open(forge, cache),
+            desks,
+            desk=desk_name,
+            workroot=_workroot(workdir),
+            holder=holder,
+            on_progress=_progress(as_json),
+        )
+        code = exit_code(reports, nothing=0)
+        if as_json:
+            print_json(
+                {
+                    "status": "ok",
+                    "code": code,
+                    "briefs": [r.to_json() for r in rows],
+                    "runs": [r.to_json() for r in reports],
+                }
+            )
+        else:
+            from rich.table import Table
+
+            table = Table("brief", "state", "desk", "fence", "waiting for", "last step", "at")
+            for row in rows:
+                table.add_row(
+                    row.brief,
+                    row.state,
+                    row.desk,
+                    str(row.fence),
+                    row.waiting_for,
+                    row.last_step,
+                    row.last_time,
+                )
+            out.print(table)
+            if reports:
+                _print_reports(reports, as_json=False, code=code)
+        if code:
+            raise click.exceptions.Exit(code)
+
+    @root.command("cancel")
+    @click.argument("brief_id", metavar="BRIEF")
+    @click.option("--actor", default="", help="Who cancels (recorded with the event).")
+    @forge_option
+    @json_option
+    def cancel_cmd(brief_id: str, actor: str, forge: str | None, as_json: bool) -> None:
+        """Cancel a brief: its run stops at its next drain point or wake."""
+        from assay.desks.events import EventLog
+
+        event = EventLog(_open(forge, None), brief_id).append(
+            "cancel", actor=actor or os.environ.get("USER", "")
+        )
+        if as_json:
+            print_json({"status": "ok", "code": 0, "event": event.to_json()})
+        else:
+            out.print(f"cancelled {brief_id} (event {event.id})")

@@ -35,9 +35,12 @@ class Claimed:
 
 
 def _claim_output(entry: Mapping[str, Any], load_blob: Callable[[str], Any] | None) -> Any:
+    """The step's output: the journal packs it as ``{"value": v}`` or ``{"blob": ref}``."""
     out = entry.get("out")
-    if isinstance(out, Mapping) and set(out) == {"blob"} and load_blob is not None:
-        return load_blob(str(out["blob"]))
+    if isinstance(out, Mapping) and set(out) == {"value"}:
+        return out["value"]
+    if isinstance(out, Mapping) and set(out) == {"blob"}:
+        return load_blob(str(out["blob"])) if load_blob is not None else None
     return out
 
 
@@ -79,8 +82,10 @@ def claimed_from_entries(
 
 
 def journal_anchors(entries: Sequence[Mapping[str, Any]], head: str) -> frozenset[str]:
-    """Every line hash of a verified journal: each line's ``prev`` names the line before."""
-    hashes = {str(entry["prev"]) for entry in entries[1:] if entry.get("prev")}
+    """Every line hash of a verified journal (each line's ``sum``, and the ``prev`` naming
+    the line before it)."""
+    hashes = {str(entry["sum"]) for entry in entries if entry.get("sum")}
+    hashes |= {str(entry["prev"]) for entry in entries[1:] if entry.get("prev")}
     if head:
         hashes.add(head)
     return frozenset(hashes)

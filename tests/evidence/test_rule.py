@@ -149,7 +149,7 @@ def test_claims_are_read_from_the_latest_claim_step() -> None:
             "step": "compute",
             "name": "evidence.claimed",
             "status": "ok",
-            "out": {"rows": [{"row": "unit", "result": "fail"}]},
+            "out": {"value": {"rows": [{"row": "unit", "result": "fail"}]}},
             "prev": "sha256:l0",
         },
         {

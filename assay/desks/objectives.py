@@ -1,0 +1,169 @@
+"""Standing objectives: a brief with ``objective: {judge, max_runs, budget}``.
+
+After each run of the desk, the work is pushed and the judge command runs in a clean
+checkout of the branch head cloned from the forge (like an evidence row: argv, no shell,
+its own timeout). Exit 0 closes the objective. Otherwise the next run starts with the
+judge's output added to the brief, while runs remain; the run's budget pauses it as any
+run (exit 7). When ``max_runs`` is used up the run waits for ``objective`` (a durable
+wait: exit 7 reported as paused, no process held); raising ``max_runs`` on main delivers
+the event that resumes it (see ``objective_events``). An objective is never silently failed.
+
+Every decision is a recorded step (``objective.limit``, ``objective.judge``), so a run
+resumed elsewhere replays the same attempts against the same limits.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from assay.briefs import Brief
+from assay.journal import Journal
+from assay.runtime import Event
+
+if TYPE_CHECKING:
+    from assay.forge import Forge
+
+JUDGE_TAIL = 4_000
+WAITING_FOR = "objective"
+
+
+def judge_count(journal: Journal | None) -> int:
+    """How many judge verdicts a journal holds (finished ``objective.judge`` steps)."""
+    return sum(
+        1
+        for entry in (journal.entries if journal else [])
+        if entry.get("kind") == "step"
+        and entry.get("name") == "objective.judge"
+        and entry.get("status") == "ok"
+    )
+
+
+def objective_events(brief: Brief, journal: Journal | None) -> list[Event]:
+    """The event a raised ``max_runs`` delivers: it ends a wait for ``objective``."""
+    if brief.objective is None:
+        return []
+    max_runs = brief.objective.max_runs
+    if judge_count(journal) >= max_runs:
+        return []
+    return [
+        Event(
+            id=f"objective-max-runs-{max_runs}",
+            kind="approve",
+            actor="main",
+            text=f"objective max_runs is {max_runs}",
+            data={"name": WAITING_FOR},
+        )
+    ]
+
+
+def run_judge(forge: Forge, sha: str, argv: list[str], *, timeout: float) -> dict[str, Any]:
+    """Run the judge in a fresh clone of ``sha`` from the forge; never through a shell."""
+    from assay.plumbing import run_git
+
+    tmp = Path(tempfile.mkdtemp(prefix="assay-judge-"))
+    try:
+        tree = tmp / "tree"
+        run_git(["init", "--quiet", str(tree)], config=forge.git_config)
+        run_git(
+            ["fetch", "--quiet", "--depth=1", forge.url, sha], cwd=tree, config=forge.git_config
+        )
+        run_git(["checkout", "--quiet", "--detach", sha], cwd=tree)
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                argv, cwd=tree, capture_output=True, text=True, timeout=timeout, check=False
+            )
+            code, output = done.returncode, done.stdout + done.stderr
+        except subprocess.TimeoutExpired:
+            code, output = 124, f"judge timed out after {timeout:.0f} s"
+        except OSError as exc:
+            code, output = 127, f"judge could not start: {exc}"
+        return {
+            "exit": code,
+            "seconds": round(time.monotonic() - started, 3),
+            "tail": output[-JUDGE_TAIL:],
+            "head_sha": sha,
+        }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class ObjectiveLoop:
+    """The judge-and-retry bookkeeping of one brief's objective, as recorded steps."""
+
+    def __init__(self, *, brief: Brief, forge: Forge, hooks: Any) -> None:
+        objective = brief.objective
+        assert objective is not None
+        self.brief = brief
+        self.forge = forge
+        self.hooks = hooks
+        self.argv = objective.argv
+        self.timeout = float(objective.timeout or 600)
+        self.attempts = 0
+
+    def _judge(self) -> dict[str, Any]:
+        self.hooks.durability_point("objective.judge")  # the judge sees the pushed work
+        return run_judge(self.forge, str(self.hooks.sync.tip), self.argv, timeout=self.timeout)
+
+    def start_attempt(self, run: Any) -> int:
+        """Count a new run; wait durably (paused) while ``max_runs`` is used up."""
+        brief = self.brief
+        while True:
+            assert brief.objective is not None
+            limit = int(
+                run.step("objective.limit", lambda: brief.objective.max_runs, kind="compute")
+            )
+            if self.attempts < limit:
+                self.attempts += 1
+                return self.attempts
+            run.wait_for(WAITING_FOR)
+
+    def judge(self, run: Any) -> tuple[bool, str]:
+        """Run the judge (a recorded step); ``(closed, feedback for the next run)``."""
+        verdict = run.step("objective.judge", self._judge, kind="compute")
+        if verdict["exit"] == 0:
+            return True, ""
+        return False, (
+            f"Run {self.attempts} did not satisfy the objective: `{' '.join(self.argv)}` "
+            f"exited {verdict['exit']}.\n\n```\n{verdict['tail'][-1500:]}\n```"
+        )
+
+
+def with_objective(
+    function: Callable[[Any, Brief], Any],
+    *,
+    brief: Brief,
+    forge: Forge,
+    hooks: Any,
+) -> Callable[[Any, Brief], Any]:
+    """Wrap a ``command`` or ``python`` desk function in the objective loop of ``brief``.
+
+    (The ``agent`` kind runs the loop inside its conversation instead, so the model hears
+    the judge's verdict and carries on; see ``assay.desks.agent``.)
+    """
+
+    def wrapped(run: Any, current: Brief) -> Any:
+        loop = ObjectiveLoop(brief=current, forge=forge, hooks=hooks)
+        feedback = ""
+        while True:
+            attempt = loop.start_attempt(run)
+            shown = current
+            if feedback:
+                body = f"{current.body}\n\n## Objective judge\n\n{feedback}"
+                shown = current.model_copy(update={"body": body})
+            output = function(run, shown)
+            if isinstance(output, dict) and output.get("status") == "cancelled":
+                return output
+            closed, feedback = loop.judge(run)
+            if closed:
+                result = dict(output) if isinstance(output, dict) else {"output": output}
+                result["objective"] = {"attempts": attempt, "state": "closed"}
+                return result
+
+    return wrapped

@@ -1,0 +1,146 @@
+"""Review records on the embedded forge: ``refs/assay/reviews/<brief>``.
+
+The embedded forge's stand-in for a pull request. The ref points at a commit whose tree
+holds ``review.json``::
+
+    {"v": 1, "brief", "branch", "head_sha", "title", "body",
+     "state": "draft" | "ready" | "merged" | "closed", "updated_at"}
+
+Each update is a child commit of the previous one (the history is the review's timeline),
+pushed as a compare-and-swap against the sha just read, so two writers cannot silently
+overwrite each other. The body is a summary of the run's journal and the table of the
+evidence rows the desk claimed (the gate's verified rows live on the evidence ref).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from assay.desks.forgeio import DESK_IDENTITY, cas_write_json, read_json_at_ref
+from assay.errors import BadInput
+from assay.forge import Forge
+from assay.ids import check_id
+
+FORMAT_VERSION = 1
+REVIEW_FILE = "review.json"
+STATES = ("draft", "ready", "merged", "closed")
+
+
+def reviews_ref(brief: str) -> str:
+    """The ref of a brief's review record."""
+    return f"refs/assay/reviews/{check_id(brief)}"
+
+
+@dataclass(frozen=True)
+class Review:
+    """One version of a brief's review record."""
+
+    brief: str
+    branch: str
+    head_sha: str
+    title: str
+    body: str
+    state: str
+    updated_at: str
+    v: int = FORMAT_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any, *, where: str) -> Review:
+        if not isinstance(data, Mapping):
+            raise BadInput(f"{where}: a review record must be a JSON object")
+        if data.get("v") != FORMAT_VERSION:
+            raise BadInput(f"{where}: field 'v' must be {FORMAT_VERSION}")
+        for name in ("brief", "branch", "head_sha", "title", "body", "state", "updated_at"):
+            if not isinstance(data.get(name), str):
+                raise BadInput(f"{where}: field {name!r} must be a string")
+        if data["state"] not in STATES:
+            raise BadInput(f"{where}: field 'state' is {data['state']!r}, expected one of {STATES}")
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+
+
+def read_review(forge: Forge, brief: str) -> Review | None:
+    """The current review record of ``brief``, or None when none was opened."""
+    ref = reviews_ref(brief)
+    found = read_json_at_ref(forge, ref, REVIEW_FILE)
+    if found is None:
+        return None
+    _sha, data = found
+    return Review.from_json(data, where=f"{ref}:{REVIEW_FILE}")
+
+
+def evidence_table(rows: list[Mapping[str, Any]]) -> str:
+    """The Markdown table of claimed evidence rows (what the desk believes, not verified)."""
+    if not rows:
+        return "_The desk claimed no evidence rows._"
+    lines = ["| row | claimed | note |", "| --- | --- | --- |"]
+    for row in rows:
+        note = str(row.get("note", "")).replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {row.get('row', '?')} | {row.get('result', '?')} | {note} |")
+    return "\n".join(lines)
+
+
+def render_body(
+    *,
+    outcome: str,
+    summary_text: str,
+    journal: Mapping[str, Any],
+    claimed: list[Mapping[str, Any]],
+) -> str:
+    """The review body: the desk's summary, the journal's figures, the claimed evidence."""
+    figures = (
+        f"- outcome: **{outcome}**\n"
+        f"- steps: {journal.get('steps', 0)}, model calls: {journal.get('model_calls', 0)}, "
+        f"tokens: {journal.get('tokens', 0)}, usd: {journal.get('usd', 0)}\n"
+        f"- last step: {journal.get('last_step', '')} at {journal.get('last_time', '')}\n"
+        f"- journal head: `{journal.get('head', '')}`"
+    )
+    return (
+        f"## Summary\n\n{summary_text.strip() or '_no summary_'}\n\n"
+        f"## Journal\n\n{figures}\n\n"
+        f"## Claimed evidence\n\n{evidence_table(claimed)}\n\n"
+        "Claimed rows are the desk's own belief; only the gate's verified rows count.\n"
+    )
+
+
+def write_review(
+    forge: Forge,
+    brief: str,
+    *,
+    head_sha: str,
+    title: str,
+    body: str,
+    state: str,
+    attempts: int = 5,
+) -> Review:
+    """Open or update the review record (CAS; retried on a lost race with a fresh read)."""
+    if state not in STATES:
+        raise BadInput(f"review state {state!r} is not one of {STATES}")
+    review = Review(
+        brief=brief,
+        branch=f"assay/{brief}",
+        head_sha=head_sha,
+        title=title,
+        body=body,
+        state=state,
+        updated_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+    # ``record.json`` carries the same record with ``kind: reviews``, so readers that take
+    # review refs as ``RefLog`` logs (assay.forge.records) read them too.
+    payload = json.dumps(review.to_json(), indent=2, sort_keys=True).encode() + b"\n"
+    record = json.dumps({**review.to_json(), "kind": "reviews"}, sort_keys=True).encode()
+    cas_write_json(
+        forge,
+        reviews_ref(brief),
+        {REVIEW_FILE: payload, "record.json": record},
+        message=f"review {brief}: {state} at {head_sha[:12]}",
+        author=DESK_IDENTITY,
+        attempts=attempts,
+    )
+    return review

@@ -1,0 +1,157 @@
+"""Which brief a desk takes next: pure decisions over briefs, claims and merged briefs.
+
+No I/O here, so the rules are easy to read and to test: a brief is a candidate for a desk
+when the desk ``takes`` it, every brief it depends on is merged, nobody cancelled it, and
+its claim is absent, released, held by an expired lease (a crashed holder), or waiting for
+something that has arrived. Candidates are ordered by priority (highest first), then by id,
+so every desk sees the same queue; the claim's CAS push decides who actually gets one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class Why(StrEnum):
+    """Why a brief is a candidate: what taking it means for its run."""
+
+    NEW = "new"  # no claim yet: a first run
+    RESUME = "resume"  # released: resume the journal on the branch
+    TAKEOVER = "takeover"  # held by an expired lease: the holder crashed
+    WAKE = "wake"  # waiting, and its event or timer has arrived
+    CANCEL = "cancel"  # cancelled while claimed but idle: close it without running
+
+
+class Skip(StrEnum):
+    """Why a brief is not a candidate (shown by ``assay resync`` and ``--json``)."""
+
+    NOT_TAKEN = "not taken by this desk"
+    DEPENDS = "depends on an unmerged brief"
+    CANCELLED = "cancelled"
+    HELD = "held by a live claim"
+    WAITING = "waiting; nothing has arrived"
+    DONE = "done"
+    MERGED = "merged"
+
+
+class BriefLike(Protocol):
+    id: str
+    desk: str | None
+    labels: Sequence[str]
+    priority: Any
+    depends_on: Sequence[str]
+
+
+class ClaimLike(Protocol):
+    state: str
+    renewed_at: str
+    lease_s: float
+    waiting_for: str | None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    brief: str
+    why: Why
+    priority: float
+
+
+def _priority(value: Any) -> float:
+    """Higher numbers first; ``P0``-style strings read as 0 = most urgent."""
+    if isinstance(value, bool) or value is None:
+        return 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    text = str(value).strip().lower()
+    if text.startswith("p") and text[1:].isdigit():
+        return -float(text[1:])
+    return {"critical": 3.0, "high": 2.0, "normal": 1.0, "medium": 1.0, "low": 0.0}.get(text, 0.0)
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def expired(claim: ClaimLike, *, now: datetime, skew_s: float) -> bool:
+    """DESIGN §5: ``now > renewed_at + lease_s + skew``."""
+    try:
+        renewed = _parse_time(claim.renewed_at)
+    except (ValueError, AttributeError):
+        return True  # an unreadable time cannot prove liveness
+    return (now - renewed).total_seconds() > claim.lease_s + skew_s
+
+
+def classify(
+    brief: BriefLike,
+    claim: ClaimLike | None,
+    *,
+    desk_takes: Callable[[BriefLike], bool],
+    merged: set[str],
+    cancelled: set[str],
+    arrived: Callable[[str], bool],
+    now: datetime,
+    skew_s: float,
+) -> Why | Skip:
+    """Decide one brief for one desk."""
+    if brief.id in merged:
+        return Skip.MERGED
+    if not desk_takes(brief):
+        return Skip.NOT_TAKEN
+    if brief.id in cancelled:
+        idle = claim is not None and (
+            claim.state in {"released", "waiting"}
+            or (claim.state == "held" and expired(claim, now=now, skew_s=skew_s))
+        )
+        return Why.CANCEL if idle else Skip.CANCELLED
+    if any(dep not in merged for dep in brief.depends_on):
+        return Skip.DEPENDS
+    if claim is None:
+        return Why.NEW
+    if claim.state == "released":
+        return Why.RESUME
+    if claim.state == "done":
+        return Skip.DONE
+    if claim.state == "stuck":
+        return Why.TAKEOVER  # a sweeper judged the holder dead: resume the run
+    if claim.state == "waiting":
+        return Why.WAKE if arrived(brief.id) else Skip.WAITING
+    if expired(claim, now=now, skew_s=skew_s):
+        return Why.TAKEOVER
+    return Skip.HELD
+
+
+def queue(
+    briefs: Mapping[str, BriefLike],
+    claims: Mapping[str, ClaimLike],
+    *,
+    desk_takes: Callable[[BriefLike], bool],
+    merged: set[str],
+    cancelled: set[str],
+    arrived: Callable[[str], bool],
+    now: datetime,
+    skew_s: float = 30.0,
+    only: str | None = None,
+) -> list[Candidate]:
+    """The candidates for one desk, highest priority first, then by id."""
+    found = []
+    for brief_id, brief in briefs.items():
+        if only is not None and brief_id != only:
+            continue
+        decision = classify(
+            brief,
+            claims.get(brief_id),
+            desk_takes=desk_takes,
+            merged=merged,
+            cancelled=cancelled,
+            arrived=arrived,
+            now=now,
+            skew_s=skew_s,
+        )
+        if isinstance(decision, Why):
+            found.append(Candidate(brief_id, decision, _priority(brief.priority)))
+    found.sort(key=lambda c: (-c.priority, c.brief))
+    return found

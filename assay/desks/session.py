@@ -1,0 +1,257 @@
+"""One claimed brief being run by one desk process: checkout, hooks, heartbeat, desk kind.
+
+``Session.open`` checks out ``assay/<brief>`` (BranchSync), builds the desk's model and
+tools, starts the heartbeat thread, and picks the function the runtime will execute for
+the desk's kind (``agent``, ``command`` or ``python``, wrapped by the objective loop when
+the brief has one). ``DeskHooks`` is the runtime's ``RunHooks``: every durability point is
+a commit of work tree plus journal CAS-pushed to the branch (a refused push is ``Fenced``),
+heartbeats renew the claim, ``ensure_owner`` re-reads the claim ref before effects, and
+``events()`` reads the brief's events ref.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assay.branch import BranchSync, journal_path
+from assay.briefs import Brief
+from assay.claims import Claim, ClaimStore, Heartbeat
+from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
+from assay.desks.events import EventLog
+from assay.desks.objectives import ObjectiveLoop, with_objective
+from assay.desks.tools import ToolBox
+from assay.errors import Fenced
+from assay.forge import Forge
+from assay.journal import read_journal, summarize
+from assay.plumbing import Identity
+from assay.runtime import Budget, Event
+
+COMMAND_TAIL = 4_000
+
+
+class DeskHooks:
+    """``RunHooks`` for a run hosted by the desk loop on a forge."""
+
+    def __init__(
+        self, *, sync: BranchSync, store: ClaimStore, claim: Claim, events: EventLog
+    ) -> None:
+        self.sync = sync
+        self.store = store
+        self.claim = claim
+        self.log = events
+        self.fenced = threading.Event()
+        self.pushes = 0
+
+    def durability_point(self, reason: str) -> None:
+        if self.fenced.is_set():
+            raise Fenced(f"{self.claim.brief}: this holder lost its claim; stopping")
+        try:
+            self.sync.sync(f"{self.claim.brief}: {reason}")
+        except Fenced:
+            self.fenced.set()
+            raise
+        self.pushes += 1
+
+    def heartbeat(self, progress: dict[str, Any]) -> None:
+        try:
+            self.store.renew(self.claim)  # the Claim object is shared with the heartbeat
+        except Fenced:
+            self.fenced.set()
+            raise
+
+    def ensure_owner(self) -> None:
+        try:
+            self.store.ensure_owner(self.claim)
+        except Fenced:
+            self.fenced.set()
+            raise
+
+    def events(self) -> list[Event]:
+        return self.log.read()
+
+
+def budget_for(brief: Brief, desk: Any) -> Budget:
+    """The tightest of the brief's and the desk's budgets."""
+    spec = brief.budget.tightest(desk.budget)
+    return Budget(
+        steps=spec.steps,
+        model_calls=spec.model_calls,
+        tokens=spec.tokens,
+        usd=spec.usd,
+        wall_s=spec.wall_s,
+    )
+
+
+@dataclass
+class Session:
+    forge: Forge
+    brief: Brief
+    desk: Any
+    store: ClaimStore
+    sync: BranchSync
+    hooks: DeskHooks
+    worktree: Path
+    function: Callable[[Any, Brief], Any]
+    model: Any = None
+    tools: Any = None
+    heartbeat: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def open(
+        cls,
+        *,
+        forge: Forge,
+        brief: Brief,
+        claim: Claim,
+        desk: Any,
+        workroot: Path,
+        store: ClaimStore,
+        holder: str,
+    ) -> Session:
+        identity = Identity.for_holder(desk.name, holder)
+        sync = BranchSync(forge, brief.id, workdir=workroot / brief.id, identity=identity)
+        worktree = sync.checkout()
+        hooks = DeskHooks(sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id))
+        model = tools = None
+        function: Callable[[Any, Brief], Any]
+        if desk.kind == "agent":
+            model = desk.build_model(workdir=worktree)
+            tools = ToolBox(worktree, desk.tool_policy())
+            options = AgentOptions(
+                approval=bool(getattr(desk, "approval", False)),
+                compact_at=float(desk.compact_at),
+                system_prompt=desk.system_prompt or AgentOptions().system_prompt,
+            )
+            specs = tools.specs()
+            window = int(getattr(model, "context_window", 0) or 0)
+            fingerprint = worktree_fingerprint(brief.env, worktree)
+
+            def agent(run: Any, current: Brief) -> Any:
+                objective = (
+                    ObjectiveLoop(brief=current, forge=forge, hooks=hooks)
+                    if current.objective is not None
+                    else None
+                )
+                return run_agent(
+                    run,
+                    current,
+                    options=options,
+                    context_window=window,
+                    fingerprint=fingerprint,
+                    tool_specs=specs,
+                    objective=objective,
+                ).to_json()
+
+            function = agent
+
+        elif desk.kind == "command":
+            function = command_desk(desk, worktree)
+        else:
+            function = desk.resolve_entry()
+        if brief.objective is not None and desk.kind != "agent":
+            function = with_objective(function, brief=brief, forge=forge, hooks=hooks)
+        session = cls(
+            forge=forge,
+            brief=brief,
+            desk=desk,
+            store=store,
+            sync=sync,
+            hooks=hooks,
+            worktree=worktree,
+            function=function,
+            model=model,
+            tools=tools,
+        )
+        session.heartbeat = Heartbeat(store, claim, on_fenced=hooks.fenced.set)
+        session.heartbeat.start()
+        return session
+
+    def entry(self, run: Any, given: Any) -> Any:
+        """What ``execute`` runs: the desk function on the brief as main has it now.
+
+        The run's recorded input is only ``{"brief": id}``, so raising a budget or
+        ``max_runs`` on main does not make the resumed run diverge.
+        """
+        return self.function(run, self.brief)
+
+    @property
+    def claim(self) -> Claim:
+        return self.hooks.claim
+
+    @property
+    def fenced(self) -> bool:
+        return self.hooks.fenced.is_set()
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.worktree / journal_path(self.brief.id)
+
+    def run_options(self) -> dict[str, Any]:
+        return {
+            "journal_dir": self.journal_dir,
+            "fence": self.hooks.claim.fence,
+            "hooks": self.hooks,
+            "model": self.model,
+            "tools": self.tools,
+            "budget": budget_for(self.brief, self.desk),
+            "secrets": [os.environ[name] for name in self.desk.secrets if os.environ.get(name)],
+            "on_divergence": self.desk.on_divergence,
+        }
+
+    def close(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+
+    def head(self) -> str:
+        return str(self.sync.tip or "")
+
+    def summary(self) -> dict[str, Any]:
+        if not self.journal_dir.exists():
+            return {}
+        return summarize(read_journal(self.journal_dir)).to_json()
+
+
+def command_desk(desk: Any, worktree: Path) -> Callable[[Any, Brief], Any]:
+    """A ``command`` desk: its argv runs once in the work tree, as one recorded step.
+
+    The brief reaches the command as a file named by ``ASSAY_BRIEF_FILE`` (never through a
+    shell or the argv), so brief text cannot become a command.
+    """
+    argv = list(desk.command or [])
+    timeout = float(desk.command_timeout_s)
+
+    def function(run: Any, brief: Brief) -> Any:
+        def body() -> dict[str, Any]:
+            with tempfile.TemporaryDirectory(prefix="assay-brief-") as tmp:
+                brief_file = Path(tmp) / f"{brief.id}.md"
+                brief_file.write_text(f"# {brief.title}\n\n{brief.body}", encoding="utf-8")
+                env = {
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "ASSAY_BRIEF_ID": brief.id,
+                    "ASSAY_BRIEF_FILE": str(brief_file),
+                }
+                done = subprocess.run(
+                    argv,
+                    cwd=worktree,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                )
+            tail = (done.stdout + done.stderr)[-COMMAND_TAIL:]
+            return {"exit": done.returncode, "tail": tail}
+
+        result = run.step("command", body, kind="compute")
+        status = "done" if result["exit"] == 0 else "failed"
+        return {"status": status, "summary": f"command exited {result['exit']}", "evidence": []}
+
+    return function
