@@ -46,7 +46,55 @@ _GRAPHQL_REQUEST = {
     "properties": {"query": {"type": "string"}, "variables": {"type": "object"}},
     "additionalProperties": False,
 }
-_READY_MUTATION = re.compile(r"mutation\b.*\bmarkPullRequestReadyForReview\s*\(", re.S)
+_GQL_DECLARED = re.compile(r"\$(\w+)\s*:\s*(\w+!?)")
+_GQL_FIELD = re.compile(r"(\w+)\s*:\s*(\w+)\s*\(\s*input\s*:\s*\$(\w+)\s*\)\s*\{([^{}]*)\}")
+_NODE = {"type": "string", "minLength": 1}
+
+
+def _input(required: list[str], **props: Any) -> dict[str, Any]:
+    """A GraphQL input object as JSON Schema: unknown fields are errors, as in GraphQL."""
+    return {
+        "type": "object",
+        "required": required,
+        "properties": {"clientMutationId": {"type": "string"}, **props},
+        "additionalProperties": False,
+    }
+
+
+# The GraphQL mutations Assay sends, with the fields GitHub's schema gives their inputs.
+GQL_INPUTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "markPullRequestReadyForReview": (
+        "MarkPullRequestReadyForReviewInput",
+        _input(["pullRequestId"], pullRequestId=_NODE),
+    ),
+    "updatePullRequest": (
+        "UpdatePullRequestInput",
+        _input(
+            ["pullRequestId"],
+            pullRequestId=_NODE,
+            body={"type": "string"},
+            title={"type": "string"},
+            state={"enum": ["OPEN", "CLOSED"]},
+            baseRefName={"type": "string"},
+        ),
+    ),
+    "updateIssueComment": (
+        "UpdateIssueCommentInput",
+        _input(["id", "body"], id=_NODE, body={"type": "string"}),
+    ),
+    "mergePullRequest": (
+        "MergePullRequestInput",
+        _input(
+            ["pullRequestId"],
+            pullRequestId=_NODE,
+            expectedHeadOid={"type": "string", "pattern": "^[0-9a-f]{40}$"},
+            mergeMethod={"enum": ["MERGE", "SQUASH", "REBASE"]},
+            commitHeadline={"type": "string"},
+            commitBody={"type": "string"},
+            authorEmail={"type": "string"},
+        ),
+    ),
+}
 # Path parameters GitHub documents as one segment but accepts (and octokit sends) with
 # slashes, e.g. ``git/ref/heads/main``; encoded only for matching against the description.
 _SLASHED = re.compile(
@@ -739,9 +787,23 @@ class FakeGitHub:
 
     def _pulls_merge(self, *, user: str, n: str, body: dict[str, Any] | None, **_: Any) -> Reply:
         self._need_write(user)
-        pull = self._pull(n)
-        issue = self.issues[pull["number"]]
         body = body or {}
+        commit = self._merge(
+            self._pull(n),
+            user=user,
+            sha=body.get("sha"),
+            method=body.get("merge_method", "merge"),
+            title=body.get("commit_title"),
+        )
+        return Reply(
+            200, {"sha": commit, "merged": True, "message": "Pull Request successfully merged"}
+        )
+
+    def _merge(
+        self, pull: dict[str, Any], *, user: str, sha: str | None, method: str, title: str | None
+    ) -> str:
+        """Merge in the bare repository, as GitHub does: refused for drafts and moved heads."""
+        issue = self.issues[pull["number"]]
         if pull["merged"] or issue["state"] != "open":
             raise HttpError(405, "Pull Request is not mergeable")
         if pull["draft"]:
@@ -749,7 +811,7 @@ class FakeGitHub:
         head = self.ref(f"refs/heads/{pull['_head']}")
         base = self.ref(f"refs/heads/{pull['_base']}")
         assert head and base
-        if body.get("sha") and body["sha"] != head:
+        if sha and sha != head:
             raise HttpError(409, "Head branch was modified. Review and try the merge again.")
         done = subprocess.run(
             ["git", "merge-tree", "--write-tree", base, head],
@@ -761,9 +823,9 @@ class FakeGitHub:
         if done.returncode != 0:
             raise HttpError(405, "Pull Request is not mergeable")
         tree = done.stdout.split()[0]
-        parents = ["-p", base] if body.get("merge_method") == "squash" else ["-p", base, "-p", head]
-        title = body.get("commit_title") or f"Merge pull request #{n}"
-        commit = self._git("commit-tree", tree, *parents, "-m", title)
+        parents = ["-p", base] if method == "squash" else ["-p", base, "-p", head]
+        message = title or f"Merge pull request #{pull['number']}"
+        commit = self._git("commit-tree", tree, *parents, "-m", message)
         self._git("update-ref", f"refs/heads/{pull['_base']}", commit, base)
         pull.update(merged=True, merged_at=_now(), merge_commit_sha=commit, _head_sha=head)
         pull["merged_by"] = self._user(user)
@@ -772,9 +834,7 @@ class FakeGitHub:
         for closes in _CLOSES.findall(issue.get("body") or ""):
             if int(closes) in self.issues and int(closes) not in self.pulls:
                 self.issues[int(closes)].update(state="closed", closed_at=_now())
-        return Reply(
-            200, {"sha": commit, "merged": True, "message": "Pull Request successfully merged"}
-        )
+        return commit
 
     def _review_view(self, review: dict[str, Any]) -> dict[str, Any]:
         view = self.contract.skeleton("pull-request-review")
@@ -933,21 +993,75 @@ class FakeGitHub:
     # -- GraphQL -------------------------------------------------------------------------------
 
     def _graphql(self, request: dict[str, Any], user: str | None) -> Reply:
+        """A batch of the mutations Assay sends, each checked against its input type."""
         if user is None:
             return HttpError(401, "Bad credentials").reply
-        if not _READY_MUTATION.search(request["query"]):
-            return Reply(200, {"errors": [{"message": "only markPullRequestReadyForReview"}]})
-        node = (request.get("variables") or {}).get("id") or (request.get("variables") or {}).get(
-            "pullRequestId"
-        )
+        query, variables = request["query"], request.get("variables") or {}
+        declared = dict(_GQL_DECLARED.findall(query))
+        fields = _GQL_FIELD.findall(query)
+        if not query.lstrip().startswith("mutation") or not fields:
+            return self._graphql_violation(f"not a mutation batch: {query!r}")
+        data: dict[str, Any] = {}
+        errors: list[dict[str, Any]] = []
+        for alias, name, var, selection in fields:
+            if name not in GQL_INPUTS:
+                return self._graphql_violation(f"mutation {name} is not modelled")
+            input_type, schema = GQL_INPUTS[name]
+            if declared.get(var) != input_type + "!":
+                return self._graphql_violation(f"${var} must be declared {input_type}!")
+            if selection.split() != ["clientMutationId"]:
+                return self._graphql_violation(f"selection {selection!r} is not modelled")
+            try:
+                jsonschema.validate(variables.get(var), schema)
+            except jsonschema.ValidationError as exc:
+                return self._graphql_violation(f"{input_type}: {exc.message}")
+            try:
+                self._mutate(name, variables[var], user)
+                data[alias] = {"clientMutationId": None}
+            except HttpError as exc:
+                data[alias] = None
+                errors.append({"message": exc.reply.body["message"], "path": [alias]})
+        return Reply(200, {"data": data, **({"errors": errors} if errors else {})})
+
+    def _graphql_violation(self, message: str) -> Reply:
+        self.violations.append(f"graphql: {message}")
+        return Reply(200, {"errors": [{"message": message}]})
+
+    def _pull_by_node(self, node: str) -> dict[str, Any]:
         for pull in self.pulls.values():
             if pull["node_id"] == node:
-                if self.permissions.get(user, "none") not in ("admin", "maintain", "write"):
-                    return Reply(200, {"errors": [{"message": "Resource not accessible"}]})
-                pull["draft"] = False
-                result = {"pullRequest": {"isDraft": False, "number": pull["number"]}}
-                return Reply(200, {"data": {"markPullRequestReadyForReview": result}})
-        return Reply(200, {"errors": [{"message": f"Could not resolve to a node: {node}"}]})
+                return pull
+        raise HttpError(404, f"Could not resolve to a node with the global id of '{node}'")
+
+    def _mutate(self, name: str, data: dict[str, Any], user: str) -> None:
+        self._need_write(user)
+        if name == "updateIssueComment":
+            for comment in self.comments.values():
+                if comment["node_id"] == data["id"]:
+                    if comment["user"]["login"] != user:
+                        self._need_write(user)
+                    comment.update(body=data["body"], updated_at=_now())
+                    return
+            raise HttpError(
+                404, f"Could not resolve to a node with the global id of '{data['id']}'"
+            )
+        pull = self._pull_by_node(data["pullRequestId"])
+        issue = self.issues[pull["number"]]
+        if name == "markPullRequestReadyForReview":
+            pull["draft"] = False
+        elif name == "updatePullRequest":
+            for key in ("title", "body"):
+                if key in data:
+                    issue[key] = data[key]
+            issue["updated_at"] = _now()
+        elif name == "mergePullRequest":
+            self._merge(
+                pull,
+                user=user,
+                sha=data.get("expectedHeadOid"),
+                method=str(data.get("mergeMethod", "MERGE")).lower(),
+                title=data.get("commitHeadline"),
+            )
 
     # -- git smart HTTP --------------------------------------------------------------------------
 

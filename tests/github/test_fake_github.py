@@ -154,12 +154,13 @@ def test_draft_pull_request_lifecycle_merges_in_git(
             fake_github.base + "/api/graphql",
             headers={"Authorization": "Bearer ghs-bot", "User-Agent": "t"},
             json={
-                "query": "mutation($id: ID!) { markPullRequestReadyForReview("
-                "input: {pullRequestId: $id}) { pullRequest { isDraft } } }",
-                "variables": {"id": pr["node_id"]},
+                "query": "mutation A($m0: MarkPullRequestReadyForReviewInput!) {\n"
+                "  m0: markPullRequestReadyForReview(input: $m0) { clientMutationId }\n}",
+                "variables": {"m0": {"pullRequestId": pr["node_id"]}},
             },
         ).json()
-        assert ready["data"]["markPullRequestReadyForReview"]["pullRequest"]["isDraft"] is False
+        assert ready == {"data": {"m0": {"clientMutationId": None}}}
+        assert gh.get(f"/repos/acme/widgets/pulls/{pr['number']}").json()["draft"] is False
         merged = gh.put(f"/repos/acme/widgets/pulls/{pr['number']}/merge", json={"sha": head})
         assert merged.status_code == 200 and merged.json()["merged"] is True
         assert fake_github.ref("refs/heads/main") == merged.json()["sha"]
@@ -220,3 +221,17 @@ def test_pagination_follows_link_headers(fake_github: FakeGitHub) -> None:
         assert len(first.json()) == 2 and 'rel="next"' in first.headers["link"]
         last = gh.get("/repos/acme/widgets/issues", params={"per_page": 2, "page": 3})
         assert len(last.json()) == 1 and "link" not in last.headers
+
+
+def test_graphql_outside_the_modelled_inputs_is_a_violation(tmp_path: Path) -> None:
+    with FakeGitHub(tmp_path / "gh") as fake:
+        answer = httpx.post(
+            fake.base + "/api/graphql",
+            headers={"Authorization": "Bearer ghs-bot", "User-Agent": "t"},
+            json={
+                "query": "mutation A($m0: UpdateIssueCommentInput!) {\n"
+                "  m0: updateIssueComment(input: $m0) { clientMutationId }\n}",
+                "variables": {"m0": {"id": "IC_1", "body": "b", "text": "wrong field"}},
+            },
+        ).json()
+        assert answer["errors"] and "text" in fake.violations[0]
