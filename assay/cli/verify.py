@@ -1,9 +1,115 @@
-"""Commands of this area; filled in by the module that owns it."""
+"""``assay verify`` and ``assay merge``: the evidence gate on the command line.
+
+A thin layer over ``assay.evidence.gate``: ``verify`` exits 0 when every row passes at the
+head in the declared environment and 1 otherwise; ``merge`` exits 0 once main holds the
+review's head and 1 naming each missing, failing or stale row when the rule refuses.
+"""
 
 from __future__ import annotations
 
+import sys
+
 import click
+from rich.text import Text
+
+from assay.cli.options import forge_option, json_option
+from assay.console import err, out, print_json
+from assay.evidence.gate import MergeRefused, VerifyReport, merge, verify
+from assay.evidence.records import EvidenceRecord
+from assay.evidence.rule import describe
+from assay.evidence.spec import RowSpec
+from assay.evidence.table import render_rich
+from assay.forge import open_forge
+from assay.ids import check_id
+
+
+def _exit_failed() -> None:
+    """Exit 1 after a result was printed.
+
+    ``sys.exit`` rather than ``click.exceptions.Exit``: the root runs click with
+    ``standalone_mode=False``, where click returns an ``Exit``'s code instead of raising
+    it, and the root does not pass that code on yet.
+    """
+    sys.exit(1)
+
+
+def _print_report(report: VerifyReport) -> None:
+    out.print(render_rich(report.decision))
+    if report.env_problems:
+        out.print(Text("environment differs from the declared one:", style="red"))
+        for line in report.env_problems:
+            out.print(Text(f"  {line}"))
+    for line in report.decision.problems:
+        out.print(Text(f"- {line}", style="yellow"))
+    word = "passed" if report.passed else "failed"
+    out.print(Text(f"verify {report.brief} at {report.head_sha[:12]}: {word}"))
+
+
+@click.command("verify")
+@click.argument("brief")
+@click.option(
+    "--sha", default=None, metavar="SHA", help="Verify this commit instead of the review's head."
+)
+@forge_option
+@json_option
+def verify_command(brief: str, sha: str | None, forge: str | None, as_json: bool) -> None:
+    """Re-run BRIEF's verify rows on the review's head in a clean tree and record evidence.
+
+    Exit 0 when every row passes in the declared environment, 1 otherwise.
+    """
+    check_id(brief, where="BRIEF")
+    handle = open_forge(forge)
+
+    def progress(row: RowSpec, record: EvidenceRecord) -> None:
+        if not as_json:
+            err.print(Text(f"  {row.id}: {describe(record)} in {record.seconds:.2f}s"))
+
+    with handle:
+        report = verify(handle, brief, sha=sha, on_row=progress)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        _print_report(report)
+    if not report.passed:
+        _exit_failed()
+
+
+@click.command("merge")
+@click.argument("brief")
+@click.option("--ff-only", is_flag=True, help="Refuse unless main can fast-forward to the head.")
+@forge_option
+@json_option
+def merge_command(brief: str, ff_only: bool, forge: str | None, as_json: bool) -> None:
+    """Merge BRIEF's review into main when every row is verified passing at its head.
+
+    Exit 1 naming each missing, failing or stale row otherwise; main is left unchanged.
+    """
+    check_id(brief, where="BRIEF")
+    with open_forge(forge) as handle:
+        try:
+            result = merge(handle, brief, ff_only=ff_only)
+        except MergeRefused as refused:
+            if as_json:
+                print_json({**refused.to_json(), "decision": refused.decision.to_json()})
+            else:
+                out.print(render_rich(refused.decision))
+                err.print(Text(f"assay: merge refused for {brief}:"))
+                for line in refused.decision.blocking():
+                    err.print(Text(f"  {line}"))
+            _exit_failed()
+    if as_json:
+        print_json(result.to_json())
+    else:
+        out.print(render_rich(result.decision))
+        out.print(
+            Text(
+                f"merged {brief}: main {(result.main_before or '(none)')[:12]} -> "
+                f"{result.main_after[:12]} ({result.outcome.value})"
+            )
+        )
 
 
 def register(root: click.Group) -> None:
-    """Add this module's commands to the root group."""
+    """Add ``verify`` and ``merge`` to the root group."""
+    root.add_command(verify_command)
+    root.add_command(merge_command)

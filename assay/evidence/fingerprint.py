@@ -70,10 +70,9 @@ def _python_version(env: Mapping[str, str]) -> str:
             continue
         if os.path.realpath(found) == os.path.realpath(sys.executable):
             return platform.python_version()
-        version = _probe(
-            [found, "-c", "import platform; print(platform.python_version())"],
-            env,
-        )
+        # ``--version`` answers before the interpreter imports anything: cheap to ask.
+        answer = _probe([found, "--version"], env) or ""
+        version = answer.split()[-1] if answer.lower().startswith("python ") else ""
         if version:
             return version
     return platform.python_version()

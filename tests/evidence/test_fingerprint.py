@@ -34,7 +34,7 @@ def test_the_interpreter_is_the_one_on_the_rows_path(tmp_path: Path) -> None:
     fake = tmp_path / "bin"
     fake.mkdir()
     script = fake / "python3"
-    script.write_text("#!/bin/sh\necho 2.7.18\n")
+    script.write_text("#!/bin/sh\necho Python 2.7.18\n")
     script.chmod(0o755)
     fp = fingerprint(None, tmp_path, run_env={"PATH": str(fake)})
     assert fp == {"python": "2.7.18"}

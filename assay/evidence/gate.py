@@ -1,0 +1,382 @@
+"""The gate: ``verify`` re-runs a brief's rows on the review's head; ``merge`` obeys the rule.
+
+``verify`` checks out the head in a clean tree, reads and checks the desk's journal there,
+computes the environment fingerprint, runs every row (``assay.evidence.runner``), appends
+one record per row to the evidence ref, regenerates the claimed-versus-verified table in
+the review, and reports the merge rule's verdict at that head.
+
+``merge`` re-reads everything, checks the evidence and the journal, applies the merge rule
+at the review's *current* head, and moves main to it with one atomic compare-and-swap push
+(main, the review marked merged, and the branch pinned at the head that was judged).
+"""
+
+from __future__ import annotations
+
+import enum
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from assay.errors import Busy, Corrupt, Failed
+from assay.evidence.claimed import Claimed, claimed_from_entries, journal_anchors
+from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, fingerprint
+from assay.evidence.records import EvidenceRecord, gate_key
+from assay.evidence.reviews import next_version, reviews_ref
+from assay.evidence.rule import MergeDecision, decide
+from assay.evidence.runner import row_environment, run_row
+from assay.evidence.source import (
+    MAIN_REF,
+    CleanTree,
+    ForgeView,
+    branch_ref,
+    claim_desks,
+    fetch_view,
+    is_ancestor,
+    journal_at,
+    journal_from_commit,
+    load_brief,
+    resolve_commit,
+)
+from assay.evidence.spec import EnvDecl, RowSpec, env_decl, row_specs
+from assay.evidence.store import EvidenceLog, append_records, default_verifier, read_log
+from assay.evidence.table import render_markdown, with_table
+from assay.forge import Forge
+from assay.journal import Journal
+from assay.plumbing import GitError, RefUpdate, run_git, write_commit
+
+_MERGE_ATTEMPTS = 5
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class VerifyReport:
+    """What one ``verify`` run did and concluded."""
+
+    brief: str
+    head_sha: str
+    decision: MergeDecision
+    fingerprint: dict[str, str]
+    desk_fingerprint: dict[str, str] | None
+    env_problems: list[str] = field(default_factory=list)
+    ran: list[EvidenceRecord] = field(default_factory=list)
+    review_updated: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.decision.allowed and not self.env_problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": "ok" if self.passed else "failed",
+            "code": 0 if self.passed else 1,
+            "brief": self.brief,
+            "head_sha": self.head_sha,
+            "passed": self.passed,
+            "env_fingerprint": self.fingerprint,
+            "desk_env_fingerprint": self.desk_fingerprint,
+            "env_problems": self.env_problems,
+            "decision": self.decision.to_json(),
+            "ran": [r.to_json() for r in self.ran],
+            "review_updated": self.review_updated,
+        }
+
+
+def check_journal_anchors(
+    forge: Forge, records: Sequence[EvidenceRecord], journal: Journal, head: str
+) -> None:
+    """``Corrupt`` when the journal at ``head`` no longer holds a head an older record saw.
+
+    Every record carries the journal head at the commit it verified. When that commit is an
+    ancestor of ``head``, the journal only grew since, so the hash must still be in it; a
+    journal rewritten wholesale (chain recomputed) after the fact fails here.
+    """
+    anchors = journal_anchors(journal.entries, journal.head)
+    ancestry: dict[str, bool] = {}
+    for record in records:
+        if not record.journal_head:
+            continue
+        if record.head_sha == head:
+            if record.journal_head != journal.head:
+                raise Corrupt(
+                    f"journal at {head[:12]}: its head {journal.head or '(empty)'} differs from "
+                    f"the {record.journal_head} the gate recorded for this very commit"
+                )
+            continue
+        if record.head_sha not in ancestry:
+            ancestry[record.head_sha] = is_ancestor(forge, record.head_sha, head)
+        if ancestry[record.head_sha] and record.journal_head not in anchors:
+            raise Corrupt(
+                f"journal at {head[:12]}: the journal head {record.journal_head} recorded at "
+                f"{record.head_sha[:12]} is gone: the journal was rewritten"
+            )
+
+
+@dataclass(frozen=True)
+class _Context:
+    view: ForgeView
+    rows: list[RowSpec]
+    env: EnvDecl
+    desks: frozenset[str]
+    log: EvidenceLog
+
+
+def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
+    view = fetch_view(forge, brief_id)
+    brief = load_brief(forge, view.main, brief_id)
+    source = brief.source or f"briefs/{brief_id}.md"
+    rows = row_specs(brief.verify, source=source)
+    env = env_decl(brief.env, source=source)
+    log = read_log(forge, brief_id, tip=view.evidence, key=key)
+    return _Context(view=view, rows=rows, env=env, desks=claim_desks(forge, view.claim), log=log)
+
+
+def _decision(
+    ctx: _Context, records: Sequence[EvidenceRecord], head: str, claimed: Claimed, key: bytes | None
+) -> MergeDecision:
+    return decide(
+        brief=ctx.view.brief,
+        rows=ctx.rows,
+        records=records,
+        head_sha=head,
+        env=ctx.env,
+        claimed=claimed,
+        desk_names=ctx.desks,
+        require_signed=key is not None,
+    )
+
+
+def _update_review_table(forge: Forge, view: ForgeView, decision: MergeDecision) -> bool:
+    """Regenerate the table in the review body (best effort: a lost race is left alone)."""
+    review = view.review
+    if review is None or review.state in ("merged", "closed"):
+        return False
+    body = with_table(review.body, render_markdown(decision))
+    if body == review.body:
+        return False
+    _, commit = next_version(
+        forge,
+        review,
+        message=f"review {view.brief}: evidence table at {decision.head_sha[:12]}",
+        body=body,
+    )
+    result = forge.push([RefUpdate(reviews_ref(view.brief), commit, expected=review.commit)])
+    return result.ok
+
+
+def verify(
+    forge: Forge,
+    brief_id: str,
+    *,
+    sha: str | None = None,
+    verifier: str | None = None,
+    key: bytes | None = None,
+    workdir: Path | None = None,
+    on_row: Callable[[RowSpec, EvidenceRecord], None] | None = None,
+) -> VerifyReport:
+    """Run every verify row of ``brief_id`` on the review's head (or ``sha``) and record it."""
+    key = gate_key() if key is None else key
+    verifier = verifier or default_verifier()
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    ctx = _context(forge, brief_id, key)
+    head = resolve_commit(forge, sha) if sha else ctx.view.head
+    if head is None:
+        raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to verify")
+    timings["fetch"] = time.monotonic() - started
+    with CleanTree(forge, head, parent=workdir) as tree:
+        timings["checkout"] = time.monotonic() - started - timings["fetch"]
+        journal = journal_at(tree, brief_id)
+        check_journal_anchors(forge, ctx.log.records, journal, head)
+        claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
+        mark = time.monotonic()
+        environ = row_environment()
+        fp = fingerprint(ctx.env, tree, run_env=environ)
+        timings["fingerprint"] = time.monotonic() - mark
+        problems = [f"declaration: {p}" for p in declaration_problems(ctx.env, fp)]
+        desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
+        if desk_fp is not None:
+            problems += [f"desk vs gate: {line}" for line in diff_fingerprints(desk_fp, fp)]
+        ran: list[EvidenceRecord] = []
+        rows_time = 0.0
+        for row in ctx.rows:
+            result = run_row(row.command, cwd=tree, timeout_s=row.timeout_s, env=environ)
+            rows_time += result.seconds
+            record = EvidenceRecord(
+                brief=brief_id,
+                row=row.id,
+                command=row.command,
+                exit=result.exit,
+                timed_out=result.timed_out,
+                seconds=result.seconds,
+                output_sha256=result.output_sha256,
+                output_bytes=result.output_bytes,
+                output_tail=result.output_tail,
+                head_sha=head,
+                env_fingerprint=fp,
+                verifier=verifier,
+                journal_head=journal.head,
+                at=_now(),
+            )
+            ran.append(record)
+            if on_row is not None:
+                on_row(row, record)
+    timings["rows"] = rows_time
+    mark = time.monotonic()
+    log = append_records(forge, brief_id, ran, key=key, log=ctx.log)
+    timings["record"] = time.monotonic() - mark
+    decision = _decision(ctx, log.records, head, claimed, key)
+    mark = time.monotonic()
+    updated = head == ctx.view.head and _update_review_table(forge, ctx.view, decision)
+    timings["review"] = time.monotonic() - mark
+    timings["total"] = time.monotonic() - started
+    sealed = log.records[len(log.records) - len(ran) :]
+    return VerifyReport(
+        brief=brief_id,
+        head_sha=head,
+        decision=decision,
+        fingerprint=fp,
+        desk_fingerprint=desk_fp,
+        env_problems=problems,
+        ran=sealed,
+        review_updated=updated,
+        timings=timings,
+    )
+
+
+class MergeOutcome(enum.Enum):
+    FAST_FORWARD = "fast_forward"
+    MERGE_COMMIT = "merge_commit"
+    CREATED = "created"
+    UP_TO_DATE = "up_to_date"
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    brief: str
+    head_sha: str
+    main_before: str | None
+    main_after: str
+    outcome: MergeOutcome
+    decision: MergeDecision
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "code": 0,
+            "brief": self.brief,
+            "head_sha": self.head_sha,
+            "main_before": self.main_before,
+            "main_after": self.main_after,
+            "outcome": self.outcome.value,
+            "decision": self.decision.to_json(),
+        }
+
+
+class MergeRefused(Failed):
+    """The merge rule refused: ``details["decision"]`` names each missing, failing or stale row."""
+
+    def __init__(self, decision: MergeDecision) -> None:
+        lines = decision.blocking()
+        super().__init__(
+            f"{decision.brief}: merge refused at {decision.head_sha[:12]}: " + "; ".join(lines),
+            decision=decision.to_json(),
+        )
+        self.decision = decision
+
+
+def merge_decision(forge: Forge, brief_id: str, *, key: bytes | None = None) -> MergeDecision:
+    """The merge rule at the review's current head, after every integrity check."""
+    return _judge(forge, brief_id, key=gate_key() if key is None else key)[1]
+
+
+def _judge(forge: Forge, brief_id: str, *, key: bytes | None) -> tuple[_Context, MergeDecision]:
+    ctx = _context(forge, brief_id, key)
+    head = ctx.view.head
+    if head is None:
+        raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to merge")
+    with tempfile.TemporaryDirectory(prefix="assay-merge-") as scratch:
+        journal = journal_from_commit(forge, head, brief_id, Path(scratch))
+        check_journal_anchors(forge, ctx.log.records, journal, head)
+        claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
+    return ctx, _decision(ctx, ctx.log.records, head, claimed, key)
+
+
+def _merged_main(
+    forge: Forge, main: str | None, head: str, *, ff_only: bool, brief: str
+) -> tuple[str, MergeOutcome]:
+    if main is None:
+        return head, MergeOutcome.CREATED
+    if main == head or is_ancestor(forge, head, main):
+        return main, MergeOutcome.UP_TO_DATE
+    if is_ancestor(forge, main, head):
+        return head, MergeOutcome.FAST_FORWARD
+    if ff_only:
+        raise Failed(
+            f"{brief}: main ({main[:12]}) has moved past the review's base and --ff-only was "
+            "given: sync the branch with main and verify again"
+        )
+    done = run_git(["merge-tree", "--write-tree", main, head], git_dir=forge.cache, check=False)
+    if done.returncode != 0:
+        raise Failed(
+            f"{brief}: the review's head {head[:12]} does not merge cleanly into main {main[:12]}"
+        )
+    tree = done.stdout.decode().split()[0]
+    from assay.evidence.reviews import GATE_IDENTITY
+
+    commit = write_commit(
+        forge.cache,
+        tree=tree,
+        parents=[main, head],
+        message=f"Merge assay/{brief} ({head[:12]}): every verify row passed at its head",
+        author=GATE_IDENTITY,
+    )
+    return commit, MergeOutcome.MERGE_COMMIT
+
+
+def merge(
+    forge: Forge, brief_id: str, *, key: bytes | None = None, ff_only: bool = False
+) -> MergeResult:
+    """Move main to the review's head when the merge rule allows it; else ``MergeRefused``."""
+    key = gate_key() if key is None else key
+    for _attempt in range(_MERGE_ATTEMPTS):
+        ctx, decision = _judge(forge, brief_id, key=key)
+        if not decision.allowed:
+            raise MergeRefused(decision)
+        head = decision.head_sha
+        view = ctx.view
+        new_main, outcome = _merged_main(forge, view.main, head, ff_only=ff_only, brief=brief_id)
+        updates: list[RefUpdate] = []
+        if outcome is not MergeOutcome.UP_TO_DATE:
+            updates.append(RefUpdate(MAIN_REF, new_main, expected=view.main))
+        if view.branch is not None:
+            # Pin the branch at the judged head: a push racing the merge aborts it.
+            updates.append(RefUpdate(branch_ref(brief_id), view.branch, expected=view.branch))
+        if view.review is not None and view.review.state != "merged":
+            _, commit = next_version(
+                forge,
+                view.review,
+                message=f"review {brief_id}: merged at {head[:12]}",
+                state="merged",
+                head_sha=head,
+                body=with_table(view.review.body, render_markdown(decision)),
+            )
+            updates.append(RefUpdate(reviews_ref(brief_id), commit, expected=view.review.commit))
+        if not updates or all(u.ref == branch_ref(brief_id) for u in updates):
+            return MergeResult(
+                brief_id, head, view.main, new_main, MergeOutcome.UP_TO_DATE, decision
+            )
+        result = forge.push(updates, atomic=True)
+        if result.ok:
+            return MergeResult(brief_id, head, view.main, new_main, outcome, decision)
+        if not result.lost and result.outcome.value != "rejected":
+            raise GitError(f"merge push refused: {result.detail}")
+        # Something moved (main, the branch or the review): judge again from fresh refs.
+    raise Busy(f"{brief_id}: main, the branch or the review kept moving; merge not done")

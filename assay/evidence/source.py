@@ -1,0 +1,191 @@
+"""Reading what the gate needs out of the forge: refs, the brief on main, a clean tree.
+
+One fetch brings main, the brief's branch, its review, claim and evidence refs; the brief
+is parsed from main (never from the branch under review); the journal is read from the
+head commit; and the head is checked out into a fresh temporary repository that borrows
+the cache's objects, so the gate's own state is out of the rows' way.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from assay.briefs import Brief, load_briefs, parse_brief
+from assay.errors import BadInput, Corrupt
+from assay.evidence.reviews import ReviewRecord, read_review_at, reviews_ref
+from assay.evidence.store import evidence_ref
+from assay.forge import Forge
+from assay.ids import check_id
+from assay.journal import Journal, read_journal
+from assay.plumbing import run_git
+
+MAIN_REF = "refs/heads/main"
+
+
+def branch_ref(brief: str) -> str:
+    return f"refs/heads/assay/{check_id(brief)}"
+
+
+def claim_ref(brief: str) -> str:
+    return f"refs/assay/claims/{check_id(brief)}"
+
+
+def journal_path(brief: str) -> str:
+    return f".assay/journal/{check_id(brief)}"
+
+
+@dataclass(frozen=True)
+class ForgeView:
+    """The refs of one brief as one fetch saw them."""
+
+    brief: str
+    main: str | None
+    branch: str | None
+    review: ReviewRecord | None
+    evidence: str | None
+    claim: str | None
+
+    @property
+    def head(self) -> str | None:
+        """The review's current head: the branch tip (what would merge), else the record's."""
+        if self.branch:
+            return self.branch
+        return self.review.head_sha if self.review else None
+
+
+def fetch_view(forge: Forge, brief: str) -> ForgeView:
+    """Fetch every ref the gate reads for ``brief`` in one round trip."""
+    refs = {
+        "main": MAIN_REF,
+        "branch": branch_ref(brief),
+        "review": reviews_ref(brief),
+        "evidence": evidence_ref(brief),
+        "claim": claim_ref(brief),
+    }
+    found = forge.fetch(list(refs.values()))
+    review = read_review_at(forge, brief, found.get(refs["review"]))
+    return ForgeView(
+        brief=brief,
+        main=found.get(refs["main"]),
+        branch=found.get(refs["branch"]),
+        review=review,
+        evidence=found.get(refs["evidence"]),
+        claim=found.get(refs["claim"]),
+    )
+
+
+def load_brief(forge: Forge, main: str | None, brief_id: str) -> Brief:
+    """The brief ``brief_id`` as main has it (``briefs/<id>.md``, else any brief file)."""
+    if main is None:
+        raise BadInput(f"{MAIN_REF}: the forge has no main branch, so no brief {brief_id!r}")
+    path = f"briefs/{brief_id}.md"
+    data = forge.read_blob(main, path)
+    if data is not None:
+        try:
+            brief = parse_brief(data.decode("utf-8"), source=path)
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"{path}: not UTF-8 text ({exc.reason})") from None
+        if brief.id == brief_id:
+            return brief
+    listing = run_git(
+        ["ls-tree", "--name-only", f"{main}:briefs"], git_dir=forge.cache, check=False
+    )
+    names = (
+        [f"briefs/{n}" for n in listing.stdout.decode().splitlines()]
+        if listing.returncode == 0
+        else []
+    )
+    blobs = forge.read_blobs([(main, name) for name in names])
+    files = {name: blob for name, blob in zip(names, blobs, strict=True) if blob is not None}
+    briefs = load_briefs(files)
+    if brief_id not in briefs:
+        raise BadInput(f"briefs/: main ({main[:12]}) has no brief with id {brief_id!r}")
+    return briefs[brief_id]
+
+
+def claim_desks(forge: Forge, claim: str | None) -> frozenset[str]:
+    """The desk and holder names in the brief's claim record (whose rows never count)."""
+    if claim is None:
+        return frozenset()
+    data = forge.read_blob(claim, "claim.json")
+    if data is None:
+        return frozenset()
+    try:
+        raw: Any = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return frozenset()
+    if not isinstance(raw, dict):
+        return frozenset()
+    return frozenset(
+        str(raw[k]) for k in ("desk", "holder") if isinstance(raw.get(k), str) and raw[k]
+    )
+
+
+def has_commit(forge: Forge, sha: str) -> bool:
+    done = run_git(["cat-file", "-e", f"{sha}^{{commit}}"], git_dir=forge.cache, check=False)
+    return done.returncode == 0
+
+
+def resolve_commit(forge: Forge, sha: str) -> str:
+    """The full id of ``sha`` (a prefix allowed) in the fetched objects; ``BadInput`` if unknown."""
+    done = run_git(
+        ["rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}"], git_dir=forge.cache, check=False
+    )
+    if done.returncode != 0:
+        raise BadInput(
+            f"--sha: {sha!r} is not a commit fetched from the forge's refs for this brief"
+        )
+    return done.stdout.decode().strip()
+
+
+def is_ancestor(forge: Forge, older: str, newer: str) -> bool:
+    done = run_git(["merge-base", "--is-ancestor", older, newer], git_dir=forge.cache, check=False)
+    return done.returncode == 0
+
+
+class CleanTree:
+    """A fresh checkout of one commit in a temporary directory, removed on exit."""
+
+    def __init__(self, forge: Forge, sha: str, *, parent: Path | None = None) -> None:
+        self.forge = forge
+        self.sha = sha
+        self.parent = parent
+        self.path = Path()
+
+    def __enter__(self) -> Path:
+        self.path = Path(tempfile.mkdtemp(prefix="assay-verify-", dir=self.parent))
+        run_git(["init", "--quiet", str(self.path)])
+        alternates = self.path / ".git" / "objects" / "info" / "alternates"
+        alternates.write_text(str(Path(self.forge.cache).resolve() / "objects") + "\n")
+        run_git(["-C", str(self.path), "checkout", "--quiet", "--detach", self.sha])
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def journal_at(tree: Path, brief: str) -> Journal:
+    """The verified journal of ``brief`` in a checked-out tree (``Corrupt`` when edited)."""
+    return read_journal(tree / journal_path(brief))
+
+
+def journal_from_commit(forge: Forge, sha: str, brief: str, into: Path) -> Journal:
+    """The journal of ``brief`` at ``sha``, materialised under ``into`` without a checkout."""
+    prefix = journal_path(brief)
+    listing = run_git(
+        ["ls-tree", "-r", "--name-only", sha, "--", prefix + "/"], git_dir=forge.cache
+    )
+    names = listing.stdout.decode().splitlines()
+    blobs = forge.read_blobs([(sha, name) for name in names])
+    for name, blob in zip(names, blobs, strict=True):
+        if blob is None:
+            raise Corrupt(f"{sha[:12]}:{name}: listed in the tree but unreadable")
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(blob)
+    return read_journal(into / prefix)

@@ -1,0 +1,194 @@
+"""The evidence ref of a brief on the forge: ``refs/assay/evidence/<brief>``.
+
+Each record is one commit whose tree holds ``record.json``; each commit has exactly one
+parent, the previous record's commit. Appends are compare-and-swap pushes against the tip
+just read, so two gates never overwrite each other (the loser re-reads and re-chains).
+
+Reading validates everything (``Corrupt``, exit 6, on any flaw): every record's format,
+digest, chain link and (with a gate key) signature; the history's shape (linear, one
+record per commit); and that the tip still descends from the tip this machine saw last,
+which is remembered in the forge cache, so a history rewritten wholesale is detected too.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from assay.errors import Busy, Corrupt
+from assay.evidence.records import (
+    RECORD_FILE,
+    EvidenceRecord,
+    check_chain,
+    decode,
+    encode,
+    seal,
+)
+from assay.forge import Forge
+from assay.ids import check_id
+from assay.plumbing import GitError, Identity, RefUpdate, run_git
+
+EVIDENCE_PREFIX = "refs/assay/evidence/"
+VERIFIER_ENV = "ASSAY_VERIFIER"
+_APPEND_ATTEMPTS = 8
+
+
+def evidence_ref(brief: str) -> str:
+    """The ref holding ``brief``'s evidence records."""
+    return EVIDENCE_PREFIX + check_id(brief)
+
+
+def default_verifier() -> str:
+    """``gate:<name>``: ``$ASSAY_VERIFIER`` or ``user@host`` of this machine."""
+    name = os.environ.get(VERIFIER_ENV, "").strip()
+    if not name:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "gate"
+        name = f"{user}@{socket.gethostname()}"
+    return name if name.startswith("gate:") else f"gate:{name}"
+
+
+@dataclass
+class EvidenceLog:
+    """A brief's validated evidence records, oldest first, and the ref tip they end at."""
+
+    brief: str
+    tip: str | None
+    records: list[EvidenceRecord] = field(default_factory=list)
+
+    @property
+    def last_digest(self) -> str:
+        return self.records[-1].digest if self.records else ""
+
+
+def _seen_file(forge: Forge, brief: str) -> Path:
+    return Path(forge.cache) / "assay-evidence-seen" / brief
+
+
+def _remember(forge: Forge, brief: str, tip: str) -> None:
+    path = _seen_file(forge, brief)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{brief}.{os.getpid()}.tmp")
+    tmp.write_text(tip + "\n")
+    os.replace(tmp, path)
+
+
+def _check_extends_seen(forge: Forge, brief: str, tip: str | None, *, source: str) -> None:
+    path = _seen_file(forge, brief)
+    if not path.is_file():
+        return
+    seen = path.read_text().strip()
+    if not seen or seen == tip:
+        return
+    if tip is None:
+        raise Corrupt(f"{source}: the evidence ref was deleted (this gate saw it at {seen[:12]})")
+    present = run_git(["cat-file", "-e", f"{seen}^{{commit}}"], git_dir=forge.cache, check=False)
+    if present.returncode != 0:
+        return  # the cache lost the object; nothing to compare against
+    ancestor = run_git(["merge-base", "--is-ancestor", seen, tip], git_dir=forge.cache, check=False)
+    if ancestor.returncode != 0:
+        raise Corrupt(
+            f"{source}: the evidence history was rewritten: {seen[:12]}, seen before, "
+            f"is no longer an ancestor of the tip {tip[:12]}"
+        )
+
+
+def _linear_history(forge: Forge, tip: str, *, source: str) -> list[str]:
+    """The commits from the root to ``tip``; ``Corrupt`` unless each has one parent."""
+    done = run_git(["rev-list", "--parents", "--reverse", tip], git_dir=forge.cache)
+    commits: list[str] = []
+    for index, line in enumerate(done.stdout.decode().splitlines()):
+        sha, *parents = line.split()
+        expected = [commits[-1]] if commits else []
+        if parents != expected:
+            raise Corrupt(
+                f"{source}: evidence commit {sha[:12]} (record {index}) is not a single-parent "
+                "child of the record before it: the evidence history was edited"
+            )
+        commits.append(sha)
+    return commits
+
+
+def read_log(forge: Forge, brief: str, *, tip: str | None, key: bytes | None = None) -> EvidenceLog:
+    """Validate and return every record up to ``tip`` (already fetched into the cache)."""
+    source = evidence_ref(brief)
+    _check_extends_seen(forge, brief, tip, source=source)
+    log = EvidenceLog(brief=brief, tip=tip)
+    if tip is None:
+        return log
+    commits = _linear_history(forge, tip, source=source)
+    blobs = forge.read_blobs([(sha, RECORD_FILE) for sha in commits])
+    for index, (sha, data) in enumerate(zip(commits, blobs, strict=True)):
+        where = f"{source} record {index} ({sha[:12]})"
+        if data is None:
+            raise Corrupt(f"{where}: commit holds no {RECORD_FILE}")
+        record = decode(data, source=where, key=key)
+        if record.brief != brief:
+            raise Corrupt(f"{where}: record names brief {record.brief!r}, not {brief!r}")
+        log.records.append(record)
+    check_chain(log.records, source=source)
+    _remember(forge, brief, tip)
+    return log
+
+
+def fetch_log(forge: Forge, brief: str, *, key: bytes | None = None) -> EvidenceLog:
+    """Fetch the evidence ref (one round trip) and validate it."""
+    ref = evidence_ref(brief)
+    tip = forge.fetch([ref]).get(ref)
+    return read_log(forge, brief, tip=tip, key=key)
+
+
+def append_records(
+    forge: Forge,
+    brief: str,
+    records: Sequence[EvidenceRecord],
+    *,
+    key: bytes | None = None,
+    log: EvidenceLog | None = None,
+) -> EvidenceLog:
+    """Chain, seal and push ``records`` after the current tip (CAS, re-chained on a lost race).
+
+    Returns the log as it stands after the push. ``log`` is a log just read, saving a fetch.
+    """
+    if not records:
+        return log if log is not None else fetch_log(forge, brief, key=key)
+    ref = evidence_ref(brief)
+    current = log
+    for _attempt in range(_APPEND_ATTEMPTS):
+        if current is None:
+            current = fetch_log(forge, brief, key=key)
+        prev = current.last_digest
+        parent = current.tip
+        sealed: list[EvidenceRecord] = []
+        for record in records:
+            stamped = seal(record, prev=prev, key=key)
+            author = Identity(name=_identity_name(stamped.verifier), email="gate@assay.invalid")
+            parent = forge.commit(
+                {RECORD_FILE: encode(stamped)},
+                parents=[parent] if parent else [],
+                message=f"evidence {brief}/{stamped.row}: "
+                f"{'pass' if stamped.passed else 'fail'} at {stamped.head_sha[:12]}",
+                author=author,
+            )
+            sealed.append(stamped)
+            prev = stamped.digest
+        assert parent is not None
+        result = forge.push([RefUpdate(ref, parent, expected=current.tip)])
+        if result.ok:
+            _remember(forge, brief, parent)
+            return EvidenceLog(brief=brief, tip=parent, records=[*current.records, *sealed])
+        if not result.lost:
+            raise GitError(f"push of {ref} refused: {result.detail}")
+        current = None  # another gate appended first: re-read and chain after it
+    raise Busy(f"{ref}: lost {_APPEND_ATTEMPTS} races to append evidence; try again")
+
+
+def _identity_name(verifier: str) -> str:
+    cleaned = "".join(ch for ch in verifier if ch not in "<>\n\r\0").strip()
+    return cleaned or "gate"
