@@ -26,7 +26,7 @@ ROWS = 5
 
 def brief_text(row_seconds: float) -> str:
     rows = "".join(
-        f"  - id: row{i}\n    run: python3 -c \"import time; time.sleep({row_seconds})\"\n"
+        f'  - id: row{i}\n    run: python3 -c "import time; time.sleep({row_seconds})"\n'
         for i in range(ROWS)
     )
     return (

@@ -82,7 +82,15 @@ class Scene:
 
     def main_sha(self) -> str | None:
         done = subprocess.run(
-            ["git", "--git-dir", str(self.forge), "rev-parse", "--verify", "--quiet", "refs/heads/main"],
+            [
+                "git",
+                "--git-dir",
+                str(self.forge),
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                "refs/heads/main",
+            ],
             capture_output=True,
             env=GIT_ENV,
             check=False,
@@ -121,7 +129,9 @@ class Scene:
                 writer.append({"kind": "start", "desk": "coder"})
             if claims is not None:
                 fp = self.desk_fingerprint() if env_fingerprint is None else dict(env_fingerprint)
-                rows = [{"row": row, "result": result, "note": ""} for row, result in claims.items()]
+                rows = [
+                    {"row": row, "result": result, "note": ""} for row, result in claims.items()
+                ]
                 packed, blobs = writer.pack({"rows": rows, "env_fingerprint": fp})
                 writer.append(
                     {

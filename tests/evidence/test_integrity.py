@@ -55,7 +55,9 @@ def test_a_hand_edited_evidence_record_is_corrupt(
     scene = failed_scene
     data = json.loads(_last_record(scene))
     assert data["row"] == "lint"
-    first = git("--git-dir", str(scene.forge), "rev-list", "--reverse", f"refs/assay/evidence/{BRIEF}").split()[0]
+    first = git(
+        "--git-dir", str(scene.forge), "rev-list", "--reverse", f"refs/assay/evidence/{BRIEF}"
+    ).split()[0]
     unit = json.loads(git("--git-dir", str(scene.forge), "show", f"{first}:record.json"))
     unit["exit"] = 0
     data_first = json.dumps(unit).encode()
@@ -80,8 +82,9 @@ def test_a_recomputed_chain_is_caught_by_the_tip_this_gate_saw(failed_scene: Sce
         log = fetch_log(forge, BRIEF)
     forged = seal(replace(log.records[-1], exit=0), prev=log.records[-1].prev, key=None)
     _replace_last_record(scene, encode(forged))
-    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge, pytest.raises(
-        Corrupt, match="rewritten"
+    with (
+        open_forge(str(scene.forge), cache_dir=scene.cache) as forge,
+        pytest.raises(Corrupt, match="rewritten"),
     ):
         fetch_log(forge, BRIEF)
 
@@ -101,8 +104,9 @@ def test_a_gate_key_catches_records_resealed_without_it(tmp_path: Path) -> None:
     assert json.loads(encode(resealed))["mac"] != tampered["mac"]
     _replace_last_record(scene, encode(resealed))
     fresh = tmp_path / "fresh-cache"
-    with open_forge(str(scene.forge), cache_dir=fresh) as forge, pytest.raises(
-        Corrupt, match="signature"
+    with (
+        open_forge(str(scene.forge), cache_dir=fresh) as forge,
+        pytest.raises(Corrupt, match="signature"),
     ):
         fetch_log(forge, BRIEF, key=key)
 
@@ -120,10 +124,20 @@ def test_rows_the_desk_wrote_never_count(tmp_path: Path) -> None:
     with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
         fake = [
             EvidenceRecord(
-                brief=BRIEF, row=row, command=command, exit=0, timed_out=False, seconds=0.1,
-                output_sha256="sha256:0", output_bytes=0, output_tail="", head_sha=head,
-                env_fingerprint=scene.desk_fingerprint(), verifier=verifier,
-                journal_head="", at="t",
+                brief=BRIEF,
+                row=row,
+                command=command,
+                exit=0,
+                timed_out=False,
+                seconds=0.1,
+                output_sha256="sha256:0",
+                output_bytes=0,
+                output_tail="",
+                head_sha=head,
+                env_fingerprint=scene.desk_fingerprint(),
+                verifier=verifier,
+                journal_head="",
+                at="t",
             )
             for row, command, verifier in (
                 ("unit", "python3 check.py", "gate:coder"),
