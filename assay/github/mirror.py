@@ -115,15 +115,19 @@ def evidence_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Markdown: one line per row, claimed (desk) beside verified (gate)."""
     if not rows:
         return "_No evidence rows yet._\n"
-    lines = ["| row | claimed | verified | exit | seconds |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "| row | claimed | verified | verdict | exit | seconds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for row in rows:
         lines.append(
-            "| {row} | {claimed} | {verified} | {exit} | {seconds} |".format(
+            "| {row} | {claimed} | {verified} | {verdict} | {exit} | {seconds} |".format(
                 row=_cell(row.get("row", "?")),
-                claimed=_cell(row.get("claimed", "")),
-                verified=_cell(row.get("verified", "pending")),
-                exit=_cell(row.get("exit", "")),
-                seconds=_cell(row.get("seconds", "")),
+                claimed=_cell(row.get("claimed") or "-"),
+                verified=_cell(row.get("verified") or "pending"),
+                verdict=_cell(row.get("verdict") or row.get("verified") or "pending"),
+                exit=_cell("" if row.get("exit") is None else row["exit"]),
+                seconds=_cell("" if row.get("seconds") is None else row["seconds"]),
             )
         )
     return "\n".join(lines) + "\n"
@@ -222,6 +226,16 @@ class GitHubMirror:
         self._save(state, f"mirror review of {brief}: draft pull request #{state.pull}")
         return ["pull+"]
 
+    def update_review_body(self, brief: str, *, body: str) -> list[str]:
+        """Regenerate a pull request's body when it changed (one REST call, else none)."""
+        state = self.state(brief)
+        if state.pull is None or state.body_digest == _digest(body):
+            return []
+        self.api.update_pull_body(state.pull, body)
+        state.body_digest = _digest(body)
+        self._save(state, f"mirror review body of {brief}")
+        return ["body~"]
+
     def finish_review(
         self, brief: str, *, body: str, claim: ClaimRecord | None = None
     ) -> list[str]:
@@ -256,14 +270,27 @@ class GitHubMirror:
     # -- evidence ------------------------------------------------------------------------------
 
     def publish_evidence(
-        self, brief: str, *, head_sha: str, rows: Sequence[Mapping[str, Any]]
+        self,
+        brief: str,
+        *,
+        head_sha: str,
+        rows: Sequence[Mapping[str, Any]],
+        passed: bool | None = None,
     ) -> int:
-        """The gate's rows as the check run ``assay/evidence`` on ``head_sha`` (once per sha)."""
+        """The gate's rows as the check run ``assay/evidence`` on ``head_sha`` (once per sha).
+
+        ``passed`` is the merge rule's verdict; by default every row must be verified ``pass``.
+        """
         state = self.state(brief)
         if head_sha in state.check_runs:
             return state.check_runs[head_sha]
-        passed = bool(rows) and all(row.get("verified") == "pass" for row in rows)
-        failing = [str(row.get("row")) for row in rows if row.get("verified") != "pass"]
+        if passed is None:
+            passed = bool(rows) and all(row.get("verified") == "pass" for row in rows)
+        failing = [
+            str(row.get("row"))
+            for row in rows
+            if (row.get("verdict") or row.get("verified")) != "pass"
+        ]
         summary = (
             f"{len(rows)} of {len(rows)} rows verified passing at {head_sha[:12]}"
             if passed

@@ -125,14 +125,19 @@ def test_desk_runs_one_concurrency_group_per_desk_and_brief() -> None:
     assert desk["concurrency"]["cancel-in-progress"] is False
     triggers = desk[True]  # YAML 1.1 reads the bare key `on` as True
     assert {"workflow_dispatch", "schedule", "issues"} <= set(triggers)
-    assert "desk run --once" in desk["jobs"]["desk"]["steps"][-1]["run"]
+    scripts = [step.get("run", "") for step in desk["jobs"]["desk"]["steps"]]
+    assert any('desk run "$DESK" --once' in script for script in scripts)
+    assert "assay github sync" in scripts[-1]
 
 
 def test_event_payload_text_reaches_scripts_only_through_env() -> None:
     events = load(WORKFLOWS / "assay-events.yml")
     assert set(events[True]) == {"issue_comment", "pull_request_review"}
     step = events["jobs"]["wake"]["steps"][-1]
-    assert "assay wake" in step["run"]
+    assert "assay github events --dispatch assay-desk.yml" in step["run"]
+    assert not any(
+        "actions/checkout" in str(s.get("uses")) for s in events["jobs"]["wake"]["steps"]
+    )
     assert not any("comment.body" in str(value) for value in step["env"].values())
 
 
