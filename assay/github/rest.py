@@ -201,9 +201,8 @@ class RestClient:
         return self._write("DELETE", path, None)
 
     def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
-        """One GraphQL call (only for what REST cannot do, e.g. ready-for-review)."""
-        response = self._send("POST", self.graphql_url, {"query": query, "variables": variables})
-        body = response.json()
+        """One GraphQL mutation request: serial and spaced like every other write."""
+        body = self._write("POST", self.graphql_url, {"query": query, "variables": variables})
         if body.get("errors"):
             messages = "; ".join(str(e.get("message")) for e in body["errors"])
             raise GitHubRefused(f"GitHub GraphQL refused the request: {messages}")
