@@ -77,3 +77,12 @@ def test_init_then_a_desk_pass_and_the_gate_on_github(
 
     quiet = assay("github", "sync", "--only", "evidence")
     assert quiet["actions"] == {BRIEF: []} and quiet["rest"]["calls"] == 0
+
+    # The token reached no commit, journal line or blob anywhere in the repository's history.
+    every_object = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=fake_github.bare,
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert b"journal" in every_object and b"ghs-bot" not in every_object
