@@ -169,12 +169,20 @@ def events_command(
     multiple=True,
     help="Only these parts (the gate syncs evidence alone).",
 )
+@click.option(
+    "--dispatch-gate",
+    "gate_workflow",
+    default=None,
+    metavar="WORKFLOW",
+    help="workflow_dispatch this gate workflow once per ready review head.",
+)
 @forge_option
 @token_env_option
 @json_option
 def sync_command(
     briefs: tuple[str, ...],
     only: tuple[str, ...],
+    gate_workflow: str | None,
     forge: str | None,
     token_env: str | None,
     as_json: bool,
@@ -183,7 +191,7 @@ def sync_command(
     from assay.github.sync import PARTS, sync
 
     with _open(forge, token_env) as opened:
-        report = sync(opened, briefs or None, parts=only or PARTS)
+        report = sync(opened, briefs or None, parts=only or PARTS, gate_workflow=gate_workflow)
     if as_json:
         _emit(report.to_json())
         return

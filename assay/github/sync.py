@@ -43,8 +43,13 @@ def sync(
     briefs: Iterable[str] | None = None,
     *,
     parts: Iterable[str] = PARTS,
+    gate_workflow: str | None = None,
 ) -> SyncReport:
-    """Mirror ``briefs`` (default: every claimed brief) onto GitHub; see the module docstring."""
+    """Mirror ``briefs`` (default: every claimed brief) onto GitHub; see the module docstring.
+
+    With ``gate_workflow``, a review that is ready at a head the gate has not been started
+    for gets one ``workflow_dispatch`` of that workflow (inputs ``brief`` and ``sha``).
+    """
     wanted = set(parts)
     mirror = GitHubMirror(forge)
     store = ClaimStore(forge)
@@ -82,6 +87,10 @@ def sync(
                 )
             if review.state == "ready":
                 actions += mirror.finish_review(brief, body=body, claim=claims.get(brief))
+                if gate_workflow:
+                    actions += mirror.dispatch_gate(
+                        brief, workflow=gate_workflow, head_sha=review.head_sha
+                    )
             else:
                 actions += mirror.update_review_body(brief, body=body)
         if "evidence" in wanted and decision is not None and any(r.get("verified") for r in rows):
