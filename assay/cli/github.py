@@ -201,6 +201,28 @@ def sync_command(
     out.print(table)
 
 
+@github_group.command("merge")
+@click.argument("brief")
+@forge_option
+@token_env_option
+@json_option
+def merge_command(brief: str, forge: str | None, token_env: str | None, as_json: bool) -> None:
+    """Merge BRIEF's pull request if every row is verified passing at its head.
+
+    Exit 1 naming the blocking rows otherwise. GitHub merges at exactly the judged head.
+    """
+    from assay.github.sync import merge_on_github
+    from assay.ids import check_id
+
+    check_id(brief, where="BRIEF")
+    with _open(forge, token_env) as opened:
+        head, actions = merge_on_github(opened, brief)
+    if as_json:
+        _emit({"brief": brief, "head_sha": head, "actions": actions})
+        return
+    out.print(f"merged {brief} at {head[:12]}: {' '.join(actions) or 'already merged'}")
+
+
 @github_group.command("dispatch")
 @click.argument("workflow")
 @click.option("--ref", default="main", show_default=True, help="Branch the workflow runs on.")

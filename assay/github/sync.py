@@ -13,12 +13,14 @@ record says what was written last, so a sync with nothing new costs no REST call
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from assay.claims import ClaimStore
 from assay.desks.review import read_review
+from assay.errors import Failed
 from assay.evidence.gate import merge_decision
 from assay.github.forge import GitHubForge
 from assay.github.issues import load_issue_briefs
@@ -102,3 +104,30 @@ def sync(
                 actions.append("check+")
         report.actions[brief] = actions
     return report
+
+
+def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
+    """Merge ``brief``'s pull request when the merge rule allows it at the current head.
+
+    The rule (``merge_decision``) is judged from git; GitHub then merges at exactly that
+    head (``expectedHeadOid``), so a push after the judgement makes GitHub refuse. Returns
+    ``(head_sha, actions)``; ``Failed`` (exit 1) names every blocking row otherwise.
+    """
+    decision = merge_decision(forge, brief)
+    if not decision.allowed:
+        raise Failed(
+            f"{brief}: merge refused at {decision.head_sha[:12]}: "
+            + "; ".join(decision.blocking()),
+            blocking=decision.blocking(),
+        )
+    mirror = GitHubMirror(forge)
+    state = mirror.state(brief)
+    review = read_review(forge, brief)
+    summary = review.body if review is not None else ""
+    rows = [row.to_json() for row in decision.rows]
+    body = review_body(brief, issue=state.issue, summary=summary, rows=rows)
+    record = ClaimStore(forge).get(brief)
+    done = dataclasses.replace(record, state="done") if record is not None else None
+    if state.pull_state == "draft":
+        mirror.finish_review(brief, body=body)
+    return decision.head_sha, mirror.merge(brief, head_sha=decision.head_sha, body=body, claim=done)

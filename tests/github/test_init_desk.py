@@ -72,6 +72,10 @@ def test_init_then_a_desk_pass_and_the_gate_on_github(
     (gate,) = fake_github.dispatches
     assert gate["workflow"] == "assay-gate.yml" and gate["inputs"]["brief"] == BRIEF
 
+    early = run_assay("github", "merge", BRIEF, cwd=repo, env=env)
+    assert early.returncode == 1 and "merge refused" in early.stderr, early.stderr
+    assert pull["merged"] is False
+
     verified = assay("verify", gate["inputs"]["brief"], "--sha", gate["inputs"]["sha"])
     assert verified["passed"] is True
     published = assay("github", "sync", "--only", "evidence")
@@ -83,6 +87,11 @@ def test_init_then_a_desk_pass_and_the_gate_on_github(
 
     quiet = assay("github", "sync", "--only", "evidence")
     assert quiet["actions"] == {BRIEF: []} and quiet["rest"]["calls"] == 0
+
+    merged = assay("github", "merge", BRIEF)
+    assert merged["head_sha"] == verified["head_sha"]
+    assert "mergePullRequest" in merged["actions"] and pull["merged"] is True
+    assert fake_github.ref("refs/heads/main") == pull["merge_commit_sha"]
 
     # The token reached no commit, journal line or blob anywhere in the repository's history.
     every_object = subprocess.run(
