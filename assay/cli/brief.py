@@ -87,8 +87,9 @@ def new_command(
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @forge_option
 @click.option("--author", default="assay", show_default=True, help="Commit author name.")
+@click.option("--replace", is_flag=True, help="Replace a brief of that id with other content.")
 @json_option
-def add_command(file: Path, forge: str | None, author: str, as_json: bool) -> None:
+def add_command(file: Path, forge: str | None, author: str, replace: bool, as_json: bool) -> None:
     """Validate FILE and commit it to the forge's main as briefs/<id>.md (CAS push)."""
     if forge is None:
         raise UsageError("brief add needs --forge (or $ASSAY_FORGE)")
@@ -103,11 +104,13 @@ def add_command(file: Path, forge: str | None, author: str, as_json: bool) -> No
     brief = parse_brief(text, source=str(file))
     from assay.briefs.store import add_brief
 
-    result = add_brief(forge, brief, data, author=author)
+    result = add_brief(forge, brief, data, author=author, replace=replace)
     if as_json:
         print_json({"status": "ok", "code": 0, **result})
     else:
-        verb = "unchanged" if result["unchanged"] else "added"
+        verb = (
+            "unchanged" if result["unchanged"] else ("replaced" if result["replaced"] else "added")
+        )
         out.print(f"{verb} {result['path']} on main at {result['commit'][:12]}", markup=False)
 
 
@@ -136,6 +139,7 @@ def list_command(forge: str | None, directory: str | None, as_json: bool) -> Non
         print_json({"status": "ok", "code": 0, "briefs": [_row(b) for b in briefs]})
         return
     table = Table("id", "priority", "desk/labels", "depends on", "verify", "title")
+    table.columns[0].no_wrap = True
     for brief in briefs:
         table.add_row(
             brief.id,

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from assay.briefs.yamldoc import format_path
+from assay.briefs.yamldoc import describe, format_path
 from assay.errors import BadInput
 from assay.models.base import Message, ModelAdapter, ModelReply, ToolSpec, Usage, estimate_tokens
 from assay.models.config import (
@@ -39,8 +39,11 @@ def parse_model_config(
         return MODEL_CONFIG.validate_python(config)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        path = format_path([p for p in first["loc"] if isinstance(p, str | int)])
-        raise BadInput(f"{source}: {path}: {first['msg']}") from None
+        loc = [p for p in first["loc"] if isinstance(p, str | int)]
+        if loc and isinstance(config, dict) and loc[0] == config.get("adapter"):
+            loc = loc[1:]  # the union's tag, not a field
+        where = f"{source}.{format_path(loc)}" if loc else source
+        raise BadInput(f"{where}: {describe(first['type'], first['msg'])}") from None
 
 
 def build_model(

@@ -17,7 +17,7 @@ import httpx
 from assay.errors import Unavailable
 from assay.models.base import Message, ModelReply, ToolSpec, Usage
 from assay.models.config import AnthropicConfig
-from assay.models.http import RetryPolicy, post_json
+from assay.models.http import RetryPolicy, client, post_json
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 _STOPS = {
@@ -144,10 +144,9 @@ class AnthropicModel:
         self.context_window = config.context_window
         self.base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/")
         self.policy = RetryPolicy(config.attempts, config.backoff_s, config.max_backoff_s)
-        self._client = httpx.Client(timeout=config.timeout_s, transport=transport)
-
-    def close(self) -> None:
-        self._client.close()
+        # One client a call: a model call takes seconds, so keep-alive buys nothing, and
+        # no adapter holds a socket between steps (or leaks one when a run suspends).
+        self._transport = transport
 
     def complete(
         self, messages: list[Message], *, tools: list[ToolSpec] | None = None
@@ -173,15 +172,16 @@ class AnthropicModel:
         key = os.environ.get(key_env) if key_env else None
         if key:
             headers["x-api-key"] = key
-        data = post_json(
-            self._client,
-            f"{self.base_url}/v1/messages",
-            payload=payload,
-            headers=headers,
-            policy=self.policy,
-            what=f"model {self.config.model} at {self.base_url}",
-            key_env=key_env,
-        )
+        with client(self.config.timeout_s, self._transport) as http_client:
+            data = post_json(
+                http_client,
+                f"{self.base_url}/v1/messages",
+                payload=payload,
+                headers=headers,
+                policy=self.policy,
+                what=f"model {self.config.model} at {self.base_url}",
+                key_env=key_env,
+            )
         try:
             message, stop = from_anthropic(data)
         except (KeyError, TypeError, AttributeError) as exc:

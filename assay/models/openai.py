@@ -17,15 +17,24 @@ import httpx
 from assay.errors import Unavailable
 from assay.models.base import Message, ModelReply, ToolSpec, Usage
 from assay.models.config import OpenAIConfig
-from assay.models.http import RetryPolicy, post_json
+from assay.models.http import RetryPolicy, client, post_json
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
 def clean_messages(messages: list[Message]) -> list[Message]:
-    """Only the keys the chat-completions API knows (Assay's own markers are dropped)."""
-    return [{k: m[k] for k in _MESSAGE_KEYS if k in m} for m in messages]
+    """Only the keys the chat-completions API knows (Assay's own markers are dropped).
+
+    A tool result recorded as a JSON value is sent as its JSON text, which the API requires.
+    """
+    cleaned: list[Message] = []
+    for message in messages:
+        item = {k: message[k] for k in _MESSAGE_KEYS if k in message}
+        if item.get("role") == "tool" and not isinstance(item.get("content"), str):
+            item["content"] = json.dumps(item.get("content"), sort_keys=True, default=str)
+        cleaned.append(item)
+    return cleaned
 
 
 def normalize_tool_calls(calls: Any) -> list[dict[str, Any]]:
@@ -60,10 +69,9 @@ class OpenAIModel:
             config.base_url or os.environ.get("ASSAY_MODEL_BASE_URL") or DEFAULT_BASE_URL
         ).rstrip("/")
         self.policy = RetryPolicy(config.attempts, config.backoff_s, config.max_backoff_s)
-        self._client = httpx.Client(timeout=config.timeout_s, transport=transport)
-
-    def close(self) -> None:
-        self._client.close()
+        # One client a call: a model call takes seconds, so keep-alive buys nothing, and
+        # no adapter holds a socket between steps (or leaks one when a run suspends).
+        self._transport = transport
 
     def complete(
         self, messages: list[Message], *, tools: list[ToolSpec] | None = None
@@ -81,15 +89,16 @@ class OpenAIModel:
         key = os.environ.get(key_env) if key_env else None
         if key:
             headers["authorization"] = f"Bearer {key}"
-        data = post_json(
-            self._client,
-            f"{self.base_url}/chat/completions",
-            payload=payload,
-            headers=headers,
-            policy=self.policy,
-            what=f"model {self.config.model} at {self.base_url}",
-            key_env=key_env,
-        )
+        with client(self.config.timeout_s, self._transport) as http_client:
+            data = post_json(
+                http_client,
+                f"{self.base_url}/chat/completions",
+                payload=payload,
+                headers=headers,
+                policy=self.policy,
+                what=f"model {self.config.model} at {self.base_url}",
+                key_env=key_env,
+            )
         return self._reply(data)
 
     def _reply(self, data: dict[str, Any]) -> ModelReply:
