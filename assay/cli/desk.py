@@ -7,6 +7,7 @@ A thin layer over ``assay.desks.loop`` and ``assay.desks.resync``: options, the 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,16 @@ from assay.cli.options import forge_option, json_option
 from assay.console import err, out, print_json
 
 DESKS_HELP = "Directory of desk manifests (default: ./desks)."
+
+
+def _exit(code: int) -> None:
+    """Exit with ``code`` after printing our own result.
+
+    (``click.exceptions.Exit`` is turned into a return value by click when the root runs
+    with ``standalone_mode=False``, so the code would be lost.)
+    """
+    sys.stdout.flush()
+    sys.exit(code)
 
 
 def _workroot(value: str | None) -> Path:
@@ -63,6 +74,9 @@ def _print_reports(reports: list[Any], *, as_json: bool, code: int) -> None:
             r.brief, r.why, r.status, str(r.code), str(r.steps), r.review, r.waiting_for or ""
         )
     out.print(table)
+    for r in reports:
+        if r.code and r.message:
+            err.print(f"{r.brief}: {r.status}: {r.message}", markup=False, highlight=False)
 
 
 def _common(fn: Any) -> Any:
@@ -142,7 +156,7 @@ def register(root: click.Group) -> None:
         code = exit_code(reports)
         _print_reports(reports, as_json=as_json, code=code)
         if code:
-            raise click.exceptions.Exit(code)
+            _exit(code)
 
     @root.command("wake")
     @click.option("--brief", "brief_id", default=None, help="Wake only this brief.")
@@ -173,7 +187,7 @@ def register(root: click.Group) -> None:
         code = exit_code(reports, nothing=0)
         _print_reports(reports, as_json=as_json, code=code)
         if code:
-            raise click.exceptions.Exit(code)
+            _exit(code)
 
     @root.command("resync")
     @click.option(
@@ -235,7 +249,7 @@ def register(root: click.Group) -> None:
             if reports:
                 _print_reports(reports, as_json=False, code=code)
         if code:
-            raise click.exceptions.Exit(code)
+            _exit(code)
 
     @root.command("cancel")
     @click.argument("brief_id", metavar="BRIEF")

@@ -196,6 +196,10 @@ class DeskLoop:
             message = error.message
         finally:
             session.close()
+        if code != Fenced.code and not session.fenced:
+            # Entries written after the last durability point (a ``denied`` entry, a
+            # drained signal) reach the forge before the claim says the run stopped.
+            session.flush(status)
         if code == Suspended.code and waiting_for == WAITING_FOR_OBJECTIVE:
             code, status = Paused.code, "paused"  # max_runs used up: paused, not failed
             message = message or "the objective's max_runs are used up; raise it to resume"

@@ -131,14 +131,11 @@ def write_review(
         state=state,
         updated_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
-    # ``record.json`` carries the same record with ``kind: reviews``, so readers that take
-    # review refs as ``RefLog`` logs (assay.forge.records) read them too.
     payload = json.dumps(review.to_json(), indent=2, sort_keys=True).encode() + b"\n"
-    record = json.dumps({**review.to_json(), "kind": "reviews"}, sort_keys=True).encode()
     cas_write_json(
         forge,
         reviews_ref(brief),
-        {REVIEW_FILE: payload, "record.json": record},
+        {REVIEW_FILE: payload},
         message=f"review {brief}: {state} at {head_sha[:12]}",
         author=DESK_IDENTITY,
         attempts=attempts,

@@ -11,6 +11,7 @@ heartbeats renew the claim, ``ensure_owner`` re-reads the claim ref before effec
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
@@ -25,7 +26,7 @@ from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore, Heartbeat
 from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
 from assay.desks.events import EventLog
-from assay.desks.objectives import ObjectiveLoop, with_objective
+from assay.desks.objectives import ObjectiveLoop, objective_events, with_objective
 from assay.desks.tools import ToolBox
 from assay.errors import Fenced
 from assay.forge import Forge
@@ -40,12 +41,19 @@ class DeskHooks:
     """``RunHooks`` for a run hosted by the desk loop on a forge."""
 
     def __init__(
-        self, *, sync: BranchSync, store: ClaimStore, claim: Claim, events: EventLog
+        self,
+        *,
+        sync: BranchSync,
+        store: ClaimStore,
+        claim: Claim,
+        events: EventLog,
+        brief: Brief | None = None,
     ) -> None:
         self.sync = sync
         self.store = store
         self.claim = claim
         self.log = events
+        self.brief = brief
         self.fenced = threading.Event()
         self.pushes = 0
 
@@ -74,7 +82,23 @@ class DeskHooks:
             raise
 
     def events(self) -> list[Event]:
-        return self.log.read()
+        delivered = self.log.read()
+        if self.brief is not None and self.brief.objective is not None:
+            # Raising max_runs on main is the event that ends a wait for "objective".
+            journal = (
+                read_journal(self.sync.journal_dir) if self.sync.journal_dir.exists() else None
+            )
+            delivered += objective_events(self.brief, journal)
+        return delivered
+
+
+APPROVAL_LABEL = "approval"
+
+
+def wants_approval(brief: Brief, desk: Any) -> bool:
+    """Whether ``finish`` waits for ``assay approve``: the brief carries the label
+    ``approval``, or the desk manifest sets ``approval: true``."""
+    return APPROVAL_LABEL in brief.labels or bool(getattr(desk, "approval", False))
 
 
 def budget_for(brief: Brief, desk: Any) -> Budget:
@@ -119,14 +143,16 @@ class Session:
         identity = Identity.for_holder(desk.name, holder)
         sync = BranchSync(forge, brief.id, workdir=workroot / brief.id, identity=identity)
         worktree = sync.checkout()
-        hooks = DeskHooks(sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id))
+        hooks = DeskHooks(
+            sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id), brief=brief
+        )
         model = tools = None
         function: Callable[[Any, Brief], Any]
         if desk.kind == "agent":
             model = desk.build_model(workdir=worktree)
             tools = ToolBox(worktree, desk.tool_policy())
             options = AgentOptions(
-                approval=bool(getattr(desk, "approval", False)),
+                approval=wants_approval(brief, desk),
                 compact_at=float(desk.compact_at),
                 system_prompt=desk.system_prompt or AgentOptions().system_prompt,
             )
@@ -155,7 +181,7 @@ class Session:
         elif desk.kind == "command":
             function = command_desk(desk, worktree)
         else:
-            function = desk.resolve_entry()
+            function = in_directory(desk.resolve_entry(), worktree)
         if brief.objective is not None and desk.kind != "agent":
             function = with_objective(function, brief=brief, forge=forge, hooks=hooks)
         session = cls(
@@ -210,6 +236,11 @@ class Session:
         if self.heartbeat is not None:
             self.heartbeat.stop()
 
+    def flush(self, reason: str) -> None:
+        """A last durability point after the run stopped (Fenced is remembered, not raised)."""
+        with contextlib.suppress(Fenced):
+            self.hooks.durability_point(f"after run: {reason}")
+
     def head(self) -> str:
         return str(self.sync.tip or "")
 
@@ -217,6 +248,22 @@ class Session:
         if not self.journal_dir.exists():
             return {}
         return summarize(read_journal(self.journal_dir)).to_json()
+
+
+def in_directory(
+    function: Callable[[Any, Brief], Any], directory: Path
+) -> Callable[[Any, Brief], Any]:
+    """Run a ``python`` desk's function with the work tree as its working directory."""
+
+    def wrapped(run: Any, brief: Brief) -> Any:
+        previous = Path.cwd()
+        os.chdir(directory)
+        try:
+            return function(run, brief)
+        finally:
+            os.chdir(previous)
+
+    return wrapped
 
 
 def command_desk(desk: Any, worktree: Path) -> Callable[[Any, Brief], Any]:

@@ -10,6 +10,7 @@ not stop the other briefs: it is kept in ``bad`` and reported, and naming it wit
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 import tempfile
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
 from assay.claims import ClaimStore
 from assay.desks.events import EventLog
 from assay.desks.objectives import objective_events
+from assay.desks.review import REVIEW_FILE
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
 from assay.journal import Journal, read_journal
@@ -31,6 +33,8 @@ from assay.runtime.history import History
 
 MAIN = "refs/heads/main"
 BRANCHES = "refs/heads/assay/"
+REVIEWS = "refs/assay/reviews/"
+EVENTS = "refs/assay/events/"
 
 
 @dataclass
@@ -135,19 +139,33 @@ def _brief_files(forge: Forge, main: str) -> dict[str, bytes]:
     return {path: blob for path, blob in zip(paths, blobs, strict=True) if blob is not None}
 
 
-def _is_ancestor(forge: Forge, commit: str, main: str) -> bool:
-    done = run_git(["merge-base", "--is-ancestor", commit, main], git_dir=forge.cache, check=False)
-    return done.returncode == 0
+def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[str]:
+    """Briefs whose branch's journal reached main, in two git calls for any number.
 
-
-def _has_path(forge: Forge, commit: str, path: str) -> bool:
-    done = run_git(["cat-file", "-e", f"{commit}:{path}"], git_dir=forge.cache, check=False)
-    return done.returncode == 0
+    A branch only just created from main is an ancestor of main too, so "merged" also
+    asks that the branch tip holds the brief's journal (the run's work).
+    """
+    if not branches:
+        return set()
+    by_sha: dict[str, list[str]] = {}
+    for brief, tip in branches.items():
+        by_sha.setdefault(tip, []).append(brief)
+    listed = run_git(
+        ["for-each-ref", f"--merged={main}", "--format=%(objectname)", forge.namespace + "/"],
+        git_dir=forge.cache,
+    ).stdout.decode()
+    ancestors = [b for sha in set(listed.split()) for b in by_sha.get(sha, [])]
+    if not ancestors:
+        return set()
+    query = "".join(f"{branches[b]}:{journal_path(b)}\n" for b in ancestors).encode()
+    checked = run_git(["cat-file", "--batch-check"], git_dir=forge.cache, input=query)
+    lines = checked.stdout.decode().splitlines()
+    return {b for b, line in zip(ancestors, lines, strict=True) if not line.endswith("missing")}
 
 
 def read_view(forge: Forge) -> ForgeView:
     """Read briefs, branches, claims, reviews and cancellations from the forge."""
-    heads = forge.fetch([MAIN, BRANCHES])
+    heads = forge.fetch([MAIN, BRANCHES, REVIEWS, EVENTS])  # one round trip
     main = heads.get(MAIN)
     briefs: dict[str, Brief] = {}
     bad: dict[str, AssayError] = {}
@@ -169,23 +187,21 @@ def read_view(forge: Forge) -> ForgeView:
     branches = {
         ref.removeprefix(BRANCHES): sha for ref, sha in heads.items() if ref.startswith(BRANCHES)
     }
-    reviews = forge.fetch("refs/assay/reviews/")
-    # A branch only just created from main is an ancestor of main too; merged means its
-    # journal (the run's work) reached main.
-    merged = {
-        brief
-        for brief, tip in branches.items()
-        if main is not None
-        and _is_ancestor(forge, tip, main)
-        and _has_path(forge, tip, journal_path(brief))
-    }
-    for ref, sha in reviews.items():
-        raw = forge.read_blob(sha, "review.json")
-        if raw is not None and b'"state": "merged"' in raw:
-            merged.add(ref.removeprefix("refs/assay/reviews/"))
+    reviews = {ref: sha for ref, sha in heads.items() if ref.startswith(REVIEWS)}
+    merged = merged_branches(forge, branches, main) if main is not None else set()
+    names = sorted(reviews)
+    for ref, raw in zip(
+        names, forge.read_blobs([(reviews[r], REVIEW_FILE) for r in names]), strict=True
+    ):
+        try:
+            state = json.loads(raw or b"{}").get("state")
+        except ValueError:
+            continue  # an unreadable review proves nothing; read_review reports it
+        if state == "merged":
+            merged.add(ref.removeprefix(REVIEWS))
     claims = {record.brief: record for record in ClaimStore(forge).list()}
     cancelled: set[str] = set()
-    event_refs = forge.fetch("refs/assay/events/")
+    event_refs = [ref for ref in heads if ref.startswith(EVENTS)]
     view = ForgeView(
         forge=forge,
         main=main,
@@ -197,7 +213,7 @@ def read_view(forge: Forge) -> ForgeView:
         cancelled=cancelled,
     )
     for ref in event_refs:
-        brief_id = ref.removeprefix("refs/assay/events/")
+        brief_id = ref.removeprefix(EVENTS)
         if brief_id in briefs and any(e.kind == "cancel" for e in view.events(brief_id)):
             cancelled.add(brief_id)
     return view

@@ -38,19 +38,21 @@ class JournalWriter:
         run_id: str,
         secrets: Iterable[str],
         segment_bytes: int,
+        fsync: bool = True,
     ) -> None:
         self.directory = directory
         self.run_id = run_id
         self.redactor = Redactor(secrets)
         self.segment_bytes = segment_bytes
-        self.blobs = BlobStore(directory)
+        self.fsync = fsync
+        self.blobs = BlobStore(directory, fsync=fsync)
         self.seq = len(journal.entries)
         self.head = journal.head
         self.fence = journal.fence
+        # The snapshot a `continue` carries; found lazily, since rolling is rare and
+        # scanning every entry on each open would slow every resume.
+        self._earlier = journal.entries
         self.last_checkpoint: Any = None
-        for entry in journal.entries:
-            if entry["kind"] == "checkpoint":
-                self.last_checkpoint = entry.get("out")
         self._segment = len(journal.segments) or 1
         if journal.entries and journal.entries[-1]["kind"] == "continue":
             self._segment += 1  # the previous process died right after rolling
@@ -66,11 +68,14 @@ class JournalWriter:
         secrets: Iterable[str] = (),
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         journal: Journal | None = None,
+        fsync: bool = True,
     ) -> JournalWriter:
         """Open (creating) the journal in ``directory`` for appending.
 
         ``journal`` is a ``read_journal`` result for the same directory when the caller has
-        one already, to save a second read.
+        one already, to save a second read. ``fsync=False`` keeps lines and blobs in the
+        page cache: they survive a killed process but not a power loss (for throwaway runs
+        and size measurements; never for a desk's real journal).
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -84,7 +89,14 @@ class JournalWriter:
                 handle.flush()
                 os.fsync(handle.fileno())
         rid = journal.run_id or run_id or uuid.uuid4().hex
-        return cls(directory, journal, run_id=rid, secrets=secrets, segment_bytes=segment_bytes)
+        return cls(
+            directory,
+            journal,
+            run_id=rid,
+            secrets=secrets,
+            segment_bytes=segment_bytes,
+            fsync=fsync,
+        )
 
     def close(self) -> None:
         self._handle.close()
@@ -131,7 +143,7 @@ class JournalWriter:
             raise BadInput(f"journal entry {kind} is not JSON-encodable: {exc}") from None
         self._handle.write(raw + b"\n")
         self._handle.flush()
-        if sync:
+        if sync and self.fsync:
             os.fsync(self._handle.fileno())
         self._size += len(raw) + 1
         self.seq += 1
@@ -146,10 +158,14 @@ class JournalWriter:
     def sync(self) -> None:
         """Make every written line durable."""
         self._handle.flush()
-        os.fsync(self._handle.fileno())
+        if self.fsync:
+            os.fsync(self._handle.fileno())
 
     def _roll(self) -> None:
         nxt = segment_name(self._segment + 1)
+        if self.last_checkpoint is None:
+            earlier = (e for e in reversed(self._earlier) if e["kind"] == "checkpoint")
+            self.last_checkpoint = next((e.get("out") for e in earlier), None)
         snapshot = self.last_checkpoint
         self.append({"kind": "continue", "segment": nxt, "snapshot": snapshot})
         self._handle.close()

@@ -33,7 +33,7 @@ from assay.journal import (
 from assay.journal.format import canonical
 from assay.models.base import Message, ModelAdapter, ModelReply, ToolSpec, Usage
 from assay.runtime.events import LocalEventStore
-from assay.runtime.history import History, Recorded
+from assay.runtime.history import History, Recorded, Totals
 from assay.runtime.shapes import Shape, check, to_json_value
 from assay.runtime.types import Budget, Event, RunHooks, StepError, ToolRunner
 
@@ -79,18 +79,15 @@ class Run:
         self.pos = 0
         self._state: Any = None
         self._compensations: list[tuple[str, Callable[[], Any]]] = []
-        self._listed: set[str] = set()
         self._ctx_refs: list[str] = []
         self._ctx_node: str | None = None
         self._ctx_pending: list[Message] | None = None
         self._ref_cache: dict[str, str] = {}
         self._last_durable = time.monotonic()
-        self.steps = self.model_calls = self.tokens = 0
-        self.usd = self.wall_s = 0.0
-        for entry in journal.entries:
-            self._listed.update(entry.get("blobs", ()))
-            if entry["kind"] == "step" and entry.get("status") in {"ok", "error"}:
-                self._count(entry)
+        totals = self.history.totals
+        self.steps, self.model_calls, self.tokens = totals.steps, totals.model_calls, totals.tokens
+        self.usd, self.wall_s = totals.usd, totals.wall_s
+        self._listed = self.history.listed
 
     # ----------------------------------------------------------------- opening
 
@@ -108,12 +105,13 @@ class Run:
         on_divergence: Literal["fail", "fork"] = "fail",
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         run_id: str | None = None,
+        fsync: bool = True,
     ) -> Run:
         """Open (or create) the run journaled in ``journal_dir`` for execution.
 
         Verifies the journal (``Corrupt`` on damage), drops a torn last line, refuses a
         fence lower than the journal's (``Fenced``) and records a ``takeover`` when the
-        fence is higher.
+        fence is higher. ``fsync=False`` is for throwaway runs only (see ``JournalWriter``).
         """
         journal = read_journal(Path(journal_dir))
         if fence < journal.fence:
@@ -128,6 +126,7 @@ class Run:
             secrets=secrets,
             segment_bytes=segment_bytes,
             journal=journal,
+            fsync=fsync,
         )
         run = cls(
             journal,
@@ -228,13 +227,13 @@ class Run:
             self.hooks.durability_point(reason)
 
     def _count(self, entry: dict[str, Any]) -> None:
+        totals = Totals()
+        totals.add(entry)
         self.steps += 1
-        if entry.get("step") == "model":
-            self.model_calls += 1
-        usage = entry.get("usage") or {}
-        self.tokens += int(usage.get("in_tokens", 0)) + int(usage.get("out_tokens", 0))
-        self.usd += float(usage.get("usd", 0.0))
-        self.wall_s += float(entry.get("ms", 0)) / 1000.0
+        self.model_calls += totals.model_calls
+        self.tokens += totals.tokens
+        self.usd += totals.usd
+        self.wall_s += totals.wall_s
 
     def _check_budget(self, kind: str) -> None:
         b = self.budget
@@ -288,8 +287,9 @@ class Run:
     def _replayed(self, result: dict[str, Any], label: str, output: Shape) -> Any:
         if result.get("status") == "error":
             error = result.get("error") or {}
+            error_type = str(error.get("type", ""))
             raise StepError(
-                str(error.get("message", "")), step=label, error_type=str(error.get("type", ""))
+                f"{error_type}: {error.get('message', '')}", step=label, error_type=error_type
             )
         value = load_packed(self.directory, result.get("out"))
         return check(value, output, label=f"{self.pos} ({label})", recorded=True)[0]
@@ -559,7 +559,7 @@ class Run:
             return load_packed(self.directory, rec.result.get("out"))
         value = produce()
         entry = {"kind": "step", "pos": self.pos, "step": "compute", "name": name, "status": "ok"}
-        entry.update(out={"value": value}, t0=utcnow())
+        entry.update(key=f"{self.run_id}:{self.pos}", out={"value": value}, t0=utcnow())
         self._count(self._append(entry, sync=False))
         return value
 

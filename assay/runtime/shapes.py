@@ -7,20 +7,23 @@ typed ``StepOutputError`` naming the step and the field, not a parse error later
 from __future__ import annotations
 
 import json
-from typing import Any
-
-import jsonschema
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from assay.runtime.types import StepOutputError
 
-Shape = type[BaseModel] | dict[str, Any] | None
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+# jsonschema and pydantic are imported when a shape is first checked: most runs declare
+# none, and every CLI start would otherwise pay for both imports.
+Shape: TypeAlias = "type[BaseModel] | dict[str, Any] | None"
 
 
 def to_json_value(value: Any, *, label: str) -> Any:
     """``value`` as plain JSON data (what a replay returns), or ``StepOutputError``."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
     try:
         return json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
@@ -35,6 +38,8 @@ def check(value: Any, shape: Shape, *, label: str, recorded: bool) -> tuple[Any,
     if shape is None:
         return value, value
     if isinstance(shape, dict):
+        import jsonschema
+
         errors = sorted(
             jsonschema.Draft202012Validator(shape).iter_errors(value), key=lambda e: list(e.path)
         )
@@ -45,6 +50,8 @@ def check(value: Any, shape: Shape, *, label: str, recorded: bool) -> tuple[Any,
                 f"step {label}: {what} field {field}: {first.message}", step=label, field=field
             )
         return value, value
+    from pydantic import ValidationError
+
     try:
         model = shape.model_validate(value)
     except ValidationError as exc:

@@ -1,0 +1,130 @@
+"""``assay desk run`` on the embedded forge with the scripted model, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+
+from tests.desks.world import World, brief_text, call, finish, write
+
+ROW = {"id": "unit", "run": "python -c pass"}
+
+
+def test_once_runs_a_brief_to_review_and_marks_the_claim_done(world: World) -> None:
+    world.add_briefs(brief_text("b1", verify=[ROW]))
+    world.add_desk("coder", [write("hello.txt", "hello\n"), finish("wrote it", unit="pass")])
+    done = world.desk("coder", "--once", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [(r["brief"], r["status"], r["review"]) for r in report["runs"]] == [
+        ("b1", "ok", "ready")
+    ]
+    claim = world.claim("b1")
+    assert claim is not None and claim.state == "done"
+    review = world.review("b1")
+    assert review is not None and review.state == "ready"
+    assert review.head_sha == world.branch_tip("b1")
+    assert "| unit | pass |" in review.body and "wrote it" in review.body
+    assert world.tree("b1")["hello.txt"]
+    # Claimed evidence and the fingerprint are in the journal, as the gate reads them.
+    claimed = [e for e in world.journal("b1").entries if e.get("name") == "evidence.claimed"]
+    assert len(claimed) == 1
+    # Nothing left to take: exit 3 (busy / nothing claimable).
+    again = world.desk("coder", "--once")
+    assert again.returncode == 3, again.stderr
+
+
+def test_highest_priority_first_and_loop_until_empty(world: World) -> None:
+    world.add_briefs(
+        brief_text("low", priority=1),
+        brief_text("high", priority=9),
+        brief_text("mid", priority=5),
+    )
+    world.add_desk("coder", [finish()])
+    reports = world.run_here("coder", once=False)
+    assert [(r.brief, r.code) for r in reports] == [("high", 0), ("mid", 0), ("low", 0)]
+
+
+def test_a_brief_depending_on_an_unmerged_brief_is_not_taken(world: World) -> None:
+    world.add_briefs(brief_text("base"), brief_text("top", depends_on=["base"]))
+    world.add_desk("coder", [write("f.txt", "x"), finish()])
+    assert world.desk("coder", "--brief", "top").returncode == 3  # nothing claimable
+    assert world.claim("top") is None
+    assert [r.brief for r in world.run_here("coder")] == ["base"]
+    # Done but not merged: still not taken.
+    assert world.run_here("coder") == []
+    world.merge_to_main("base")
+    assert [(r.brief, r.code) for r in world.run_here("coder")] == [("top", 0)]
+
+
+def test_malformed_front_matter_is_65_naming_the_field(world: World) -> None:
+    world.add_briefs(brief_text("good"))
+    world.add_raw_brief("bad", "---\nid: bad\ntitle: Bad\npriority: urgent\n---\nbody\n")
+    world.add_desk("coder", [finish()])
+    named = world.desk("coder", "--brief", "bad")
+    assert named.returncode == 65
+    assert "briefs/bad.md" in named.stderr and "priority" in named.stderr
+    # One bad file does not stop the desk from taking the good brief.
+    rest = world.desk("coder", "--once", "--json")
+    assert rest.returncode == 0, rest.stderr
+    assert [r["brief"] for r in json.loads(rest.stdout)["runs"]] == ["good"]
+
+
+def test_undeclared_tool_is_77_and_closes_the_review(world: World) -> None:
+    world.add_briefs(brief_text("b1"))
+    world.add_desk("coder", [{"tool_calls": [call("run", command="ls")]}])
+    done = world.desk("coder", "--once", "--json")
+    assert done.returncode == 77, done.stderr
+    assert json.loads(done.stdout)["runs"][0]["status"] == "denied"
+    denied = [e for e in world.journal("b1").entries if e["kind"] == "denied"]
+    assert [e["name"] for e in denied] == ["run"]
+    review = world.review("b1")
+    assert review is not None and review.state == "closed"
+    claim = world.claim("b1")
+    assert claim is not None and claim.state == "done"
+
+
+def test_write_outside_the_work_tree_is_77(world: World) -> None:
+    world.add_briefs(brief_text("b1"))
+    world.add_desk("coder", [write("../outside", "escaped")])
+    [report] = world.run_here("coder")
+    assert report.code == 77 and "leaves the work tree" in report.message
+    assert not list(world.root.rglob("outside"))
+    denied = world.outputs("b1", "denied")
+    assert [d["args"]["path"] for d in denied] == ["../outside"]
+
+
+def test_budget_pauses_then_resumes_when_raised_on_main(world: World) -> None:
+    world.add_briefs(brief_text("b1", budget={"model_calls": 1}))
+    world.add_desk("coder", [write("a.txt", "a"), write("b.txt", "b"), finish()])
+    [paused] = world.run_here("coder")
+    assert (paused.code, paused.status) == (7, "paused")
+    claim = world.claim("b1")
+    assert claim is not None and (claim.state, claim.waiting_for) == ("waiting", "budget")
+    # Still exhausted: nothing to take.
+    assert world.run_here("coder") == []
+    world.add_briefs(brief_text("b1", budget={"model_calls": 10}))
+    [resumed] = world.run_here("coder", machine="b")
+    assert (resumed.code, resumed.why) == (0, "wake")
+    journal = world.journal("b1")
+    models = [e for e in journal.entries if e["kind"] == "step" and e["step"] == "model"]
+    assert len([e for e in models if e["status"] == "ok"]) == 3
+    assert set(world.tree("b1")) >= {"a.txt", "b.txt"}
+
+
+def test_command_desk_runs_its_argv_with_the_brief_in_a_file(world: World) -> None:
+    world.add_briefs(brief_text("b1", body="$(touch /tmp/never) hello"))
+    (world.desks / "copy.py").write_text(
+        "import os, shutil\nshutil.copy(os.environ['ASSAY_BRIEF_FILE'], 'brief-copy.md')\n",
+        encoding="utf-8",
+    )
+    manifest = world.desks / "cmd.yaml"
+    manifest.write_text(
+        "name: cmd\nkind: command\ntakes: {globs: ['*']}\n"
+        f"command: [python3, {world.desks / 'copy.py'}]\n",
+        encoding="utf-8",
+    )
+    [done] = world.run_here("cmd")
+    assert done.code == 0, done
+    assert "brief-copy.md" in world.tree("b1")
+    steps = [e["name"] for e in world.journal("b1").entries if e["kind"] == "step"]
+    assert steps == ["command"]
