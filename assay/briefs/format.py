@@ -85,6 +85,22 @@ def _one_or_many(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
+def _int_as_text(value: Any) -> Any:
+    # `id: 42` (a GitHub issue number, say) is meant as the text "42"; floats are not
+    # converted because YAML has already lost their spelling (3.10 became 3.1).
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def _ints_as_text(value: Any) -> Any:
+    return [_int_as_text(item) for item in value] if isinstance(value, list) else value
+
+
+Text = Annotated[str, BeforeValidator(_int_as_text)]
+TextList = Annotated[list[str], BeforeValidator(_ints_as_text)]
+
+
 def _version_string(value: Any) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
         # YAML reads 3.10 as the float 3.1; refuse it instead of guessing.
@@ -186,12 +202,12 @@ class Objective(StrictModel):
 class FrontMatter(StrictModel):
     """The fields a brief's front matter may hold (and nothing else)."""
 
-    id: str
-    title: str
-    desk: str | None = None
-    labels: list[str] = Field(default_factory=list)
+    id: Text
+    title: Text
+    desk: Annotated[str | None, BeforeValidator(_int_as_text)] = None
+    labels: TextList = Field(default_factory=list)
     priority: int = 0
-    depends_on: list[str] = Field(default_factory=list)
+    depends_on: TextList = Field(default_factory=list)
     verify: list[VerifyRow] = Field(default_factory=list)
     env: EnvSpec = Field(default_factory=EnvSpec)
     budget: BudgetSpec = Field(default_factory=BudgetSpec)

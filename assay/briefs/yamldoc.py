@@ -20,6 +20,10 @@ from assay.errors import BadInput
 
 MAX_DOCUMENT_BYTES = 256 * 1024
 
+# libyaml's parser when PyYAML was built with it (much faster), the pure one otherwise; both
+# with the safe constructor (no tags that build Python objects).
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 @dataclass(frozen=True)
 class YamlDoc:
@@ -96,25 +100,14 @@ def load_yaml(text: str, *, source: str, line_offset: int = 0) -> YamlDoc:
     """
     if len(text.encode("utf-8", "surrogatepass")) > MAX_DOCUMENT_BYTES:
         raise BadInput(f"{source}: over {MAX_DOCUMENT_BYTES} bytes of YAML", source=source)
+    loader = _Loader(text)
     try:
-        # Aliases are refused up front: a few of them expand into exponential structures
-        # ("billion laughs"), and no brief or manifest needs them.
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.AliasEvent):
-                mark = event.start_mark
-                line = (mark.line if mark is not None else 0) + 1 + line_offset
-                raise BadInput(
-                    f"{source} line {line}: YAML anchors and aliases are not allowed",
-                    source=source,
-                )
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = loader.get_single_node()
         if node is not None:
-            _refuse_duplicate_keys(node, source=source, line_offset=line_offset)
-        loader = yaml.SafeLoader(text)
-        try:
-            data = loader.get_single_data()
-        finally:
-            loader.dispose()
+            _check_nodes(node, source=source, line_offset=line_offset)
+            data = loader.construct_document(node)
+        else:
+            data = None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = (mark.line + 1 + line_offset) if mark is not None else 1 + line_offset
@@ -125,24 +118,39 @@ def load_yaml(text: str, *, source: str, line_offset: int = 0) -> YamlDoc:
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         # The safe constructor raises these for odd scalars (e.g. an out-of-range date).
         raise BadInput(f"{source}: invalid YAML value: {exc}", source=source) from exc
+    finally:
+        loader.dispose()
     return YamlDoc(data=data, node=node, source=source, line_offset=line_offset)
 
 
-def _refuse_duplicate_keys(node: yaml.Node, *, source: str, line_offset: int) -> None:
+def _check_nodes(node: yaml.Node, *, source: str, line_offset: int) -> None:
+    """Refuse aliases and duplicate keys; a node reached twice is an alias.
+
+    Aliases are refused because a few of them expand into exponential structures ("billion
+    laughs") and no brief or manifest needs them; tracking visited nodes also keeps this
+    walk linear.
+    """
+    seen_nodes: set[int] = set()
     stack = [node]
     while stack:
         current = stack.pop()
+        if id(current) in seen_nodes:
+            line = current.start_mark.line + 1 + line_offset
+            raise BadInput(
+                f"{source} line {line}: YAML anchors and aliases are not allowed", source=source
+            )
+        seen_nodes.add(id(current))
         if isinstance(current, yaml.MappingNode):
-            seen: set[str] = set()
+            keys: set[str] = set()
             for key_node, value_node in current.value:
                 if isinstance(key_node, yaml.ScalarNode):
-                    if key_node.value in seen:
+                    if key_node.value in keys:
                         line = key_node.start_mark.line + 1 + line_offset
                         raise BadInput(
                             f"{source} line {line}: {key_node.value}: duplicate key",
                             source=source,
                         )
-                    seen.add(key_node.value)
+                    keys.add(key_node.value)
                 stack.append(key_node)
                 stack.append(value_node)
         elif isinstance(current, yaml.SequenceNode):

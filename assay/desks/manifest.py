@@ -25,6 +25,7 @@ one). This module owns parsing and validating manifests, ``load_desks()`` and
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import shlex
 import sys
@@ -176,6 +177,21 @@ class DeskManifest(StrictModel):
     def base_dir(self) -> Path:
         """The directory relative paths in this manifest (scripts, modules) start from."""
         return self._base_dir
+
+    def secret_names(self) -> list[str]:
+        """Variables whose values must never reach a journal: ``secrets`` plus the model key."""
+        names = list(self.secrets)
+        key_env = getattr(self.model, "api_key_env", None)
+        if isinstance(key_env, str) and key_env not in names:
+            names.append(key_env)
+        for name in getattr(self.model, "env", None) or []:
+            if name not in names:
+                names.append(name)
+        return names
+
+    def secret_values(self) -> list[str]:
+        """The current values of ``secret_names()`` (for the runtime's redaction)."""
+        return [os.environ[n] for n in self.secret_names() if os.environ.get(n)]
 
     def takes_brief(self, brief: Brief) -> bool:
         """Whether this desk may take ``brief``.

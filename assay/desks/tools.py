@@ -91,7 +91,12 @@ class ToolBox:
         if not isinstance(args, dict):
             raise ToolError(f"{name}: arguments must be an object")
         handler = getattr(self, f"_tool_{name}")
-        return handler(args)
+        try:
+            return handler(args)
+        except OSError as exc:
+            # A file where a directory should be, a name too long, a permission: the
+            # model's mistake to correct, not a crash of the run.
+            raise ToolError(f"{name}: {exc.strerror or exc}", tool=name) from None
 
     def specs(self) -> list[dict[str, Any]]:
         """OpenAI function-tool schemas of the declared tools, in a stable order."""
@@ -111,7 +116,10 @@ class ToolBox:
         if parts and parts[0] in PROTECTED_DIRS:
             raise Denied(f"path {raw!r} is inside {parts[0]}/, which tools may not touch")
         target = (self.root / Path(*parts)) if parts else self.root
-        resolved = target.resolve()
+        try:
+            resolved = target.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
+            raise ToolError(f"path {raw!r} cannot be resolved: {exc}") from None
         if resolved != self.root and not resolved.is_relative_to(self.root):
             raise Denied(f"path {raw!r} leads out of the work tree through a symlink")
         inside = resolved.relative_to(self.root).parts

@@ -17,7 +17,7 @@ import httpx
 from assay.errors import Unavailable
 from assay.models.base import Message, ModelReply, ToolSpec, Usage
 from assay.models.config import AnthropicConfig
-from assay.models.http import RetryPolicy, post_json
+from assay.models.http import RetryPolicy, client, post_json
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 _STOPS = {
@@ -172,9 +172,9 @@ class AnthropicModel:
         key = os.environ.get(key_env) if key_env else None
         if key:
             headers["x-api-key"] = key
-        with httpx.Client(timeout=self.config.timeout_s, transport=self._transport) as client:
+        with client(self.config.timeout_s, self._transport) as http_client:
             data = post_json(
-                client,
+                http_client,
                 f"{self.base_url}/v1/messages",
                 payload=payload,
                 headers=headers,

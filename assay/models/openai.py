@@ -17,15 +17,24 @@ import httpx
 from assay.errors import Unavailable
 from assay.models.base import Message, ModelReply, ToolSpec, Usage
 from assay.models.config import OpenAIConfig
-from assay.models.http import RetryPolicy, post_json
+from assay.models.http import RetryPolicy, client, post_json
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
 def clean_messages(messages: list[Message]) -> list[Message]:
-    """Only the keys the chat-completions API knows (Assay's own markers are dropped)."""
-    return [{k: m[k] for k in _MESSAGE_KEYS if k in m} for m in messages]
+    """Only the keys the chat-completions API knows (Assay's own markers are dropped).
+
+    A tool result recorded as a JSON value is sent as its JSON text, which the API requires.
+    """
+    cleaned: list[Message] = []
+    for message in messages:
+        item = {k: message[k] for k in _MESSAGE_KEYS if k in message}
+        if item.get("role") == "tool" and not isinstance(item.get("content"), str):
+            item["content"] = json.dumps(item.get("content"), sort_keys=True, default=str)
+        cleaned.append(item)
+    return cleaned
 
 
 def normalize_tool_calls(calls: Any) -> list[dict[str, Any]]:
@@ -80,9 +89,9 @@ class OpenAIModel:
         key = os.environ.get(key_env) if key_env else None
         if key:
             headers["authorization"] = f"Bearer {key}"
-        with httpx.Client(timeout=self.config.timeout_s, transport=self._transport) as client:
+        with client(self.config.timeout_s, self._transport) as http_client:
             data = post_json(
-                client,
+                http_client,
                 f"{self.base_url}/chat/completions",
                 payload=payload,
                 headers=headers,

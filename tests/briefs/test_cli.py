@@ -74,11 +74,8 @@ def test_new_writes_a_valid_template_and_never_overwrites(
     assert again.returncode == 65
     assert "already exists" in again.stderr
     assert path.read_text().endswith("my edits\n")
-
-
-def test_new_refuses_an_unsafe_id(run_assay: AssayRunner, tmp_path: Path) -> None:
-    done = run_assay("brief", "new", "../escape")
-    assert done.returncode == 65
+    unsafe = run_assay("brief", "new", "../escape")
+    assert unsafe.returncode == 65
     assert not (tmp_path / "escape.md").exists()
 
 
@@ -204,9 +201,7 @@ def test_concurrent_adds_over_http_both_land(
     assert on_main == {f"briefs/race-{n}.md" for n in range(4)}
 
 
-@pytest.mark.parametrize("flag", ["--json", None])
-def test_list_on_an_empty_forge(run_assay: AssayRunner, forge_path: Path, flag: str | None) -> None:
-    done = run_assay("brief", "list", "--forge", str(forge_path), *([flag] if flag else []))
+def test_list_on_an_empty_forge(run_assay: AssayRunner, forge_path: Path) -> None:
+    done = run_assay("brief", "list", "--forge", str(forge_path), "--json")
     assert done.returncode == 0, done.stderr
-    if flag:
-        assert json.loads(done.stdout)["briefs"] == []
+    assert json.loads(done.stdout)["briefs"] == []

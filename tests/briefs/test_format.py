@@ -200,3 +200,16 @@ def test_budget_tightest_takes_the_smaller_limit_per_field() -> None:
     assert desk.tightest(brief) == BudgetSpec(steps=10, model_calls=5, usd=1.0)
     assert desk.tightest(None) == desk
     assert desk.to_json() == {"steps": 10, "usd": 1.0}
+
+
+def test_integer_ids_and_labels_are_text() -> None:
+    brief = parse_brief(
+        "---\nid: 42\ntitle: 2024\nlabels: [7, bug]\ndepends_on: [41]\n---\n", source="briefs/42.md"
+    )
+    assert (brief.id, brief.title, brief.labels, brief.depends_on) == (
+        "42",
+        "2024",
+        ["7", "bug"],
+        ["41"],
+    )
+    assert "title" in bad("---\nid: x\ntitle: 1.5\n---\n")

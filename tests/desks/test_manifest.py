@@ -227,3 +227,17 @@ def test_the_shipped_example_desk_parses_and_runs_its_script() -> None:
     for response in model.script.responses:
         for call in response.tool_calls:
             assert call.name in box.allowed
+
+
+def test_secret_names_include_the_model_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    desk = parse_manifest(
+        AGENT.replace(
+            "model: {adapter: scripted, script: script.yaml}",
+            "model: {adapter: openai, model: m, api_key_env: MY_KEY}",
+        ),
+        source="desks/coder.yaml",
+    )
+    assert desk.secret_names() == ["OPENAI_API_KEY", "MY_KEY"]
+    monkeypatch.setenv("MY_KEY", "sk-1")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert desk.secret_values() == ["sk-1"]

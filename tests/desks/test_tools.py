@@ -8,6 +8,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from assay.desks import TOOL_NAMES, ToolBox, ToolError, ToolPolicy
 from assay.errors import Denied
@@ -258,3 +260,45 @@ def test_specs_are_valid_openai_function_schemas(tmp_path: Path) -> None:
         {"summary": "s", "evidence": [{"row": "u", "result": "pass"}]},
         finish["function"]["parameters"],
     )
+
+
+def test_filesystem_errors_are_tool_errors(tmp_path: Path) -> None:
+    tools = box(tmp_path)
+    tools.call("write_file", {"path": "plain", "content": "x"})
+    with pytest.raises(ToolError):
+        tools.call("write_file", {"path": "plain/child.txt", "content": "x"})
+    (tools.root / "loop").symlink_to(tools.root / "loop")
+    with pytest.raises((ToolError, Denied)):
+        tools.call("read_file", {"path": "loop"})
+    with pytest.raises(ToolError):
+        tools.call("write_file", {"path": "x" * 300, "content": "x"})
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["..", ".", "", "a", "b", ".git", ".assay", "/", "~", "link", "c:"]),
+            st.text(max_size=6),
+        ),
+        min_size=1,
+        max_size=5,
+    ).map("/".join)
+)
+def test_fuzzed_paths_never_leave_the_tree(tmp_path: Path, path: str) -> None:
+    tools = box(tmp_path)
+    link = tools.root / "link"
+    if not link.is_symlink():
+        (tmp_path / "outside").mkdir(exist_ok=True)
+        link.symlink_to(tmp_path / "outside")
+    try:
+        result = tools.call("write_file", {"path": path, "content": "x"})
+    except (Denied, ToolError):
+        pass
+    else:
+        written = (tools.root / result["path"]).resolve()
+        assert written.is_relative_to(tools.root)
+        assert written.parts[len(tools.root.parts)] not in (".git", ".assay")
+    assert list((tmp_path / "outside").iterdir()) == []

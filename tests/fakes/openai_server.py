@@ -17,15 +17,12 @@ number of assistant messages in the request, so a resumed conversation gets the 
 answer. See ``FakeModelServer`` for counters, injected failures, and ``hold``/``release``.
 
 Run it as a process (for tests that drive desks in other processes):
-``python -m tests.fakes.openai_server SCRIPT.yaml`` prints the base URL on its first line,
-serves until killed, and prints ``count=<n>`` lines to stderr as requests are answered.
+``python -m tests.fakes openai SCRIPT.yaml`` (see ``tests/fakes/__main__.py``).
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from tests.fakes._base import FakeModelServer, usage_of
@@ -78,26 +75,3 @@ class FakeOpenAIServer(FakeModelServer):
                 "total_tokens": in_tokens + out_tokens,
             },
         }
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.exit("usage: python -m tests.fakes.openai_server SCRIPT.yaml")
-    server = FakeOpenAIServer.from_script(Path(args[0]))
-    server.start()
-    print(server.base_url, flush=True)
-    seen = 0
-    try:
-        while True:
-            server.wait_for_count(seen + 1, timeout=3600)
-            seen = server.count
-            print(f"count={seen}", file=sys.stderr, flush=True)
-    except (KeyboardInterrupt, TimeoutError):
-        pass
-    finally:
-        server.stop()
-
-
-if __name__ == "__main__":
-    main()

@@ -270,3 +270,14 @@ def test_bad_model_config_is_bad_input(tmp_path: Path) -> None:
         build_model({"adapter": "openai", "model": "m", "base_url": "ftp://x"}, base_dir=tmp_path)
     with pytest.raises(BadInput, match="model: "):
         build_model({"adapter": "nope"}, base_dir=tmp_path)
+
+
+def test_tool_results_recorded_as_json_values_are_sent_as_text(tmp_path: Path) -> None:
+    with FakeOpenAIServer(SCRIPT) as server:
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": None, "tool_calls": []},
+            {"role": "tool", "tool_call_id": "c", "content": {"exit": 0, "output": "ok"}},
+        ]
+        openai(server, tmp_path).complete(messages)
+        assert server.requests[0]["messages"][2]["content"] == '{"exit": 0, "output": "ok"}'
