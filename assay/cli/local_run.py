@@ -19,7 +19,7 @@ from assay.console import err, out, print_json
 from assay.errors import AssayError, BadInput, Diverged
 from assay.journal import Journal, read_journal, secrets_from_env, step_label
 from assay.journal.redact import Redactor
-from assay.runtime import Budget, Replayer, execute, load_target
+from assay.runtime import Budget, Replayer, Run, execute_run, load_target
 
 
 def _journal_option(fn: Any) -> Any:
@@ -113,17 +113,19 @@ def run_command(
         usd=max_usd,
         wall_s=max_wall,
     )
-    _report_torn(read_journal(journal_dir))
-    result = execute(
-        fn,
-        given,
-        journal_dir=journal_dir,
+    run = Run.open(
+        journal_dir,
         fence=fence,
         model=model,
         budget=budget,
         secrets=secrets,
         on_divergence="fork" if fork_on_divergence else "fail",
     )
+    try:
+        _report_torn(run.journal)
+        result = execute_run(run, fn, given)
+    finally:
+        run.close()
     payload = Redactor(secrets).value(result.to_json())
     if as_json:
         print_json(payload)

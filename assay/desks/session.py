@@ -26,7 +26,7 @@ from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore, Heartbeat
 from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
 from assay.desks.events import EventLog
-from assay.desks.objectives import ObjectiveLoop, with_objective
+from assay.desks.objectives import ObjectiveLoop, objective_events, with_objective
 from assay.desks.tools import ToolBox
 from assay.errors import Fenced
 from assay.forge import Forge
@@ -41,12 +41,19 @@ class DeskHooks:
     """``RunHooks`` for a run hosted by the desk loop on a forge."""
 
     def __init__(
-        self, *, sync: BranchSync, store: ClaimStore, claim: Claim, events: EventLog
+        self,
+        *,
+        sync: BranchSync,
+        store: ClaimStore,
+        claim: Claim,
+        events: EventLog,
+        brief: Brief | None = None,
     ) -> None:
         self.sync = sync
         self.store = store
         self.claim = claim
         self.log = events
+        self.brief = brief
         self.fenced = threading.Event()
         self.pushes = 0
 
@@ -75,7 +82,14 @@ class DeskHooks:
             raise
 
     def events(self) -> list[Event]:
-        return self.log.read()
+        delivered = self.log.read()
+        if self.brief is not None and self.brief.objective is not None:
+            # Raising max_runs on main is the event that ends a wait for "objective".
+            journal = (
+                read_journal(self.sync.journal_dir) if self.sync.journal_dir.exists() else None
+            )
+            delivered += objective_events(self.brief, journal)
+        return delivered
 
 
 APPROVAL_LABEL = "approval"
@@ -129,7 +143,9 @@ class Session:
         identity = Identity.for_holder(desk.name, holder)
         sync = BranchSync(forge, brief.id, workdir=workroot / brief.id, identity=identity)
         worktree = sync.checkout()
-        hooks = DeskHooks(sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id))
+        hooks = DeskHooks(
+            sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id), brief=brief
+        )
         model = tools = None
         function: Callable[[Any, Brief], Any]
         if desk.kind == "agent":
@@ -165,7 +181,7 @@ class Session:
         elif desk.kind == "command":
             function = command_desk(desk, worktree)
         else:
-            function = desk.resolve_entry()
+            function = in_directory(desk.resolve_entry(), worktree)
         if brief.objective is not None and desk.kind != "agent":
             function = with_objective(function, brief=brief, forge=forge, hooks=hooks)
         session = cls(
@@ -232,6 +248,22 @@ class Session:
         if not self.journal_dir.exists():
             return {}
         return summarize(read_journal(self.journal_dir)).to_json()
+
+
+def in_directory(
+    function: Callable[[Any, Brief], Any], directory: Path
+) -> Callable[[Any, Brief], Any]:
+    """Run a ``python`` desk's function with the work tree as its working directory."""
+
+    def wrapped(run: Any, brief: Brief) -> Any:
+        previous = Path.cwd()
+        os.chdir(directory)
+        try:
+            return function(run, brief)
+        finally:
+            os.chdir(previous)
+
+    return wrapped
 
 
 def command_desk(desk: Any, worktree: Path) -> Callable[[Any, Brief], Any]:

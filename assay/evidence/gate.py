@@ -27,7 +27,7 @@ from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, 
 from assay.evidence.records import EvidenceRecord, gate_key
 from assay.evidence.reviews import next_version, reviews_ref
 from assay.evidence.rule import MergeDecision, decide
-from assay.evidence.runner import row_environment, run_row
+from assay.evidence.runner import row_environment, run_row, shield_gate_process
 from assay.evidence.source import (
     MAIN_REF,
     CleanTree,
@@ -182,6 +182,7 @@ def verify(
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None = None,
 ) -> VerifyReport:
     """Run every verify row of ``brief_id`` on the review's head (or ``sha``) and record it."""
+    shield_gate_process()
     key = gate_key() if key is None else key
     verifier = verifier or default_verifier()
     timings: dict[str, float] = {}
@@ -306,7 +307,13 @@ def _judge(forge: Forge, brief_id: str, *, key: bytes | None) -> tuple[_Context,
         journal = journal_from_commit(forge, head, brief_id, Path(scratch))
         check_journal_anchors(forge, ctx.log.records, journal, head)
         claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
-    return ctx, _decision(ctx, ctx.log.records, head, claimed, key)
+    decision = _decision(ctx, ctx.log.records, head, claimed, key)
+    review = ctx.view.review
+    if review is None:
+        decision.problems.insert(0, f"there is no review to merge ({reviews_ref(brief_id)})")
+    elif review.state in ("draft", "closed"):
+        decision.problems.insert(0, f"the review is {review.state}, not ready")
+    return ctx, decision
 
 
 def _merged_main(

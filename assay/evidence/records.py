@@ -3,7 +3,7 @@
 One record per row run by the gate, stored as ``record.json`` in one commit on
 ``refs/assay/evidence/<brief>``::
 
-    {"v": 1, "brief": "calc", "row": "unit", "command": "pytest -q", "exit": 0,
+    {"v": 1, "kind": "evidence", "brief": "calc", "row": "unit", "command": "pytest -q", "exit": 0,
      "timed_out": false, "seconds": 1.42, "output_sha256": "sha256:…", "output_bytes": 812,
      "output_tail": "…", "head_sha": "<commit>", "env_fingerprint": {"python": "3.11.2"},
      "verifier": "gate:ci@host", "journal_head": "sha256:…" | "", "at": "2026-…Z",
@@ -36,10 +36,12 @@ from assay.errors import Corrupt
 
 RECORD_VERSION = 1
 RECORD_FILE = "record.json"
+RECORD_KIND = "evidence"  # the RefLog kind, so generic ref-log readers accept the records
 KEY_ENV = "ASSAY_EVIDENCE_KEY"
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "v": int,
+    "kind": str,
     "brief": str,
     "row": str,
     "command": str,
@@ -81,6 +83,7 @@ class EvidenceRecord:
     digest: str = ""
     mac: str = ""
     v: int = RECORD_VERSION
+    kind: str = RECORD_KIND
     signed: bool = field(default=False, compare=False)
 
     @property
@@ -152,6 +155,8 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
     version = raw.get("v")
     if version != RECORD_VERSION:
         raise Corrupt(f"{source}: evidence record version {version!r} is not {RECORD_VERSION}")
+    if raw.get("kind") != RECORD_KIND:
+        raise Corrupt(f"{source}: field 'kind' is {raw.get('kind')!r}, not {RECORD_KIND!r}")
     for name, kind in _FIELDS.items():
         value = raw.get(name)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):

@@ -91,10 +91,22 @@ def now_stamp() -> str:
 
 
 def next_version(
-    forge: Forge, review: ReviewRecord, *, message: str, **changes: str
+    forge: Forge,
+    review: ReviewRecord,
+    *,
+    message: str,
+    body: str | None = None,
+    state: str | None = None,
+    head_sha: str | None = None,
 ) -> tuple[ReviewRecord, str]:
-    """A child commit of ``review`` with ``changes`` applied (not pushed); returns both."""
-    updated = replace(review, **changes, updated_at=now_stamp())
+    """A child commit of ``review`` with the given fields changed (not pushed); returns both."""
+    updated = replace(
+        review,
+        body=review.body if body is None else body,
+        state=review.state if state is None else state,
+        head_sha=review.head_sha if head_sha is None else head_sha,
+        updated_at=now_stamp(),
+    )
     commit = forge.commit(
         {REVIEW_FILE: updated.encode()},
         parents=[review.commit] if review.commit else [],

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import os
 import re
@@ -21,11 +22,13 @@ import selectors
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+_PR_SET_DUMPABLE = 4
 TAIL_BYTES = 4096
 TAIL_LINES = 40
 _CHUNK = 1 << 16
@@ -74,6 +77,23 @@ def row_environment(
     env = {k: v for k, v in source.items() if k in keep or not is_secret_name(k)}
     env.setdefault("NO_COLOR", "1")
     return env
+
+
+def shield_gate_process() -> bool:
+    """Make this process non-dumpable (Linux), so rows cannot read its memory or environ.
+
+    Rows run the branch's code as the gate's user; without this, a row could read the
+    gate's secrets from ``/proc/<gate pid>/environ`` even though its own environment is
+    stripped. ``execve`` resets the flag, so rows themselves are unaffected. Best effort:
+    returns False where ``prctl`` is unavailable.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
 
 
 def row_argv(command: str) -> list[str]:

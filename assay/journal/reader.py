@@ -8,6 +8,7 @@ raises ``Corrupt`` naming the segment and line, and nothing of it is ever replay
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -16,9 +17,11 @@ from typing import Any
 
 from assay.errors import BadInput, Corrupt
 from assay.journal.blobs import BlobStore
-from assay.journal.format import FORMAT_VERSION, KINDS, body_of, digest
+from assay.journal.format import FORMAT_VERSION, HASH_PREFIX, KINDS, SUM_MARKER
 
 SEGMENT_PATTERN = re.compile(r"^\d{6}\.jsonl$")
+_MARK = SUM_MARKER.encode("ascii")
+_MARK_LEN = len(_MARK)
 
 
 class JournalVersionError(BadInput):
@@ -43,15 +46,11 @@ class Journal:
     head: str = ""
     segments: list[str] = field(default_factory=list)
     torn: TornLine | None = None
+    fence: int = 0  # the highest fence any entry was written under (0 when empty)
 
     @property
     def torn_line_dropped(self) -> bool:
         return self.torn is not None
-
-    @property
-    def fence(self) -> int:
-        """The highest fence any entry was written under (0 for an empty journal)."""
-        return max((int(e.get("fence", 0)) for e in self.entries), default=0)
 
     @property
     def run_id(self) -> str:
@@ -88,9 +87,16 @@ def read_journal(directory: Path) -> Journal:
         chunks = data.split(b"\n")
         tail = chunks.pop()  # after the final newline: b"" unless the last write was torn
         offset = 0
+        parsed = _parse_all(chunks)
         for number, raw in enumerate(chunks, start=1):
             where = f"{path.name} line {number}"
-            entry = _verify_line(raw, where=where, prev=prev, seq=len(journal.entries) + 1)
+            entry = _verify_line(
+                raw,
+                parsed[number - 1] if parsed is not None else None,
+                where=where,
+                prev=prev,
+                seq=len(journal.entries) + 1,
+            )
             for ref in entry.get("blobs", ()):
                 if ref not in verified:
                     blobs.get(ref, where=where)
@@ -99,6 +105,8 @@ def read_journal(directory: Path) -> Journal:
                 raise Corrupt(f"{where}: a continue entry must end its segment", where=where)
             journal.entries.append(entry)
             prev = entry["sum"]
+            if entry["fence"] > journal.fence:
+                journal.fence = entry["fence"]
             offset += len(raw) + 1
         if tail:
             if not last_segment:
@@ -115,17 +123,47 @@ def read_journal(directory: Path) -> Journal:
     return journal
 
 
-def _verify_line(raw: bytes, *, where: str, prev: str, seq: int) -> dict[str, Any]:
-    split = body_of(raw)
-    if split is None:
-        raise Corrupt(f"{where}: not a journal line (no checksum)", where=where)
-    body, recorded = split
-    if digest(body) != recorded:
-        raise Corrupt(f"{where}: checksum mismatch (the line was changed)", where=where)
+def _parse_all(lines: list[bytes]) -> list[Any] | None:
+    """Parse every line with one ``json.loads`` (resuming reads 10,000 lines fast).
+
+    None when that fails or the count differs (a line holding two values): the caller
+    then parses line by line, which names the damaged line.
+    """
     try:
-        entry = json.loads(raw)
-    except ValueError as exc:
-        raise Corrupt(f"{where}: not valid JSON ({exc})", where=where) from None
+        values = json.loads("[" + ",".join(raw.decode("ascii") for raw in lines) + "]")
+    except ValueError:
+        return None
+    return values if isinstance(values, list) and len(values) == len(lines) else None
+
+
+def _verify_line(raw: bytes, entry: Any, *, where: str, prev: str, seq: int) -> dict[str, Any]:
+    # The hot path of every resume: one rfind, one sha256 and a few dict lookups a line.
+    at = raw.rfind(_MARK)
+    if at <= 0 or not raw.endswith(b'"}'):
+        raise Corrupt(f"{where}: not a journal line (no checksum)", where=where)
+    recorded = raw[at + _MARK_LEN : -2].decode("ascii", errors="replace")
+    if HASH_PREFIX + hashlib.sha256(raw[:at] + b"}").hexdigest() != recorded:
+        raise Corrupt(f"{where}: checksum mismatch (the line was changed)", where=where)
+    if entry is None:
+        try:
+            entry = json.loads(raw)
+        except ValueError as exc:
+            raise Corrupt(f"{where}: not valid JSON ({exc})", where=where) from None
+    if (
+        type(entry) is dict
+        and entry.get("sum") == recorded
+        and entry.get("v") == FORMAT_VERSION
+        and entry.get("seq") == seq
+        and entry.get("prev") == prev
+        and entry.get("kind") in KINDS
+        and type(entry.get("fence")) is int
+    ):
+        return entry
+    return _explain(entry, recorded, where=where, prev=prev, seq=seq)
+
+
+def _explain(entry: Any, recorded: str, *, where: str, prev: str, seq: int) -> dict[str, Any]:
+    """Raise the precise error for a line that failed the fast checks."""
     if not isinstance(entry, dict) or entry.get("sum") != recorded:
         raise Corrupt(f"{where}: not a journal entry", where=where)
     version = entry.get("v")
@@ -146,4 +184,4 @@ def _verify_line(raw: bytes, *, where: str, prev: str, seq: int) -> dict[str, An
         raise Corrupt(f"{where}: prev does not match the previous line's hash", where=where)
     if entry.get("kind") not in KINDS:
         raise Corrupt(f"{where}: unknown kind {entry.get('kind')!r}", where=where)
-    return entry
+    raise Corrupt(f"{where}: field fence is missing or not an integer", where=where)

@@ -49,10 +49,10 @@ class JournalWriter:
         self.seq = len(journal.entries)
         self.head = journal.head
         self.fence = journal.fence
+        # The snapshot a `continue` carries; found lazily, since rolling is rare and
+        # scanning every entry on each open would slow every resume.
+        self._earlier = journal.entries
         self.last_checkpoint: Any = None
-        for entry in journal.entries:
-            if entry["kind"] == "checkpoint":
-                self.last_checkpoint = entry.get("out")
         self._segment = len(journal.segments) or 1
         if journal.entries and journal.entries[-1]["kind"] == "continue":
             self._segment += 1  # the previous process died right after rolling
@@ -163,6 +163,9 @@ class JournalWriter:
 
     def _roll(self) -> None:
         nxt = segment_name(self._segment + 1)
+        if self.last_checkpoint is None:
+            earlier = (e for e in reversed(self._earlier) if e["kind"] == "checkpoint")
+            self.last_checkpoint = next((e.get("out") for e in earlier), None)
         snapshot = self.last_checkpoint
         self.append({"kind": "continue", "segment": nxt, "snapshot": snapshot})
         self._handle.close()

@@ -8,7 +8,7 @@ through ``run`` so that a killed process resumes at its exact step (DESIGN.md se
 from __future__ import annotations
 
 from assay.runtime.events import LocalEventStore
-from assay.runtime.execute import DeskFunction, execute, recorded_result
+from assay.runtime.execute import DeskFunction, execute, execute_run, recorded_result
 from assay.runtime.loader import load_target
 from assay.runtime.replay import Replayer, ReplayResult
 from assay.runtime.run import EndOfHistory, Run
@@ -41,6 +41,7 @@ __all__ = [
     "StepOutputError",
     "ToolRunner",
     "execute",
+    "execute_run",
     "load_target",
     "recorded_result",
 ]

@@ -29,7 +29,7 @@ def execute(fn: DeskFunction, input: Any = None, *, journal_dir: Path, **options
     """
     run = Run.open(journal_dir, **options)
     try:
-        return _execute(run, fn, input)
+        return execute_run(run, fn, input)
     finally:
         run.close()
 
@@ -45,7 +45,9 @@ def recorded_result(run: Run) -> RunResult | None:
     return RunResult("failed", Failed.code, output, run.steps, message=str(end.get("message", "")))
 
 
-def _execute(run: Run, fn: DeskFunction, input: Any) -> RunResult:
+def execute_run(run: Run, fn: DeskFunction, input: Any) -> RunResult:
+    """``execute()`` on a run the caller opened (and will close), e.g. to inspect
+    ``run.journal.torn`` first."""
     done = recorded_result(run)
     if done is not None:
         return done

@@ -44,19 +44,49 @@ def label_of(entry: dict[str, Any]) -> str:
 
 
 @dataclass
+class Totals:
+    """What the recorded steps used, for budgets (archived steps count: they were paid)."""
+
+    steps: int = 0
+    model_calls: int = 0
+    tokens: int = 0
+    usd: float = 0.0
+    wall_s: float = 0.0
+
+    def add(self, entry: dict[str, Any]) -> None:
+        self.steps += 1
+        if entry.get("step") == "model":
+            self.model_calls += 1
+        usage = entry.get("usage")
+        if usage:
+            self.tokens += int(usage.get("in_tokens", 0)) + int(usage.get("out_tokens", 0))
+            self.usd += float(usage.get("usd", 0.0))
+        self.wall_s += float(entry.get("ms", 0)) / 1000.0
+
+
+@dataclass
 class History:
-    """Positions -> recorded entries, plus the event ids already consumed."""
+    """Positions -> recorded entries, the event ids already consumed, usage totals and
+    the blobs already listed by some line: everything a resume needs, in one pass."""
 
     positions: dict[int, Recorded] = field(default_factory=dict)
     consumed: set[str] = field(default_factory=set)
     end: dict[str, Any] | None = None
     start: dict[str, Any] | None = None
+    totals: Totals = field(default_factory=Totals)
+    listed: set[str] = field(default_factory=set)
 
     @classmethod
     def build(cls, entries: list[dict[str, Any]]) -> History:
         history = cls()
+        totals, listed = history.totals, history.listed
         for entry in entries:
             kind = entry["kind"]
+            blobs = entry.get("blobs")
+            if blobs:
+                listed.update(blobs)
+            if kind == "step" and entry.get("status") != "started":
+                totals.add(entry)
             if kind == "start" and history.start is None:
                 history.start = entry
             elif kind == "end":

@@ -33,7 +33,7 @@ from assay.journal import (
 from assay.journal.format import canonical
 from assay.models.base import Message, ModelAdapter, ModelReply, ToolSpec, Usage
 from assay.runtime.events import LocalEventStore
-from assay.runtime.history import History, Recorded
+from assay.runtime.history import History, Recorded, Totals
 from assay.runtime.shapes import Shape, check, to_json_value
 from assay.runtime.types import Budget, Event, RunHooks, StepError, ToolRunner
 
@@ -79,18 +79,15 @@ class Run:
         self.pos = 0
         self._state: Any = None
         self._compensations: list[tuple[str, Callable[[], Any]]] = []
-        self._listed: set[str] = set()
         self._ctx_refs: list[str] = []
         self._ctx_node: str | None = None
         self._ctx_pending: list[Message] | None = None
         self._ref_cache: dict[str, str] = {}
         self._last_durable = time.monotonic()
-        self.steps = self.model_calls = self.tokens = 0
-        self.usd = self.wall_s = 0.0
-        for entry in journal.entries:
-            self._listed.update(entry.get("blobs", ()))
-            if entry["kind"] == "step" and entry.get("status") in {"ok", "error"}:
-                self._count(entry)
+        totals = self.history.totals
+        self.steps, self.model_calls, self.tokens = totals.steps, totals.model_calls, totals.tokens
+        self.usd, self.wall_s = totals.usd, totals.wall_s
+        self._listed = self.history.listed
 
     # ----------------------------------------------------------------- opening
 
@@ -230,13 +227,13 @@ class Run:
             self.hooks.durability_point(reason)
 
     def _count(self, entry: dict[str, Any]) -> None:
+        totals = Totals()
+        totals.add(entry)
         self.steps += 1
-        if entry.get("step") == "model":
-            self.model_calls += 1
-        usage = entry.get("usage") or {}
-        self.tokens += int(usage.get("in_tokens", 0)) + int(usage.get("out_tokens", 0))
-        self.usd += float(usage.get("usd", 0.0))
-        self.wall_s += float(entry.get("ms", 0)) / 1000.0
+        self.model_calls += totals.model_calls
+        self.tokens += totals.tokens
+        self.usd += totals.usd
+        self.wall_s += totals.wall_s
 
     def _check_budget(self, kind: str) -> None:
         b = self.budget
@@ -562,7 +559,7 @@ class Run:
             return load_packed(self.directory, rec.result.get("out"))
         value = produce()
         entry = {"kind": "step", "pos": self.pos, "step": "compute", "name": name, "status": "ok"}
-        entry.update(out={"value": value}, t0=utcnow())
+        entry.update(key=f"{self.run_id}:{self.pos}", out={"value": value}, t0=utcnow())
         self._count(self._append(entry, sync=False))
         return value
 

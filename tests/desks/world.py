@@ -24,7 +24,7 @@ from assay.desks.events import EventLog
 from assay.desks.review import Review, read_review
 from assay.desks.state import read_tree_journal
 from assay.forge import open_forge
-from assay.journal import Journal
+from assay.journal import Journal, load_packed, read_journal
 from assay.runtime import Event
 from tests.conftest import assay_argv, assay_env
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -215,6 +215,28 @@ class World:
             journal = read_tree_journal(forge, tip, brief)
         assert journal is not None
         return journal
+
+    def outputs(self, brief: str, name: str) -> list[Any]:
+        """The recorded outputs of the finished steps named ``name``, in order."""
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = subprocess.run(
+                [
+                    "git",
+                    f"--git-dir={self.forge_path}",
+                    "archive",
+                    f"assay/{brief}",
+                    f".assay/journal/{brief}",
+                ],
+                capture_output=True,
+                check=True,
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+            folder = Path(tmp) / ".assay" / "journal" / brief
+            return [
+                load_packed(folder, e["out"])
+                for e in read_journal(folder).entries
+                if e["kind"] == "step" and e.get("name") == name and e["status"] == "ok"
+            ]
 
     def tree(self, brief: str) -> dict[str, str]:
         """``{path: blob sha}`` of the branch tip, journal excluded."""

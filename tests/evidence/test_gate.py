@@ -149,3 +149,19 @@ def test_verify_without_a_review_or_branch_fails(scene: Scene, run_assay: AssayR
     unknown = run_assay("verify", "nope", *_forge_args(scene), env=_env(scene))
     assert unknown.returncode == 65
     assert "no brief with id 'nope'" in unknown.stderr
+
+
+def test_only_a_ready_review_merges(scene: Scene) -> None:
+    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        assert verify(forge, BRIEF, verifier="gate:ci").passed
+        with pytest.raises(MergeRefused, match="there is no review to merge"):
+            merge(forge, BRIEF)
+        scene.open_review(head, state="draft")
+        with pytest.raises(MergeRefused, match="the review is draft"):
+            merge(forge, BRIEF)
+        scene.open_review(head, state="ready")
+        assert merge(forge, BRIEF).outcome is MergeOutcome.FAST_FORWARD
+        again = merge(forge, BRIEF)
+    assert again.outcome is MergeOutcome.UP_TO_DATE
+    assert scene.main_sha() == head

@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+import subprocess
 import sys
 import time
 import tracemalloc
 from pathlib import Path
 
 from assay.evidence.runner import TAIL_BYTES, row_argv, row_environment, run_row
+from tests.forge_fixtures import wait_until
 
 PY = shlex.quote(sys.executable)
 
@@ -22,15 +24,6 @@ def _gone(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
-
-
-def _wait_gone(pid: int, deadline_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if _gone(pid):
-            return True
-        time.sleep(0.02)  # polling a real condition with a deadline, not synchronisation
-    return False
 
 
 def test_plain_rows_run_without_a_shell_and_shell_rows_with_sh() -> None:
@@ -73,7 +66,8 @@ def test_a_hanging_row_is_killed_with_its_whole_group_at_the_timeout(tmp_path: P
     assert result.exit == -9
     assert not result.passed
     assert "started" in result.output_tail
-    assert _wait_gone(int(pidfile.read_text()))
+    pid = int(pidfile.read_text())
+    wait_until(lambda: _gone(pid), timeout=5, what=f"pid {pid} to be killed")
 
 
 def test_a_row_leaving_a_background_process_finishes_and_the_process_is_killed(
@@ -85,7 +79,8 @@ def test_a_row_leaving_a_background_process_finishes_and_the_process_is_killed(
     assert result.exit == 0
     assert not result.timed_out
     assert result.seconds < 30
-    assert _wait_gone(int(pidfile.read_text()))
+    pid = int(pidfile.read_text())
+    wait_until(lambda: _gone(pid), timeout=5, what=f"pid {pid} to be killed")
 
 
 def test_fifty_megabytes_of_output_are_digested_with_a_bounded_tail(tmp_path: Path) -> None:
@@ -133,3 +128,31 @@ def test_secrets_never_reach_a_row(tmp_path: Path) -> None:
     assert "HARMLESS=visible" in result.output_tail
     for secret in ("ghs_secret", "sk-secret", "hunter2", "AKIA", "/elsewhere", "gate-key"):
         assert secret not in result.output_tail
+
+
+def test_the_gate_process_is_shielded_from_rows_it_starts(tmp_path: Path) -> None:
+    # In a child interpreter: after shielding, the process reports itself non-dumpable
+    # (PR_GET_DUMPABLE = 3), so /proc/<pid>/environ and mem are closed to same-user rows,
+    # while a row it starts (a fresh execve) is dumpable as usual.
+    probe = (
+        "import ctypes\n"
+        "from assay.evidence.runner import shield_gate_process, run_row\n"
+        "from pathlib import Path\n"
+        "libc = ctypes.CDLL(None)\n"
+        "assert shield_gate_process()\n"
+        "print('gate', libc.prctl(3, 0, 0, 0, 0))\n"
+        "r = run_row(\"python3 -c 'import ctypes; print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))'\","
+        " cwd=Path('.'), timeout_s=60)\n"
+        "print('row', r.output_tail)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["gate", "0", "row", "1"]
