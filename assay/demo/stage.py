@@ -138,7 +138,6 @@ class Stage:
         self.killed_fence = 0
         self.stuck_at: float | None = None
         self.approved_at: float | None = None
-        self.approval_waited = False
         self.last_sweep = 0.0
 
     # -- set-up -------------------------------------------------------------------------
@@ -364,15 +363,10 @@ class Stage:
             holder = self.fleet.holding(record.holder)
             if holder is not None and holder.alive:
                 return  # approve only once the desk that ran it has exited: nothing is held
-            self.approval_waited = True
             self.approved_at = time.monotonic()
-            code, payload = self._assay("-h")
-            from assay.desks.events import EventLog
-
-            EventLog(
-                open_forge(self.report.forge_url, cache_dir=self.directory / "state" / "appr"),
-                APPROVAL_BRIEF,
-            ).append("approve", actor="demo")
+            code, payload = self._assay(
+                "approve", APPROVAL_BRIEF, "--forge", self.report.forge_url, "--json"
+            )
             if code != 0:
                 raise Failed(f"assay approve {APPROVAL_BRIEF} failed: {payload}")
             self.display.event(f"approved {APPROVAL_BRIEF}; the forge's push wakes its run")
