@@ -29,6 +29,8 @@ from assay.desks.selection import Candidate, Why, queue
 from assay.desks.session import Session, budget_for
 from assay.desks.state import ForgeView, read_view
 from assay.errors import AssayError, Busy, Fenced, Paused, Suspended
+from assay.evidence import with_table
+from assay.evidence.gate import review_table
 from assay.forge import Forge
 from assay.runtime import Event, execute
 
@@ -132,6 +134,7 @@ class DeskLoop:
             now=datetime.now(UTC),
             skew_s=float(self.store.skew_s),
             only=only,
+            spread=self.holder,
         )
 
     def claim_next(self, *, only: str | None = None) -> tuple[Brief, Claim, Why] | None:
@@ -251,7 +254,7 @@ class DeskLoop:
             brief.id,
             head_sha=report.head_sha,
             title=f"{label}{brief.id}: {brief.title}",
-            body=body,
+            body=with_table(body, review_table(self.forge, brief.id)),
             state=state,
         )
         return state

@@ -31,7 +31,7 @@ def test_resync_reports_states_and_resumes_a_crashed_run(world: World) -> None:
     world.kill(first)
     wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to expire")
     row = states(world)["b1"]
-    assert (row["state"], row["last_step"]) == ("stuck", "tool:write_file")
+    assert (row["state"], row["last_step"]) == ("stuck", "model")  # the last step pushed
     assert states(world)["b2"]["state"] == "unclaimed"
     (world.desks / "scripts" / "coder.json").write_text(json.dumps({"responses": responses}))
     resumed = world.assay(
