@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from assay.desks.objectives import ObjectiveLoop, objective_events, with_objecti
 from assay.desks.tools import ToolBox
 from assay.errors import Fenced
 from assay.forge import Forge
-from assay.journal import read_journal, summarize
+from assay.journal import read_journal, secrets_from_env, summarize
 from assay.plumbing import Identity
 from assay.runtime import Budget, Event
 
@@ -150,6 +150,8 @@ def budget_for(brief: Brief, desk: Any) -> Budget:
 
 @dataclass
 class Session:
+    """A claimed brief checked out and ready to execute: hooks, model, tools, heartbeat."""
+
     forge: Forge
     brief: Brief
     desk: Any
@@ -161,7 +163,6 @@ class Session:
     model: Any = None
     tools: Any = None
     heartbeat: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -265,9 +266,18 @@ class Session:
             "model": self.model,
             "tools": self.tools,
             "budget": budget_for(self.brief, self.desk),
-            "secrets": [os.environ[name] for name in self.desk.secrets if os.environ.get(name)],
+            "secrets": self.secrets(),
             "on_divergence": self.desk.on_divergence,
         }
+
+    def secrets(self) -> list[str]:
+        """Values that must never reach a journal, review or log: the desk's ``secrets``,
+        ``$ASSAY_SECRET_ENV``'s, and the model's API key."""
+        names = list(self.desk.secrets)
+        key_env = getattr(self.desk.model, "api_key_env", None)
+        if key_env:
+            names.append(key_env)
+        return secrets_from_env(names)
 
     def close(self) -> None:
         if self.heartbeat is not None:
