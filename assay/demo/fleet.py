@@ -20,7 +20,7 @@ from pathlib import Path
 from assay.models.scripted import CALL_LOG_ENV
 
 DESK_NAME = "demo"
-CLAIM_SKEW_S = "0.5"
+CLAIM_SKEW_S = "1.5"
 
 
 def child_environment(directory: Path) -> dict[str, str]:

@@ -90,14 +90,17 @@ def seed_forge(forge: Forge, material: Material) -> str:
     return sha
 
 
-def write_desks(directory: Path) -> Path:
-    """Copy the demo desk and its scripted answers into ``directory``; return it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, data in _read_tree(DATA / "desks").items():
-        target = directory / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    return directory
+def write_workspace(directory: Path) -> None:
+    """Copy the demo desk, its scripted answers and the sweeper policies into ``directory``.
+
+    Desk processes read ``desks/`` (``--desks``) and ``assay sweep`` reads ``sweepers/``
+    from the folder it runs in, which is the demo's.
+    """
+    for folder in ("desks", "sweepers"):
+        for name, data in _read_tree(DATA / folder).items():
+            target = directory / folder / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
 
 
 def reset_directory(directory: Path) -> None:

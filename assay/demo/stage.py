@@ -39,16 +39,19 @@ from assay.demo.material import (
     load_material,
     reset_directory,
     seed_forge,
-    write_desks,
+    write_workspace,
 )
 from assay.desks.review import read_review
 from assay.errors import Failed
 from assay.forge import Forge, ForgeServer, init_forge, open_forge
 from assay.journal.reader import segment_files
+from assay.sweep.engine import run_sweep
+from assay.sweep.policy import load_policies
 
 TICK_S = 0.1
 ASSAY = (sys.executable, "-m", "assay")
-SWEEP_EVERY_S = 0.5
+SWEEP_EVERY_S = 0.3
+SWEEPER_SKEW_S = 0.5  # sweepers/stuck-claims.yaml says the same
 GATE_WORKERS = 2  # independent gate processes; merges still land one CAS push at a time
 
 
@@ -148,7 +151,7 @@ class Stage:
         forge_path = init_forge(self.directory / "forge.git")
         with open_forge(str(forge_path), cache_dir=self.directory / "state" / "seed") as local:
             seed_forge(local, material)
-        write_desks(self.directory / "desks")
+        write_workspace(self.directory)
         for brief in material.briefs:
             self.progress[brief.id] = BriefProgress(brief.id, list(brief.depends_on))
         self.report.briefs_total = len(material.briefs)
@@ -270,7 +273,7 @@ class Stage:
             if record is None or progress.state in ("verifying", "merged", "blocked"):
                 continue
             status = store.status(record)
-            desk = record.holder.rsplit("-", 1)[0]
+            desk = _desk_name(record.holder)
             if (status, record.fence) != (progress.state, progress.fence):
                 if status == "held":
                     verb = "resumed" if record.fence > 1 else "claimed"
@@ -321,12 +324,12 @@ class Stage:
                 f"(its lease stays until it expires)"
             )
 
-    def _recover(self, claims: dict[str, ClaimRecord], store: ClaimStore) -> None:
-        """After the kill: time the resume; sweep once the lease has expired.
+    def _recover(self, claims: dict[str, ClaimRecord], store: ClaimStore, forge: Forge) -> None:
+        """After the kill: sweep once the lease has expired, then time the resume.
 
-        Whichever comes first resumes the run: a running desk that finds the claim expired
-        steals it (fence + 1), or the stuck-claims sweeper marks it stuck and a new desk
-        process takes it. Either way the run continues from its journal on the forge.
+        The stuck-claims sweeper (run here as a cron would, in process) marks the claim
+        stuck, naming the last journal step; a new desk process takes it over (fence + 1)
+        and continues the run from its journal on the forge.
         """
         record = claims.get(CRASH_BRIEF)
         if self.killed_at is None or record is None or self.report.kill_to_resume_s is not None:
@@ -342,13 +345,12 @@ class Stage:
         if now - self.last_sweep < SWEEP_EVERY_S:
             return
         self.last_sweep = now
-        self._assay("sweep", "--forge", self.report.forge_url, "--json")
-        refreshed = store.get(CRASH_BRIEF)
-        if refreshed is not None and refreshed.state == "stuck":
+        report = run_sweep(forge, self.sweepers, by="demo-sweeper")
+        stuck = [action for action in report.actions if action.action == "mark-stuck"]
+        if any(action.brief == CRASH_BRIEF for action in stuck):
             self.stuck_at = time.monotonic()
-            self.display.event(
-                f"sweep: lease expired, {CRASH_BRIEF} marked stuck ({refreshed.note})"
-            )
+            note = next(a.note for a in stuck if a.brief == CRASH_BRIEF)
+            self.display.event(f"sweeper: {note}")
             desk = self.fleet.start(brief=CRASH_BRIEF)
             self.display.event(f"{desk.name} started to resume {CRASH_BRIEF} from its journal")
 
@@ -401,7 +403,14 @@ class Stage:
             threading.Thread(
                 target=self._gate_worker, name=f"demo-gate-{number}", daemon=True
             ).start()
-        store = ClaimStore(forge)
+        # The demo's sweeper judges leases with a shorter skew than the desks do, so that
+        # it, not a passing desk, is the one to find the dead desk's claim.
+        self.sweepers = [
+            policy
+            for policy in load_policies(self.directory / "sweepers")
+            if policy.kind in ("stuck-claims", "honest-status")
+        ]
+        store = ClaimStore(forge, skew_s=SWEEPER_SKEW_S)
         try:
             while not self._finished():
                 if time.monotonic() - began > self.options.timeout_s:
@@ -413,7 +422,7 @@ class Stage:
                 self._take_gate_results()
                 claims = self._observe(store, forge)
                 self._crash(claims)
-                self._recover(claims, store)
+                self._recover(claims, store, forge)
                 self._approve(claims)
                 self._staff(claims)
                 self.display.update(self.progress)
@@ -460,3 +469,11 @@ class Stage:
         self.report.desk_processes = len(self.fleet.processes)
         if FORGED_BRIEF in self.progress and not self.report.forged_evidence_caught:
             self.report.problems.append(f"the forged claim on {FORGED_BRIEF} was not caught")
+
+
+def _desk_name(holder: str) -> str:
+    """``desk-N`` for the demo's own desk processes; a woken desk is named by its pid."""
+    if holder.startswith("desk-"):
+        return holder.rsplit("-", 1)[0]
+    pid = holder.split("-")[-2] if holder.count("-") >= 2 else holder
+    return f"woken desk (pid {pid})"
