@@ -1,9 +1,73 @@
-"""Commands of this area; filled in by the module that owns it."""
+"""``assay forge init`` and ``assay forge serve``: make and serve an embedded forge."""
 
 from __future__ import annotations
 
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
 import click
+
+from assay.cli.options import json_option
+from assay.console import err, out, print_json
+from assay.forge.embedded import init_forge
+from assay.forge.serve import ForgeServer
+
+
+@click.group("forge")
+def forge_group() -> None:
+    """Make and serve an embedded forge (a bare git repository that is a whole forge)."""
+
+
+@forge_group.command("init")
+@click.argument("path", type=click.Path(path_type=Path))
+@json_option
+def init_command(path: Path, as_json: bool) -> None:
+    """Create an embedded forge at PATH: main with briefs/ and .gitattributes."""
+    made = init_forge(path)
+    if as_json:
+        print_json({"status": "ok", "code": 0, "path": str(made), "url": f"file://{made}"})
+    else:
+        out.print(f"forge ready at {made}", markup=False, highlight=False)
+
+
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@forge_group.command("serve")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option(
+    "--port",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to bind; 0 picks a free one (printed).",
+)
+@json_option
+def serve_command(path: Path, host: str, port: int, as_json: bool) -> None:
+    """Serve the forge at PATH over smart HTTP (pushes enabled) until interrupted.
+
+    The first line printed is the URL to pass to --forge.
+    """
+    server = ForgeServer(path, host=host, port=port)
+    if as_json:
+        print_json({"status": "ok", "code": 0, "url": server.url, "port": server.port})
+    else:
+        sys.stdout.write(server.url + "\n")
+        sys.stdout.flush()
+        err.print(f"serving {server.path} (Ctrl-C stops)", markup=False, highlight=False)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
 
 
 def register(root: click.Group) -> None:
-    """Add this module's commands to the root group."""
+    """Add ``assay forge`` to the root group."""
+    root.add_command(forge_group)

@@ -1,9 +1,222 @@
-"""Commands of this area; filled in by the module that owns it."""
+"""``assay run``, ``assay history`` and ``assay replay``: durable runs with a local journal.
+
+No forge is involved: the journal lives in ``--journal DIR`` and running the same command
+again resumes from it. These commands are a thin layer over ``assay.runtime``.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import click
+from rich.table import Table
+
+from assay.cli.options import json_option
+from assay.console import err, out, print_json
+from assay.errors import AssayError, BadInput, Diverged
+from assay.journal import Journal, read_journal, secrets_from_env, step_label
+from assay.journal.redact import Redactor
+from assay.runtime import Budget, Replayer, Run, execute_run, load_target
+
+
+def _journal_option(fn: Any) -> Any:
+    return click.option(
+        "--journal",
+        "journal_dir",
+        required=True,
+        type=click.Path(file_okay=False, path_type=Path),
+        help="The run's journal directory (created on first run; resumed after).",
+    )(fn)
+
+
+def _parse_input(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise BadInput(f"--input is not valid JSON: {exc}", flag="--input") from None
+
+
+def _report_torn(journal: Journal) -> None:
+    if journal.torn is not None:
+        err.print(
+            f"assay: dropped a torn last line at {journal.torn.segment} line {journal.torn.line} "
+            "(a crash in the middle of an append)",
+            markup=False,
+            highlight=False,
+        )
+
+
+@click.command("run")
+@click.argument("target", metavar="PATH.py:FUNCTION")
+@_journal_option
+@click.option("--input", "input_text", default=None, metavar="JSON", help="The run's input (JSON).")
+@click.option(
+    "--model",
+    "model_spec",
+    default=None,
+    metavar="PATH.py:FACTORY",
+    help="A function returning the ModelAdapter for run.model() calls.",
+)
+@click.option(
+    "--secret-env",
+    "secret_env",
+    multiple=True,
+    metavar="NAME",
+    help="An environment variable whose value must never reach the journal (repeatable; "
+    "also $ASSAY_SECRET_ENV, comma-separated).",
+)
+@click.option("--max-steps", type=int, default=None, help="Budget: steps.")
+@click.option("--max-model-calls", type=int, default=None, help="Budget: model calls.")
+@click.option("--max-tokens", type=int, default=None, help="Budget: tokens in and out.")
+@click.option("--max-usd", type=float, default=None, help="Budget: dollars.")
+@click.option("--max-wall", "max_wall", type=float, default=None, help="Budget: seconds in steps.")
+@click.option(
+    "--fork-on-divergence",
+    is_flag=True,
+    help="On a mismatch with the journal, record `diverged` and continue instead of failing.",
+)
+@click.option("--fence", type=int, default=0, help="Fence of this holder (a takeover if higher).")
+@json_option
+def run_command(
+    target: str,
+    journal_dir: Path,
+    input_text: str | None,
+    model_spec: str | None,
+    secret_env: tuple[str, ...],
+    max_steps: int | None,
+    max_model_calls: int | None,
+    max_tokens: int | None,
+    max_usd: float | None,
+    max_wall: float | None,
+    fork_on_divergence: bool,
+    fence: int,
+    as_json: bool,
+) -> None:
+    """Run FUNCTION(run, input) from PATH.py durably, journaled in --journal DIR.
+
+    Running the same command again resumes the run where its journal stops. Exit codes:
+    0 done, 1 failed, 5 diverged, 6 corrupt, 7 paused (budget), 75 suspended (waiting).
+    """
+    given = _parse_input(input_text)
+    fn = load_target(target)
+    model = load_target(model_spec, what="model factory")() if model_spec else None
+    secrets = secrets_from_env(secret_env)
+    budget = Budget(
+        steps=max_steps,
+        model_calls=max_model_calls,
+        tokens=max_tokens,
+        usd=max_usd,
+        wall_s=max_wall,
+    )
+    run = Run.open(
+        journal_dir,
+        fence=fence,
+        model=model,
+        budget=budget,
+        secrets=secrets,
+        on_divergence="fork" if fork_on_divergence else "fail",
+    )
+    try:
+        _report_torn(run.journal)
+        result = execute_run(run, fn, given)
+    finally:
+        run.close()
+    payload = Redactor(secrets).value(result.to_json())
+    if as_json:
+        print_json(payload)
+    else:
+        line = f"{result.status} (exit {result.code}) after {result.steps} steps"
+        if result.message:
+            line += f": {payload['message']}"
+        err.print(line, markup=False, highlight=False)
+        if result.status == "ok":
+            out.print(json.dumps(payload["output"], sort_keys=True), markup=False, highlight=False)
+    _exit(result.code)
+
+
+def _exit(code: int) -> None:
+    """End with ``code`` after this command printed its own result."""
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+def _describe(entry: dict[str, Any]) -> str:
+    kind = entry["kind"]
+    if kind == "step":
+        return step_label(str(entry.get("step")), str(entry.get("name", "")))
+    if kind in {"wait", "wake"}:
+        return f"for {entry.get('for')}"
+    if kind == "signal":
+        return f"{len(entry.get('events', []))} event(s)"
+    if kind in {"budget"}:
+        return f"{entry.get('limit')} {entry.get('used')}/{entry.get('max')}"
+    if kind == "diverged":
+        return f"{entry.get('recorded')} -> {entry.get('requested')}"
+    if kind == "takeover":
+        return f"fence {entry.get('prev_fence')} -> {entry.get('fence')}"
+    if kind in {"compensate", "denied"}:
+        return str(entry.get("name", ""))
+    return ""
+
+
+@click.command("history")
+@_journal_option
+@json_option
+def history_command(journal_dir: Path, as_json: bool) -> None:
+    """Print every entry of a run's journal (verified first; --json prints JSON lines)."""
+    journal = read_journal(journal_dir)
+    _report_torn(journal)
+    if as_json:
+        for entry in journal.entries:
+            print_json(entry)
+        return
+    table = Table("seq", "pos", "kind", "what", "status", "time")
+    for entry in journal.entries:
+        table.add_row(
+            str(entry["seq"]),
+            str(entry.get("pos", "")),
+            entry["kind"],
+            _describe(entry),
+            str(entry.get("status", "")),
+            str(entry.get("t1") or entry.get("t") or entry.get("t0") or ""),
+        )
+    out.print(table)
+
+
+@click.command("replay")
+@_journal_option
+@click.argument("target", metavar="PATH.py:FUNCTION")
+@json_option
+def replay_command(journal_dir: Path, target: str, as_json: bool) -> None:
+    """Replay a run's journal against current code; report the first divergence (exit 5)."""
+    fn = load_target(target)
+    journal = read_journal(journal_dir)
+    if not journal.entries:
+        raise BadInput(f"{journal_dir}: no journal entries to replay", journal=str(journal_dir))
+    result = Replayer(fn).replay(journal)
+    if as_json:
+        print_json(result.to_json())
+        if result.failure is not None:
+            _exit(result.failure.code)
+        return
+    if result.failure is not None:
+        if isinstance(result.failure, AssayError):
+            raise result.failure
+        raise Diverged(str(result.failure))
+    how = "to its end" if result.finished else "to the end of the journal"
+    out.print(
+        f"matches: replayed {result.positions} positions {how} ({len(result.history)} entries)",
+        markup=False,
+        highlight=False,
+    )
 
 
 def register(root: click.Group) -> None:
-    """Add this module's commands to the root group."""
+    """Add ``run``, ``history`` and ``replay`` to the root group."""
+    root.add_command(run_command)
+    root.add_command(history_command)
+    root.add_command(replay_command)

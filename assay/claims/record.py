@@ -1,0 +1,218 @@
+"""The claim record: the ``claim.json`` a claim ref's commit holds (DESIGN §5).
+
+Format version 1::
+
+    {"v": 1, "brief": "b1", "desk": "coder", "holder": "<token>", "fence": 3,
+     "state": "held", "since": "2026-01-01T00:00:00.000Z",
+     "renewed_at": "2026-01-01T00:00:10.000Z", "lease_s": 300.0,
+     "waiting_for": null, "attempt": 3, "journal_head": "sha256:..." | null, "note": ""}
+
+Every read validates every field; a record that fails is ``Corrupt`` naming the ref.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Literal, cast
+
+from assay.errors import BadInput, Corrupt
+from assay.ids import check_id
+
+FORMAT_VERSION = 1
+CLAIM_FILE = "claim.json"
+CLAIMS_PREFIX = "refs/assay/claims/"
+DEFAULT_SKEW_S = 30.0
+
+State = Literal["held", "waiting", "released", "done", "stuck"]
+STATES: tuple[State, ...] = ("held", "waiting", "released", "done", "stuck")
+
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "v": (int,),
+    "brief": (str,),
+    "desk": (str,),
+    "holder": (str,),
+    "fence": (int,),
+    "state": (str,),
+    "since": (str,),
+    "renewed_at": (str,),
+    "lease_s": (int, float),
+    "waiting_for": (str, type(None)),
+    "attempt": (int,),
+    "journal_head": (str, type(None)),
+    "note": (str,),
+}
+
+
+def claim_ref(brief: str) -> str:
+    """``refs/assay/claims/<brief>`` for a checked brief id."""
+    return CLAIMS_PREFIX + check_id(brief)
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_time(moment: datetime) -> str:
+    """ISO 8601 UTC with milliseconds and a ``Z``: the one timestamp form in records."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError(f"timestamp {text!r} has no time zone")
+    return moment
+
+
+def skew_from_env(value: float | None = None) -> float:
+    """The clock-skew allowance: an explicit value, else ``ASSAY_CLAIM_SKEW``, else 30 s."""
+    if value is not None:
+        raw: object = value
+    else:
+        raw = os.environ.get("ASSAY_CLAIM_SKEW", DEFAULT_SKEW_S)
+    try:
+        skew = float(cast(Any, raw))
+    except ValueError as exc:
+        raise BadInput(f"ASSAY_CLAIM_SKEW / --skew: {raw!r} is not a number of seconds") from exc
+    if not math.isfinite(skew) or skew < 0:
+        raise BadInput(f"--skew / ASSAY_CLAIM_SKEW must be zero or more seconds, not {raw!r}")
+    return skew
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    """One claim as read from (or about to be written to) its ref."""
+
+    brief: str
+    desk: str
+    holder: str
+    fence: int
+    state: State
+    since: str
+    renewed_at: str
+    lease_s: float
+    waiting_for: str | None = None
+    attempt: int = 1
+    journal_head: str | None = None
+    note: str = ""
+    v: int = FORMAT_VERSION
+    sha: str = field(default="", compare=False)  # the commit holding it; not in the JSON
+
+    @property
+    def ref(self) -> str:
+        return CLAIMS_PREFIX + self.brief
+
+    def expires_at(self, *, skew_s: float) -> datetime | None:
+        """When a held claim stops being live; None for states without a lease clock."""
+        if self.state != "held":
+            return None
+        renewed = parse_time(self.renewed_at).timestamp()
+        return datetime.fromtimestamp(renewed + self.lease_s + skew_s, UTC)
+
+    def expired(self, *, skew_s: float, now: datetime | None = None) -> bool:
+        """``now > renewed_at + lease_s + skew`` for a held claim (DESIGN §5)."""
+        deadline = self.expires_at(skew_s=skew_s)
+        return deadline is not None and (now or now_utc()) > deadline
+
+    def lease_age(self, now: datetime | None = None) -> float:
+        """Seconds since the last renewal (or acquisition)."""
+        return ((now or now_utc()) - parse_time(self.renewed_at)).total_seconds()
+
+    def status(self, *, skew_s: float, now: datetime | None = None) -> str:
+        """The state as a reader should see it: ``held`` turns ``expired`` past its lease."""
+        if self.state == "held" and self.expired(skew_s=skew_s, now=now):
+            return "expired"
+        return self.state
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": self.v,
+            "brief": self.brief,
+            "desk": self.desk,
+            "holder": self.holder,
+            "fence": self.fence,
+            "state": self.state,
+            "since": self.since,
+            "renewed_at": self.renewed_at,
+            "lease_s": self.lease_s,
+            "waiting_for": self.waiting_for,
+            "attempt": self.attempt,
+            "journal_head": self.journal_head,
+            "note": self.note,
+        }
+
+    def to_bytes(self) -> bytes:
+        return (json.dumps(self.to_json(), sort_keys=True, indent=1) + "\n").encode()
+
+    def evolve(self, **changes: Any) -> ClaimRecord:
+        return replace(self, **changes)
+
+
+def validate(data: Any) -> ClaimRecord:
+    """Turn parsed JSON into a record or raise ``ValueError`` saying which field is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError("claim.json must be a JSON object")
+    if data.get("v") != FORMAT_VERSION:
+        raise ValueError(f"field 'v' is {data.get('v')!r}; this Assay reads v{FORMAT_VERSION}")
+    unknown = sorted(set(data) - set(_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+    for name, types in _FIELDS.items():
+        if name not in data:
+            raise ValueError(f"field {name!r} is missing")
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise ValueError(f"field {name!r} has the wrong type ({type(value).__name__})")
+    try:
+        check_id(data["brief"], what="field 'brief'")
+        check_id(data["desk"], what="field 'desk'")
+    except BadInput as exc:
+        raise ValueError(exc.message) from exc
+    if data["state"] not in STATES:
+        raise ValueError(f"field 'state' is {data['state']!r}, not one of {', '.join(STATES)}")
+    if not data["holder"] or len(data["holder"]) > 200:
+        raise ValueError("field 'holder' must be a non-empty token")
+    if data["fence"] < 1 or data["attempt"] < 1:
+        raise ValueError("fields 'fence' and 'attempt' must be 1 or more")
+    lease = float(data["lease_s"])
+    if not math.isfinite(lease) or lease <= 0:
+        raise ValueError("field 'lease_s' must be a positive number of seconds")
+    for name in ("since", "renewed_at"):
+        try:
+            parse_time(data[name])
+        except ValueError as exc:
+            raise ValueError(f"field {name!r}: {exc}") from exc
+    return ClaimRecord(
+        brief=data["brief"],
+        desk=data["desk"],
+        holder=data["holder"],
+        fence=data["fence"],
+        state=data["state"],
+        since=data["since"],
+        renewed_at=data["renewed_at"],
+        lease_s=lease,
+        waiting_for=data["waiting_for"],
+        attempt=data["attempt"],
+        journal_head=data["journal_head"],
+        note=data["note"],
+    )
+
+
+def parse_record(blob: bytes | None, *, ref: str, sha: str) -> ClaimRecord:
+    """Parse and validate the ``claim.json`` of commit ``sha`` on ``ref``; Corrupt if bad."""
+    where = f"{ref} at {sha[:12]}"
+    if blob is None:
+        raise Corrupt(f"claim {where}: the commit holds no {CLAIM_FILE}", ref=ref)
+    try:
+        record = validate(json.loads(blob))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Corrupt(f"claim {where}: {CLAIM_FILE} is not JSON ({exc})", ref=ref) from exc
+    except ValueError as exc:
+        raise Corrupt(f"claim {where}: {exc}", ref=ref) from exc
+    if ref != CLAIMS_PREFIX + record.brief:
+        raise Corrupt(f"claim {where}: field 'brief' is {record.brief!r}", ref=ref)
+    return replace(record, sha=sha)

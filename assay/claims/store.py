@@ -1,0 +1,359 @@
+"""Claims on the forge: acquire, renew, release, waiting, done, stuck (DESIGN §5).
+
+Each brief has one ref, ``refs/assay/claims/<brief>``; each transition is one commit
+pushed as a compare-and-swap, so git's ref lock on the server picks exactly one winner
+among simultaneous writers. A holder's operations go from the sha it last wrote: when the
+push is refused the holder has been fenced out (``Fenced``, exit 4), and nothing is
+retried, because a lost race is an answer, not a transient failure.
+
+Acquire is optimistic: a brief nobody has claimed is created in one push with a lease of
+"must not exist"; only when that loses does the store read the current record and decide
+whether it may take it over (released, stuck, or held past its lease: ``fence + 1``), or
+whether the brief is busy (held and live, waiting, done: ``Busy``, exit 3).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from assay.claims.record import (
+    CLAIM_FILE,
+    CLAIMS_PREFIX,
+    ClaimRecord,
+    State,
+    claim_ref,
+    format_time,
+    now_utc,
+    parse_record,
+    skew_from_env,
+)
+from assay.errors import AssayError, BadInput, Busy, Corrupt, Fenced
+from assay.forge.base import Forge
+from assay.ids import check_id
+from assay.plumbing import GitError, Identity, PushResult, RefUpdate
+
+Clock = Callable[[], datetime]
+
+
+def new_holder_token() -> str:
+    """A fresh, unguessable holder token."""
+    return uuid.uuid4().hex
+
+
+class Claim:
+    """A claim this process holds: the record it last wrote, and that commit's sha.
+
+    The object is shared by the run and its :class:`~assay.claims.Heartbeat`; every store
+    operation on it holds ``lock`` and updates it in place, so neither thread ever pushes
+    from a sha the other has already replaced.
+    """
+
+    def __init__(self, record: ClaimRecord) -> None:
+        self._record = record
+        self.lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        r = self._record
+        return f"Claim({r.brief!r}, desk={r.desk!r}, fence={r.fence}, state={r.state!r})"
+
+    @property
+    def record(self) -> ClaimRecord:
+        return self._record
+
+    @property
+    def sha(self) -> str:
+        return self._record.sha
+
+    @property
+    def brief(self) -> str:
+        return self._record.brief
+
+    @property
+    def desk(self) -> str:
+        return self._record.desk
+
+    @property
+    def holder(self) -> str:
+        return self._record.holder
+
+    @property
+    def fence(self) -> int:
+        return self._record.fence
+
+    @property
+    def lease_s(self) -> float:
+        return self._record.lease_s
+
+    def _set(self, record: ClaimRecord) -> None:
+        self._record = record
+
+
+class ClaimStore:
+    """Claims of one forge. ``skew_s`` defaults to ``ASSAY_CLAIM_SKEW`` or 30 s.
+
+    ``clock`` stands in for the wall clock (tests judge expiry without waiting).
+    """
+
+    def __init__(
+        self, forge: Forge, *, skew_s: float | None = None, clock: Clock = now_utc
+    ) -> None:
+        self.forge = forge
+        self.skew_s = skew_from_env(skew_s)
+        self.clock = clock
+
+    # ------------------------------------------------------------------ reading
+
+    def get(self, brief: str) -> ClaimRecord | None:
+        """The current record of ``brief`` (one fetch), or None when never claimed."""
+        ref = claim_ref(brief)
+        sha = self.forge.fetch(ref).get(ref)
+        if sha is None:
+            return None
+        return parse_record(self.forge.read_blob(sha, CLAIM_FILE), ref=ref, sha=sha)
+
+    def scan(self) -> tuple[list[ClaimRecord], list[Corrupt]]:
+        """Every claim in one fetch: the valid records and a Corrupt error per bad one."""
+        refs = self.forge.fetch(CLAIMS_PREFIX)
+        names = sorted(refs)
+        blobs = self.forge.read_blobs([(refs[name], CLAIM_FILE) for name in names])
+        records: list[ClaimRecord] = []
+        broken: list[Corrupt] = []
+        for name, blob in zip(names, blobs, strict=True):
+            try:
+                records.append(parse_record(blob, ref=name, sha=refs[name]))
+            except Corrupt as exc:
+                broken.append(exc)
+        return records, broken
+
+    def list(self) -> list[ClaimRecord]:
+        """Every claim in one fetch; raises the first ``Corrupt`` record found."""
+        records, broken = self.scan()
+        if broken:
+            raise broken[0]
+        return records
+
+    def status(self, record: ClaimRecord) -> str:
+        """``held`` turns ``expired`` past ``renewed_at + lease_s + skew``."""
+        return record.status(skew_s=self.skew_s, now=self.clock())
+
+    # ------------------------------------------------------------------ writing
+
+    def _push(
+        self,
+        record: ClaimRecord,
+        parent: str | None,
+        message: str,
+        *,
+        author: Identity | None = None,
+    ) -> tuple[str, PushResult]:
+        commit = self.forge.commit(
+            {CLAIM_FILE: record.to_bytes()},
+            parents=[parent] if parent else [],
+            message=message,
+            author=author or Identity.for_holder(record.desk, record.holder),
+        )
+        result = self.forge.push([RefUpdate(record.ref, commit, expected=parent)])
+        if not result.ok and not result.lost:
+            raise GitError(f"{record.ref}: push refused: {result.detail}")
+        return commit, result
+
+    def acquire(
+        self,
+        brief: str,
+        desk: str,
+        *,
+        lease_s: float,
+        holder: str | None = None,
+        allow_waiting: bool = False,
+    ) -> Claim:
+        """Take ``brief`` for ``desk``; ``Busy`` when a live holder (or done) has it.
+
+        ``allow_waiting`` lets a waker resume a waiting claim (same attempt, fence + 1).
+        """
+        check_id(brief)
+        check_id(desk, what="desk name")
+        if not lease_s > 0:
+            raise BadInput(f"--lease must be a positive number of seconds, not {lease_s!r}")
+        holder = holder or new_holder_token()
+        stamp = format_time(self.clock())
+        fresh = ClaimRecord(
+            brief=brief,
+            desk=desk,
+            holder=holder,
+            fence=1,
+            state="held",
+            since=stamp,
+            renewed_at=stamp,
+            lease_s=float(lease_s),
+        )
+        message = f"claim {brief}: acquired by {desk}"
+        for _ in range(5):
+            commit, result = self._push(fresh, None, f"{message} (fence 1)")
+            if result.ok:
+                return Claim(fresh.evolve(sha=commit))
+            current = self.get(brief)
+            if current is None:
+                continue  # released by deletion between our push and our read: try again
+            self._check_claimable(current, allow_waiting=allow_waiting)
+            resumed = current.state == "waiting"
+            taken = fresh.evolve(
+                fence=current.fence + 1,
+                attempt=current.attempt if resumed else current.attempt + 1,
+                journal_head=current.journal_head,
+            )
+            commit, result = self._push(
+                taken, current.sha, f"{message} (fence {taken.fence}, was {current.state})"
+            )
+            if result.ok:
+                return Claim(taken.evolve(sha=commit))
+            latest = self.get(brief) or current
+            renewed = latest.holder == current.holder
+            why = "its holder renewed it first" if renewed else "another desk took it first"
+            raise self._busy(latest, lost=why)
+        raise Busy(f"claim {brief}: the ref kept appearing and vanishing; try again")
+
+    def _check_claimable(self, current: ClaimRecord, *, allow_waiting: bool) -> None:
+        state = current.state
+        if state in ("released", "stuck"):
+            return
+        if state == "held" and current.expired(skew_s=self.skew_s, now=self.clock()):
+            return
+        if state == "waiting" and allow_waiting:
+            return
+        raise self._busy(current)
+
+    def _busy(self, current: ClaimRecord, *, lost: str | None = None) -> Busy:
+        now = self.clock()
+        status = current.status(skew_s=self.skew_s, now=now)
+        if status == "done":
+            text = f"brief {current.brief} is done (fence {current.fence}); it is not claimable"
+        elif status == "waiting":
+            text = (
+                f"brief {current.brief} is waiting for {current.waiting_for or 'an event'} "
+                f"(desk {current.desk}, fence {current.fence})"
+            )
+        else:
+            deadline = current.expires_at(skew_s=self.skew_s)
+            left = (deadline - now).total_seconds() if deadline else 0.0
+            text = (
+                f"brief {current.brief} is {status} by desk {current.desk} "
+                f"(fence {current.fence}, lease renewed {current.lease_age(now):.0f} s ago, "
+                f"expires in {max(left, 0):.0f} s)"
+            )
+        if lost:
+            text += f"; {lost}"
+        return Busy(text, claim=current.to_json(), status=status)
+
+    def _holder_push(self, claim: Claim, changes: dict[str, Any], message: str) -> Claim:
+        with claim.lock:
+            record = claim.record.evolve(**changes)
+            commit, result = self._push(record, claim.sha, message)
+            if result.lost:
+                raise self._fenced(claim)
+            claim._set(record.evolve(sha=commit))
+            return claim
+
+    def _fenced(self, claim: Claim) -> Fenced:
+        text = (
+            f"claim {claim.brief}: holder {claim.holder[:12]} (fence {claim.fence}) was fenced out"
+        )
+        try:
+            current = self.get(claim.brief)
+        except AssayError:
+            current = None
+        if current is not None:
+            text += f"; now {current.state} by desk {current.desk} at fence {current.fence}"
+        return Fenced(text, brief=claim.brief, fence=claim.fence)
+
+    def renew(self, claim: Claim, *, journal_head: str | None = None) -> Claim:
+        """Push a fresh ``renewed_at`` from the holder's last sha; ``Fenced`` if superseded."""
+        changes: dict[str, Any] = {"renewed_at": format_time(self.clock())}
+        if journal_head is not None:
+            changes["journal_head"] = journal_head
+        return self._holder_push(claim, changes, f"claim {claim.brief}: renewed")
+
+    def release(self, claim: Claim, *, done: bool = False, note: str = "") -> None:
+        """Give the brief back (``released``) or close it (``done``: never claimable again)."""
+        state: State = "done" if done else "released"
+        self._holder_push(
+            claim,
+            {
+                "state": state,
+                "renewed_at": format_time(self.clock()),
+                "waiting_for": None,
+                "note": note,
+            },
+            f"claim {claim.brief}: {state} by {claim.desk}",
+        )
+
+    def set_waiting(self, claim: Claim, waiting_for: str) -> Claim:
+        """Mark the claim ``waiting`` (no process runs, no lease clock) for an event."""
+        if not waiting_for:
+            raise BadInput("waiting_for must name the event or timer")
+        return self._holder_push(
+            claim,
+            {
+                "state": "waiting",
+                "waiting_for": waiting_for,
+                "renewed_at": format_time(self.clock()),
+            },
+            f"claim {claim.brief}: waiting for {waiting_for}",
+        )
+
+    def adopt(self, brief: str, holder: str) -> Claim:
+        """The claim of ``brief`` as held by token ``holder`` (for ``renew``/``release``
+        from another process); ``Fenced`` when that token no longer holds it."""
+        current = self.get(brief)
+        if (
+            current is None
+            or current.holder != holder
+            or current.state in ("released", "done", "stuck")
+        ):
+            what = "nobody" if current is None else f"{current.state} by desk {current.desk}"
+            raise Fenced(
+                f"claim {brief}: holder {holder[:12]} does not hold it (it is {what}"
+                + (f" at fence {current.fence})" if current else ")"),
+                brief=brief,
+            )
+        return Claim(current)
+
+    def ensure_owner(self, claim: Claim) -> None:
+        """Re-read the claim; ``Fenced`` unless this holder still holds it at its fence.
+
+        Transport failures propagate (``ForgeUnavailable``), so an effect fails closed.
+        """
+        current = self.get(claim.brief)
+        if (
+            current is None
+            or current.holder != claim.holder
+            or current.fence != claim.fence
+            or current.state not in ("held", "waiting")
+        ):
+            raise self._fenced(claim)
+
+    def mark_stuck(
+        self, record: ClaimRecord, *, by: str, note: str, require_expired: bool = True
+    ) -> ClaimRecord:
+        """Sweeper: mark an expired held claim ``stuck`` (claimable again, fence + 1 on take).
+
+        ``Busy`` when the claim is live, or when it changed since ``record`` was read.
+        """
+        check_id(by, what="sweeper name")
+        if record.state != "held" or (
+            require_expired and not record.expired(skew_s=self.skew_s, now=self.clock())
+        ):
+            raise self._busy(record)
+        stuck = record.evolve(state="stuck", note=f"{by}: {note}" if note else by)
+        commit, result = self._push(
+            stuck,
+            record.sha,
+            f"claim {record.brief}: stuck ({by})",
+            author=Identity(name=by, email=f"{by}@sweep.assay.invalid"),
+        )
+        if result.lost:
+            raise Busy(f"claim {record.brief} changed while {by} was marking it stuck")
+        return stuck.evolve(sha=commit)

@@ -1,0 +1,316 @@
+"""Desk manifests: ``desks/<name>.yaml`` says which briefs a desk takes and how it works.
+
+```yaml
+name: coder
+description: Writes small Python changes.
+takes: {labels: [python], ids: [fix-login], globs: ["calc-*"]}
+kind: agent                     # agent | command | python
+model: {adapter: scripted, script: scripts/coder.yaml}
+tools: [read_file, write_file, list_files, run, finish]
+run:                            # required when `run` is a tool: the allowed command prefixes
+  allow: ["pytest -q", "python -m pytest", "ruff check"]
+  timeout_s: 300
+lease: 5m                       # seconds, or a duration like 90s / 5m / 1h
+budget: {steps: 60, model_calls: 30, usd: 1.0}
+concurrency: 1
+on_divergence: fail             # fail | fork
+```
+
+A ``python`` desk names ``entry: module:function`` (written against the ``Run`` API); a
+``command`` desk names ``command:`` (argv, or one string split like a shell would, without
+one). This module owns parsing and validating manifests, ``load_desks()`` and
+``DeskManifest.takes_brief()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shlex
+import sys
+from collections.abc import Callable
+from fnmatch import fnmatchcase
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field_validator
+
+from assay.briefs.format import Brief, BudgetSpec, StrictModel
+from assay.briefs.yamldoc import YamlDoc, load_yaml, validation_error
+from assay.desks.tools import TOOL_NAMES, ToolPolicy
+from assay.errors import BadInput
+from assay.ids import check_id
+from assay.models.base import ModelAdapter
+from assay.models.config import ModelConfig
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
+_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_duration(value: Any) -> Any:
+    """``90``, ``"90s"``, ``"5m"``, ``"1h"`` -> seconds as a float (other input unchanged)."""
+    if isinstance(value, str):
+        match = _DURATION.fullmatch(value)
+        if not match:
+            raise ValueError(f"{value!r} is not a duration (e.g. 90, 90s, 5m, 1h)")
+        return float(match.group(1)) * _UNITS[match.group(2)]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _argv(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"not a valid command line: {exc}") from None
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+
+
+class Takes(StrictModel):
+    """Which briefs a desk takes: any matching label, id, or glob over the id."""
+
+    labels: list[str] = Field(default_factory=list)
+    ids: list[str] = Field(default_factory=list)
+    globs: list[str] = Field(default_factory=list)
+
+
+class RunSpec(StrictModel):
+    """The ``run`` tool's policy: allowed command prefixes, a timeout, bounded output."""
+
+    allow: list[str]
+    timeout_s: Seconds = 300.0
+    max_output_bytes: Annotated[int, Field(gt=0)] = 64_000
+    env: list[str] = Field(default_factory=list)
+
+    @field_validator("allow")
+    @classmethod
+    def _check_allow(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("list at least one allowed command prefix")
+        for prefix in value:
+            try:
+                words = shlex.split(prefix)
+            except ValueError as exc:
+                raise ValueError(f"{prefix!r} is not a valid command line: {exc}") from None
+            if not words:
+                raise ValueError("an allowed command prefix must not be empty")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return value
+
+
+class DeskManifest(StrictModel):
+    """One desk definition, validated."""
+
+    name: str
+    description: str = ""
+    takes: Takes = Field(default_factory=Takes)
+    kind: Literal["agent", "command", "python"]
+    model: ModelConfig | None = None
+    tools: list[str] = Field(default_factory=list)
+    run: RunSpec | None = None
+    lease: Seconds = 300.0
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    concurrency: Annotated[int, Field(ge=1, le=1000)] = 1
+    on_divergence: Literal["fail", "fork"] = "fail"
+    entry: str | None = None
+    command: Annotated[list[str] | None, BeforeValidator(_argv)] = None
+    command_timeout_s: Seconds = 3600.0
+    secrets: list[str] = Field(default_factory=list)
+    system_prompt: str = ""
+    compact_at: Annotated[float, Field(gt=0, le=1)] = 0.8
+    _source: str = PrivateAttr(default="")
+    _base_dir: Path = PrivateAttr(default=Path("."))
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        try:
+            return check_id(value, what="desk name")
+        except BadInput as exc:
+            raise ValueError(exc.message) from None
+
+    @field_validator("tools")
+    @classmethod
+    def _check_tools(cls, value: list[str]) -> list[str]:
+        for tool in value:
+            if tool not in TOOL_NAMES:
+                raise ValueError(f"unknown tool {tool!r} (known: {', '.join(TOOL_NAMES)})")
+        if len(set(value)) != len(value):
+            raise ValueError("a tool is listed twice")
+        return value
+
+    @field_validator("entry")
+    @classmethod
+    def _check_entry(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", value):
+            raise ValueError("entry must be 'module:function'")
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _check_secrets(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return value
+
+    @property
+    def source(self) -> str:
+        """The manifest file this desk was read from."""
+        return self._source
+
+    @property
+    def base_dir(self) -> Path:
+        """The directory relative paths in this manifest (scripts, modules) start from."""
+        return self._base_dir
+
+    def secret_names(self) -> list[str]:
+        """Variables whose values must never reach a journal: ``secrets`` plus the model key."""
+        names = list(self.secrets)
+        key_env = getattr(self.model, "api_key_env", None)
+        if isinstance(key_env, str) and key_env not in names:
+            names.append(key_env)
+        for name in getattr(self.model, "env", None) or []:
+            if name not in names:
+                names.append(name)
+        return names
+
+    def secret_values(self) -> list[str]:
+        """The current values of ``secret_names()`` (for the runtime's redaction)."""
+        return [os.environ[n] for n in self.secret_names() if os.environ.get(n)]
+
+    def takes_brief(self, brief: Brief) -> bool:
+        """Whether this desk may take ``brief``.
+
+        A brief naming a ``desk`` goes to that desk only; otherwise any shared label,
+        a listed id, or a glob matching the id is enough.
+        """
+        if brief.desk is not None:
+            return brief.desk == self.name
+        if set(self.takes.labels) & set(brief.labels):
+            return True
+        if brief.id in self.takes.ids:
+            return True
+        return any(fnmatchcase(brief.id, pattern) for pattern in self.takes.globs)
+
+    def tool_policy(self) -> ToolPolicy:
+        """The ``ToolBox`` policy this manifest declares."""
+        run = self.run
+        return ToolPolicy(
+            allowed=frozenset(self.tools),
+            run_prefixes=tuple(tuple(shlex.split(p)) for p in (run.allow if run else [])),
+            run_timeout_s=run.timeout_s if run else 300.0,
+            max_output_bytes=run.max_output_bytes if run else 64_000,
+            env=tuple(run.env if run else ()),
+            secrets=tuple(self.secrets),
+        )
+
+    def build_model(self, *, workdir: Path | None = None) -> ModelAdapter:
+        """This desk's model adapter (``BadInput`` when the desk declares none)."""
+        from assay.models import build_model
+
+        if self.model is None:
+            raise BadInput(f"{self.source}: model: this desk declares no model")
+        return build_model(self.model, base_dir=self.base_dir, workdir=workdir)
+
+    def resolve_entry(self) -> Callable[..., Any]:
+        """Import a python desk's ``entry`` (its directory is searched first)."""
+        if self.entry is None:
+            raise BadInput(f"{self.source}: entry: this desk names no entry")
+        module_name, _, function_name = self.entry.partition(":")
+        base = str(self.base_dir.resolve())
+        added = base not in sys.path
+        if added:
+            sys.path.insert(0, base)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise BadInput(f"{self.source}: entry: cannot import {module_name!r}: {exc}") from exc
+        finally:
+            if added and base in sys.path:
+                sys.path.remove(base)
+        function = getattr(module, function_name, None)
+        if not callable(function):
+            raise BadInput(f"{self.source}: entry: {module_name} has no function {function_name}")
+        return function  # type: ignore[no-any-return]
+
+
+def parse_manifest(text: str, *, source: str, base_dir: Path | None = None) -> DeskManifest:
+    """Parse one manifest; ``source`` (e.g. ``desks/coder.yaml``) names it in errors.
+
+    When ``source`` ends in ``.yaml``/``.yml`` the ``name`` must equal the file's stem.
+    """
+    doc = load_yaml(text.removeprefix("\ufeff").replace("\r\n", "\n"), source=source)
+    if not isinstance(doc.data, dict):
+        raise doc.bad([], "a desk manifest must be a mapping of fields")
+    try:
+        manifest = DeskManifest.model_validate(doc.data)
+    except ValidationError as exc:
+        raise validation_error(exc, doc) from None
+    _check_kind(manifest, doc)
+    stem = PurePosixPath(source).name.rsplit(".", 1)
+    if len(stem) == 2 and stem[1] in ("yaml", "yml") and stem[0] != manifest.name:
+        raise doc.bad(["name"], f"{manifest.name!r} does not match the file name {stem[0]!r}")
+    manifest._source = source
+    manifest._base_dir = base_dir if base_dir is not None else Path(source).parent
+    return manifest
+
+
+def _check_kind(manifest: DeskManifest, doc: YamlDoc) -> None:
+    kind = manifest.kind
+    if kind == "agent":
+        if manifest.model is None:
+            raise doc.bad(["model"], "an agent desk needs a model")
+        if "finish" not in manifest.tools:
+            raise doc.bad(["tools"], "an agent desk needs the finish tool")
+    if kind == "python" and manifest.entry is None:
+        raise doc.bad(["entry"], "a python desk needs entry: module:function")
+    if kind != "python" and manifest.entry is not None:
+        raise doc.bad(["entry"], f"only a python desk has an entry (this one is {kind})")
+    if kind == "command" and not manifest.command:
+        raise doc.bad(["command"], "a command desk needs a command")
+    if kind != "command" and manifest.command is not None:
+        raise doc.bad(["command"], f"only a command desk has a command (this one is {kind})")
+    if "run" in manifest.tools and manifest.run is None:
+        raise doc.bad(["run"], "the run tool needs a run section listing allowed command prefixes")
+    if "run" not in manifest.tools and manifest.run is not None:
+        raise doc.bad(["run"], "a run section without the run tool in tools")
+
+
+def load_desks(directory: Path) -> dict[str, DeskManifest]:
+    """Every ``*.yaml``/``*.yml`` manifest directly in ``directory``, by desk name."""
+    if not directory.is_dir():
+        raise BadInput(f"{directory}: no such desks directory (see --desks)")
+    desks: dict[str, DeskManifest] = {}
+    for entry in sorted(directory.iterdir()):
+        if not entry.is_file() or entry.suffix not in (".yaml", ".yml"):
+            continue
+        if entry.name.startswith((".", "_")):
+            continue
+        source = str(entry)
+        try:
+            text = entry.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"{source}: not UTF-8 text ({exc.reason})") from None
+        manifest = parse_manifest(text, source=source, base_dir=directory)
+        if manifest.name in desks:
+            raise BadInput(
+                f"{source}: name: desk {manifest.name!r} is also defined by "
+                f"{desks[manifest.name].source}"
+            )
+        desks[manifest.name] = manifest
+    return desks

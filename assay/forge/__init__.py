@@ -1,0 +1,33 @@
+"""Forges: where shared state lives (DESIGN §4).
+
+``open_forge(spec)`` opens the git layer of any forge; the embedded forge is a bare
+repository made by ``init_forge`` and served over smart HTTP by ``ForgeServer``;
+``RefLog`` keeps append-only versioned records on a ref (events, evidence, reviews, status).
+"""
+
+from __future__ import annotations
+
+from assay.forge.base import Forge, default_cache_dir
+from assay.forge.embedded import MAIN, init_forge, is_forge
+from assay.forge.open import open_forge
+from assay.forge.records import BRIEF_LOGS, RECORD_PATH, LogEntry, RefLog
+from assay.forge.serve import ForgeServer
+from assay.plumbing import Identity, PushOutcome, PushResult, RefUpdate
+
+__all__ = [
+    "BRIEF_LOGS",
+    "MAIN",
+    "RECORD_PATH",
+    "Forge",
+    "ForgeServer",
+    "Identity",
+    "LogEntry",
+    "PushOutcome",
+    "PushResult",
+    "RefLog",
+    "RefUpdate",
+    "default_cache_dir",
+    "init_forge",
+    "is_forge",
+    "open_forge",
+]

@@ -1,0 +1,206 @@
+"""The git layer of every forge: one remote URL plus a local cache of fetched objects.
+
+A :class:`Forge` fetches ref namespaces in one round trip into a local bare *cache*
+repository, reads records out of the fetched commits, writes new commits into the cache
+without a work tree, and pushes compare-and-swap updates back.
+
+Several processes on one machine may point at the same cache directory. They share its
+object store (git writes objects atomically, and automatic gc is off in a cache so nothing
+a peer still needs is pruned) but never its refs: each ``Forge`` instance maps the remote's
+refs into a private namespace ``refs/assay-cache/<pid>-<nonce>/`` and removes it on
+``close()``, so two fetches can never race on one ref lock or read each other's view.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import threading
+import uuid
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from assay.plumbing import (
+    Identity,
+    PushResult,
+    RefUpdate,
+    RetryPolicy,
+    first_parent_chain,
+    init_bare,
+    local_refs,
+    ls_remote,
+    read_blobs,
+    run_git,
+    write_commit,
+    write_tree,
+)
+from assay.plumbing import fetch as git_fetch
+from assay.plumbing import push as git_push
+
+CACHE_NAMESPACE = "refs/assay-cache"
+
+
+def default_cache_dir(url: str) -> Path:
+    """``$ASSAY_STATE/cache/<hash>`` or ``~/.cache/assay/<hash>`` for a forge URL."""
+    digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+    state = os.environ.get("ASSAY_STATE")
+    base = Path(state) / "cache" if state else Path.home() / ".cache" / "assay"
+    return base / digest
+
+
+def open_cache(path: Path) -> Path:
+    """Create (once, under a file lock) the bare cache repository at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = path.parent / f".{path.name}.lock"
+    with open(lock_path, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not (path / "HEAD").exists():
+                init_bare(path)
+                for key, value in (
+                    ("gc.auto", "0"),
+                    ("maintenance.auto", "false"),
+                    ("fetch.writeCommitGraph", "false"),
+                    ("core.logAllRefUpdates", "false"),
+                ):
+                    run_git(["config", key, value], git_dir=path)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return path
+
+
+def _drop_namespace(cache: Path, namespace: str) -> None:
+    try:
+        refs = local_refs(cache, namespace)
+        if refs:
+            script = "".join(f"delete {ref}\n" for ref in refs)
+            run_git(["update-ref", "--stdin"], git_dir=cache, input=script.encode())
+    except Exception:  # best effort at exit: the cache may already be gone
+        pass
+
+
+class Forge:
+    """The git layer of a forge: fetch, read, commit and CAS-push against one remote.
+
+    ``config`` is passed to every git command as ``-c`` options (for example an
+    ``http.extraHeader`` with a token); it never appears in messages or logs.
+    """
+
+    kind: str = "git"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        cache_dir: Path | None = None,
+        config: Mapping[str, str] | None = None,
+        display_url: str | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.url = url
+        self.display_url = display_url or url
+        self.cache = open_cache(Path(cache_dir) if cache_dir else default_cache_dir(url))
+        self.namespace = f"{CACHE_NAMESPACE}/{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self._config = dict(config or {})
+        self._retry = retry
+        # Two threads (a heartbeat and the run) must not update one private ref at once.
+        self._fetch_lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _drop_namespace, self.cache, self.namespace)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.display_url!r})"
+
+    def __enter__(self) -> Forge:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop this instance's private refs from the cache (objects stay for peers)."""
+        self._finalizer()
+
+    # ------------------------------------------------------------------ reading
+
+    def ls_refs(self, prefix: str = "refs/") -> dict[str, str]:
+        """``{ref: sha}`` of remote refs under ``prefix``, in one round trip, no objects."""
+        refs = ls_remote(
+            self.cache, self.url, [f"{prefix}*"], config=self._config, policy=self._retry
+        )
+        return {ref: sha for ref, sha in refs.items() if ref.startswith(prefix)}
+
+    def fetch(self, refs: str | Sequence[str]) -> dict[str, str]:
+        """Fetch refs into the cache in one round trip and return ``{ref: sha}`` of them.
+
+        ``refs`` is a namespace prefix ending in ``/`` (every ref under it), or one or
+        more full ref names (missing ones are simply absent from the answer).
+        """
+        wanted = [refs] if isinstance(refs, str) else list(refs)
+        specs = [f"+{r}*:{self.namespace}/{r}*" for r in wanted]
+        found: dict[str, str] = {}
+        with self._fetch_lock:
+            git_fetch(self.cache, self.url, specs, config=self._config, policy=self._retry)
+            local = {r: local_refs(self.cache, f"{self.namespace}/{r}") for r in wanted}
+        for r in wanted:
+            for local_ref, sha in local[r].items():
+                ref = local_ref[len(self.namespace) + 1 :]
+                if r.endswith("/") or ref == r:
+                    found[ref] = sha
+        return found
+
+    def read_blob(self, commit: str, path: str) -> bytes | None:
+        """The bytes of ``path`` in a fetched commit, or None when it has no such file."""
+        return read_blobs(self.cache, [f"{commit}:{path}"])[0]
+
+    def read_blobs(self, wanted: Sequence[tuple[str, str]]) -> list[bytes | None]:
+        """Many ``(commit, path)`` reads in one git process."""
+        return read_blobs(self.cache, [f"{commit}:{path}" for commit, path in wanted])
+
+    def history(self, tip: str, *, limit: int | None = None) -> list[str]:
+        """Commits from ``tip`` back along first parents, newest first (already fetched)."""
+        return first_parent_chain(self.cache, tip, limit=limit)
+
+    # ------------------------------------------------------------------ writing
+
+    def commit(
+        self,
+        files: Mapping[str, bytes],
+        *,
+        parents: Sequence[str],
+        message: str,
+        author: Identity,
+        committer: Identity | None = None,
+    ) -> str:
+        """Write a commit whose tree is exactly ``files`` into the cache; return its sha."""
+        tree = write_tree(self.cache, files)
+        return write_commit(
+            self.cache,
+            tree=tree,
+            parents=parents,
+            message=message,
+            author=author,
+            committer=committer,
+        )
+
+    def push(self, updates: Sequence[RefUpdate], *, atomic: bool = True) -> PushResult:
+        """Push CAS updates of commits in the cache; see :func:`assay.plumbing.push`."""
+        return git_push(
+            self.cache, self.url, updates, atomic=atomic, config=self._config, policy=self._retry
+        )
+
+    @property
+    def git_config(self) -> dict[str, str]:
+        """The ``-c`` options this forge passes to git (for callers with their own repo)."""
+        return dict(self._config)
+
+    @property
+    def retry_policy(self) -> RetryPolicy | None:
+        return self._retry

@@ -1,0 +1,54 @@
+"""``open_forge()``: turn what a user typed after ``--forge`` into a :class:`Forge`."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, cast
+
+from assay.errors import BadInput
+from assay.forge.base import Forge
+
+_URL_SCHEMES = ("file://", "git://", "http://", "https://", "ssh://")
+
+
+def _local_path(raw: str) -> Path:
+    path = Path(raw).expanduser().resolve()
+    if not ((path / "HEAD").is_file() and (path / "objects").is_dir()):
+        raise BadInput(
+            f"--forge {raw!r}: no git repository at {path} (make one with `assay forge init {raw}`)"
+        )
+    return path
+
+
+def open_forge(spec: str | None, *, cache_dir: Path | None = None) -> Forge:
+    """Open the forge named by a path, ``file://``, ``git://``, ``http(s)://`` or ``github:``.
+
+    ``None`` or an empty value is bad input naming ``--forge`` and ``ASSAY_FORGE``.
+    ``github:OWNER/REPO`` is handed to ``assay.github.open_github_forge`` when that module
+    exists.
+    """
+    if spec is None or not spec.strip():
+        raise BadInput("no forge given: pass --forge URL_OR_PATH or set ASSAY_FORGE")
+    spec = spec.strip()
+    if spec.startswith("github:"):
+        try:
+            github = importlib.import_module("assay.github")
+            opener = github.open_github_forge
+        except (ImportError, AttributeError) as exc:
+            raise BadInput(
+                f"--forge {spec!r}: GitHub forges are not available in this build of Assay"
+            ) from exc
+        return cast(Forge, cast(Any, opener)(spec, cache_dir=cache_dir))
+    if spec.startswith("file://"):
+        path = _local_path(spec[len("file://") :])
+        return Forge(f"file://{path}", cache_dir=cache_dir)
+    if spec.startswith(_URL_SCHEMES):
+        return Forge(spec, cache_dir=cache_dir)
+    if "://" in spec:
+        raise BadInput(
+            f"--forge {spec!r}: unknown scheme (use a path, file://, git://, http(s)://, "
+            "ssh:// or github:OWNER/REPO)"
+        )
+    path = _local_path(spec)
+    return Forge(f"file://{path}", cache_dir=cache_dir)

@@ -1,0 +1,183 @@
+"""Append-only logs of small versioned JSON records, one ref each (events, evidence, ...).
+
+A :class:`RefLog` is a ref whose first-parent history is the log: every commit's tree
+holds exactly one ``record.json``, ``{"v": <format version>, "kind": <log kind>, ...}``.
+Appending is a compare-and-swap push of a child commit; a lost race re-reads the tip and
+appends again on top (an append never replaces anyone's record). Every read validates
+every record and reports the first bad one as ``Corrupt`` naming the ref and the commit.
+
+Refs used by Assay: ``refs/assay/events/<brief>``, ``refs/assay/evidence/<brief>``,
+``refs/assay/reviews/<brief>``, ``refs/assay/status/<brief>``, ``refs/assay/sweeps/log``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from assay.errors import BadInput, Busy, Corrupt
+from assay.forge.base import Forge
+from assay.ids import check_id
+from assay.plumbing import GitError, Identity, RefUpdate
+
+RECORD_PATH = "record.json"
+BRIEF_LOGS = ("events", "evidence", "reviews", "status")
+
+Validator = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One record of a log and the commit that holds it."""
+
+    commit: str
+    record: dict[str, Any]
+
+
+class RefLog:
+    """An append-only log of versioned JSON records on one ref of a forge.
+
+    ``validate`` (optional) checks a record's own fields and raises ``ValueError``,
+    ``KeyError``, ``TypeError`` or ``BadInput``; on read that becomes ``Corrupt``, on
+    append ``BadInput`` (nothing is written).
+    """
+
+    def __init__(
+        self,
+        forge: Forge,
+        ref: str,
+        *,
+        kind: str,
+        version: int = 1,
+        validate: Validator | None = None,
+    ) -> None:
+        if not ref.startswith("refs/"):
+            raise BadInput(f"{ref!r} is not a full ref name")
+        self.forge = forge
+        self.ref = ref
+        self.kind = kind
+        self.version = version
+        self._validate = validate
+        self._tip: str | None = None
+        self._known = False
+
+    @classmethod
+    def for_brief(
+        cls,
+        forge: Forge,
+        log: Literal["events", "evidence", "reviews", "status"],
+        brief: str,
+        **options: Any,
+    ) -> RefLog:
+        """The ``refs/assay/<log>/<brief>`` log (``kind`` defaults to ``log``)."""
+        if log not in BRIEF_LOGS:
+            raise BadInput(f"unknown brief log {log!r} (one of {', '.join(BRIEF_LOGS)})")
+        check_id(brief)
+        options.setdefault("kind", log)
+        return cls(forge, f"refs/assay/{log}/{brief}", **options)
+
+    # ------------------------------------------------------------------ reading
+
+    def head(self, *, fetch: bool = True) -> str | None:
+        """The commit at the tip of the log, or None for an empty (absent) log."""
+        if fetch or not self._known:
+            self._tip = self.forge.fetch(self.ref).get(self.ref)
+            self._known = True
+        return self._tip
+
+    def entries(self, *, fetch: bool = True, after: str | None = None) -> list[LogEntry]:
+        """Every record, oldest first (only those after commit ``after`` when given)."""
+        tip = self.head(fetch=fetch)
+        if tip is None:
+            return []
+        commits = self.forge.history(tip)
+        if after is not None:
+            if after not in commits:
+                raise Corrupt(f"{self.ref}: commit {after[:12]} is no longer in the log")
+            commits = commits[: commits.index(after)]
+        commits.reverse()
+        blobs = self.forge.read_blobs([(c, RECORD_PATH) for c in commits])
+        return [
+            LogEntry(commit, self._parse(commit, blob))
+            for commit, blob in zip(commits, blobs, strict=True)
+        ]
+
+    def read(self, *, fetch: bool = True) -> list[dict[str, Any]]:
+        """Every record, oldest first."""
+        return [entry.record for entry in self.entries(fetch=fetch)]
+
+    def latest(self, *, fetch: bool = True) -> dict[str, Any] | None:
+        """The newest record (for logs read as "current status"), or None."""
+        tip = self.head(fetch=fetch)
+        if tip is None:
+            return None
+        return self._parse(tip, self.forge.read_blob(tip, RECORD_PATH))
+
+    def _parse(self, commit: str, blob: bytes | None) -> dict[str, Any]:
+        where = f"{self.ref} at {commit[:12]}"
+        if blob is None:
+            raise Corrupt(f"{where}: the commit holds no {RECORD_PATH}", ref=self.ref)
+        try:
+            record = json.loads(blob)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise Corrupt(f"{where}: {RECORD_PATH} is not JSON: {exc}", ref=self.ref) from exc
+        try:
+            self.check(record)
+        except BadInput as exc:
+            raise Corrupt(f"{where}: {exc.message}", ref=self.ref) from exc
+        return dict(record)
+
+    def check(self, record: Any) -> None:
+        """Raise ``BadInput`` unless ``record`` is a valid record of this log."""
+        if not isinstance(record, dict):
+            raise BadInput(f"{RECORD_PATH} must be a JSON object")
+        if record.get("v") != self.version:
+            raise BadInput(f"field 'v' is {record.get('v')!r}, this Assay reads v{self.version}")
+        if record.get("kind") != self.kind:
+            raise BadInput(f"field 'kind' is {record.get('kind')!r}, expected {self.kind!r}")
+        if self._validate is not None:
+            try:
+                self._validate(record)
+            except BadInput:
+                raise
+            except (ValueError, KeyError, TypeError) as exc:
+                raise BadInput(f"invalid record: {exc}") from exc
+
+    # ------------------------------------------------------------------ writing
+
+    def append(
+        self,
+        record: dict[str, Any],
+        *,
+        author: Identity,
+        message: str | None = None,
+        max_attempts: int = 20,
+    ) -> LogEntry:
+        """Append one record (``v`` and ``kind`` are filled in); return it with its commit."""
+        full = {**record, "v": self.version, "kind": self.kind}
+        try:
+            self.check(full)
+            payload = json.dumps(full, sort_keys=True, separators=(",", ":")).encode()
+        except (TypeError, ValueError) as exc:
+            raise BadInput(f"{self.ref}: record cannot be stored: {exc}") from exc
+        except BadInput as exc:
+            raise BadInput(f"{self.ref}: {exc.message}") from exc
+        summary = message or f"{self.kind} {self.ref.rsplit('/', 1)[-1]}"
+        tip = self.head(fetch=False)
+        for _ in range(max_attempts):
+            commit = self.forge.commit(
+                {RECORD_PATH: payload},
+                parents=[tip] if tip else [],
+                message=summary,
+                author=author,
+            )
+            result = self.forge.push([RefUpdate(self.ref, commit, expected=tip)])
+            if result.ok:
+                self._tip, self._known = commit, True
+                return LogEntry(commit, full)
+            if not result.lost:
+                raise GitError(f"{self.ref}: append refused: {result.detail}")
+            tip = self.head(fetch=True)
+        raise Busy(f"{self.ref}: lost {max_attempts} append races in a row")

@@ -1,0 +1,201 @@
+"""The ``anthropic`` adapter: the Messages API, translated to and from the OpenAI shape.
+
+Inside Assay every message has the OpenAI chat shape. This adapter turns ``system``
+messages into the top-level ``system`` field, assistant ``tool_calls`` into ``tool_use``
+blocks, ``tool`` messages into ``tool_result`` blocks of a user turn (merging consecutive
+turns of one role, which the API requires), and the answer back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import httpx
+
+from assay.errors import Unavailable
+from assay.models.base import Message, ModelReply, ToolSpec, Usage
+from assay.models.config import AnthropicConfig
+from assay.models.http import RetryPolicy, client, post_json
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+_STOPS = {
+    "tool_use": "tool_calls",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+}
+
+
+def _text_blocks(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if isinstance(content, list):  # already OpenAI content parts
+        return [
+            {"type": "text", "text": str(part.get("text", ""))}
+            for part in content
+            if isinstance(part, dict) and part.get("text")
+        ]
+    return [{"type": "text", "text": str(content)}]
+
+
+def to_anthropic(
+    messages: list[Message], tools: list[ToolSpec] | None = None
+) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """(system text, Messages-API messages, Messages-API tools) for an OpenAI conversation."""
+    system_parts: list[str] = []
+    turns: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": list(blocks)})
+
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            system_parts.extend(b["text"] for b in _text_blocks(message.get("content")))
+        elif role == "user":
+            add("user", _text_blocks(message.get("content")))
+        elif role == "assistant":
+            blocks = _text_blocks(message.get("content"))
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                arguments = function.get("arguments") or "{}"
+                try:
+                    parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+                except ValueError:
+                    parsed = {"raw": arguments}
+                if not isinstance(parsed, dict):
+                    parsed = {"value": parsed}
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call.get("id", ""),
+                        "name": function.get("name", ""),
+                        "input": parsed,
+                    }
+                )
+            add("assistant", blocks)
+        elif role == "tool":
+            content = message.get("content")
+            text = content if isinstance(content, str) else json.dumps(content, default=str)
+            add(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": message.get("tool_call_id", ""),
+                        "content": text,
+                    }
+                ],
+            )
+    specs = [
+        {
+            "name": spec["function"]["name"],
+            "description": spec["function"].get("description", ""),
+            "input_schema": spec["function"].get("parameters", {"type": "object"}),
+        }
+        for spec in tools or []
+    ]
+    return "\n\n".join(system_parts), turns, specs
+
+
+def from_anthropic(data: dict[str, Any]) -> tuple[Message, str]:
+    """The OpenAI-shaped assistant message and normalised stop reason of an answer."""
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in data["content"]:
+        if block.get("type") == "text":
+            texts.append(str(block.get("text", "")))
+        elif block.get("type") == "tool_use":
+            calls.append(
+                {
+                    "id": str(block["id"]),
+                    "type": "function",
+                    "function": {
+                        "name": str(block["name"]),
+                        "arguments": json.dumps(block.get("input") or {}, sort_keys=True),
+                    },
+                }
+            )
+    message: Message = {"role": "assistant", "content": "".join(texts) or None}
+    if calls:
+        message["tool_calls"] = calls
+    stop = _STOPS.get(str(data.get("stop_reason")), str(data.get("stop_reason") or ""))
+    return message, stop
+
+
+class AnthropicModel:
+    """``ModelAdapter`` for the Anthropic Messages API."""
+
+    name = "anthropic"
+
+    def __init__(
+        self, config: AnthropicConfig, *, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        self.config = config
+        self.context_window = config.context_window
+        self.base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.policy = RetryPolicy(config.attempts, config.backoff_s, config.max_backoff_s)
+        # One client a call: a model call takes seconds, so keep-alive buys nothing, and
+        # no adapter holds a socket between steps (or leaks one when a run suspends).
+        self._transport = transport
+
+    def complete(
+        self, messages: list[Message], *, tools: list[ToolSpec] | None = None
+    ) -> ModelReply:
+        """One Messages call; ``Unavailable`` after retries, ``Denied`` on a bad key."""
+        system, turns, specs = to_anthropic(messages, tools)
+        payload: dict[str, Any] = {
+            "model": self.config.model,
+            "max_tokens": self.config.max_tokens or 4096,
+            "messages": turns,
+        }
+        if system:
+            payload["system"] = system
+        if specs:
+            payload["tools"] = specs
+        if self.config.temperature is not None:
+            payload["temperature"] = self.config.temperature
+        headers = {
+            "content-type": "application/json",
+            "anthropic-version": self.config.anthropic_version,
+        }
+        key_env = self.config.api_key_env
+        key = os.environ.get(key_env) if key_env else None
+        if key:
+            headers["x-api-key"] = key
+        with client(self.config.timeout_s, self._transport) as http_client:
+            data = post_json(
+                http_client,
+                f"{self.base_url}/v1/messages",
+                payload=payload,
+                headers=headers,
+                policy=self.policy,
+                what=f"model {self.config.model} at {self.base_url}",
+                key_env=key_env,
+            )
+        try:
+            message, stop = from_anthropic(data)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise Unavailable(f"model {self.config.model}: malformed answer ({exc!r})") from exc
+        usage = data.get("usage") or {}
+        in_tokens = (
+            int(usage.get("input_tokens") or 0)
+            + int(usage.get("cache_read_input_tokens") or 0)
+            + int(usage.get("cache_creation_input_tokens") or 0)
+        )
+        out_tokens = int(usage.get("output_tokens") or 0)
+        return ModelReply(
+            message=message,
+            usage=Usage(in_tokens, out_tokens, self.config.price.usd(in_tokens, out_tokens)),
+            model=str(data.get("model") or self.config.model),
+            stop=stop,
+        )

@@ -1,0 +1,133 @@
+"""HTTP for model APIs: one POST with retries on 429/5xx that honour ``retry-after``.
+
+Errors are translated here, at the boundary: refused credentials -> ``Denied`` (77), other
+4xx -> ``BadInput`` (65), and 429/5xx/network failures that outlast the retries ->
+``Unavailable`` (69). No header value (the API key) ever appears in a message.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import math
+import random
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import certifi
+import httpx
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+
+from assay.errors import BadInput, Denied, Unavailable
+
+RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+
+
+@functools.cache
+def ssl_context() -> ssl.SSLContext:
+    """One TLS context for every call: building one loads the CA bundle (~100 ms)."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def client(timeout_s: float, transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """A fresh client for one call, sharing the process's TLS context."""
+    return httpx.Client(timeout=timeout_s, transport=transport, verify=ssl_context())
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many attempts, and the exponential backoff used when no ``retry-after`` came."""
+
+    attempts: int = 5
+    backoff_s: float = 1.0
+    max_backoff_s: float = 60.0
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def parse_retry_after(headers: httpx.Headers, *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``/``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _wait(policy: RetryPolicy) -> Any:
+    def wait(state: RetryCallState) -> float:
+        outcome = state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            return float(min(exc.retry_after, policy.max_backoff_s))
+        delay: float = policy.backoff_s * math.pow(2, state.attempt_number - 1)
+        return min(delay, policy.max_backoff_s) * random.uniform(0.5, 1.0)
+
+    return wait
+
+
+def post_json(
+    client: httpx.Client,
+    url: str,
+    *,
+    payload: dict[str, Any],
+    headers: dict[str, str],
+    policy: RetryPolicy,
+    what: str,
+    key_env: str | None = None,
+) -> dict[str, Any]:
+    """POST ``payload`` and return the JSON object answered, retrying what is transient."""
+
+    def attempt() -> dict[str, Any]:
+        try:
+            response = client.post(url, json=payload, headers=headers)
+        except httpx.TransportError as exc:
+            raise _Retryable(f"{type(exc).__name__}: {exc}", None) from exc
+        status = response.status_code
+        if status in RETRY_STATUSES:
+            raise _Retryable(f"HTTP {status}", parse_retry_after(response.headers))
+        if status in (401, 403):
+            hint = f"; check ${key_env}" if key_env else ""
+            raise Denied(f"{what}: the endpoint refused the credentials (HTTP {status}){hint}")
+        if status >= 400:
+            raise BadInput(f"{what}: HTTP {status}: {response.text[:300]}")
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise Unavailable(f"{what}: the answer is not JSON (HTTP {status})") from exc
+        if not isinstance(data, dict):
+            raise Unavailable(f"{what}: the answer is not a JSON object")
+        return data
+
+    retrying = Retrying(
+        stop=stop_after_attempt(policy.attempts),
+        wait=_wait(policy),
+        retry=retry_if_exception_type(_Retryable),
+        reraise=True,
+    )
+    try:
+        result: dict[str, Any] = retrying(attempt)
+    except _Retryable as exc:
+        raise Unavailable(
+            f"{what}: unreachable after {policy.attempts} attempts (last: {exc})"
+        ) from exc
+    return result

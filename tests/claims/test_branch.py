@@ -1,0 +1,134 @@
+"""BranchSync: the brief's branch as one CAS-pushed commit per durability point."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from assay.branch import BranchSync, branch_ref
+from assay.errors import BadInput, Fenced
+from assay.forge import Forge
+from assay.plumbing import Identity, RefUpdate
+
+ME = Identity.for_holder("coder", "h1")
+HEIR = Identity.for_holder("coder", "h2")
+REF = branch_ref("b1")
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+
+
+def test_a_new_branch_starts_from_main_and_each_sync_is_one_commit(
+    forge: Forge, tmp_path: Path
+) -> None:
+    sync = BranchSync(forge, "b1", workdir=tmp_path / "w", identity=ME)
+    work = sync.checkout()
+    assert sync.tip is None and (work / "briefs" / "README.md").exists()
+    sync.journal_dir.mkdir(parents=True)
+    (sync.journal_dir / "000001.jsonl").write_text('{"seq":1}\n')
+    (work / "src.py").write_text("x = 1\n")
+    first = sync.sync("step 1")
+    assert forge.ls_refs("refs/heads/")[REF] == first
+    (work / "src.py").write_text("x = 2\n")
+    (sync.journal_dir / "000001.jsonl").write_text('{"seq":1}\n{"seq":2}\n')
+    second = sync.sync("step 2")
+    assert _git(work, "rev-list", "--count", f"{first}..{second}") == "1"
+    changed = _git(work, "diff", "--name-only", first, second).splitlines()
+    assert changed == [".assay/journal/b1/000001.jsonl", "src.py"]
+    assert sync.sync("nothing new") == second  # no change: no commit, no push
+
+
+def test_commits_name_the_holder_whatever_the_machine_config_says(
+    forge: Forge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Machine Owner\n\temail = owner@machine\n[commit]\n\tgpgsign = true\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    sync = BranchSync(forge, "b1", workdir=tmp_path / "w", identity=ME)
+    work = sync.checkout()
+    (work / "a.txt").write_text("a")
+    sync.sync("step")
+    assert _git(work, "log", "-1", "--format=%an <%ae>|%cn <%ce>") == (
+        "coder <h1@coder.assay.invalid>|coder <h1@coder.assay.invalid>"
+    )
+
+
+def test_the_journal_is_committed_even_when_ignored(forge: Forge, tmp_path: Path) -> None:
+    sync = BranchSync(forge, "b1", workdir=tmp_path / "w", identity=ME)
+    work = sync.checkout()
+    (work / ".gitignore").write_text(".assay/\n*.log\n")
+    sync.journal_dir.mkdir(parents=True)
+    (sync.journal_dir / "000001.jsonl").write_text("{}\n")
+    (work / "debug.log").write_text("noise")
+    tip = sync.sync("step")
+    files = _git(work, "ls-tree", "-r", "--name-only", tip).splitlines()
+    assert ".assay/journal/b1/000001.jsonl" in files and "debug.log" not in files
+
+
+def test_a_takeover_fences_the_old_holder_and_its_push_writes_nothing(
+    forge: Forge, tmp_path: Path
+) -> None:
+    old = BranchSync(forge, "b1", workdir=tmp_path / "old", identity=ME)
+    (old.checkout() / "a.txt").write_text("old 1")
+    pushed = old.sync("old step 1")
+    heir = BranchSync(forge, "b1", workdir=tmp_path / "heir", identity=HEIR)
+    work = heir.checkout()
+    assert heir.tip == pushed and (work / "a.txt").read_text() == "old 1"
+    (work / "a.txt").write_text("heir 1")
+    heirs = heir.sync("takeover")
+    (old.workdir / "a.txt").write_text("old 2")
+    with pytest.raises(Fenced, match="another holder") as raised:
+        old.sync("old step 2")
+    assert raised.value.code == 4
+    assert forge.ls_refs("refs/heads/")[REF] == heirs
+    # Checking out again makes the old work dir exactly the forge's tip.
+    old.checkout()
+    assert (old.workdir / "a.txt").read_text() == "heir 1" and old.tip == heirs
+
+
+def test_two_fresh_starts_race_and_only_one_creates_the_branch(
+    forge: Forge, tmp_path: Path
+) -> None:
+    first = BranchSync(forge, "b1", workdir=tmp_path / "a", identity=ME)
+    second = BranchSync(forge, "b1", workdir=tmp_path / "b", identity=HEIR)
+    for sync in (first, second):
+        (sync.checkout() / "who.txt").write_text(sync.identity.email)
+    winner = first.sync("start")
+    with pytest.raises(Fenced):
+        second.sync("start")
+    assert forge.ls_refs("refs/heads/")[REF] == winner
+
+
+def test_a_forge_without_main_cannot_start_a_branch(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "empty.git")], check=True)
+    with (
+        Forge(f"file://{tmp_path / 'empty.git'}", cache_dir=tmp_path / "c") as bare,
+        pytest.raises(BadInput, match="no main"),
+    ):
+        BranchSync(bare, "b1", workdir=tmp_path / "w", identity=ME).checkout()
+
+
+def test_checkout_fetches_only_its_own_branch(forge: Forge, tmp_path: Path) -> None:
+    other = BranchSync(forge, "b10", workdir=tmp_path / "other", identity=HEIR)
+    (other.checkout() / "big.bin").write_bytes(b"\0" * 1000)
+    other.sync("another brief's work")
+    sync = BranchSync(forge, "b1", workdir=tmp_path / "w", identity=ME)
+    sync.checkout()
+    assert _git(sync.workdir, "for-each-ref", "--format=%(refname)", "refs/remotes/") == (
+        "refs/remotes/forge/main"
+    )
+    (sync.workdir / "a.txt").write_text("a")
+    tip = sync.sync("step")
+    assert sync.checkout() and sync.tip == tip
+    # When the branch is deleted on the forge, the next checkout starts from main again.
+    assert forge.push([RefUpdate(REF, None, expected=tip)]).ok
+    sync.checkout()
+    assert sync.tip is None and not (sync.workdir / "a.txt").exists()

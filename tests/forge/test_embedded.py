@@ -1,0 +1,147 @@
+"""The embedded forge: ``assay forge init``, ``assay forge serve``, and ``open_forge``."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from assay.errors import BadInput
+from assay.forge import ForgeServer, init_forge, is_forge, open_forge
+from tests.conftest import AssayRunner, popen_assay
+from tests.forge_fixtures import Served, clone, put_on_main
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+
+
+def test_init_makes_main_with_briefs_and_generated_journals(
+    run_assay: AssayRunner, tmp_path: Path
+) -> None:
+    done = run_assay("forge", "init", "f.git", "--json")
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "f.git"
+    assert is_forge(path)
+    work = clone(str(path), tmp_path / "work")
+    assert sorted(_git(work, "ls-files").splitlines()) == [".gitattributes", "briefs/README.md"]
+    attr = _git(work, "check-attr", "linguist-generated", ".assay/journal/b1/000001.jsonl")
+    assert attr.endswith("linguist-generated: true")
+    assert _git(work, "check-attr", "linguist-generated", "src/x.py").endswith("unspecified")
+    assert _git(work, "log", "--format=%an", "-1") == "assay"
+
+
+def test_init_is_idempotent_and_refuses_a_foreign_directory(
+    run_assay: AssayRunner, tmp_path: Path
+) -> None:
+    path = init_forge(tmp_path / "f.git")
+    main = _git(path, "rev-parse", "main")
+    assert init_forge(path) == path
+    assert _git(path, "rev-parse", "main") == main
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "file").write_text("x")
+    done = run_assay("forge", "init", str(tmp_path / "junk"))
+    assert done.returncode == 65 and "not an Assay forge" in done.stderr
+
+
+def test_smart_http_clone_and_push(http_forge: Served, tmp_path: Path) -> None:
+    work = clone(http_forge.url, tmp_path / "work")
+    (work / "briefs" / "b1.md").write_text("# b1\n")
+    _git(work, "add", ".")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "brief b1")
+    _git(work, "push", "-q", "origin", "main")
+    assert _git(http_forge.path, "show", "main:briefs/b1.md") == "# b1"
+
+
+def test_smart_http_takes_a_push_larger_than_the_post_buffer(
+    http_forge: Served, tmp_path: Path
+) -> None:
+    # Over 1 MiB git streams the request body chunked; the server must de-chunk it.
+    work = clone(http_forge.url, tmp_path / "work")
+    (work / "blob.bin").write_bytes(os.urandom(3 * 1024 * 1024))
+    _git(work, "add", ".")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "big")
+    _git(work, "push", "-q", "origin", "main")
+    assert _git(http_forge.path, "rev-parse", "main") == _git(work, "rev-parse", "HEAD")
+    fresh = clone(http_forge.url, tmp_path / "fresh")
+    assert (fresh / "blob.bin").read_bytes() == (work / "blob.bin").read_bytes()
+
+
+def test_the_server_answers_only_for_its_own_repository(forge_path: Path, tmp_path: Path) -> None:
+    init_forge(tmp_path / "other.git")
+    pushes: list[int] = []
+    with ForgeServer(forge_path, on_push=lambda: pushes.append(1)) as server:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+        conn.request("GET", "/other.git/info/refs?service=git-upload-pack")
+        assert conn.getresponse().status == 404
+        conn.close()
+        put_on_main(server.url, {"briefs/x.md": "x"})
+    assert pushes == [1]
+
+
+def test_serve_cli_prints_its_url_and_stops_on_sigterm(forge_path: Path, tmp_path: Path) -> None:
+    proc = popen_assay(["forge", "serve", str(forge_path), "--port", "0"], cwd=tmp_path)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/forge.git")
+        assert not url.endswith(":0/forge.git")
+        put_on_main(url, {"briefs/b2.md": "# b2\n"})
+        assert _git(forge_path, "show", "main:briefs/b2.md") == "# b2"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+
+
+def test_serve_refuses_what_is_not_a_forge(run_assay: AssayRunner, tmp_path: Path) -> None:
+    done = run_assay("forge", "serve", str(tmp_path / "nothing"))
+    assert done.returncode == 65 and "not an Assay forge" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        (None, "ASSAY_FORGE"),
+        ("", "--forge"),
+        ("ftp://host/x", "unknown scheme"),
+        ("/nonexistent/forge.git", "assay forge init"),
+    ],
+)
+def test_open_forge_refuses_bad_specs(spec: str | None, words: str) -> None:
+    with pytest.raises(BadInput, match=words):
+        open_forge(spec)
+
+
+def test_github_specs_go_to_the_github_adapter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[tuple[str, Path | None]] = []
+
+    def opener(spec: str, *, cache_dir: Path | None = None) -> object:
+        seen.append((spec, cache_dir))
+        return "forge"
+
+    monkeypatch.setitem(sys.modules, "assay.github", types.SimpleNamespace())
+    with pytest.raises(BadInput, match="GitHub forges are not available"):
+        open_forge("github:octo/repo")
+    adapter = types.SimpleNamespace(open_github_forge=opener)
+    monkeypatch.setitem(sys.modules, "assay.github", adapter)
+    assert open_forge("github:octo/repo", cache_dir=tmp_path) == "forge"
+    assert seen == [("github:octo/repo", tmp_path)]
+
+
+def test_open_forge_accepts_every_transport(forge_url: str, forge_path: Path) -> None:
+    with open_forge(forge_url) as forge:
+        main = forge.ls_refs("refs/heads/")["refs/heads/main"]
+    assert main == _git(forge_path, "rev-parse", "main")
+    with open_forge(str(forge_path)) as by_path:
+        assert by_path.url == f"file://{forge_path}"
