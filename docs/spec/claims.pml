@@ -15,15 +15,18 @@
  *   ND, NB            desks (2 or 3) and briefs (1 or 2)
  *   LEASE             lease length in ticks
  *   SKEW, ALLOW       true bound on clock differences, and the allowance the expiry rule adds
- *   MAXACQ            voluntary acquisitions (absent, released, waiting) in the whole run
+ *   MAXACQ            voluntary acquisitions (absent, released, waiting) in the whole run;
+ *                     takeovers of stuck or expired claims are not budgeted (liveness needs
+ *                     them), and they are bounded anyway: only a crash or a pause expires one
  *   MAXCRASH          crashes in the whole run; MAXPAUSE: pauses in the whole run
  *   MAXWORK           journal steps per tenure after the takeover (a plain entry, or an
  *                     effect with the push that is its durability point)
  *   MAXRENEW          renewals per tenure
  *   SYMMETRY          store states up to a renaming of desks (for the exhaustive run; traces
  *                     then name desks by their sorted position, so replays leave it off)
+ *   COVER             adds the reachability witnesses (ltl reach_*; see README.md)
  * Broken variants define one of BROKEN_RENEW, BROKEN_EFFECT, BROKEN_TAKEOVER, BROKEN_DONE,
- * or set SKEW above ALLOW.
+ * BROKEN_RECOVERY, or set SKEW above ALLOW.
  */
 
 #ifndef ND
