@@ -24,13 +24,25 @@ from tests.forge_fixtures import wait_until
 PY = shlex.quote(sys.executable)
 
 
-def _gone(pid: int) -> bool:
-    """True once ``pid`` no longer runs (absent, or a zombie awaiting its reaper)."""
+def _started(pid: int) -> str | None:
+    """The start time of ``pid`` (field 22 of its stat), which tells a reused pid apart."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except FileNotFoundError:
+        return None
+
+
+def _gone(pid: int, started: str | None = None) -> bool:
+    """True once ``pid`` no longer runs: absent, a zombie, or the pid reused by another process.
+
+    On a busy machine pids wrap quickly, so a kill test compares the start time it first saw.
+    """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:
         return True
-    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
+    fields = stat.rsplit(")", 1)[1].split()
+    return fields[0] in {"Z", "X"} or (started is not None and fields[19] != started)
 
 
 def test_plain_rows_run_without_a_shell_and_shell_rows_with_sh() -> None:
@@ -68,13 +80,13 @@ def test_a_hanging_row_is_killed_with_its_whole_group_at_the_timeout(tmp_path: P
     command = f"sleep 300 & echo $! > {shlex.quote(str(pidfile))}; echo started; wait"
     started = time.monotonic()
     result = run_row(command, cwd=tmp_path, timeout_s=1.0)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # killed at its timeout, not after sleep 300
     assert result.timed_out
     assert result.exit == -9
     assert not result.passed
     assert "started" in result.output_tail
     pid = int(pidfile.read_text())
-    wait_until(lambda: _gone(pid), timeout=5, what=f"pid {pid} to be killed")
+    wait_until(lambda: _gone(pid), timeout=30, what=f"pid {pid} to be killed")
 
 
 def test_a_row_leaving_a_background_process_finishes_and_the_process_is_killed(
@@ -87,7 +99,7 @@ def test_a_row_leaving_a_background_process_finishes_and_the_process_is_killed(
     assert not result.timed_out
     assert result.seconds < 30
     pid = int(pidfile.read_text())
-    wait_until(lambda: _gone(pid), timeout=5, what=f"pid {pid} to be killed")
+    wait_until(lambda: _gone(pid), timeout=30, what=f"pid {pid} to be killed")
 
 
 def test_fifty_megabytes_of_output_are_digested_with_a_bounded_tail(tmp_path: Path) -> None:
@@ -208,6 +220,7 @@ def test_an_interrupted_gate_takes_its_running_row_down_with_it(tmp_path: Path) 
     try:
         wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the row")
         row_pid = int(pidfile.read_text())
+        row_started = _started(row_pid)
         gate.send_signal(signal.SIGINT)
         _, stderr = gate.communicate(timeout=30)
     finally:
@@ -215,4 +228,6 @@ def test_an_interrupted_gate_takes_its_running_row_down_with_it(tmp_path: Path) 
             gate.kill()
             gate.communicate()
     assert "KeyboardInterrupt" in stderr
-    wait_until(lambda: _gone(row_pid), timeout=5, what=f"row pid {row_pid} to be killed")
+    wait_until(
+        lambda: _gone(row_pid, row_started), timeout=30, what=f"row pid {row_pid} to be killed"
+    )
