@@ -40,7 +40,9 @@ class ModelReply:
     """The assistant message a model returned, and what it cost.
 
     ``stop`` is the reason the model stopped, normalised: ``tool_calls``, ``stop`` (a final
-    answer), ``length`` (cut off by max tokens), or ``""`` when the API did not say.
+    answer), ``length`` (cut off by max tokens), or ``""`` when the API did not say. It is
+    informational: a replayed model step restores the message, usage and model only, so
+    desk code decides on ``message["tool_calls"]``, never on ``stop``.
     """
 
     message: Message

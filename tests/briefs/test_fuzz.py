@@ -3,6 +3,8 @@ traceback of some other kind."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -13,9 +15,11 @@ from assay.briefs import Brief, parse_brief
 from assay.briefs.format import FRONT_MATTER_FIELDS
 from assay.desks import DeskManifest, parse_manifest
 from assay.errors import BadInput
+from assay.models import parse_model_config
+from assay.models.scripted import Script, load_script
 from tests.briefs.test_format import GOOD
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = st.one_of(
     st.none(),
@@ -132,3 +136,25 @@ def test_manifest_near_valid(kind: str, model: Any, tools: list[str], run: Any) 
     if run is not None:
         document["run"] = run
     check_manifest(yaml.safe_dump(document, allow_unicode=True))
+
+
+@FUZZ
+@given(st.one_of(st.text(max_size=300), values(("responses", "content", "tool_calls", "name"))))
+def test_model_script_only_typed_errors(document: Any) -> None:
+    text = document if isinstance(document, str) else yaml.safe_dump(document)
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "s.yaml"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            assert isinstance(load_script(path, source="s.yaml"), Script)
+        except BadInput as exc:
+            assert exc.message.startswith("s.yaml")
+
+
+@FUZZ
+@given(values(("adapter", "model", "script", "argv", "base_url", "price", "openai", "scripted")))
+def test_model_config_only_typed_errors(config: Any) -> None:
+    try:
+        parse_model_config(config)
+    except BadInput as exc:
+        assert exc.message.startswith("model")
