@@ -10,6 +10,7 @@ carrying a snapshot of the last checkpoint, and the chain runs on in the next fi
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import uuid
@@ -17,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from assay.errors import BadInput
+from assay.errors import BadInput, Busy
 from assay.journal.blobs import BlobStore
 from assay.journal.format import FORMAT_VERSION, KINDS, canonical, encode_line, segment_name
 from assay.journal.reader import Journal, read_journal
@@ -46,6 +47,9 @@ class JournalWriter:
         self.segment_bytes = segment_bytes
         self.fsync = fsync
         self.blobs = BlobStore(directory, fsync=fsync)
+        self.journal = journal
+        self._lock: int | None = None
+        self._torn = journal.torn
         self.seq = len(journal.entries)
         self.head = journal.head
         self.fence = journal.fence
@@ -67,39 +71,47 @@ class JournalWriter:
         run_id: str | None = None,
         secrets: Iterable[str] = (),
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-        journal: Journal | None = None,
         fsync: bool = True,
     ) -> JournalWriter:
         """Open (creating) the journal in ``directory`` for appending.
 
-        ``journal`` is a ``read_journal`` result for the same directory when the caller has
-        one already, to save a second read. ``fsync=False`` keeps lines and blobs in the
-        page cache: they survive a killed process but not a power loss (for throwaway runs
-        and size measurements; never for a desk's real journal).
+        Takes an exclusive lock on the directory first (``Busy`` if another process is
+        writing this journal), then reads and verifies it (``writer.journal``).
+        ``fsync=False`` keeps lines and blobs in the page cache: they survive a killed
+        process but not a power loss (for throwaway runs and size measurements; never for
+        a desk's real journal).
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        if journal is None:
+        lock = os.open(directory, os.O_RDONLY)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock)
+            raise Busy(f"{directory}: another process is writing this journal") from None
+        try:
             journal = read_journal(directory)
-        if journal.torn is not None:
-            # The torn bytes were never acknowledged to anyone: cut them so the next line
-            # starts clean. Every complete line stays exactly as it was.
-            with open(directory / journal.torn.segment, "r+b") as handle:
-                handle.truncate(journal.torn.offset)
-                handle.flush()
-                os.fsync(handle.fileno())
-        rid = journal.run_id or run_id or uuid.uuid4().hex
-        return cls(
-            directory,
-            journal,
-            run_id=rid,
-            secrets=secrets,
-            segment_bytes=segment_bytes,
-            fsync=fsync,
-        )
+            rid = journal.run_id or run_id or uuid.uuid4().hex
+            writer = cls(
+                directory,
+                journal,
+                run_id=rid,
+                secrets=secrets,
+                segment_bytes=segment_bytes,
+                fsync=fsync,
+            )
+        except BaseException:
+            os.close(lock)
+            raise
+        writer._lock = lock
+        return writer
 
     def close(self) -> None:
+        """Close the segment and release the directory lock."""
         self._handle.close()
+        if self._lock is not None:
+            os.close(self._lock)  # closing the descriptor releases the flock
+            self._lock = None
 
     def __enter__(self) -> JournalWriter:
         return self
@@ -133,6 +145,8 @@ class JournalWriter:
         kind = entry.get("kind")
         if kind not in KINDS:
             raise BadInput(f"journal entry kind {kind!r} is not one of {sorted(KINDS)}")
+        if self._torn is not None:
+            self._cut_torn_line()
         line: dict[str, Any] = self.redactor.value(dict(entry))
         line.pop("sum", None)
         line.update(v=FORMAT_VERSION, seq=self.seq + 1, prev=self.head, run=self.run_id)
@@ -154,6 +168,19 @@ class JournalWriter:
         if self._size >= self.segment_bytes and kind != "continue":
             self._roll()
         return line
+
+    def _cut_torn_line(self) -> None:
+        # The torn bytes were never acknowledged to anyone: cut them, just before the first
+        # append, so the next line starts clean. Every complete line stays as it was. (Not
+        # at open: a holder that turns out to be fenced must write nothing at all.)
+        assert self._torn is not None
+        with open(self.directory / self._torn.segment, "r+b") as handle:
+            handle.truncate(self._torn.offset)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if self._torn.segment == segment_name(self._segment):
+            self._size = self._torn.offset
+        self._torn = None
 
     def sync(self) -> None:
         """Make every written line durable."""

@@ -113,21 +113,21 @@ class Run:
         fence lower than the journal's (``Fenced``) and records a ``takeover`` when the
         fence is higher. ``fsync=False`` is for throwaway runs only (see ``JournalWriter``).
         """
-        journal = read_journal(Path(journal_dir))
-        if fence < journal.fence:
-            raise Fenced(
-                f"{journal_dir}: fence {fence} is older than the journal's fence {journal.fence}",
-                fence=fence,
-                journal_fence=journal.fence,
-            )
         writer = JournalWriter.open(
             Path(journal_dir),
             run_id=run_id,
             secrets=secrets,
             segment_bytes=segment_bytes,
-            journal=journal,
             fsync=fsync,
         )
+        journal = writer.journal
+        if fence < journal.fence:
+            writer.close()
+            raise Fenced(
+                f"{journal_dir}: fence {fence} is older than the journal's fence {journal.fence}",
+                fence=fence,
+                journal_fence=journal.fence,
+            )
         run = cls(
             journal,
             writer,

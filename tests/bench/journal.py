@@ -10,8 +10,10 @@ Prints, from one run on one machine:
 - the journal bytes of a 200-turn conversation against a naive journal that records the
   full transcript with every call.
 
-Step overhead is the median interval between the starts of consecutive no-op step
-bodies, so every engine is measured the same way, bookkeeping and fsync included.
+Assay's step overhead is the median duration of a ``run.step`` call with a no-op body,
+interleaved with floor samples. The peers' is the median interval between the starts of
+consecutive no-op step bodies (their steps cannot be timed from outside), which holds
+the same work: bookkeeping and the durable write of one step.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from assay.models.base import Message, ModelReply, ToolSpec, Usage
 from assay.runtime import Run, execute
 
 Result = dict[str, Any]
-ROUNDS = 5
 
 
 def _intervals(marks: list[float]) -> list[float]:
@@ -46,8 +47,7 @@ def _median_interval(marks: list[float]) -> float:
     return statistics.median(_intervals(marks))
 
 
-def floor(work: Path, n: int) -> list[float]:
-    """Seconds for each of ``n`` appends + fsyncs of a typical step line."""
+def _floor_line() -> bytes:
     raw, _ = encode_line(
         {
             "v": 1,
@@ -67,28 +67,48 @@ def floor(work: Path, n: int) -> list[float]:
             "ms": 0.01,
         }
     )
-    line = raw + b"\n"
+    return raw + b"\n"
+
+
+def floor(work: Path, n: int) -> float:
+    """Median seconds of ``n`` raw appends + fsyncs of a journal-sized line."""
+    line = _floor_line()
     times = []
-    with open(work / "floor.jsonl", "ab") as handle:
+    with open(work / f"floor-{time.monotonic_ns()}.jsonl", "ab") as handle:
         for _ in range(n):
             start = time.perf_counter()
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
             times.append(time.perf_counter() - start)
-    return times
+    return statistics.median(times)
 
 
-def assay_steps(work: Path, n: int) -> list[float]:
-    """Intervals between consecutive no-op durable steps of one run."""
-    marks: list[float] = []
+def assay_and_floor(work: Path, n: int, *, fsync: bool = True) -> tuple[list[float], list[float]]:
+    """Per-call seconds of ``n`` no-op durable steps, each followed by one floor sample
+    (a raw append + fsync of a journal-sized line to another file), so that both see the
+    same machine load."""
+    line = _floor_line()
+    step_times: list[float] = []
+    floor_times: list[float] = []
+
+    def noop() -> None:
+        return None
 
     def desk(run: Run, _: Any) -> Any:
-        for i in range(n):
-            run.step(f"s{i}", lambda: marks.append(time.perf_counter()))
+        with open(work / f"floor-{time.monotonic_ns()}.jsonl", "ab") as handle:
+            for i in range(n):
+                start = time.perf_counter()
+                run.step(f"s{i}", noop)
+                step_times.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+                floor_times.append(time.perf_counter() - start)
 
-    execute(desk, None, journal_dir=work / f"assay-steps-{time.monotonic_ns()}")
-    return _intervals(marks)
+    execute(desk, None, journal_dir=work / f"assay-steps-{time.monotonic_ns()}", fsync=fsync)
+    return step_times, floor_times
 
 
 def dbos_steps(work: Path, n: int) -> float | str:
@@ -96,11 +116,14 @@ def dbos_steps(work: Path, n: int) -> float | str:
         from dbos import DBOS
     except ImportError:
         return "missing (pip install 'assay[bench]')"
-    import logging
-
-    logging.getLogger("dbos").setLevel(logging.ERROR)
     marks: list[float] = []
-    DBOS(config={"name": "assay-bench", "system_database_url": f"sqlite:///{work / 'dbos.sqlite'}"})
+    DBOS(
+        config={
+            "name": "assay-bench",
+            "system_database_url": f"sqlite:///{work / 'dbos.sqlite'}",
+            "log_level": "ERROR",
+        }
+    )
 
     @DBOS.step()
     def noop() -> None:
@@ -156,8 +179,9 @@ class _Stop(BaseException):
     pass
 
 
-def resume(work: Path, entries: int) -> float:
-    """Seconds from ``execute()`` to the body of the first new step, over ``entries`` entries."""
+def resume(work: Path, entries: int) -> tuple[float, float]:
+    """(wall, CPU) seconds from ``execute()`` to the body of the first new step after
+    ``entries`` recorded entries: read + verify, rebuild the index, replay the code."""
     directory = work / f"resume-{entries}"
     steps = entries - 2  # plus the start entry and a wait
     reached: list[float] = []
@@ -168,7 +192,7 @@ def resume(work: Path, entries: int) -> float:
         run.wait_for("go")
 
         def first_new() -> None:
-            reached.append(time.perf_counter())
+            reached.extend((time.perf_counter(), time.process_time()))
             raise _Stop()
 
         run.step("next", first_new)
@@ -177,10 +201,10 @@ def resume(work: Path, entries: int) -> float:
     from assay.runtime import Event, LocalEventStore
 
     LocalEventStore(directory).append(Event("go", "approve", data={"name": "go"}))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with contextlib.suppress(_Stop):
         execute(desk, None, journal_dir=directory)
-    return reached[0] - start
+    return reached[0] - start, reached[1] - cpu
 
 
 class _Talker:
@@ -229,15 +253,14 @@ def main(argv: list[str] | None = None) -> None:
     try:
         n = options.steps
         results: Result = {}
-        # Floor and Assay alternate in rounds so both see the same machine load.
-        floor_times: list[float] = []
-        assay_times: list[float] = []
-        for _ in range(ROUNDS):
-            floor_times += floor(work, n // ROUNDS)
-            assay_times += assay_steps(work, n // ROUNDS)
+        assay_times, floor_times = assay_and_floor(work, n)
         results["floor"] = statistics.median(floor_times)
         results["assay"] = statistics.median(assay_times)
+        results["assay_cpu"] = statistics.median(assay_and_floor(work, n, fsync=False)[0])
+        # The machine's fsync latency drifts: each peer gets a floor measured just before it.
+        results["dbos_floor"] = floor(work, n // 3)
         results["dbos"] = dbos_steps(work, n)
+        results["langgraph_floor"] = floor(work, n // 3)
         results["langgraph"] = langgraph_steps(work, n)
         results["resume_1000"] = resume(work, 1000)
         results["resume_10000"] = resume(work, 10_000)
@@ -245,24 +268,36 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     version = sys.version.split()[0]
-    print(f"journal benchmark  (python {version}, {n} steps each, {os.cpu_count()} cpus)")
+    load = os.getloadavg()[0]
+    print(
+        f"journal benchmark  (python {version}, {n} steps each, {os.cpu_count()} cpus, "
+        f"load average {load:.1f})"
+    )
     print(f"  floor: append + fsync of one line      {_us(results['floor'])}")
     print(
         f"  Assay durable step (local tier)         {_us(results['assay'])}"
         f"   = {results['assay'] / results['floor']:.2f}x floor"
     )
+    print(f"  Assay step bookkeeping alone (no fsync)  {_us(results['assay_cpu'])}")
+    assay_x = results["assay"] / results["floor"]
     for peer in ("dbos", "langgraph"):
         label = {
             "dbos": "DBOS step (SQLite system db)",
             "langgraph": "LangGraph step (SqliteSaver)",
         }[peer]
         value = results[peer]
-        ratio = (
-            f"   Assay = {results['assay'] / value:.2f}x of it" if isinstance(value, float) else ""
-        )
+        ratio = ""
+        if isinstance(value, float):
+            own = value / results[f"{peer}_floor"]
+            ratio = (
+                f"   = {own:.2f}x its own floor of {_us(results[f'{peer}_floor']).strip()};"
+                f" Assay/peer, each over its floor = {assay_x / own:.2f}"
+            )
         print(f"  {label:<40}{_us(value)}{ratio}")
-    print(f"  resume 1,000-entry journal to next step  {results['resume_1000'] * 1000:8.1f} ms")
-    print(f"  resume 10,000-entry journal to next step {results['resume_10000'] * 1000:8.1f} ms")
+    for entries in ("1000", "10000"):
+        wall, cpu = results[f"resume_{entries}"]
+        label = f"resume {int(entries):,}-entry journal to next step"
+        print(f"  {label:<40}{wall * 1000:8.1f} ms  (CPU {cpu * 1000:.1f} ms)")
     print(
         f"  {options.turns}-turn conversation: Assay journal {size:,} B; naive full-transcript "
         f"journal {naive:,} B ({naive / size:.0f}x); distinct messages {distinct:,} B "

@@ -4,12 +4,14 @@ no journal entry is lost or rewritten."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 from assay.journal import JournalWriter, read_journal
 from assay.journal.format import encode_line
-from tests.conftest import AssayRunner
-from tests.runtime.helpers import desk
+from tests.conftest import AssayRunner, popen_assay
+from tests.runtime.helpers import desk, wait_until
 
 APPROVAL = desk("small.py:approval")
 
@@ -116,3 +118,46 @@ def test_a_lower_fence_is_fenced(tmp_path: Path, run_assay: AssayRunner) -> None
         writer.append({"kind": "takeover", "fence": 3, "prev_fence": 0})
     done = run_assay("run", APPROVAL, "--journal", str(journal), "--fence", "2")
     assert done.returncode == 4 and "fence 2 is older than the journal's fence 3" in done.stderr
+
+
+def test_a_fenced_holder_leaves_even_a_torn_line_alone(
+    tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    journal = tmp_path / "j"
+    with JournalWriter.open(journal) as writer:
+        writer.fence = 3
+        writer.append({"kind": "takeover", "fence": 3, "prev_fence": 0})
+    segment = journal / "000001.jsonl"
+    segment.write_bytes(segment.read_bytes() + b'{"torn')
+    before = _snapshot(journal)
+    assert run_assay("run", APPROVAL, "--journal", str(journal), "--fence", "1").returncode == 4
+    assert _snapshot(journal) == before
+
+
+def test_a_second_process_on_the_same_journal_is_busy(
+    tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    journal, counter, marker = tmp_path / "j", tmp_path / "counter", tmp_path / "marker"
+    args = [
+        "run",
+        desk("crash_desk.py:main"),
+        "--journal",
+        str(journal),
+        "--input",
+        json.dumps({"counter": str(counter), "effects": str(tmp_path / "effects")}),
+        "--model",
+        desk("crash_desk.py:make_model"),
+    ]
+    env = {"CRASH_COUNTER": str(counter), "CRASH_PAUSE": "3:after", "CRASH_MARKER": str(marker)}
+    first = popen_assay(args, cwd=tmp_path, env=env)
+    try:
+        wait_until(marker.exists, what="the first run to hold the journal")
+        before = _snapshot(journal)
+        second = run_assay(*args, env={"CRASH_COUNTER": str(counter)})
+        assert second.returncode == 3
+        assert "another process is writing this journal" in second.stderr
+        assert _snapshot(journal) == before
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.communicate(timeout=30)
+    assert run_assay(*args, env={"CRASH_COUNTER": str(counter)}).returncode == 0
