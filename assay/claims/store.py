@@ -210,8 +210,10 @@ class ClaimStore:
             )
             if result.ok:
                 return Claim(taken.evolve(sha=commit))
-            latest = self.get(brief)
-            raise self._busy(latest or current, lost=True)
+            latest = self.get(brief) or current
+            renewed = latest.holder == current.holder
+            why = "its holder renewed it first" if renewed else "another desk took it first"
+            raise self._busy(latest, lost=why)
         raise Busy(f"claim {brief}: the ref kept appearing and vanishing; try again")
 
     def _check_claimable(self, current: ClaimRecord, *, allow_waiting: bool) -> None:
@@ -224,7 +226,7 @@ class ClaimStore:
             return
         raise self._busy(current)
 
-    def _busy(self, current: ClaimRecord, *, lost: bool = False) -> Busy:
+    def _busy(self, current: ClaimRecord, *, lost: str | None = None) -> Busy:
         now = self.clock()
         status = current.status(skew_s=self.skew_s, now=now)
         if status == "done":
@@ -243,7 +245,7 @@ class ClaimStore:
                 f"expires in {max(left, 0):.0f} s)"
             )
         if lost:
-            text += "; another desk took it first"
+            text += f"; {lost}"
         return Busy(text, claim=current.to_json(), status=status)
 
     def _holder_push(self, claim: Claim, changes: dict[str, Any], message: str) -> Claim:

@@ -19,7 +19,9 @@ from assay.forge import open_forge
 from tests.conftest import assay_env
 
 CONTENDERS = 16
-ROUNDS = 2  # each round is one create race and one take-over race
+# Each round is one create race and one take-over race; file:// is the cheapest transport,
+# so it runs more rounds.
+ROUNDS = {"file": 2, "git": 1, "http": 1}
 
 
 def _racer(url: str, cwd: Path) -> subprocess.Popen[str]:
@@ -61,7 +63,7 @@ def test_exactly_one_of_sixteen_wins_every_round(
     try:
         with open_forge(forge_url) as forge:
             store = ClaimStore(forge)
-            for number in range(ROUNDS):
+            for number in range(ROUNDS[forge_url.split(":", 1)[0]]):
                 brief = f"race-{number}"
                 index, won = _round(racer, brief)
                 record = store.get(brief)

@@ -228,7 +228,17 @@ def test_heartbeat_calls_on_fenced_the_moment_it_is_fenced(forge: Forge) -> None
     hb = Heartbeat(store, claim, on_fenced=fenced.set).start()
     wait_until(lambda: hb.renewals >= 1, what="a first renewal")
     with open_forge(forge.url) as elsewhere:
-        ClaimStore(elsewhere, clock=lambda: _later(1000)).acquire("b1", "thief", lease_s=60)
+        thief = ClaimStore(elsewhere, clock=lambda: _later(1000))
+
+        def steal() -> bool:
+            try:
+                thief.acquire("b1", "thief", lease_s=60)
+            except Busy as lost:  # the heartbeat renewed between our read and our push
+                assert "renewed it first" in lost.message
+                return False
+            return True
+
+        wait_until(steal, what="the thief to win over the heartbeat")
     assert fenced.wait(timeout=30)
     wait_until(lambda: not hb.running, what="the heartbeat to stop")
     assert hb.fenced
