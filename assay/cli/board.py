@@ -1,9 +1,164 @@
-"""Commands of this area; filled in by the module that owns it."""
+"""``assay board`` (BOARD.md and an HTML page) and ``assay status`` (the same, as a table)."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
 import click
+from rich.table import Table
+
+from assay.cli.options import forge_option, json_option
+from assay.console import out, print_json
+from assay.errors import BadInput
+
+
+def _now(value: str | None) -> datetime | None:
+    from assay.board.model import parse_time
+
+    if value is None:
+        return None
+    moment = parse_time(value)
+    if moment is None:
+        raise BadInput(f"--now: {value!r} is not an ISO-8601 time (e.g. 2026-01-02T03:04:05Z)")
+    return moment
+
+
+def _write(path: Path, text: str) -> None:
+    """Write through a temporary file so a reader never sees half a board."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+
+
+@click.command("board")
+@click.option("--out", "out_path", default="BOARD.md", metavar="PATH", help="Markdown output.")
+@click.option("--html", "html_path", default=None, metavar="PATH", help="Also write HTML here.")
+@click.option(
+    "--templates",
+    default=None,
+    metavar="DIR",
+    help="Template folder (default: board_templates/ on main, else the shipped ones).",
+)
+@click.option(
+    "--now",
+    default=None,
+    metavar="ISO",
+    help="Draw the board as of this time (default: the latest instant the forge records).",
+)
+@forge_option
+@json_option
+def board(
+    out_path: str,
+    html_path: str | None,
+    templates: str | None,
+    now: str | None,
+    forge: str | None,
+    as_json: bool,
+) -> None:
+    """Render BOARD.md (and an HTML page) from main, claims, journals and evidence."""
+    from assay.board.collect import collect_board
+    from assay.board.render import render_html, render_markdown
+    from assay.forge import open_forge
+
+    state, main_templates = collect_board(open_forge(forge), now=_now(now))
+    template_dir = Path(templates) if templates else None
+    markdown = render_markdown(state, templates=template_dir, main_templates=main_templates)
+    html = (
+        render_html(state, templates=template_dir, main_templates=main_templates)
+        if html_path
+        else None
+    )
+    _write(Path(out_path), markdown)
+    if html_path and html is not None:
+        _write(Path(html_path), html)
+    totals = state.totals()
+    if as_json:
+        print_json(
+            {
+                "status": "ok",
+                "code": 0,
+                "out": out_path,
+                "html": html_path,
+                "briefs": totals.briefs,
+                "as_of": state.to_json()["as_of"],
+            }
+        )
+    else:
+        written = f"{out_path}" + (f" and {html_path}" if html_path else "")
+        out.print(f"wrote {written}: {totals.briefs} brief(s)", markup=False, highlight=False)
+
+
+def _status_table(data: dict[str, Any]) -> Table:
+    table = Table(title=f"as of {data['as_of']}", title_justify="left")
+    for column in (
+        "brief",
+        "state",
+        "desk",
+        "fence",
+        "lease age",
+        "last step",
+        "steps",
+        "calls",
+        "tokens",
+        "cost",
+        "evidence",
+        "age",
+        "held",
+        "note",
+    ):
+        table.add_column(column, overflow="fold")
+    from assay.board.render import duration, money
+
+    for row in data["briefs"]:
+        table.add_row(
+            row["id"],
+            row["state"],
+            row["desk"] or "-",
+            f"{row['fence']}/{row['attempt']}",
+            duration(row["lease_age_s"]),
+            (row["last_step"] or "-")
+            + (f" @ {row['last_step_at']}" if row["last_step_at"] else ""),
+            str(row["steps"]),
+            str(row["model_calls"]),
+            str(row["tokens"]),
+            money(row["usd"]),
+            row["evidence"]["label"],
+            duration(row["run_age_s"]),
+            duration(row["held_s"]),
+            row["status_note"] or "",
+        )
+    return table
+
+
+@click.command("status")
+@click.option("--now", default=None, metavar="ISO", help="Judge leases as of this time.")
+@forge_option
+@json_option
+def status(now: str | None, forge: str | None, as_json: bool) -> None:
+    """Every brief's state, desk, lease, last step, usage and evidence, as a table."""
+    from assay.board.collect import collect_board
+    from assay.forge import open_forge
+
+    moment = _now(now) or datetime.now().astimezone()
+    state, _ = collect_board(open_forge(forge), now=moment)
+    data = state.to_json()
+    if as_json:
+        print_json({"status": "ok", "code": 0, **data})
+        return
+    out.print(_status_table(data))
+    totals = data["totals"]
+    out.print(
+        f"{totals['briefs']} brief(s): "
+        + ", ".join(f"{state} {count}" for state, count in totals["by_state"].items()),
+        markup=False,
+        highlight=False,
+    )
 
 
 def register(root: click.Group) -> None:
-    """Add this module's commands to the root group."""
+    """Add ``assay board`` and ``assay status`` to the root group."""
+    root.add_command(board)
+    root.add_command(status)

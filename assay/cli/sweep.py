@@ -1,9 +1,162 @@
-"""Commands of this area; filled in by the module that owns it."""
+"""``assay sweep``: run the sweeper policies once; ``install-hook`` and ``wake`` for the waker."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
 import click
+from rich.table import Table
+
+from assay.cli.options import forge_option, json_option
+from assay.console import out, print_json
+from assay.errors import BadInput
+
+DEFAULT_SWEEPERS = "sweepers"
+
+
+def _policies(directory: str | None) -> list[Any]:
+    from assay.sweep.policy import default_policies, load_policies
+
+    if directory is not None:
+        return load_policies(Path(directory))
+    if Path(DEFAULT_SWEEPERS).is_dir():
+        return load_policies(Path(DEFAULT_SWEEPERS))
+    return default_policies()
+
+
+def _dispatcher(forge: Any) -> Any:
+    from assay.sweep.dispatch import dispatch_local
+
+    log_dir = Path(os.environ.get("ASSAY_WAKE_LOG_DIR") or Path(forge.cache) / "wake-logs")
+
+    def dispatch(brief: str, desk: str, url: str, policy: Any) -> int:
+        return dispatch_local(brief, desk, url, log_dir=log_dir, desks_dir=policy.desks_dir).pid
+
+    return dispatch
+
+
+def _print(report: Any, as_json: bool) -> None:
+    data = report.to_json()
+    if as_json:
+        print_json(data)
+        return
+    verb = "would do" if report.dry_run else "did"
+    title = (
+        f"sweep {data['sweep']} by {data['by']} at {data['at']}: {len(report.actions)} "
+        f"action(s) {verb}, {report.claims} claim(s), {report.round_trips} round trip(s), "
+        f"{report.seconds:.2f}s"
+    )
+    if not report.actions:
+        out.print(title, markup=False, highlight=False)
+        return
+    table = Table(title=title, title_justify="left")
+    for column in ("sweeper", "action", "brief / ref", "outcome", "note"):
+        table.add_column(column)
+    for action in data["actions"]:
+        table.add_row(
+            action["sweeper"],
+            action["action"],
+            action.get("ref") or action["brief"],
+            action["outcome"],
+            action["note"],
+        )
+    out.print(table)
+
+
+@click.group("sweep", invoke_without_command=True)
+@click.option("--dry-run", is_flag=True, help="Plan and print; change nothing on the forge.")
+@click.option(
+    "--sweepers",
+    "sweepers",
+    default=None,
+    metavar="DIR",
+    help="Folder of sweeper policies (default: ./sweepers, else one of each kind).",
+)
+@click.option("--fix", is_flag=True, help="Delete the orphans found instead of reporting them.")
+@click.option("--by", default=None, help="Who the sweep says it is on the forge.")
+@forge_option
+@json_option
+@click.pass_context
+def sweep(
+    ctx: click.Context,
+    dry_run: bool,
+    sweepers: str | None,
+    fix: bool,
+    by: str | None,
+    forge: str | None,
+    as_json: bool,
+) -> None:
+    """Run every sweeper once: stuck claims, waker, orphans, budgets, honest status.
+
+    Reads all claims in one fetch, acts idempotently (a second sweep changes nothing) and
+    records each action on the forge (refs/assay/sweeps/log, refs/assay/status/<brief>).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from assay.forge import open_forge
+    from assay.sweep.engine import run_sweep
+
+    policies = _policies(sweepers)
+    the_forge = open_forge(forge)
+    report = run_sweep(
+        the_forge,
+        policies,
+        dry_run=dry_run,
+        fix=fix,
+        by=by,
+        dispatcher=_dispatcher(the_forge),
+    )
+    _print(report, as_json)
+
+
+@sweep.command("wake")
+@click.option("--brief", "brief", required=True, help="The brief whose waiting run to wake.")
+@click.option("--sweepers", "sweepers", default=None, metavar="DIR", help="Policy folder.")
+@forge_option
+@json_option
+def wake(brief: str, sweepers: str | None, forge: str | None, as_json: bool) -> None:
+    """Run the waker for one brief now (what the forge's receive hook calls on a push)."""
+    from assay.forge import open_forge
+    from assay.sweep.engine import run_sweep
+    from assay.sweep.policy import WakerPolicy
+
+    policies = [p for p in _policies(sweepers) if isinstance(p, WakerPolicy)]
+    if not policies:
+        raise BadInput("--sweepers: no policy of kind 'waker' is configured")
+    the_forge = open_forge(forge)
+    report = run_sweep(the_forge, policies, only_brief=brief, dispatcher=_dispatcher(the_forge))
+    _print(report, as_json)
+
+
+@sweep.command("install-hook")
+@click.argument("repository", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--forge-url",
+    default=None,
+    help="The forge URL woken desks use (default: the repository's own path).",
+)
+@click.option(
+    "--workdir",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the waker runs: the folder with sweepers/ and desks/ (default: here).",
+)
+@json_option
+def install_hook(
+    repository: Path, forge_url: str | None, workdir: Path | None, as_json: bool
+) -> None:
+    """Install the embedded forge's post-receive hook: a push to an events ref wakes the run."""
+    from assay.sweep.hook import install_wake_hook
+
+    path = install_wake_hook(repository, forge_url=forge_url, workdir=workdir)
+    if as_json:
+        print_json({"status": "ok", "code": 0, "hook": str(path)})
+    else:
+        out.print(f"installed {path}", markup=False, highlight=False)
 
 
 def register(root: click.Group) -> None:
-    """Add this module's commands to the root group."""
+    """Add ``assay sweep`` (with ``wake`` and ``install-hook``) to the root group."""
+    root.add_command(sweep)

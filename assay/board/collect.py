@@ -1,0 +1,141 @@
+"""From a ``ForgeSnapshot`` to a ``BoardState``: one row per brief, its state judged honestly.
+
+A brief's state comes only from externally checkable signals (DESIGN §8): its claim record,
+the lease clock, and what its journal last recorded. A claim still marked ``held`` whose
+lease ran out is shown as ``expired`` even before a sweeper marks it ``stuck``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from assay.board.model import BoardState, BriefRow, EvidenceCounts
+from assay.board.snapshot import ClaimInfo, EvidenceInfo, ForgeSnapshot, JournalInfo
+
+DEFAULT_SKEW_S = 30.0
+_EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
+
+
+def brief_state(
+    claim: ClaimInfo | None,
+    journal: JournalInfo | None,
+    *,
+    on_main: bool,
+    now: datetime,
+    skew_s: float = DEFAULT_SKEW_S,
+) -> str:
+    """The board state of one brief."""
+    if claim is None:
+        return "queued" if on_main else "orphan"
+    if not on_main:
+        return "orphan"
+    paused = journal is not None and journal.last_kind == "budget"
+    if claim.state == "held":
+        if claim.expired(now, skew_s):
+            return "expired"
+        return "paused" if paused else "held"
+    if claim.state == "released" and paused:
+        return "paused"
+    return claim.state or "queued"
+
+
+def evidence_counts(
+    rows: Sequence[str],
+    records: Sequence[EvidenceInfo],
+    claimed: dict[str, str],
+    head: str,
+) -> EvidenceCounts:
+    latest: dict[str, EvidenceInfo] = {}
+    for record in records:  # oldest first: the last record of a row wins
+        latest[record.row] = record
+    all_rows = set(rows) | set(latest) | set(claimed)
+    verified = failing = stale = 0
+    for record in latest.values():
+        if head and record.head_sha != head:
+            stale += 1
+        elif record.passed:
+            verified += 1
+        else:
+            failing += 1
+    return EvidenceCounts(
+        rows=len(all_rows),
+        claimed=sum(1 for result in claimed.values() if result == "pass"),
+        verified=verified,
+        failing=failing,
+        stale=stale,
+    )
+
+
+def board_from_snapshot(
+    snapshot: ForgeSnapshot,
+    *,
+    now: datetime | None = None,
+    skew_s: float = DEFAULT_SKEW_S,
+) -> BoardState:
+    """The board of ``snapshot``, as of ``now`` or else the latest instant the forge records."""
+    as_of = now or snapshot.latest_instant() or _EPOCH
+    rows: list[BriefRow] = []
+    for brief_id in sorted(set(snapshot.briefs) | set(snapshot.claims)):
+        brief = snapshot.briefs.get(brief_id)
+        claim = snapshot.claims.get(brief_id)
+        journal = snapshot.journals.get(brief_id)
+        head = snapshot.branch(brief_id) or snapshot.reviews.get(brief_id, "")
+        status = snapshot.statuses.get(brief_id, {})
+        note = str(status.get("note", "")) if status else ""
+        if journal is not None and journal.problem:
+            note = f"journal: {journal.problem}"
+        state = brief_state(claim, journal, on_main=brief is not None, now=as_of, skew_s=skew_s)
+        info = journal or JournalInfo()
+        rows.append(
+            BriefRow(
+                id=brief_id,
+                title=brief.title if brief else "",
+                state=state,
+                desk=(claim.desk if claim else "") or (brief.desk if brief else ""),
+                holder=claim.holder if claim else "",
+                fence=claim.fence if claim else info.fence,
+                attempt=claim.attempt if claim else 0,
+                lease_s=claim.lease_s if claim else 0.0,
+                renewed_at=claim.renewed_at if claim and claim.state == "held" else None,
+                waiting_for=(claim.waiting_for if claim else "") or info.waiting_for,
+                last_step=info.last_step,
+                last_step_at=info.last_step_at,
+                last_kind=info.last_kind,
+                steps=info.steps,
+                model_calls=info.model_calls,
+                tokens_in=info.tokens_in,
+                tokens_out=info.tokens_out,
+                usd=info.usd,
+                evidence=evidence_counts(
+                    brief.rows if brief else (),
+                    snapshot.evidence.get(brief_id, ()),
+                    dict(info.claimed),
+                    head,
+                ),
+                review=f"refs/assay/reviews/{brief_id}" if brief_id in snapshot.reviews else "",
+                run_started=info.first_at,
+                run_last=info.last_at,
+                sessions=info.sessions,
+                status_note=note,
+                journal_head=info.head,
+            )
+        )
+    return BoardState(
+        forge=snapshot.url,
+        main=snapshot.main,
+        as_of=as_of,
+        rows=tuple(rows),
+        as_of_source="now" if now is not None else "forge",
+    )
+
+
+def collect_board(
+    forge: Any, *, now: datetime | None = None, skew_s: float = DEFAULT_SKEW_S
+) -> tuple[BoardState, dict[str, str]]:
+    """The board of ``forge`` (one fetch) and the ``board_templates/`` found on its main."""
+    from assay.board.source import read_snapshot
+
+    snapshot = read_snapshot(forge)
+    return board_from_snapshot(snapshot, now=now, skew_s=skew_s), dict(snapshot.templates)

@@ -1,0 +1,265 @@
+"""The board's data model: what one board shows, independent of where it came from.
+
+``BoardState`` is a plain value: the collectors (``assay.board.collect``) build it from the
+forge, the renderers (``assay.board.render``) and ``assay status`` only read it. Keeping the
+two apart is what makes the board deterministic: rendering is a pure function of this value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# The order groups appear in on the board: what needs a human first, what is finished last.
+STATE_ORDER: tuple[str, ...] = (
+    "stuck",
+    "expired",
+    "paused",
+    "waiting",
+    "held",
+    "released",
+    "queued",
+    "done",
+    "orphan",
+)
+
+STATE_TITLES: dict[str, str] = {
+    "stuck": "Stuck (released for resume)",
+    "expired": "Lease expired (not yet swept)",
+    "paused": "Paused on budget",
+    "waiting": "Waiting (no process held)",
+    "held": "Working (claim live)",
+    "released": "Released (resumable)",
+    "queued": "Queued (no claim yet)",
+    "done": "Done",
+    "orphan": "Claims without a brief",
+}
+
+
+@dataclass(frozen=True)
+class EvidenceCounts:
+    """Acceptance rows of one brief, by who vouches for them."""
+
+    rows: int = 0
+    claimed: int = 0  # rows the desk says pass (its own word; never counts for merge)
+    verified: int = 0  # rows the gate ran and saw pass at the current head
+    failing: int = 0  # rows the gate ran and saw fail at the current head
+    stale: int = 0  # rows the gate verified at an older head than the branch's tip
+
+    @property
+    def label(self) -> str:
+        """``verified/rows`` plus the other counts when they are not zero, e.g. ``2/3 c3 s1``."""
+        if not self.rows and not (self.claimed or self.verified or self.stale):
+            return "-"
+        parts = [f"{self.verified}/{self.rows}"]
+        if self.claimed:
+            parts.append(f"claimed {self.claimed}")
+        if self.failing:
+            parts.append(f"failing {self.failing}")
+        if self.stale:
+            parts.append(f"stale {self.stale}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Session:
+    """One stretch during which a process held the run (start/takeover/wake to wait/end)."""
+
+    start: datetime
+    end: datetime
+    fence: int = 0
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, (self.end - self.start).total_seconds())
+
+
+@dataclass(frozen=True)
+class BriefRow:
+    """Everything the board says about one brief."""
+
+    id: str
+    title: str = ""
+    state: str = "queued"
+    desk: str = ""
+    holder: str = ""
+    fence: int = 0
+    attempt: int = 0
+    lease_s: float = 0.0
+    renewed_at: datetime | None = None
+    waiting_for: str = ""
+    last_step: str = ""
+    last_step_at: datetime | None = None
+    last_kind: str = ""
+    steps: int = 0
+    model_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    usd: float = 0.0
+    evidence: EvidenceCounts = field(default_factory=EvidenceCounts)
+    review: str = ""
+    run_started: datetime | None = None
+    run_last: datetime | None = None
+    sessions: tuple[Session, ...] = ()
+    status_note: str = ""
+    journal_head: str = ""
+
+    @property
+    def held_s(self) -> float:
+        """Seconds a process actually held this run, over all its sessions."""
+        return sum(session.seconds for session in self.sessions)
+
+    def lease_age_s(self, as_of: datetime) -> float | None:
+        """Seconds since the claim was last renewed, as of ``as_of``."""
+        if self.renewed_at is None:
+            return None
+        return max(0.0, (as_of - self.renewed_at).total_seconds())
+
+    def run_age_s(self, as_of: datetime) -> float | None:
+        """Wall-clock seconds from the run's first entry to ``as_of`` (or its end when done)."""
+        if self.run_started is None:
+            return None
+        end = self.run_last if self.state == "done" and self.run_last else as_of
+        return max(0.0, (end - self.run_started).total_seconds())
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Sums over every row of the board."""
+
+    briefs: int = 0
+    by_state: tuple[tuple[str, int], ...] = ()
+    steps: int = 0
+    model_calls: int = 0
+    tokens: int = 0
+    usd: float = 0.0
+    run_age_s: float = 0.0
+    held_s: float = 0.0
+    rows: int = 0
+    verified: int = 0
+
+    @property
+    def idle_fraction(self) -> float:
+        """The share of the runs' wall-clock age during which no process was held."""
+        if self.run_age_s <= 0:
+            return 0.0
+        return max(0.0, 1.0 - self.held_s / self.run_age_s)
+
+
+@dataclass(frozen=True)
+class BoardState:
+    """The whole board: rows, when it is "as of", and which forge it describes.
+
+    ``as_of`` is the time the board is drawn at. It is the ``--now`` the caller passed, or
+    else the latest instant the forge itself records (a lease renewal, a journal entry), so
+    that the same forge state always yields the same board.
+    """
+
+    forge: str
+    main: str  # the commit of main the briefs were read from ("" when main is absent)
+    as_of: datetime
+    rows: tuple[BriefRow, ...]
+    as_of_source: str = "forge"  # "forge" (latest recorded instant) or "now" (passed in)
+
+    def groups(self) -> list[tuple[str, str, list[BriefRow]]]:
+        """``(state, title, rows)`` in board order, skipping empty groups; rows sorted by id."""
+        by_state: dict[str, list[BriefRow]] = {}
+        for row in self.rows:
+            by_state.setdefault(row.state, []).append(row)
+        ordered = [s for s in STATE_ORDER if s in by_state]
+        ordered += sorted(s for s in by_state if s not in STATE_ORDER)
+        return [
+            (state, STATE_TITLES.get(state, state), sorted(by_state[state], key=lambda r: r.id))
+            for state in ordered
+        ]
+
+    def totals(self) -> Totals:
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row.state] = counts.get(row.state, 0) + 1
+        by_state = tuple(
+            (state, counts[state])
+            for state in [*STATE_ORDER, *sorted(set(counts) - set(STATE_ORDER))]
+            if state in counts
+        )
+        return Totals(
+            briefs=sum(1 for row in self.rows if row.state != "orphan"),
+            by_state=by_state,
+            steps=sum(row.steps for row in self.rows),
+            model_calls=sum(row.model_calls for row in self.rows),
+            tokens=sum(row.tokens for row in self.rows),
+            usd=round(sum(row.usd for row in self.rows), 6),
+            run_age_s=sum(row.run_age_s(self.as_of) or 0.0 for row in self.rows),
+            held_s=sum(row.held_s for row in self.rows),
+            rows=sum(row.evidence.rows for row in self.rows),
+            verified=sum(row.evidence.verified for row in self.rows),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (``assay status --json``); times as ISO-8601 UTC strings."""
+        rows = []
+        for row in sorted(self.rows, key=lambda r: (_state_rank(r.state), r.id)):
+            data = _jsonable(asdict(row))
+            data["held_s"] = round(row.held_s, 3)
+            data["lease_age_s"] = _round(row.lease_age_s(self.as_of))
+            data["run_age_s"] = _round(row.run_age_s(self.as_of))
+            data["tokens"] = row.tokens
+            data["evidence"]["label"] = row.evidence.label
+            rows.append(data)
+        totals = self.totals()
+        return {
+            "forge": self.forge,
+            "main": self.main,
+            "as_of": iso(self.as_of),
+            "as_of_source": self.as_of_source,
+            "totals": {
+                **_jsonable(asdict(totals)),
+                "by_state": dict(totals.by_state),
+                "idle_fraction": round(totals.idle_fraction, 4),
+            },
+            "briefs": rows,
+        }
+
+
+def _state_rank(state: str) -> int:
+    return STATE_ORDER.index(state) if state in STATE_ORDER else len(STATE_ORDER)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    return value
+
+
+def iso(moment: datetime) -> str:
+    """``2026-01-02T03:04:05Z``: UTC, whole seconds, the one spelling the board uses."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO-8601 string (``Z`` or offset; naive means UTC) as an aware datetime, else None."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)

@@ -1,0 +1,141 @@
+"""Rendering a ``BoardState`` through the ``board_templates/*.j2`` templates.
+
+Rendering is a pure function of the state and the templates: no clock, no environment, no
+dictionary-order surprises (rows arrive sorted from ``BoardState.groups``), so the same forge
+state gives the same bytes. Templates come from ``--templates DIR`` when given, else the
+``board_templates/`` folder of main on the forge (passed in as a mapping by the collector),
+else the ones this checkout ships.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from assay.board import chart
+from assay.board.model import BoardState, iso
+from assay.errors import BadInput
+
+MARKDOWN_TEMPLATE = "board.md.j2"
+HTML_TEMPLATE = "board.html.j2"
+
+SHIPPED_TEMPLATES = Path(__file__).resolve().parents[2] / "board_templates"
+
+
+def duration(seconds: float | None) -> str:
+    """``45s``, ``12m05s``, ``3h07m``, ``2d04h``; ``-`` for unknown."""
+    if seconds is None:
+        return "-"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def when(moment: datetime | None) -> str:
+    return "-" if moment is None else iso(moment)
+
+
+def money(usd: float) -> str:
+    return f"${usd:.4f}" if usd < 1 else f"${usd:,.2f}"
+
+
+def number(value: int | float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
+
+
+def md_cell(value: Any) -> str:
+    """Text safe inside one Markdown table cell: no pipes, no line breaks, no HTML."""
+    text = "" if value is None else str(value)
+    text = " ".join(text.split())
+    for bad, good in (("\\", "\\\\"), ("|", "\\|"), ("<", "&lt;"), (">", "&gt;")):
+        text = text.replace(bad, good)
+    return text or "-"
+
+
+def _environment(
+    templates: Path | None, main_templates: Mapping[str, str] | None
+) -> jinja2.Environment:
+    loaders: list[jinja2.BaseLoader] = []
+    if templates is not None:
+        if not templates.is_dir():
+            raise BadInput(f"--templates: {templates} is not a directory")
+        loaders.append(jinja2.FileSystemLoader(str(templates)))
+    if main_templates:
+        loaders.append(jinja2.DictLoader(dict(main_templates)))
+    if SHIPPED_TEMPLATES.is_dir():
+        loaders.append(jinja2.FileSystemLoader(str(SHIPPED_TEMPLATES)))
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2", "html")),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(duration=duration, when=when, money=money, number=number, md=md_cell)
+    return env
+
+
+def _context(state: BoardState) -> dict[str, Any]:
+    return {
+        "board": state,
+        "as_of": iso(state.as_of),
+        "groups": state.groups(),
+        "totals": state.totals(),
+    }
+
+
+def _render(
+    name: str,
+    state: BoardState,
+    templates: Path | None,
+    main_templates: Mapping[str, str] | None,
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    env = _environment(templates, main_templates)
+    try:
+        template = env.get_template(name)
+    except jinja2.TemplateNotFound as missing:
+        where = templates if templates is not None else SHIPPED_TEMPLATES
+        raise BadInput(f"--templates: no template {name} in {where}") from missing
+    try:
+        return template.render(**_context(state), **(extra or {}))
+    except jinja2.TemplateError as broken:
+        raise BadInput(f"{name}: the template failed to render: {broken}") from broken
+
+
+def render_markdown(
+    state: BoardState,
+    *,
+    templates: Path | None = None,
+    main_templates: Mapping[str, str] | None = None,
+) -> str:
+    """``BOARD.md``: totals, then one table per state group."""
+    return _render(MARKDOWN_TEMPLATE, state, templates, main_templates)
+
+
+def render_html(
+    state: BoardState,
+    *,
+    templates: Path | None = None,
+    main_templates: Mapping[str, str] | None = None,
+) -> str:
+    """One self-contained HTML page: inline CSS and inline SVG, no script, no external asset."""
+    svgs = {
+        "state_chart": Markup(chart.state_bar(state)),
+        "timeline": Markup(chart.timeline(state)),
+    }
+    return _render(HTML_TEMPLATE, state, templates, main_templates, svgs)

@@ -1,0 +1,248 @@
+"""The ``assay sweep`` engine: one fetch, plan, act, record what was done on the forge.
+
+A sweep reads every claim, branch, event, status and evidence ref in one fetch, plans with
+``assay.sweep.plan`` and then acts. Every action is recorded on the forge: claims through
+``ClaimStore.mark_stuck`` (a CAS push, so a desk that renewed meanwhile wins), the brief's
+honest status as a record on ``refs/assay/status/<brief>``, and the whole sweep as one record
+on ``refs/assay/sweeps/log`` naming who swept, when, and each action with its outcome.
+A sweep that finds nothing to do writes nothing, which is what makes it idempotent.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from assay.board.model import iso
+from assay.board.snapshot import ForgeSnapshot
+from assay.board.source import read_snapshot
+from assay.errors import AssayError, Busy
+from assay.ids import check_id
+from assay.sweep.plan import Action, plan
+from assay.sweep.policy import StuckClaimsPolicy, SweepPolicy, WakerPolicy
+
+SWEEP_LOG = "refs/assay/sweeps/log"
+ORPHAN_LOG = "refs/assay/sweeps/orphans"
+
+# (brief, desk, forge url, policy) -> pid of the woken desk process
+Dispatcher = Callable[[str, str, str, WakerPolicy], int | None]
+
+
+def default_actor() -> str:
+    """``sweep.<user>.<host>``: who a sweep says it is, as a safe id."""
+    raw = f"sweep.{getpass.getuser()}.{socket.gethostname()}"
+    cleaned = "".join(c if c.isalnum() or c in "-_." else "-" for c in raw)
+    return cleaned.strip(".")[:100] or "sweep"
+
+
+@dataclass
+class SweepReport:
+    """What one sweep saw and did."""
+
+    sweep: str
+    by: str
+    at: datetime
+    dry_run: bool
+    claims: int = 0
+    actions: list[Action] = field(default_factory=list)
+    outcomes: list[str] = field(default_factory=list)
+    round_trips: int = 0
+    seconds: float = 0.0
+    recorded: str = ""  # the sweep log commit, "" when nothing was written
+
+    def to_json(self) -> dict[str, Any]:
+        actions = []
+        for index, action in enumerate(self.actions):
+            data = action.to_json()
+            data["outcome"] = self.outcomes[index] if index < len(self.outcomes) else "planned"
+            actions.append(data)
+        return {
+            "status": "ok",
+            "code": 0,
+            "sweep": self.sweep,
+            "by": self.by,
+            "at": iso(self.at),
+            "dry_run": self.dry_run,
+            "claims": self.claims,
+            "actions": actions,
+            "round_trips": self.round_trips,
+            "seconds": round(self.seconds, 3),
+            "recorded": self.recorded,
+        }
+
+
+def _identity(by: str) -> Any:
+    from assay.plumbing import Identity
+
+    return Identity(name=by, email=f"{by}@sweep.assay.invalid")
+
+
+def _decode_claim(brief: str, blob: bytes, sha: str) -> Any:
+    from assay.claims.record import CLAIMS_PREFIX, parse_record
+
+    try:
+        return parse_record(blob, ref=CLAIMS_PREFIX + brief, sha=sha)
+    except AssayError:
+        return None  # a corrupt claim is shown, never acted on
+
+
+def take_snapshot(forge: Any, *, only_brief: str | None = None) -> ForgeSnapshot:
+    """Everything a sweep reads, in one fetch (only one brief's refs with ``only_brief``)."""
+    return read_snapshot(forge, only_brief=only_brief, claim_decoder=_decode_claim)
+
+
+def _orphans_reported(snapshot: ForgeSnapshot, forge: Any) -> frozenset[str]:
+    tip = snapshot.refs.get(ORPHAN_LOG)
+    if not tip:
+        return frozenset()
+    import json
+
+    blob = forge.read_blob(tip, "record.json")
+    try:
+        refs = json.loads(blob)["refs"] if blob else []
+    except (ValueError, KeyError, TypeError):
+        refs = []
+    return frozenset(str(ref) for ref in refs)
+
+
+def run_sweep(
+    forge: Any,
+    policies: Sequence[SweepPolicy],
+    *,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    fix: bool = False,
+    by: str | None = None,
+    only_brief: str | None = None,
+    dispatcher: Dispatcher | None = None,
+) -> SweepReport:
+    """Run one sweep over ``forge``; with ``dry_run`` nothing is written or dispatched."""
+    started = time.monotonic()
+    actor = check_id(by or default_actor(), what="sweeper name")
+    if only_brief is not None:
+        check_id(only_brief)
+    snapshot = take_snapshot(forge, only_brief=only_brief)
+    moment = now or datetime.now(UTC)
+    reported = _orphans_reported(snapshot, forge)
+    actions = plan(snapshot, policies, moment, fix=fix, reported_orphans=reported)
+    if only_brief is not None:
+        actions = [a for a in actions if a.brief == only_brief and a.kind != "orphans"]
+    report = SweepReport(
+        sweep=uuid.uuid4().hex[:16],
+        by=actor,
+        at=moment,
+        dry_run=dry_run,
+        claims=len(snapshot.claims),
+        actions=actions,
+        round_trips=snapshot.round_trips,
+    )
+    if not dry_run and actions:
+        _apply(forge, snapshot, report, policies, reported, dispatcher)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _policy(policies: Sequence[SweepPolicy], name: str) -> SweepPolicy | None:
+    return next((p for p in policies if p.name == name), None)
+
+
+def _apply(
+    forge: Any,
+    snapshot: ForgeSnapshot,
+    report: SweepReport,
+    policies: Sequence[SweepPolicy],
+    reported: frozenset[str],
+    dispatcher: Dispatcher | None,
+) -> None:
+    from assay.claims.store import ClaimStore
+    from assay.forge.records import RefLog
+    from assay.plumbing import RefUpdate
+
+    author = _identity(report.by)
+    trips = 0
+    new_orphans: list[str] = []
+    for action in report.actions:
+        outcome = "done"
+        try:
+            if action.action == "mark-stuck":
+                policy = _policy(policies, action.sweeper)
+                skew = policy.skew_s if isinstance(policy, StuckClaimsPolicy) else 30.0
+                record = action.claim.record if action.claim else None
+                if record is None:
+                    outcome = "skipped: the claim record could not be read"
+                    report.outcomes.append(outcome)
+                    continue
+                ClaimStore(forge, skew_s=skew).mark_stuck(record, by=report.by, note=action.note)
+                trips += 1
+            elif action.action == "wake":
+                policy = _policy(policies, action.sweeper)
+                waker = policy if isinstance(policy, WakerPolicy) else WakerPolicy(kind="waker")
+                # The status goes first: a second waker racing this one sees the wake and
+                # does not dispatch a second desk for the same event.
+                _status(RefLog, forge, action, report, author)
+                trips += 2
+                desk = action.claim.desk if action.claim else ""
+                if waker.dispatch == "local" and dispatcher is not None and desk:
+                    pid = dispatcher(action.brief, desk, str(forge.url), waker)
+                    outcome = f"dispatched pid {pid}" if pid else "dispatched"
+                else:
+                    outcome = "recorded (dispatch: none)"
+                report.outcomes.append(outcome)
+                continue
+            elif action.action == "delete-ref":
+                sha = str(action.detail.get("sha", ""))
+                result = forge.push([RefUpdate(action.ref, None, expected=sha or None)])
+                trips += 1
+                outcome = "deleted" if result.ok else f"not deleted: {result.outcome.value}"
+            elif action.action == "report-orphan":
+                new_orphans.append(action.ref)
+                outcome = "reported"
+            if action.status is not None:
+                _status(RefLog, forge, action, report, author)
+                trips += 2
+        except Busy as busy:
+            outcome = f"skipped: {busy.message}"
+        report.outcomes.append(outcome)
+    if new_orphans:
+        refs = sorted(reported | set(new_orphans))
+        RefLog(forge, ORPHAN_LOG, kind="orphans").append(
+            {"refs": refs, "by": report.by, "at": iso(report.at), "sweep": report.sweep},
+            author=author,
+            message=f"sweep {report.sweep}: {len(new_orphans)} new orphan(s)",
+        )
+        trips += 2
+    log = RefLog(forge, SWEEP_LOG, kind="sweep")
+    entry = log.append(
+        {
+            "sweep": report.sweep,
+            "by": report.by,
+            "at": iso(report.at),
+            "actions": report.to_json()["actions"],
+        },
+        author=author,
+        message=f"sweep {report.sweep}: {len(report.actions)} action(s) by {report.by}",
+    )
+    trips += 2
+    report.recorded = entry.commit
+    report.round_trips += trips
+
+
+def _status(reflog: Any, forge: Any, action: Action, report: SweepReport, author: Any) -> None:
+    """Append ``action.status`` to the brief's status log (skipped for a non-brief id)."""
+    assert action.status is not None
+    record: Mapping[str, Any] = {
+        **action.status,
+        "brief": action.brief,
+        "by": report.by,
+        "at": iso(report.at),
+        "sweep": report.sweep,
+    }
+    log = reflog.for_brief(forge, "status", action.brief)
+    # The snapshot already fetched this ref; its tip is where the append goes.
+    log.append(dict(record), author=author, message=f"status {action.brief}: {record['state']}")

@@ -1,0 +1,122 @@
+"""The embedded forge's wake hook: a push to ``refs/assay/events/<brief>`` wakes that run.
+
+``install_wake_hook(bare_repo)`` writes a git ``post-receive`` hook into the embedded
+forge's bare repository. Git runs it after every accepted push (whether the push came over
+``file://`` or through ``assay forge serve``'s smart HTTP); for each updated events ref it
+starts ``python -m assay sweep wake --brief ID --forge REPO`` detached, so the pusher does
+not wait and the waiting run resumes within a fraction of a second, without any polling.
+
+The hook is a small Python script using only the standard library (it must start fast). It
+never runs a shell: the brief id comes from a ref name a pusher chose, so it is checked
+against the id pattern and passed as one argv element, never interpolated into a command.
+Git's own ``GIT_*`` variables are removed from the child's environment, or every git command
+the waker ran would act on the hook's repository instead of its own cache.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+from assay.errors import BadInput
+
+HOOK_NAME = "post-receive"
+MARKER = "# assay wake hook"
+LOG_NAME = "assay-wake.log"
+
+_TEMPLATE = """#!{python}
+{marker} (installed by `assay sweep install-hook`; reinstalling replaces it)
+import os
+import re
+import subprocess
+import sys
+
+PYTHON = {python!r}
+ASSAY_PATH = {assay_path!r}
+FORGE = {forge!r}
+LOG = {log!r}
+WORKDIR = {workdir!r}
+PREFIX = "refs/assay/events/"
+SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{{0,99}}")
+
+
+def main():
+    briefs = []
+    for line in sys.stdin:
+        parts = line.split()
+        if len(parts) != 3 or not parts[2].startswith(PREFIX):
+            continue
+        if parts[1].strip("0") == "":
+            continue  # the events ref was deleted: nothing to wake
+        brief = parts[2][len(PREFIX):]
+        if SAFE.fullmatch(brief) and ".." not in brief and brief not in briefs:
+            briefs.append(brief)
+    if not briefs:
+        return
+    env = {{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ASSAY_PATH, env.get("PYTHONPATH")) if p)
+    with open(LOG, "ab") as log:
+        for brief in briefs:
+            subprocess.Popen(
+                [PYTHON, "-m", "assay", "sweep", "wake", "--brief", brief, "--forge", FORGE],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                cwd=WORKDIR,
+                start_new_session=True,
+            )
+
+
+main()
+"""
+
+
+def hook_path(bare_repo: Path) -> Path:
+    """Where git looks for the post-receive hook of ``bare_repo``."""
+    return bare_repo / "hooks" / HOOK_NAME
+
+
+def install_wake_hook(
+    bare_repo: Path,
+    *,
+    forge_url: str | None = None,
+    workdir: Path | None = None,
+    python: str | None = None,
+) -> Path:
+    """Write (or replace) the wake hook in ``bare_repo``; return the hook's path.
+
+    ``forge_url`` is what the woken desk is told to use (default: the repository's own path,
+    the fastest way to the same refs on this machine). ``workdir`` is where the waker runs,
+    the folder holding ``sweepers/`` and ``desks/`` (default: the current directory). A hook
+    not written by Assay is never overwritten: that is a ``BadInput`` naming the file.
+    """
+    repo = bare_repo.resolve()
+    if not (repo / "HEAD").is_file() or not (repo / "objects").is_dir():
+        raise BadInput(f"{bare_repo}: not a bare git repository (no HEAD or objects/)")
+    path = hook_path(repo)
+    if path.exists() and MARKER not in path.read_text(encoding="utf-8", errors="replace"):
+        raise BadInput(f"{path}: a post-receive hook not written by Assay is already installed")
+    assay_path = str(Path(__file__).resolve().parents[2])
+    text = _TEMPLATE.format(
+        python=python or sys.executable,
+        marker=MARKER,
+        assay_path=assay_path,
+        forge=forge_url or str(repo),
+        log=str(repo / LOG_NAME),
+        workdir=str((workdir or Path.cwd()).resolve()),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.chmod(temporary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    os.replace(temporary, path)
+    return path
+
+
+def is_installed(bare_repo: Path) -> bool:
+    """True when ``bare_repo`` carries Assay's wake hook."""
+    path = hook_path(bare_repo)
+    return path.is_file() and MARKER in path.read_text(encoding="utf-8", errors="replace")
