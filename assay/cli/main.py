@@ -54,7 +54,8 @@ def _report(error: AssayError) -> int:
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI and exit with the code of DESIGN.md section 8."""
     try:
-        root.main(args=argv, prog_name="assay", standalone_mode=False)
+        # Without standalone mode click returns (not raises) the code of ``ctx.exit(code)``.
+        returned = root.main(args=argv, prog_name="assay", standalone_mode=False)
     except AssayError as error:
         sys.exit(_report(error))
     except click.exceptions.Exit as done:
@@ -69,4 +70,4 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except Exception as bug:  # the last line of defence: a bug still gets a clean exit 70
         sys.exit(_report(Internal(f"{type(bug).__name__}: {bug}")))
-    sys.exit(0)
+    sys.exit(returned if isinstance(returned, int) else 0)

@@ -7,8 +7,6 @@ review's head and 1 naming each missing, failing or stale row when the rule refu
 
 from __future__ import annotations
 
-import sys
-
 import click
 from rich.text import Text
 
@@ -24,13 +22,8 @@ from assay.ids import check_id
 
 
 def _exit_failed() -> None:
-    """Exit 1 after a result was printed.
-
-    ``sys.exit`` rather than ``click.exceptions.Exit``: the root runs click with
-    ``standalone_mode=False``, where click returns an ``Exit``'s code instead of raising
-    it, and the root does not pass that code on yet.
-    """
-    sys.exit(1)
+    """Exit 1 after the result (table or JSON) was printed."""
+    raise click.exceptions.Exit(1)
 
 
 def _print_report(report: VerifyReport) -> None:
@@ -90,7 +83,9 @@ def merge_command(brief: str, ff_only: bool, forge: str | None, as_json: bool) -
             result = merge(handle, brief, ff_only=ff_only)
         except MergeRefused as refused:
             if as_json:
-                print_json({**refused.to_json(), "decision": refused.decision.to_json()})
+                payload = refused.to_json()
+                payload.pop("details", None)
+                print_json({**payload, "decision": refused.decision.to_json()})
             else:
                 out.print(render_rich(refused.decision))
                 err.print(Text(f"assay: merge refused for {brief}:"))

@@ -27,7 +27,12 @@ from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, 
 from assay.evidence.records import EvidenceRecord, gate_key
 from assay.evidence.reviews import next_version, reviews_ref
 from assay.evidence.rule import MergeDecision, decide
-from assay.evidence.runner import row_environment, run_row, shield_gate_process
+from assay.evidence.runner import (
+    row_environment,
+    run_row,
+    shield_gate_process,
+    withheld_values,
+)
 from assay.evidence.source import (
     MAIN_REF,
     CleanTree,
@@ -45,7 +50,7 @@ from assay.evidence.spec import EnvDecl, RowSpec, env_decl, row_specs
 from assay.evidence.store import EvidenceLog, append_records, default_verifier, read_log
 from assay.evidence.table import render_markdown, with_table
 from assay.forge import Forge
-from assay.journal import Journal
+from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import GitError, RefUpdate, run_git, write_commit
 
 _MERGE_ATTEMPTS = 5
@@ -205,6 +210,8 @@ def verify(
         desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
         if desk_fp is not None:
             problems += [f"desk vs gate: {line}" for line in diff_fingerprints(desk_fp, fp)]
+        # Evidence is committed to the forge: scrub any secret a row found and printed.
+        redactor = Redactor([*withheld_values(), *secrets_from_env(())])
         ran: list[EvidenceRecord] = []
         rows_time = 0.0
         for row in ctx.rows:
@@ -219,7 +226,7 @@ def verify(
                 seconds=result.seconds,
                 output_sha256=result.output_sha256,
                 output_bytes=result.output_bytes,
-                output_tail=result.output_tail,
+                output_tail=redactor.text(result.output_tail),
                 head_sha=head,
                 env_fingerprint=fp,
                 verifier=verifier,

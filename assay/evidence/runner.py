@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _PR_SET_DUMPABLE = 4
+SECRET_LIST_ENV = "ASSAY_SECRET_ENV"
 TAIL_BYTES = 4096
 TAIL_LINES = 40
 _CHUNK = 1 << 16
@@ -60,6 +61,11 @@ _DROPPED_NAMES = frozenset(
 _DROPPED_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_APPLICATION", "ACTIONS_", "GITHUB_TOKEN")
 
 
+def _declared_secret_names(source: Mapping[str, str]) -> frozenset[str]:
+    """Names listed in ``$ASSAY_SECRET_ENV`` (comma-separated): secrets by declaration."""
+    return frozenset(n.strip() for n in source.get(SECRET_LIST_ENV, "").split(",") if n.strip())
+
+
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable is withheld from rows."""
     return (
@@ -74,9 +80,24 @@ def row_environment(
 ) -> dict[str, str]:
     """``base`` (default: ours) without the variables a row must not see, plus NO_COLOR."""
     source = os.environ if base is None else base
-    env = {k: v for k, v in source.items() if k in keep or not is_secret_name(k)}
+    declared = _declared_secret_names(source)
+    env = {k: v for k, v in source.items() if k in keep or not (is_secret_name(k) or k in declared)}
     env.setdefault("NO_COLOR", "1")
     return env
+
+
+def withheld_values(base: Mapping[str, str] | None = None, *, min_length: int = 8) -> list[str]:
+    """The values of the variables rows do not get, to scrub from anything recorded.
+
+    Short values ("1", "true") are left out: replacing them would mangle ordinary output.
+    """
+    source = os.environ if base is None else base
+    declared = _declared_secret_names(source)
+    return [
+        v
+        for k, v in source.items()
+        if (is_secret_name(k) or k in declared) and k != SECRET_LIST_ENV and len(v) >= min_length
+    ]
 
 
 def shield_gate_process() -> bool:

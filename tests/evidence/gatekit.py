@@ -178,6 +178,9 @@ class Scene:
         loaded: dict[str, Any] = json.loads(data)
         return loaded
 
+    def git_show(self, commit: str, path: str = "record.json") -> str:
+        return git("--git-dir", str(self.forge), "show", f"{commit}:{path}")
+
     def evidence_commits(self) -> list[str]:
         ref = f"refs/assay/evidence/{BRIEF}"
         return git("--git-dir", str(self.forge), "rev-list", "--reverse", ref).split()

@@ -51,6 +51,11 @@ def test_a_claimed_pass_for_a_failing_row_fails_verify_and_merge_leaves_main(
     refused = run_assay("merge", BRIEF, *_forge_args(scene), env=_env(scene))
     assert refused.returncode == 1
     assert "row 'unit': failing: fail (exit 1)" in refused.stderr
+    as_json = run_assay("merge", BRIEF, *_forge_args(scene), "--json", env=_env(scene))
+    assert as_json.returncode == 1
+    payload = json.loads(as_json.stdout)
+    assert (payload["status"], payload["code"]) == ("failed", 1)
+    assert payload["decision"]["allowed"] is False
     assert scene.main_sha() == main_before
 
 
@@ -165,3 +170,20 @@ def test_only_a_ready_review_merges(scene: Scene) -> None:
         again = merge(forge, BRIEF)
     assert again.outcome is MergeOutcome.UP_TO_DATE
     assert scene.main_sha() == head
+
+
+def test_a_secret_a_row_prints_is_scrubbed_from_its_record(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEPLOY_TOKEN", "tok-do-not-leak-42")
+    scene.desk_commit(
+        {"calc.py": GOOD + "print('tok-do-not-leak-42')\n"},
+        claims={"unit": "pass", "lint": "pass"},
+    )
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        report = verify(forge, BRIEF, verifier="gate:ci")
+    unit = report.ran[0]
+    assert "tok-do-not-leak-42" not in unit.output_tail
+    assert "[redacted]" in unit.output_tail
+    stored = json.dumps([json.loads(scene.git_show(c)) for c in scene.evidence_commits()])
+    assert "tok-do-not-leak-42" not in stored

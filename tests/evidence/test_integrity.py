@@ -182,3 +182,22 @@ def test_a_journal_rewritten_wholesale_after_verification_is_corrupt(tmp_path: P
             verify(forge, BRIEF, verifier="gate:ci")
         with pytest.raises(Corrupt, match="journal was rewritten"):
             merge(forge, BRIEF)
+
+
+def test_two_gates_appending_at_once_chain_one_after_the_other(failed_scene: Scene) -> None:
+    scene = failed_scene
+    with (
+        open_forge(str(scene.forge), cache_dir=scene.root / "cache-a") as gate_a,
+        open_forge(str(scene.forge), cache_dir=scene.root / "cache-b") as gate_b,
+    ):
+        stale = fetch_log(gate_a, BRIEF)
+        template = stale.records[-1]
+        append_records(gate_b, BRIEF, [replace(template, verifier="gate:b")])
+        # gate A still holds the log from before B's append: its push loses, it re-reads
+        # and chains after B's record instead of replacing it.
+        after = append_records(gate_a, BRIEF, [replace(template, verifier="gate:a")], log=stale)
+    assert [r.verifier for r in after.records][-2:] == ["gate:b", "gate:a"]
+    with open_forge(str(scene.forge), cache_dir=scene.root / "cache-c") as reader:
+        log = fetch_log(reader, BRIEF)
+    assert [r.digest for r in log.records] == [r.digest for r in after.records]
+    assert len(scene.evidence_commits()) == 4

@@ -11,7 +11,13 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from assay.evidence.runner import TAIL_BYTES, row_argv, row_environment, run_row
+from assay.evidence.runner import (
+    TAIL_BYTES,
+    row_argv,
+    row_environment,
+    run_row,
+    withheld_values,
+)
 from tests.forge_fixtures import wait_until
 
 PY = shlex.quote(sys.executable)
@@ -156,3 +162,18 @@ def test_the_gate_process_is_shielded_from_rows_it_starts(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["gate", "0", "row", "1"]
+
+
+def test_declared_secrets_are_withheld_and_listed_for_scrubbing(tmp_path: Path) -> None:
+    base = {
+        "PATH": os.environ["PATH"],
+        "ASSAY_SECRET_ENV": "PLAIN_NAME, OTHER",
+        "PLAIN_NAME": "declared-secret-value",
+        "DEPLOY_TOKEN": "tok-123456789",
+        "SHORT_TOKEN": "1",
+        "VISIBLE": "fine",
+    }
+    env = row_environment(base)
+    assert "PLAIN_NAME" not in env and "DEPLOY_TOKEN" not in env
+    assert env["VISIBLE"] == "fine"
+    assert sorted(withheld_values(base)) == ["declared-secret-value", "tok-123456789"]
