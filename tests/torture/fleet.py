@@ -116,6 +116,7 @@ class Fleet:
     lease: float = 30.0
     delay_s: float = 0.0
     secret: str | None = None
+    forge_dir: Path | None = None  # where forge.git lives (default: root), e.g. a small tmpfs
     desks_dir: Path = field(init=False)
     forge_path: Path = field(init=False)
     port: int = field(init=False)
@@ -126,7 +127,7 @@ class Fleet:
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         self.desks_dir = self.root / "desks"
-        self.forge_path = self.root / "forge.git"
+        self.forge_path = (self.forge_dir or self.root) / "forge.git"
         self.port = free_port()
 
     # ---------------------------------------------------------------- set up
@@ -213,7 +214,9 @@ class Fleet:
             extra[SECRET_ENV] = self.secret
         return assay_env(extra)
 
-    def start_desk(self, *args: str, machine: str | None = None, url: str | None = None) -> Desk:
+    def start_desk(
+        self, *args: str, machine: str | None = None, url: str | None = None, desk: str = "coder"
+    ) -> Desk:
         """Start a desk process (a new machine unless ``machine`` names one)."""
         self.counter += 1
         name = machine or f"m{self.counter}"
@@ -222,7 +225,7 @@ class Fleet:
         stats.parent.mkdir(exist_ok=True)
         log.parent.mkdir(exist_ok=True)
         argv = [sys.executable, "-m", "tests.torture.desk_driver", str(stats), "--"]
-        argv += ["desk", "run", "coder", "--forge", url or self.url]
+        argv += ["desk", "run", desk, "--forge", url or self.url]
         argv += ["--desks", str(self.desks_dir), "--json", *args]
         with log.open("wb") as out:
             proc = subprocess.Popen(
@@ -233,9 +236,9 @@ class Fleet:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        desk = Desk(name, proc, stats, log, time.monotonic())
-        self.desks.append(desk)
-        return desk
+        started = Desk(name, proc, stats, log, time.monotonic())
+        self.desks.append(started)
+        return started
 
     def reap(self) -> list[Desk]:
         """Collect every desk that ended (exit code and peak RSS); the ones still running."""
@@ -276,15 +279,15 @@ class Fleet:
     def runs(self, desk: Desk) -> list[dict[str, Any]]:
         """The ``runs`` of a desk's ``--json`` output (empty when it was killed)."""
         text = desk.log.read_text(encoding="utf-8", errors="replace")
-        start = text.find('{\n  "status"')
-        if start < 0:
-            start = text.find('{"status"')
-        if start < 0:
-            return []
-        try:
-            return list(json.loads(text[start:])["runs"])
-        except ValueError:
-            return []
+        for line in reversed(text.splitlines()):
+            if line.startswith("{"):
+                try:
+                    found = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(found, dict) and "runs" in found:
+                    return list(found["runs"])
+        return []
 
     def stats(self) -> dict[str, int]:
         total = {"acquire_calls": 0, "acquire_busy": 0, "acquired": 0}

@@ -66,9 +66,9 @@ def local_journal_problems(root: Path) -> list[str]:
 
 def test_sigkill_torture_keeps_every_promise(tmp_path: Path) -> None:
     rng = random.Random(SEED)
-    kills_wanted = pick(12, 200)
-    desks_alive = pick(3, 4)
-    wave = pick(6, 12)
+    kills_wanted = pick(10, 200)
+    desks_alive = pick(2, 4)
+    wave = pick(4, 12)
     fleet = Fleet(tmp_path / "fleet", ["ref"], lease=3, delay_s=0.05, secret=SECRET)
     fleet.setup()
     fleet.serve()
