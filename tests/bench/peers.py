@@ -292,11 +292,43 @@ def rows(figures: Figures) -> list[tuple[str, str, str]]:
     return out
 
 
+def profile(*, steps: int = 20, top: int = 12) -> str:
+    """cProfile of Assay steps: local tier and pushed over smart HTTP (why a step costs what
+    it costs); the functions with the most cumulative time."""
+    import cProfile
+    import io
+    import pstats
+
+    work = Path(tempfile.mkdtemp(prefix="assay-bench-profile-"))
+    out = io.StringIO()
+    try:
+        forge_path = init_forge(work / "forge.git")
+        with ForgeServer(forge_path) as server:
+            for label, fn in (
+                ("Assay local tier", lambda: jb.assay_and_floor(work, steps * 10)),
+                ("Assay + push (smart HTTP)", lambda: assay_pushed(work, server.url, steps, "p")),
+            ):
+                profiler = cProfile.Profile()
+                profiler.enable()
+                fn()
+                profiler.disable()
+                out.write(f"== {label}\n")
+                stats = pstats.Stats(profiler, stream=out).sort_stats("cumulative")
+                stats.print_stats(top)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out.getvalue()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps, 1,000-step resume only")
     parser.add_argument("--json", action="store_true", help="print the raw figures as JSON")
+    parser.add_argument("--profile", action="store_true", help="cProfile Assay's steps instead")
     options = parser.parse_args(argv)
+    if options.profile:
+        print(profile())
+        return
     figures = measure(quick=options.quick, progress=lambda s: print(f"# {s}", file=sys.stderr))
     if options.json:
         print(json.dumps(figures, indent=2))
