@@ -299,6 +299,12 @@ class Fleet:
 
     # ---------------------------------------------------------------- inspection
 
+    def all_done(self) -> bool:
+        """Every brief's claim is ``done`` (one fetch of the claim refs, no journals read)."""
+        with open_forge(str(self.forge_path), cache_dir=self.root / "watch-cache") as forge:
+            states = {r.brief: r.state for r in ClaimStore(forge).list()}
+        return all(states.get(brief) == "done" for brief in self.briefs)
+
     def inspect(self) -> dict[str, BriefResult]:
         """Read every brief's claim, review, journal and tree from the forge (one fetch)."""
         results: dict[str, BriefResult] = {}

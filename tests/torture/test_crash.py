@@ -42,11 +42,12 @@ def drain(fleet: Fleet, *, timeout: float) -> None:
         for _ in range(2):
             fleet.start_desk(machine=f"drain-{fleet.counter % 2}")
         fleet.wait_all(timeout=max(deadline - time.monotonic(), 1))
-        results = fleet.inspect()
-        if all(r.claim_state == "done" for r in results.values()):
+        if fleet.all_done():
             return
         assert time.monotonic() < deadline, {
-            b: (r.claim_state, r.fence) for b, r in results.items() if r.claim_state != "done"
+            b: (r.claim_state, r.fence)
+            for b, r in fleet.inspect().items()
+            if r.claim_state != "done"
         }
         time.sleep(0.5)  # a killed holder's lease (3 s) runs out before the next pass
 
@@ -83,9 +84,7 @@ def test_sigkill_torture_keeps_every_promise(tmp_path: Path) -> None:
         deadline = time.monotonic() + pick(60, 1800)
         while kills < kills_wanted:
             assert time.monotonic() < deadline, f"seed {SEED}: only {kills} kills made"
-            if waves == 0 or all(
-                r.claim_state == "done" for r in fleet.inspect().values()
-            ):  # nothing left to interrupt: a new wave of briefs
+            if waves == 0 or fleet.all_done():  # nothing left to interrupt: a new wave
                 names = [f"w{waves}-{i}" for i in range(wave)]
                 put_on_main(fleet.forge_path, {f"briefs/{b}.md": brief_text(b) for b in names})
                 fleet.briefs += names
