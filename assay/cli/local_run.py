@@ -7,7 +7,6 @@ again resumes from it. These commands are a thin layer over ``assay.runtime``.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,13 +139,9 @@ def run_command(
 
 
 def _exit(code: int) -> None:
-    """End with ``code`` after this command printed its own result.
-
-    ``SystemExit`` rather than ``click.exceptions.Exit``: click's non-standalone mode turns
-    ``Exit`` into a return value that the root's ``main()`` does not pass on.
-    """
+    """End with ``code`` after this command printed its own result."""
     if code:
-        sys.exit(code)
+        raise click.exceptions.Exit(code)
 
 
 def _describe(entry: dict[str, Any]) -> str:
@@ -199,7 +194,10 @@ def history_command(journal_dir: Path, as_json: bool) -> None:
 def replay_command(journal_dir: Path, target: str, as_json: bool) -> None:
     """Replay a run's journal against current code; report the first divergence (exit 5)."""
     fn = load_target(target)
-    result = Replayer(fn).replay(journal_dir)
+    journal = read_journal(journal_dir)
+    if not journal.entries:
+        raise BadInput(f"{journal_dir}: no journal entries to replay", journal=str(journal_dir))
+    result = Replayer(fn).replay(journal)
     if as_json:
         print_json(result.to_json())
         if result.failure is not None:

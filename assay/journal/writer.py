@@ -71,12 +71,14 @@ class JournalWriter:
         run_id: str | None = None,
         secrets: Iterable[str] = (),
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        journal: Journal | None = None,
         fsync: bool = True,
     ) -> JournalWriter:
         """Open (creating) the journal in ``directory`` for appending.
 
-        Takes an exclusive lock on the directory first (``Busy`` if another process is
-        writing this journal), then reads and verifies it (``writer.journal``).
+        Takes an exclusive lock on the directory first (``Busy`` if another writer holds
+        it), then reads and verifies the journal (``writer.journal``) unless the caller
+        passes a ``read_journal`` result for it as ``journal``.
         ``fsync=False`` keeps lines and blobs in the page cache: they survive a killed
         process but not a power loss (for throwaway runs and size measurements; never for
         a desk's real journal).
@@ -90,7 +92,8 @@ class JournalWriter:
             os.close(lock)
             raise Busy(f"{directory}: another process is writing this journal") from None
         try:
-            journal = read_journal(directory)
+            if journal is None:
+                journal = read_journal(directory)
             rid = journal.run_id or run_id or uuid.uuid4().hex
             writer = cls(
                 directory,

@@ -7,8 +7,8 @@ match, else ``Diverged``); when it does not, the call runs and records. Incomple
 steps rerun with their recorded idempotency key after asking their ``check``.
 
 Compute steps record only their result (a missing compute result simply means "run it");
-model, tool and effect steps record an intent first. Results are fsynced; intents and
-recorded values (``now``/``random``/``uuid``) are group-committed with the next fsync.
+model, tool and effect steps record an intent first. Every line is fsynced before the run
+moves on.
 """
 
 from __future__ import annotations
@@ -322,7 +322,7 @@ class Run:
         if kind != "compute" and (rec is None or rec.intent is None):
             intent = {"kind": "step", "pos": pos, "step": kind, "name": name, "status": "started"}
             intent.update(key=key, t0=t0, **(intent_extra or {}))
-            self._append(intent, sync=kind == "effect")
+            self._append(intent)
         started = time.monotonic()
         value: Any = None
         existing = check_fn(key) if check_fn is not None and rec is not None else None
@@ -400,8 +400,8 @@ class Run:
         rec = self._next(label)
         if rec is not None and rec.result is not None:
             return self._replayed(rec.result, label, output)  # type: ignore[no-any-return]
-        if key is None and rec is not None and rec.intent is not None:
-            key = str(rec.intent.get("key") or "") or None
+        if rec is not None and rec.intent is not None:
+            key = str(rec.intent.get("key") or "") or key  # a rerun reuses the recorded key
         chosen = key or f"{self.run_id}:{self.pos}"
         return self._live(  # type: ignore[no-any-return]
             rec,
@@ -560,7 +560,7 @@ class Run:
         value = produce()
         entry = {"kind": "step", "pos": self.pos, "step": "compute", "name": name, "status": "ok"}
         entry.update(key=f"{self.run_id}:{self.pos}", out={"value": value}, t0=utcnow())
-        self._count(self._append(entry, sync=False))
+        self._count(self._append(entry))
         return value
 
     def now(self) -> datetime:

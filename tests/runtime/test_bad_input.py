@@ -161,3 +161,8 @@ def test_a_second_process_on_the_same_journal_is_busy(
         os.killpg(first.pid, signal.SIGKILL)
         first.communicate(timeout=30)
     assert run_assay(*args, env={"CRASH_COUNTER": str(counter)}).returncode == 0
+
+
+def test_replaying_an_absent_journal_says_so(tmp_path: Path, run_assay: AssayRunner) -> None:
+    done = run_assay("replay", "--journal", str(tmp_path / "none"), APPROVAL)
+    assert done.returncode == 65 and "no journal entries to replay" in done.stderr
