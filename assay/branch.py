@@ -70,14 +70,21 @@ class BranchSync:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if not (self.workdir / ".git").exists():
             run_git(["init", "--quiet", f"--initial-branch=assay/{self.brief}", str(self.workdir)])
-        fetch(
-            self.workdir / ".git",
-            self.forge.url,
-            [f"+{self.ref}*:{_REMOTE}/assay/{self.brief}*", f"+{MAIN_REF}*:{_REMOTE}/main*"],
-            config=self.forge.git_config,
-            policy=self.forge.retry_policy,
-        )
-        remote_branch = self._rev(f"{_REMOTE}/assay/{self.brief}")
+        tracking = f"{_REMOTE}/assay/{self.brief}"
+        try:
+            self._fetch([f"+{self.ref}:{tracking}", f"+{MAIN_REF}:{_REMOTE}/main"])
+        except GitError as exc:
+            if "couldn't find remote ref" not in exc.message:
+                raise
+            # The branch does not exist (yet, or any more): start from main. This second
+            # round trip happens only on a brief's first run.
+            run_git(["update-ref", "-d", tracking], cwd=self.workdir)
+            try:
+                self._fetch([f"+{MAIN_REF}:{_REMOTE}/main"])
+            except GitError as again:
+                if "couldn't find remote ref" not in again.message:
+                    raise
+        remote_branch = self._rev(tracking)
         base = remote_branch or self._rev(f"{_REMOTE}/main")
         if base is None:
             raise BadInput(f"forge {self.forge.display_url} has no main branch to start from")
@@ -87,6 +94,16 @@ class BranchSync:
         self.tip = remote_branch
         self._checked_out = True
         return self.workdir
+
+    def _fetch(self, refspecs: list[str]) -> None:
+        fetch(
+            self.workdir / ".git",
+            self.forge.url,
+            refspecs,
+            prune=False,
+            config=self.forge.git_config,
+            policy=self.forge.retry_policy,
+        )
 
     def _rev(self, ref: str) -> str | None:
         done = run_git(

@@ -605,9 +605,9 @@ def push(
 ) -> PushResult:
     """Push ``updates`` as compare-and-swaps; retry only transport failures.
 
-    When an attempt fails in transport after the server may already have applied it, a
-    retried CAS finds the ref moved; so a lost outcome after a retry is double-checked
-    against the remote, and counts as ours when the remote holds exactly our new values.
+    An attempt whose reply is lost in transport may already have been applied; its retry
+    then finds the ref at exactly our new value, which git reports as up to date (an ok
+    outcome) whatever the lease said, so the push still counts as ours.
     """
     if not updates:
         raise GitError("push needs at least one ref update")
@@ -617,11 +617,8 @@ def push(
     args += [lease for u in updates if (lease := u.lease())]
     args.append(url)
     args += [u.refspec() for u in updates]
-    attempts = 0
 
     def call() -> PushResult:
-        nonlocal attempts
-        attempts += 1
         done = run_git(args, git_dir=git_dir, config=config, check=False)
         lines = parse_porcelain(done.stdout.decode("utf-8", "replace"))
         if not lines:
@@ -635,16 +632,7 @@ def push(
         overall = _overall(per_ref)
         return PushResult(outcome=overall, refs=per_ref, detail=detail)
 
-    result = with_retries(f"push {url}", call, policy=policy)
-    if (
-        result.lost
-        and attempts > 1
-        and _landed(git_dir, url, updates, config=config, policy=policy)
-    ):
-        LOG.info("push to %s landed on an earlier attempt; counting it as ours", url)
-        landed = {ref: PushOutcome.UP_TO_DATE for ref in result.refs}
-        return PushResult(PushOutcome.UP_TO_DATE, landed, "landed on an earlier attempt")
-    return result
+    return with_retries(f"push {url}", call, policy=policy)
 
 
 def _refs(updates: Sequence[RefUpdate]) -> list[str]:
@@ -661,15 +649,3 @@ def _overall(per_ref: Mapping[str, PushOutcome]) -> PushOutcome:
         if wanted in outcomes:
             return wanted
     return PushOutcome.REJECTED
-
-
-def _landed(
-    git_dir: Path,
-    url: str,
-    updates: Sequence[RefUpdate],
-    *,
-    config: Mapping[str, str] | None,
-    policy: RetryPolicy | None,
-) -> bool:
-    remote = ls_remote(git_dir, url, _refs(updates), config=config, policy=policy)
-    return all(remote.get(u.ref) == u.new for u in updates)

@@ -22,3 +22,14 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     second = _readme_commands()[1].strip()
     ci_lines = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert second in [line.strip() for line in ci_lines]
+
+
+def test_cli_reference_matches_the_click_tree() -> None:
+    from assay.cli.main import root
+    from assay.cli.reference import END, START, reference_markdown
+
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    block = START + text.partition(START)[2].partition(END)[0] + END
+    assert block == reference_markdown(root), (
+        "README's CLI reference is stale: python -m assay.cli.reference --write README.md"
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime
 from typing import Any
 
@@ -179,8 +178,7 @@ def list_command(skew: float | None, forge: str | None, as_json: bool) -> None:
             }
         )
         if broken:
-            # click's Exit is swallowed by the root's non-standalone main; SystemExit is not.
-            sys.exit(Corrupt.code)
+            raise click.exceptions.Exit(Corrupt.code)
         return
     if rows:
         out.print(_table(rows))

@@ -1,12 +1,13 @@
 """Claims benchmark: ``python -m tests.bench.claims`` prints figures (not a timed test).
 
 * acquire latency (median) with 1, 4 and 16 contenders over file:// and smart HTTP, next to
-  the floor: a bare ``git push`` of one new ref on the same transport;
+  the floor: a bare ``git push`` of one new small commit to one new ref on that transport;
 * ``claim list`` over 1,000 claims (one fetch), cold and warm cache;
 * heartbeat cost: one renewal (build a commit, CAS push) per transport.
 
-Contenders are forked processes released together by a pipe barrier; each times only its
-own ``ClaimStore.acquire`` call. ``--quick`` runs fewer rounds.
+One contender acquires from this process, as the floor pushes; 4 and 16 contenders are
+forked processes released together by a pipe barrier, each timing only its own
+``ClaimStore.acquire`` call. ``--quick`` runs fewer rounds.
 """
 
 from __future__ import annotations
@@ -50,25 +51,33 @@ def served(path: Path) -> Iterator[str]:
             proc.stdout.close()
 
 
-def push_floor(url: str, work: Path, samples: int, tag: str) -> float:
-    """Median seconds of a bare ``git push`` of one new small commit to one new ref.
+def solo(url: str, state: Path, samples: int) -> tuple[float, float]:
+    """Medians of (bare ``git push``, uncontended acquire), sampled alternately.
 
-    That is the work an uncontended acquire cannot avoid (one small commit, one ref
-    update, one round trip), so it is the floor acquire is measured against.
+    The floor pushes one new small commit to one new ref: the work an uncontended acquire
+    cannot avoid (one small commit, one ref update, one round trip). Alternating the two
+    makes them share whatever else the machine is doing at that moment.
     """
-    with open_forge(url, cache_dir=work / "floor-cache") as forge:
-        times = []
+    with open_forge(url, cache_dir=state / "solo-cache") as forge:
+        store = ClaimStore(forge)
+        floor, acquire = [], []
         for i in range(samples):
             commit = forge.commit(
-                {"claim.json": f"floor {tag} {i}".encode()},
+                {"claim.json": f"floor {state.name} {i}".encode()},
                 parents=[],
                 message="floor",
                 author=ASSAY_IDENTITY,
             )
             started = time.perf_counter()
-            run_git(["push", "--quiet", url, f"{commit}:refs/bench/{tag}-{i}"], git_dir=forge.cache)
-            times.append(time.perf_counter() - started)
-    return statistics.median(times)
+            run_git(
+                ["push", "--quiet", url, f"{commit}:refs/bench/{state.name}-{i}"],
+                git_dir=forge.cache,
+            )
+            floor.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            store.acquire(f"solo-{state.name}-{i}", "bench", lease_s=300)
+            acquire.append(time.perf_counter() - started)
+    return statistics.median(floor), statistics.median(acquire)
 
 
 def contend(url: str, brief: str, n: int, state: Path) -> list[tuple[bool, float]]:
@@ -176,8 +185,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="Fewer rounds (a smoke run).")
     args = parser.parse_args(argv)
-    rounds = {1: 3, 4: 1, 16: 1} if args.quick else {1: 6, 4: 2, 16: 1}
-    samples = 3 if args.quick else 6
+    rounds = {4: 1, 16: 1} if args.quick else {4: 2, 16: 1}
+    samples = 4 if args.quick else 12
     with tempfile.TemporaryDirectory(prefix="assay-bench-") as tmp:
         root = Path(tmp)
         forge_path = init_forge(root / "forge.git")
@@ -185,8 +194,8 @@ def main(argv: list[str] | None = None) -> None:
         with served(forge_path) as http_url:
             for name, url in (("file://", f"file://{forge_path}"), ("smart HTTP", http_url)):
                 state = root / name.replace(":", "").replace("/", "").replace(" ", "-")
-                floor = push_floor(url, state, samples, state.name)
-                acquire = acquire_figures(url, state, rounds)
+                floor, solo_acquire = solo(url, state, samples)
+                acquire = {1: solo_acquire, **acquire_figures(url, state, rounds)}
                 beat = heartbeat_figure(url, state, samples)
                 rows.append((name, floor, acquire, beat))
         many = init_forge(root / "many.git")

@@ -10,7 +10,7 @@ import pytest
 from assay.branch import BranchSync, branch_ref
 from assay.errors import BadInput, Fenced
 from assay.forge import Forge
-from assay.plumbing import Identity
+from assay.plumbing import Identity, RefUpdate
 
 ME = Identity.for_holder("coder", "h1")
 HEIR = Identity.for_holder("coder", "h2")
@@ -114,3 +114,21 @@ def test_a_forge_without_main_cannot_start_a_branch(tmp_path: Path) -> None:
         pytest.raises(BadInput, match="no main"),
     ):
         BranchSync(bare, "b1", workdir=tmp_path / "w", identity=ME).checkout()
+
+
+def test_checkout_fetches_only_its_own_branch(forge: Forge, tmp_path: Path) -> None:
+    other = BranchSync(forge, "b10", workdir=tmp_path / "other", identity=HEIR)
+    (other.checkout() / "big.bin").write_bytes(b"\0" * 1000)
+    other.sync("another brief's work")
+    sync = BranchSync(forge, "b1", workdir=tmp_path / "w", identity=ME)
+    sync.checkout()
+    assert _git(sync.workdir, "for-each-ref", "--format=%(refname)", "refs/remotes/") == (
+        "refs/remotes/forge/main"
+    )
+    (sync.workdir / "a.txt").write_text("a")
+    tip = sync.sync("step")
+    assert sync.checkout() and sync.tip == tip
+    # When the branch is deleted on the forge, the next checkout starts from main again.
+    assert forge.push([RefUpdate(REF, None, expected=tip)]).ok
+    sync.checkout()
+    assert sync.tip is None and not (sync.workdir / "a.txt").exists()

@@ -61,6 +61,20 @@ def test_smart_http_clone_and_push(http_forge: Served, tmp_path: Path) -> None:
     assert _git(http_forge.path, "show", "main:briefs/b1.md") == "# b1"
 
 
+def test_smart_http_takes_a_push_larger_than_the_post_buffer(
+    http_forge: Served, tmp_path: Path
+) -> None:
+    # Over 1 MiB git streams the request body chunked; the server must de-chunk it.
+    work = clone(http_forge.url, tmp_path / "work")
+    (work / "blob.bin").write_bytes(os.urandom(3 * 1024 * 1024))
+    _git(work, "add", ".")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "big")
+    _git(work, "push", "-q", "origin", "main")
+    assert _git(http_forge.path, "rev-parse", "main") == _git(work, "rev-parse", "HEAD")
+    fresh = clone(http_forge.url, tmp_path / "fresh")
+    assert (fresh / "blob.bin").read_bytes() == (work / "blob.bin").read_bytes()
+
+
 def test_the_server_answers_only_for_its_own_repository(forge_path: Path, tmp_path: Path) -> None:
     init_forge(tmp_path / "other.git")
     pushes: list[int] = []
