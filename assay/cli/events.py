@@ -1,9 +1,11 @@
 """``assay signal`` and ``assay approve``: deliver events to a run.
 
 With ``--journal DIR`` the event goes to the run's local event store, where the next
-``run.signals()`` drain or ``run.wait_for()`` consumes it. The forge mode (``assay
-approve BRIEF``) is added by the desk layer; until then the positional argument names
-what is approved (default ``approval``) and ``--journal`` is required.
+``run.signals()`` drain or ``run.wait_for()`` consumes it; the positional argument of
+``approve`` names what is approved (default ``approval``). With ``--forge`` (or
+``ASSAY_FORGE``) and no ``--journal``, the first positional is a brief id and the event is
+appended to ``refs/assay/events/<brief>`` (``assay.desks.events``), where the brief's desk
+reads it at its next drain point or ``assay wake`` finds it.
 """
 
 from __future__ import annotations
@@ -15,16 +17,31 @@ from pathlib import Path
 
 import click
 
-from assay.cli.options import json_option
+from assay.cli.options import forge_option, json_option
 from assay.console import err, print_json
 from assay.errors import UsageError
 from assay.runtime import Event, LocalEventStore
 
 
-def _deliver(journal_dir: Path | None, event: Event, *, as_json: bool) -> None:
-    if journal_dir is None:
-        raise UsageError("--journal DIR is required: name the run's journal directory")
-    LocalEventStore(journal_dir).append(event)
+def _deliver(
+    journal_dir: Path | None,
+    event: Event,
+    *,
+    as_json: bool,
+    forge: str | None = None,
+    brief: str | None = None,
+) -> None:
+    if journal_dir is not None:
+        LocalEventStore(journal_dir).append(event)
+    elif forge and brief:
+        from assay.desks.events import deliver
+
+        event = deliver(forge, brief, event)
+    else:
+        raise UsageError(
+            "--journal DIR is required: name the run's journal directory "
+            "(or name a BRIEF and its --forge)"
+        )
     if as_json:
         print_json(event.to_json())
     else:
@@ -49,14 +66,29 @@ def _actor() -> str:
 
 
 @click.command("signal")
-@click.argument("text")
+@click.argument("words", nargs=-1, required=True, metavar="[BRIEF] TEXT")
 @_journal_option
+@forge_option
 @click.option("--id", "event_id", default=None, help="Event id; the same id is consumed once.")
 @json_option
 def signal_command(
-    journal_dir: Path | None, text: str, event_id: str | None, as_json: bool
+    words: tuple[str, ...],
+    journal_dir: Path | None,
+    forge: str | None,
+    event_id: str | None,
+    as_json: bool,
 ) -> None:
-    """Send a steering signal TEXT; the run sees it at its next run.signals() drain."""
+    """Send a steering signal TEXT; the run sees it at its next run.signals() drain.
+
+    assay signal TEXT --journal DIR (a local run), or assay signal BRIEF TEXT --forge F
+    (the brief's run on a forge)."""
+    if len(words) == 2 and journal_dir is None:
+        brief: str | None = words[0]
+        text = words[1]
+    elif len(words) == 1:
+        brief, text = None, words[0]
+    else:
+        raise UsageError("signal takes TEXT (with --journal) or BRIEF TEXT (with --forge)")
     event = Event(
         id=event_id or uuid.uuid4().hex,
         kind="signal",
@@ -64,12 +96,13 @@ def signal_command(
         actor=_actor(),
         at=datetime.now(UTC).isoformat(),
     )
-    _deliver(journal_dir, event, as_json=as_json)
+    _deliver(journal_dir, event, as_json=as_json, forge=forge, brief=brief)
 
 
 @click.command("approve")
-@click.argument("target", required=False, metavar="[EVENT]")
+@click.argument("target", required=False, metavar="[EVENT | BRIEF]")
 @_journal_option
+@forge_option
 @click.option("--reject", is_flag=True, help="Reject instead of approving.")
 @click.option("--id", "event_id", default=None, help="Event id; the same id is consumed once.")
 @click.option("--note", default="", help="Text to attach to the decision.")
@@ -77,23 +110,27 @@ def signal_command(
 def approve_command(
     target: str | None,
     journal_dir: Path | None,
+    forge: str | None,
     reject: bool,
     event_id: str | None,
     note: str,
     as_json: bool,
 ) -> None:
-    """Approve (or --reject) what a run waits for: run.wait_for(EVENT), default "approval"."""
-    if journal_dir is None:
-        raise UsageError("--journal DIR is required: name the run's journal directory")
+    """Approve (or --reject) what a run waits for: run.wait_for(EVENT), default "approval".
+
+    assay approve [EVENT] --journal DIR (a local run), or assay approve BRIEF --forge F
+    (the brief's run on a forge, waiting for its approval)."""
+    on_forge = journal_dir is None and bool(forge)
     event = Event(
         id=event_id or uuid.uuid4().hex,
         kind="reject" if reject else "approve",
         text=note,
         actor=_actor(),
         at=datetime.now(UTC).isoformat(),
-        data={"name": target or "approval"},
+        data={"name": "approval" if on_forge else target or "approval"},
     )
-    _deliver(journal_dir, event, as_json=as_json)
+    brief = target if on_forge else None
+    _deliver(journal_dir, event, as_json=as_json, forge=forge, brief=brief)
 
 
 def register(root: click.Group) -> None:

@@ -26,8 +26,17 @@ def _exit_failed() -> None:
     raise click.exceptions.Exit(1)
 
 
+TAIL_SHOWN = 10
+
+
 def _print_report(report: VerifyReport) -> None:
     out.print(render_rich(report.decision))
+    for record in report.ran:
+        if record.passed or not record.output_tail:
+            continue
+        out.print(Text(f"{record.row}: last lines of its output", style="bold"))
+        for line in record.output_tail.splitlines()[-TAIL_SHOWN:]:
+            out.print(Text(f"  {line}", style="dim"))
     if report.env_problems:
         out.print(Text("environment differs from the declared one:", style="red"))
         for line in report.env_problems:
@@ -53,12 +62,23 @@ def verify_command(brief: str, sha: str | None, forge: str | None, as_json: bool
     check_id(brief, where="BRIEF")
     handle = open_forge(forge)
 
-    def progress(row: RowSpec, record: EvidenceRecord) -> None:
+    status = err.status("")  # a live line on a terminal, silent otherwise
+
+    def starting(row: RowSpec) -> None:
         if not as_json:
+            status.update(Text(f"running {row.id}: {row.command}"))
+            status.start()
+
+    def finished(row: RowSpec, record: EvidenceRecord) -> None:
+        if not as_json:
+            status.stop()
             err.print(Text(f"  {row.id}: {describe(record)} in {record.seconds:.2f}s"))
 
     with handle:
-        report = verify(handle, brief, sha=sha, on_row=progress)
+        try:
+            report = verify(handle, brief, sha=sha, on_start=starting, on_row=finished)
+        finally:
+            status.stop()
     if as_json:
         print_json(report.to_json())
     else:

@@ -131,3 +131,17 @@ class EventLog:
 def pending(events: list[Event], consumed: set[str], *, kinds: frozenset[str]) -> list[Event]:
     """The events of ``kinds`` whose ids no journal entry has consumed yet."""
     return [event for event in events if event.kind in kinds and event.id not in consumed]
+
+
+def deliver(forge_spec: str, brief: str, event: Event) -> Event:
+    """Append ``event`` (as built by ``assay approve|signal``) to ``brief``'s events ref."""
+    from assay.forge import open_forge
+
+    with open_forge(forge_spec) as forge:
+        return EventLog(forge, brief).append(
+            event.kind,
+            text=event.text,
+            actor=event.actor,
+            data=event.data,
+            event_id=event.id,
+        )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,15 +23,16 @@ from typing import Any
 
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore
-from assay.desks.events import EventLog
 from assay.desks.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
 from assay.desks.review import read_review, render_body, write_review
 from assay.desks.selection import Candidate, Why, queue
 from assay.desks.session import Session, budget_for
 from assay.desks.state import ForgeView, read_view
-from assay.errors import AssayError, Busy, Fenced, Paused, Suspended
+from assay.errors import AssayError, Busy, Failed, Fenced, Paused, Suspended
+from assay.evidence import with_table
+from assay.evidence.gate import review_table
 from assay.forge import Forge
-from assay.runtime import Event, execute
+from assay.runtime import execute
 
 # How each run outcome leaves the claim and the review.
 _CLAIM_AFTER = {
@@ -132,6 +134,7 @@ class DeskLoop:
             now=datetime.now(UTC),
             skew_s=float(self.store.skew_s),
             only=only,
+            spread=self.holder,
         )
 
     def claim_next(self, *, only: str | None = None) -> tuple[Brief, Claim, Why] | None:
@@ -176,15 +179,22 @@ class DeskLoop:
         self.on_progress(f"{brief.id}: {why.value} (fence {claim.fence})")
         if why is Why.CANCEL:
             return self._close_cancelled(brief, claim)
-        session = Session.open(
-            forge=self.forge,
-            brief=brief,
-            claim=claim,
-            desk=self.desk,
-            workroot=self.workroot,
-            store=self.store,
-            holder=self.holder,
-        )
+        try:
+            session = Session.open(
+                forge=self.forge,
+                brief=brief,
+                claim=claim,
+                desk=self.desk,
+                workroot=self.workroot,
+                store=self.store,
+                holder=self.holder,
+            )
+        except AssayError as error:
+            # Could not even start (a bad model config, the forge went away): give the
+            # brief back at once rather than let it sit under a lease nobody renews.
+            self.given_up.add(brief.id)
+            self.store.release(claim, note=f"{error.status}: {error.message}"[:300])
+            return RunReport(brief.id, why.value, error.status, error.code, message=error.message)
         try:
             result = execute(session.entry, {"brief": brief.id}, **session.run_options())
             code, status = int(result.code), str(result.status)
@@ -205,6 +215,8 @@ class DeskLoop:
             message = message or "the objective's max_runs are used up; raise it to resume"
         if code == Fenced.code or session.fenced:
             return RunReport(brief.id, why.value, "fenced", Fenced.code, message=message)
+        if code == 0 and isinstance(output, dict) and output.get("status") == "failed":
+            code, status = Failed.code, "failed"  # the desk gave up: finished and failed
         report = RunReport(brief.id, why.value, status, code, steps=steps, waiting_for=waiting_for)
         report.message = message or _output_message(output)
         report.head_sha = session.head()
@@ -251,7 +263,7 @@ class DeskLoop:
             brief.id,
             head_sha=report.head_sha,
             title=f"{label}{brief.id}: {brief.title}",
-            body=body,
+            body=with_table(body, review_table(self.forge, brief.id)),
             state=state,
         )
         return state
@@ -286,6 +298,42 @@ def exit_code(reports: list[RunReport], *, nothing: int = Busy.code) -> int:
     return reports[-1].code
 
 
-def events_for(forge: Forge, brief: str) -> list[Event]:
-    """Every event of ``brief`` so far (the runtime's ``RunHooks.events``)."""
-    return EventLog(forge, brief).read()
+def run_slots(
+    make_loop: Callable[[int], DeskLoop],
+    *,
+    concurrency: int,
+    once: bool = False,
+    only: str | None = None,
+) -> list[RunReport]:
+    """Run a desk with ``concurrency`` loops side by side (threads, one holder each).
+
+    Each slot is an independent ``DeskLoop`` with its own forge handle and holder token, so
+    slots race for briefs through the same claim CAS as separate processes would. With
+    ``once`` or ``only`` there is one slot.
+    """
+    if concurrency <= 1 or once or only is not None:
+        return make_loop(0).run(once=once, only=only)
+    reports: list[RunReport] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def slot(index: int) -> None:
+        try:
+            found = make_loop(index).run()
+        except BaseException as error:  # re-raised in the caller's thread below
+            with lock:
+                failures.append(error)
+            return
+        with lock:
+            reports.extend(found)
+
+    threads = [
+        threading.Thread(target=slot, args=(i,), name=f"desk-slot-{i}") for i in range(concurrency)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return reports

@@ -3,12 +3,14 @@
 No I/O here, so the rules are easy to read and to test: a brief is a candidate for a desk
 when the desk ``takes`` it, every brief it depends on is merged, nobody cancelled it, and
 its claim is absent, released, held by an expired lease (a crashed holder), or waiting for
-something that has arrived. Candidates are ordered by priority (highest first), then by id,
-so every desk sees the same queue; the claim's CAS push decides who actually gets one.
+something that has arrived. Candidates are ordered by priority (highest first), then by id, or
+by a per-holder order within a priority so that concurrent desks spread over the queue;
+the claim's CAS push decides who actually gets one.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -135,8 +137,10 @@ def queue(
     now: datetime,
     skew_s: float = 30.0,
     only: str | None = None,
+    spread: str = "",
 ) -> list[Candidate]:
-    """The candidates for one desk, highest priority first, then by id."""
+    """The candidates for one desk, highest priority first, then by id (or, with
+    ``spread``, by an order of that holder's own within each priority)."""
     found = []
     for brief_id, brief in briefs.items():
         if only is not None and brief_id != only:
@@ -153,5 +157,15 @@ def queue(
         )
         if isinstance(decision, Why):
             found.append(Candidate(brief_id, decision, _priority(brief.priority)))
-    found.sort(key=lambda c: (-c.priority, c.brief))
+    if spread:
+        # Desks racing for the same queue would all try the same brief first and all but
+        # one lose the push; within one priority each holder walks the briefs in its own
+        # (stable) order instead, so concurrent desks mostly claim different briefs.
+        found.sort(key=lambda c: (-c.priority, _mix(spread, c.brief)))
+    else:
+        found.sort(key=lambda c: (-c.priority, c.brief))
     return found
+
+
+def _mix(holder: str, brief: str) -> str:
+    return hashlib.sha256(f"{holder}\0{brief}".encode()).hexdigest()

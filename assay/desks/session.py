@@ -12,12 +12,14 @@ heartbeats renew the claim, ``ensure_owner`` re-reads the claim ref before effec
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,8 @@ from assay.plumbing import Identity
 from assay.runtime import Budget, Event
 
 COMMAND_TAIL = 4_000
+GROUPED = frozenset({"tool"})  # durability points that may wait for the next push
+GROUP_WINDOW_S = 5.0  # ... for at most this long
 
 
 class DeskHooks:
@@ -56,16 +60,27 @@ class DeskHooks:
         self.brief = brief
         self.fenced = threading.Event()
         self.pushes = 0
+        self.last_push = time.monotonic()
+        # The journal head the forge holds, anchored by every claim renewal (DESIGN §6);
+        # never a local head that a crash could still lose.
+        self.pushed_head: str | None = None
 
     def durability_point(self, reason: str) -> None:
         if self.fenced.is_set():
             raise Fenced(f"{self.claim.brief}: this holder lost its claim; stopping")
+        if reason in GROUPED and time.monotonic() - self.last_push < GROUP_WINDOW_S:
+            # Cheap steps are group-committed (DESIGN §6): a tool step rides along with
+            # the next model step's push (or the timer's). Losing it to a crash costs only
+            # running the tool again; a model step is always pushed before the next one.
+            return
         try:
             self.sync.sync(f"{self.claim.brief}: {reason}")
         except Fenced:
             self.fenced.set()
             raise
         self.pushes += 1
+        self.last_push = time.monotonic()
+        self.pushed_head = last_line_sum(self.sync.journal_dir) or self.pushed_head
 
     def heartbeat(self, progress: dict[str, Any]) -> None:
         try:
@@ -101,6 +116,26 @@ def wants_approval(brief: Brief, desk: Any) -> bool:
     return APPROVAL_LABEL in brief.labels or bool(getattr(desk, "approval", False))
 
 
+def last_line_sum(journal_dir: Path) -> str | None:
+    """The ``sum`` of the last complete line of a journal directory's newest segment."""
+    segments = sorted(journal_dir.glob("*.jsonl")) if journal_dir.exists() else []
+    if not segments:
+        return None
+    with open(segments[-1], "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        size = handle.tell()
+        handle.seek(max(0, size - 65536))
+        tail = handle.read()
+    lines = tail.split(b"\n")[:-1]  # an unterminated last line is still being written
+    for raw in reversed(lines):
+        try:
+            value = json.loads(raw).get("sum")
+        except ValueError:
+            continue
+        return value if isinstance(value, str) else None
+    return None
+
+
 def budget_for(brief: Brief, desk: Any) -> Budget:
     """The tightest of the brief's and the desk's budgets."""
     spec = brief.budget.tightest(desk.budget)
@@ -115,6 +150,8 @@ def budget_for(brief: Brief, desk: Any) -> Budget:
 
 @dataclass
 class Session:
+    """A claimed brief checked out and ready to execute: hooks, model, tools, heartbeat."""
+
     forge: Forge
     brief: Brief
     desk: Any
@@ -126,7 +163,6 @@ class Session:
     model: Any = None
     tools: Any = None
     heartbeat: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -196,7 +232,9 @@ class Session:
             model=model,
             tools=tools,
         )
-        session.heartbeat = Heartbeat(store, claim, on_fenced=hooks.fenced.set)
+        session.heartbeat = Heartbeat(
+            store, claim, on_fenced=hooks.fenced.set, journal_head=lambda: hooks.pushed_head
+        )
         session.heartbeat.start()
         return session
 
@@ -237,9 +275,15 @@ class Session:
             self.heartbeat.stop()
 
     def flush(self, reason: str) -> None:
-        """A last durability point after the run stopped (Fenced is remembered, not raised)."""
+        """A last durability point after the run stopped (Fenced is remembered, not raised).
+
+        It also pushes tool steps still waiting for a group commit, and anchors the pushed
+        journal head in the claim (the record the claim keeps when it is settled)."""
         with contextlib.suppress(Fenced):
             self.hooks.durability_point(f"after run: {reason}")
+            head = self.hooks.pushed_head
+            if head is not None and head != self.claim.record.journal_head:
+                self.store.renew(self.claim, journal_head=head)
 
     def head(self) -> str:
         return str(self.sync.tip or "")

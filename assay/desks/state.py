@@ -214,6 +214,15 @@ def read_view(forge: Forge) -> ForgeView:
     )
     for ref in event_refs:
         brief_id = ref.removeprefix(EVENTS)
-        if brief_id in briefs and any(e.kind == "cancel" for e in view.events(brief_id)):
+        if brief_id not in briefs:
+            continue
+        try:
+            events = view.events(brief_id)
+        except BadInput as error:
+            # A malformed event stops only its own brief; --brief names the error (65).
+            bad[ref] = error
+            del briefs[brief_id]
+            continue
+        if any(e.kind == "cancel" for e in events):
             cancelled.add(brief_id)
     return view

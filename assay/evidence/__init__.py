@@ -14,22 +14,39 @@ from assay.evidence.fingerprint import (
     fingerprint,
     fingerprint_digest,
 )
+from assay.evidence.gate import (
+    MergeOutcome,
+    MergeRefused,
+    MergeResult,
+    VerifyReport,
+    merge,
+    merge_decision,
+    review_table,
+    verify,
+)
 from assay.evidence.records import EvidenceRecord, check_chain, decode, encode, seal
 from assay.evidence.rule import MergeDecision, RowStatus, Verdict, decide
 from assay.evidence.runner import RowRun, row_argv, row_environment, run_row
 from assay.evidence.spec import EnvDecl, RowSpec, env_decl, row_specs
+from assay.evidence.store import EvidenceLog, append_records, evidence_ref, fetch_log
 from assay.evidence.table import render_markdown, render_rich, with_table
 
 __all__ = [
     "Claimed",
     "ClaimedRow",
     "EnvDecl",
+    "EvidenceLog",
     "EvidenceRecord",
     "MergeDecision",
+    "MergeOutcome",
+    "MergeRefused",
+    "MergeResult",
     "RowRun",
     "RowSpec",
     "RowStatus",
     "Verdict",
+    "VerifyReport",
+    "append_records",
     "check_chain",
     "claimed_from_entries",
     "decide",
@@ -38,15 +55,21 @@ __all__ = [
     "diff_fingerprints",
     "encode",
     "env_decl",
+    "evidence_ref",
+    "fetch_log",
     "fingerprint",
     "fingerprint_digest",
     "journal_anchors",
+    "merge",
+    "merge_decision",
     "render_markdown",
     "render_rich",
+    "review_table",
     "row_argv",
     "row_environment",
     "row_specs",
     "run_row",
     "seal",
+    "verify",
     "with_table",
 ]

@@ -40,6 +40,7 @@ from assay.evidence.source import (
     branch_ref,
     claim_desks,
     fetch_view,
+    has_commit,
     is_ancestor,
     journal_at,
     journal_from_commit,
@@ -92,6 +93,14 @@ class VerifyReport:
             "ran": [r.to_json() for r in self.ran],
             "review_updated": self.review_updated,
         }
+
+
+def _require_commit(forge: Forge, sha: str, brief_id: str) -> None:
+    if not has_commit(forge, sha):
+        raise Failed(
+            f"{brief_id}: the review's head {sha[:12]} is not on the forge "
+            f"(its branch {branch_ref(brief_id)} is gone)"
+        )
 
 
 def check_journal_anchors(
@@ -184,6 +193,7 @@ def verify(
     verifier: str | None = None,
     key: bytes | None = None,
     workdir: Path | None = None,
+    on_start: Callable[[RowSpec], None] | None = None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None = None,
 ) -> VerifyReport:
     """Run every verify row of ``brief_id`` on the review's head (or ``sha``) and record it."""
@@ -196,6 +206,7 @@ def verify(
     head = resolve_commit(forge, sha) if sha else ctx.view.head
     if head is None:
         raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to verify")
+    _require_commit(forge, head, brief_id)
     timings["fetch"] = time.monotonic() - started
     with CleanTree(forge, head, parent=workdir) as tree:
         timings["checkout"] = time.monotonic() - started - timings["fetch"]
@@ -215,6 +226,8 @@ def verify(
         ran: list[EvidenceRecord] = []
         rows_time = 0.0
         for row in ctx.rows:
+            if on_start is not None:
+                on_start(row)
             result = run_row(row.command, cwd=tree, timeout_s=row.timeout_s, env=environ)
             rows_time += result.seconds
             record = EvidenceRecord(
@@ -310,6 +323,7 @@ def _judge(forge: Forge, brief_id: str, *, key: bytes | None) -> tuple[_Context,
     head = ctx.view.head
     if head is None:
         raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to merge")
+    _require_commit(forge, head, brief_id)
     with tempfile.TemporaryDirectory(prefix="assay-merge-") as scratch:
         journal = journal_from_commit(forge, head, brief_id, Path(scratch))
         check_journal_anchors(forge, ctx.log.records, journal, head)
@@ -321,6 +335,20 @@ def _judge(forge: Forge, brief_id: str, *, key: bytes | None) -> tuple[_Context,
     elif review.state in ("draft", "closed"):
         decision.problems.insert(0, f"the review is {review.state}, not ready")
     return ctx, decision
+
+
+def review_table(forge: Forge, brief_id: str, *, key: bytes | None = None) -> str:
+    """The claimed-versus-verified Markdown for a review body, as things stand now.
+
+    For the desk to call whenever it rewrites the review (its side changed): pass the
+    result through ``with_table(body, ...)``. An integrity failure is shown, not raised:
+    the review must still say something, and ``verify``/``merge`` will refuse anyway.
+    """
+    try:
+        decision = merge_decision(forge, brief_id, key=key)
+    except Corrupt as corrupt:
+        return f"Evidence: **corrupt**: {corrupt.message}\n"
+    return render_markdown(decision)
 
 
 def _merged_main(

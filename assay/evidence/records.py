@@ -154,7 +154,11 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
         raise Corrupt(f"{source}: evidence record is not a JSON object")
     version = raw.get("v")
     if version != RECORD_VERSION:
-        raise Corrupt(f"{source}: evidence record version {version!r} is not {RECORD_VERSION}")
+        newer = isinstance(version, int) and version > RECORD_VERSION
+        hint = " (written by a newer Assay: upgrade the gate)" if newer else ""
+        raise Corrupt(
+            f"{source}: evidence record version {version!r} is not {RECORD_VERSION}{hint}"
+        )
     if raw.get("kind") != RECORD_KIND:
         raise Corrupt(f"{source}: field 'kind' is {raw.get('kind')!r}, not {RECORD_KIND!r}")
     for name, kind in _FIELDS.items():

@@ -56,6 +56,9 @@ _DROPPED_NAMES = frozenset(
         "GIT_ASKPASS",
         "SSH_ASKPASS",
         "ASSAY_EVIDENCE_KEY",
+        # The gate's own import path (often its own checkout) must not shadow the tree's.
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
     }
 )
 _DROPPED_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_APPLICATION", "ACTIONS_", "GITHUB_TOKEN")
@@ -213,36 +216,43 @@ def run_row(
     drain_until: float | None = None
     fd = process.stdout.fileno()
     os.set_blocking(fd, False)
-    with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
-        while True:
-            now = time.monotonic()
-            if drain_until is None and process.poll() is not None:
-                # The row finished; whatever it left running may still hold the pipe.
-                drain_until = now + _DRAIN_GRACE_S
-            limit = deadline if drain_until is None else min(deadline, drain_until)
-            if now >= limit:
-                if drain_until is None:
-                    timed_out = True
-                break
-            events = selector.select(timeout=min(limit - now, 0.5))
-            if not events:
-                continue
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while True:
+                now = time.monotonic()
+                if drain_until is None and process.poll() is not None:
+                    # The row finished; whatever it left running may still hold the pipe.
+                    drain_until = now + _DRAIN_GRACE_S
+                limit = deadline if drain_until is None else min(deadline, drain_until)
+                if now >= limit:
+                    if drain_until is None:
+                        timed_out = True
+                    break
+                events = selector.select(timeout=min(limit - now, 0.5))
+                if not events:
+                    continue
+                try:
+                    chunk = os.read(fd, _CHUNK)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    break
+                digest.update(chunk)
+                tail.add(chunk)
+                total += len(chunk)
+        if not timed_out:
+            # The stream ended; the row itself may still be running (it closed its output).
             try:
-                chunk = os.read(fd, _CHUNK)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                break
-            digest.update(chunk)
-            tail.add(chunk)
-            total += len(chunk)
-    if not timed_out:
-        # The stream ended; the row itself may still be running (it closed its output).
-        try:
-            process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    except BaseException:
+        # Interrupted (Ctrl-C, a bug): the row must not outlive the gate either.
+        _kill_group(pgid)
+        process.stdout.close()
+        process.wait()
+        raise
     # Kill the group in every case: nothing a row started may outlive it.
     _kill_group(pgid)
     process.stdout.close()

@@ -9,6 +9,8 @@ steps in the journals.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -30,8 +32,12 @@ FILES = ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt"]
 RESPONSES = [write(name, f"{name} content\n") for name in FILES] + [finish("all written")]
 
 
-def tool_push_gate(forge_path: Path) -> tuple[Path, Path]:
-    """A pre-receive hook holding the first push of a tool step's commit, then refusing it."""
+def end_push_gate(forge_path: Path) -> tuple[Path, Path]:
+    """A pre-receive hook holding the push of the run's end, then refusing it.
+
+    (Tool steps are group-committed with the next model step, and a model step's push is
+    the one thing a crash may not lose without paying for the call again; the end's push
+    carries the last tool step, the claimed evidence and the end.)"""
     control = forge_path.parent / "push-gate"
     control.mkdir()
     arrived, release, used = control / "arrived", control / "release", control / "used"
@@ -45,7 +51,7 @@ for line in sys.stdin.read().splitlines():
         continue
     subject = subprocess.run(["git", "log", "-1", "--format=%s", new],
                              capture_output=True, text=True).stdout.strip()
-    if subject.endswith(": tool"):
+    if subject.endswith(": end"):
         open({str(used)!r}, "w").close()
         open({str(arrived)!r}, "w").close()
         while not os.path.exists({str(release)!r}):
@@ -88,16 +94,17 @@ def crash_three_times(
     before_resume()
     wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to expire")
 
-    # 2. Between a tool step and its commit: its result is in the local journal only.
+    # 2. Between a tool step and its commit: its result is in the local journal only
+    #    (tool steps ride along with the next model step's push).
     second = world.start_desk("coder", "--once", "--brief", "b1", machine="b")
     wait_until(lambda: ok_tools(world, "b") >= 3, timeout=60, what="a third tool step")
     world.kill(second)
     wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to expire")
 
     # 3. During a push: the hook holds the push, the desk dies, the push is refused.
-    arrived, release = tool_push_gate(world.forge_path)
+    arrived, release = end_push_gate(world.forge_path)
     third = world.start_desk("coder", "--once", "--brief", "b1", machine="c")
-    wait_until(arrived.exists, timeout=60, what="a tool step's push to reach the forge")
+    wait_until(arrived.exists, timeout=60, what="the end's push to reach the forge")
     world.kill(third)
     release.touch()
     wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to expire")
@@ -115,8 +122,9 @@ def assert_same_result(world: World) -> None:
     assert {f"{name}" for name in FILES} <= set(world.tree("b1"))
     journal = world.journal("b1")
     assert model_steps(journal) == len(RESPONSES)
-    takeovers = [e for e in journal.entries if e["kind"] == "takeover"]
-    assert len(takeovers) == 3
+    fences = [e["fence"] for e in journal.entries if e["kind"] == "takeover"]
+    # Each holder that pushed anything wrote its takeover first; the last holder is fence 4.
+    assert fences == sorted(set(fences)) and fences[-1] == 4 and len(fences) >= 3
     claim = world.claim("b1")
     assert claim is not None and claim.state == "done" and claim.fence == 4
 
@@ -166,3 +174,27 @@ def test_openai_desk_survives_three_kills_and_pays_each_call_once(world: World) 
         assert_same_result(world)
         paid = model_steps(world.journal("b1")) + model_steps(world.journal("ref"))
         assert server.count == paid
+
+
+def test_a_paused_zombie_desk_is_fenced_and_writes_nothing(world: World) -> None:
+    slow = [dict(r) for r in RESPONSES]
+    slow[1]["delay_s"] = 3  # the second model call takes a while: the zombie sleeps in it
+    world.add_briefs(brief_text("b1"))
+    world.add_desk("coder", slow, lease=2)
+    zombie = world.start_desk("coder", "--once", "--brief", "b1", machine="a")
+    wait_until(lambda: model_intents(world, "a") >= 2, timeout=60, what="a model call")
+    os.killpg(zombie.pid, signal.SIGSTOP)  # a paused process: GC pause, laptop lid, VM freeze
+    try:
+        wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to expire")
+        done = world.desk("coder", "--once", "--brief", "b1", machine="b")
+        assert done.returncode == 0, done.stderr
+        tip, review = world.branch_tip("b1"), world.review("b1")
+    finally:
+        os.killpg(zombie.pid, signal.SIGCONT)
+    _, stderr = zombie.communicate(timeout=120)
+    assert zombie.returncode == 4, stderr
+    # The zombie wrote nothing after it woke: branch, review and claim are the new holder's.
+    assert world.branch_tip("b1") == tip
+    assert world.review("b1") == review
+    claim = world.claim("b1")
+    assert claim is not None and (claim.state, claim.fence) == ("done", 2)

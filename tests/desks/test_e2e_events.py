@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
+from assay.forge import open_forge
+from assay.plumbing import ASSAY_IDENTITY, RefUpdate
+from tests.conftest import assay_argv
 from tests.desks.world import (
     HoldingServer,
     World,
@@ -33,7 +37,9 @@ def test_approval_waits_with_no_process_then_wake_continues(world: World) -> Non
     # Nothing has arrived yet: wake does nothing.
     idle = world.assay("wake", "--forge", world.url, "--desks", str(world.desks), "--json")
     assert idle.returncode == 0 and json.loads(idle.stdout)["runs"] == []
-    world.event("b1", "approve", actor="ann")
+    approved = world.assay("approve", "b1", "--forge", world.url, "--json")
+    assert approved.returncode == 0, approved.stderr
+    assert json.loads(approved.stdout)["kind"] == "approve"
     woken = world.assay(
         "wake", "--forge", world.url, "--desks", str(world.desks), "--json", machine="b"
     )
@@ -55,13 +61,11 @@ def test_rejection_reaches_the_model_and_the_run_carries_on(world: World) -> Non
         "coder",
         [finish("first try"), write("hello.txt", "hi\n"), finish("second try")],
     )
-    assert world.desk("coder", "--once").returncode == 75
+    assert [r.code for r in world.run_here("coder")] == [75]
     world.event("b1", "reject", text="write hello.txt first")
-    again = world.desk("coder", "--once", "--json")
-    assert again.returncode == 75, again.stderr  # the second finish waits again
+    assert [r.code for r in world.run_here("coder")] == [75]  # the second finish waits again
     world.event("b1", "approve")
-    done = world.desk("coder", "--once", "--json")
-    assert done.returncode == 0, done.stderr
+    assert [r.code for r in world.run_here("coder")] == [0]
     assert "hello.txt" in world.tree("b1")
     review = world.review("b1")
     assert review is not None and "second try" in review.body
@@ -89,7 +93,9 @@ def test_steering_arrives_once_even_when_the_desk_crashed_right_after_reading_it
         world.add_desk("coder", lease=2, model=model)
         first = world.start_desk("coder", "--once", machine="a")
         server.wait_held(1)
-        world.event("b1", "signal", text=STEER, actor="ann")
+        sent = world.assay("signal", "b1", STEER, "--forge", world.url, "--json")
+        assert sent.returncode == 0, sent.stderr
+        actor = json.loads(sent.stdout)["actor"] or "a human"
         server.let_go(1)
         server.wait_held(2)  # the desk drained the signal, then called the model
         drained = [
@@ -109,7 +115,7 @@ def test_steering_arrives_once_even_when_the_desk_crashed_right_after_reading_it
             for turn in sorted(by_turn)
         ]
         assert [len(found) for found in steering] == [0, 0, 1, 1]
-        assert steering[2][0]["content"] == f"Steering from ann: {STEER}"
+        assert steering[2][0]["content"] == f"Steering from {actor}: {STEER}"
         journal = world.journal("b1")
         drained = [e for e in journal.entries if e["kind"] == "signal" and e["events"]]
         assert len(drained) == 1
@@ -135,3 +141,61 @@ def test_cancel_closes_a_waiting_run_and_skips_an_unclaimed_brief(world: World) 
     # b2 was cancelled before anyone took it.
     assert world.desk("coder", "--once").returncode == 3
     assert world.claim("b2") is None
+
+
+def test_a_malformed_event_is_65_for_its_brief_only(world: World) -> None:
+    world.add_briefs(brief_text("b1", priority=5), brief_text("b2"))
+    world.add_desk("coder", [finish()])
+    record = {
+        "v": 1,
+        "kind": "events",
+        "id": "e1",
+        "event": "explode",
+        "text": "",
+        "actor": "x",
+        "at": "2026-01-01T00:00:00Z",
+        "data": {},
+    }
+    with open_forge(world.url, cache_dir=world.root / "raw") as forge:
+        commit = forge.commit(
+            {"record.json": json.dumps(record).encode()},
+            parents=[],
+            message="bad event",
+            author=ASSAY_IDENTITY,
+        )
+        assert forge.push([RefUpdate("refs/assay/events/b1", commit, expected=None)]).ok
+    named = world.desk("coder", "--brief", "b1")
+    assert named.returncode == 65
+    assert "refs/assay/events/b1" in named.stderr and "'event'" in named.stderr
+    assert [r.brief for r in world.run_here("coder")] == ["b2"]
+
+
+def test_served_forge_wakes_an_approved_run_when_the_event_is_pushed(world: World) -> None:
+    world.add_briefs(brief_text("b1", labels=["approval"]))
+    world.add_desk("coder", [write("hello.txt", "hi\n"), finish("approved work")])
+    server = subprocess.Popen(
+        assay_argv("desk", "serve", str(world.forge_path), "--desks", str(world.desks)),
+        cwd=world.root,
+        env=world.env("server"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    world.procs.append(server)
+    assert server.stdout is not None
+    url = server.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:")
+    waiting = world.assay(
+        "desk", "run", "coder", "--once", "--forge", url, "--desks", str(world.desks)
+    )
+    assert waiting.returncode == 75, waiting.stderr
+    assert world.assay("approve", "b1", "--forge", url).returncode == 0
+    # No desk process is started by the test: the push of the approval wakes the run.
+    wait_until(
+        lambda: (c := world.claim("b1")) is not None and c.state == "done",
+        timeout=120,
+        what="the served waker to finish the run",
+    )
+    review = world.review("b1")
+    assert review is not None and review.state == "ready"

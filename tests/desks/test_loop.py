@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.desks.world import World, brief_text, call, finish, write
+from tests.forge_fixtures import free_port
 
 ROW = {"id": "unit", "run": "python -c pass"}
 
@@ -20,10 +21,13 @@ def test_once_runs_a_brief_to_review_and_marks_the_claim_done(world: World) -> N
     ]
     claim = world.claim("b1")
     assert claim is not None and claim.state == "done"
+    # The claim anchors the journal head the forge holds (a rewrite would not match).
+    assert claim.journal_head == world.journal("b1").head
     review = world.review("b1")
     assert review is not None and review.state == "ready"
     assert review.head_sha == world.branch_tip("b1")
     assert "| unit | pass |" in review.body and "wrote it" in review.body
+    assert "<!-- assay:evidence:begin -->" in review.body  # the gate's claimed-vs-verified
     assert world.tree("b1")["hello.txt"]
     # Claimed evidence and the fingerprint are in the journal, as the gate reads them.
     claimed = [e for e in world.journal("b1").entries if e.get("name") == "evidence.claimed"]
@@ -40,24 +44,20 @@ def test_highest_priority_first_and_loop_until_empty(world: World) -> None:
         brief_text("mid", priority=5),
     )
     world.add_desk("coder", [finish()])
-    done = world.desk("coder", "--json")
-    assert done.returncode == 0, done.stderr
-    assert [r["brief"] for r in json.loads(done.stdout)["runs"]] == ["high", "mid", "low"]
+    reports = world.run_here("coder", once=False)
+    assert [(r.brief, r.code) for r in reports] == [("high", 0), ("mid", 0), ("low", 0)]
 
 
 def test_a_brief_depending_on_an_unmerged_brief_is_not_taken(world: World) -> None:
     world.add_briefs(brief_text("base"), brief_text("top", depends_on=["base"]))
     world.add_desk("coder", [write("f.txt", "x"), finish()])
-    assert world.desk("coder", "--brief", "top").returncode == 3
+    assert world.desk("coder", "--brief", "top").returncode == 3  # nothing claimable
     assert world.claim("top") is None
-    first = world.desk("coder", "--once", "--json")
-    assert [r["brief"] for r in json.loads(first.stdout)["runs"]] == ["base"]
+    assert [r.brief for r in world.run_here("coder")] == ["base"]
     # Done but not merged: still not taken.
-    assert world.desk("coder", "--once").returncode == 3
+    assert world.run_here("coder") == []
     world.merge_to_main("base")
-    second = world.desk("coder", "--once", "--json")
-    assert second.returncode == 0, second.stderr
-    assert [r["brief"] for r in json.loads(second.stdout)["runs"]] == ["top"]
+    assert [(r.brief, r.code) for r in world.run_here("coder")] == [("top", 0)]
 
 
 def test_malformed_front_matter_is_65_naming_the_field(world: World) -> None:
@@ -90,25 +90,25 @@ def test_undeclared_tool_is_77_and_closes_the_review(world: World) -> None:
 def test_write_outside_the_work_tree_is_77(world: World) -> None:
     world.add_briefs(brief_text("b1"))
     world.add_desk("coder", [write("../outside", "escaped")])
-    done = world.desk("coder", "--once")
-    assert done.returncode == 77, done.stderr
-    assert "outside" in done.stderr or "leaves the work tree" in done.stderr
+    [report] = world.run_here("coder")
+    assert report.code == 77 and "leaves the work tree" in report.message
     assert not list(world.root.rglob("outside"))
+    denied = world.outputs("b1", "denied")
+    assert [d["args"]["path"] for d in denied] == ["../outside"]
 
 
 def test_budget_pauses_then_resumes_when_raised_on_main(world: World) -> None:
     world.add_briefs(brief_text("b1", budget={"model_calls": 1}))
     world.add_desk("coder", [write("a.txt", "a"), write("b.txt", "b"), finish()])
-    paused = world.desk("coder", "--once")
-    assert paused.returncode == 7, paused.stderr
+    [paused] = world.run_here("coder")
+    assert (paused.code, paused.status) == (7, "paused")
     claim = world.claim("b1")
     assert claim is not None and (claim.state, claim.waiting_for) == ("waiting", "budget")
     # Still exhausted: nothing to take.
-    assert world.desk("coder", "--once").returncode == 3
+    assert world.run_here("coder") == []
     world.add_briefs(brief_text("b1", budget={"model_calls": 10}))
-    resumed = world.desk("coder", "--once", "--json", machine="b")
-    assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout)["runs"][0]["why"] == "wake"
+    [resumed] = world.run_here("coder", machine="b")
+    assert (resumed.code, resumed.why) == (0, "wake")
     journal = world.journal("b1")
     models = [e for e in journal.entries if e["kind"] == "step" and e["step"] == "model"]
     assert len([e for e in models if e["status"] == "ok"]) == 3
@@ -127,8 +127,42 @@ def test_command_desk_runs_its_argv_with_the_brief_in_a_file(world: World) -> No
         f"command: [python3, {world.desks / 'copy.py'}]\n",
         encoding="utf-8",
     )
-    done = world.desk("cmd", "--once")
-    assert done.returncode == 0, done.stderr
+    [done] = world.run_here("cmd")
+    assert done.code == 0, done
     assert "brief-copy.md" in world.tree("b1")
     steps = [e["name"] for e in world.journal("b1").entries if e["kind"] == "step"]
     assert steps == ["command"]
+
+
+def test_unreachable_model_releases_the_claim_and_loses_nothing(world: World) -> None:
+    world.add_briefs(brief_text("b1"))
+    dead = {
+        "adapter": "openai",
+        "model": "m",
+        "base_url": f"http://127.0.0.1:{free_port()}/v1",
+        "api_key_env": None,
+        "attempts": 1,
+        "timeout_s": 5,
+    }
+    world.add_desk("coder", model=dead)
+    [report] = world.run_here("coder")
+    assert (report.code, report.status) == (69, "unavailable")
+    claim = world.claim("b1")
+    assert claim is not None and claim.state == "released"
+    # The model is back: another desk process resumes the brief.
+    world.add_desk("coder", [write("hello.txt", "hi"), finish()])
+    [resumed] = world.run_here("coder", machine="b")
+    assert (resumed.why, resumed.code) == ("resume", 0)
+
+
+def test_a_desk_that_gives_up_is_1_with_a_closed_review(world: World) -> None:
+    world.add_briefs(brief_text("b1"))
+    (world.desks / "fail.yaml").write_text(
+        "name: fail\nkind: command\ntakes: {globs: ['*']}\n"
+        "command: [python3, -c, 'import sys; sys.exit(3)']\n",
+        encoding="utf-8",
+    )
+    [report] = world.run_here("fail")
+    assert (report.code, report.status, report.review) == (1, "failed", "closed")
+    claim = world.claim("b1")
+    assert claim is not None and claim.state == "done"

@@ -22,9 +22,8 @@ RESPONSES = [
 def test_objective_whose_judge_fails_twice_then_passes(world: World) -> None:
     world.add_briefs(brief_text("goal", objective={"judge": JUDGE, "max_runs": 5}))
     world.add_desk("coder", RESPONSES)
-    done = world.desk("coder", "--once", "--json")
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["runs"][0]["review"] == "ready"
+    [done] = world.run_here("coder")
+    assert (done.code, done.review) == (0, "ready")
     verdicts = world.outputs("goal", "objective.judge")
     assert [v["exit"] for v in verdicts] == [1, 1, 0]
     # Each verdict judged the commit the run had pushed, not the desk's own work tree.
@@ -42,10 +41,10 @@ def test_objective_pauses_when_runs_are_used_up_and_resumes_when_raised(world: W
     assert json.loads(paused.stdout)["runs"][0]["status"] == "paused"
     claim = world.claim("goal")
     assert claim is not None and (claim.state, claim.waiting_for) == ("waiting", "objective")
-    assert world.desk("coder", "--once").returncode == 3  # nothing arrived: not taken
+    assert world.run_here("coder") == []  # nothing arrived: not taken
     world.add_briefs(brief_text("goal", objective={"judge": JUDGE, "max_runs": 3}))
-    resumed = world.desk("coder", "--once", "--json", machine="b")
-    assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout)["runs"][0]["why"] == "wake"
+    [resumed] = world.run_here("coder", machine="b")
+    assert (resumed.code, resumed.why) == (0, "wake")
+    assert [v["exit"] for v in world.outputs("goal", "objective.judge")] == [1, 1, 0]
     claim = world.claim("goal")
     assert claim is not None and claim.state == "done"

@@ -104,3 +104,29 @@ def test_queue_orders_by_priority_then_id_and_filters() -> None:
         only="a",
     )
     assert [(c.brief, c.why) for c in only] == [("a", Why.NEW)]
+
+
+def test_spread_keeps_priority_but_gives_each_holder_its_own_order() -> None:
+    briefs = {f"b{i}": brief(f"b{i}", priority=1) for i in range(8)}
+    briefs["urgent"] = brief("urgent", priority=9)
+
+    def order(holder: str) -> list[str]:
+        return [
+            c.brief
+            for c in queue(
+                briefs,
+                {},
+                desk_takes=lambda _: True,
+                merged=set(),
+                cancelled=set(),
+                arrived=lambda _: False,
+                now=NOW,
+                spread=holder,
+            )
+        ]
+
+    first, second = order("host-1"), order("host-2")
+    assert first[0] == second[0] == "urgent"
+    assert sorted(first) == sorted(second) == sorted(briefs)
+    assert first != second
+    assert order("host-1") == first  # stable for one holder

@@ -20,7 +20,9 @@ from typing import Any
 import yaml
 
 from assay.claims import ClaimRecord, ClaimStore
+from assay.desks import load_desks
 from assay.desks.events import EventLog
+from assay.desks.loop import DeskLoop, RunReport
 from assay.desks.review import Review, read_review
 from assay.desks.state import read_tree_journal
 from assay.forge import open_forge
@@ -137,6 +139,21 @@ class World:
             *args,
             machine=machine,
         )
+
+    def run_here(
+        self, name: str, *, once: bool = True, only: str | None = None, machine: str = "a"
+    ) -> list[RunReport]:
+        """Run a desk in this process (the same loop the CLI runs, without its start-up)."""
+        state = self.root / f"machine-{machine}"
+        with open_forge(self.url, cache_dir=state / "cache") as forge:
+            loop = DeskLoop(
+                forge=forge,
+                desk=load_desks(self.desks)[name],
+                desks_dir=self.desks,
+                workroot=state / "work" / name,
+                skew_s=0,
+            )
+            return loop.run(once=once, only=only)
 
     def start_desk(self, name: str, *args: str, machine: str = "a") -> subprocess.Popen[str]:
         proc = subprocess.Popen(

@@ -7,12 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from assay.evidence.gate import MergeOutcome, MergeRefused, merge, merge_decision, verify
+from assay.errors import Failed
+from assay.evidence.gate import (
+    MergeOutcome,
+    MergeRefused,
+    merge,
+    merge_decision,
+    review_table,
+    verify,
+)
 from assay.evidence.rule import Verdict
 from assay.evidence.table import BEGIN
 from assay.forge import open_forge
 from tests.conftest import AssayRunner
-from tests.evidence.gatekit import BRIEF, Scene
+from tests.evidence.gatekit import BRIEF, Scene, git
+from tests.forge_fixtures import serve_http
 
 GOOD = "def add(a, b):\n    return a + b\n"
 BAD = "def add(a, b):\n    return a - b\n"
@@ -47,15 +56,14 @@ def test_a_claimed_pass_for_a_failing_row_fails_verify_and_merge_leaves_main(
     assert rows["unit"]["exit"] == 1
     assert rows["lint"]["verdict"] == "pass"
     assert "add is wrong" in report["ran"][0]["output_tail"]
+    table = run_assay("verify", BRIEF, *_forge_args(scene), env=_env(scene))
+    assert table.returncode == 1
+    assert "unit: last lines of its output" in table.stdout
+    assert "AssertionError: add is wrong" in table.stdout
 
     refused = run_assay("merge", BRIEF, *_forge_args(scene), env=_env(scene))
     assert refused.returncode == 1
     assert "row 'unit': failing: fail (exit 1)" in refused.stderr
-    as_json = run_assay("merge", BRIEF, *_forge_args(scene), "--json", env=_env(scene))
-    assert as_json.returncode == 1
-    payload = json.loads(as_json.stdout)
-    assert (payload["status"], payload["code"]) == ("failed", 1)
-    assert payload["decision"]["allowed"] is False
     assert scene.main_sha() == main_before
 
 
@@ -116,10 +124,13 @@ def test_a_different_lock_file_fails_with_a_readable_diff(
     assert done.returncode == 1
     assert "environment differs from the declared one" in done.stdout
     assert f"lock:requirements.lock: desk sha256:{'ab' * 32} != gate sha256:" in done.stdout
-    refused = run_assay("merge", BRIEF, *_forge_args(scene), env=_env(scene))
+    refused = run_assay("merge", BRIEF, *_forge_args(scene), "--json", env=_env(scene))
     assert refused.returncode == 1
-    assert "env mismatch" in refused.stderr
-    assert "lock:requirements.lock: desk sha256:abab" in refused.stderr
+    payload = json.loads(refused.stdout)
+    assert (payload["status"], payload["code"]) == ("failed", 1)
+    assert payload["decision"]["allowed"] is False
+    assert {row["verdict"] for row in payload["decision"]["rows"]} == {"env mismatch"}
+    assert "lock:requirements.lock: desk sha256:abab" in payload["message"]
 
 
 def test_rows_come_from_main_not_from_the_branch(scene: Scene) -> None:
@@ -187,3 +198,77 @@ def test_a_secret_a_row_prints_is_scrubbed_from_its_record(
     assert "[redacted]" in unit.output_tail
     stored = json.dumps([json.loads(scene.git_show(c)) for c in scene.evidence_commits()])
     assert "tok-do-not-leak-42" not in stored
+
+
+def test_a_review_whose_head_is_not_on_the_forge_fails(scene: Scene) -> None:
+    scene.open_review("d" * 40)
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        with pytest.raises(Failed, match="is not on the forge"):
+            verify(forge, BRIEF, verifier="gate:ci")
+        with pytest.raises(Failed, match="is not on the forge"):
+            merge(forge, BRIEF)
+
+
+def test_main_that_moved_on_gets_a_clean_merge_commit_or_a_refusal(scene: Scene) -> None:
+    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
+    scene.open_review(head)
+    (scene.author / "CHANGES.md").write_text("elsewhere\n")
+    git("add", "-A", cwd=scene.author)
+    git("commit", "--quiet", "-m", "unrelated work on main", cwd=scene.author)
+    git("push", "--quiet", "origin", "main", cwd=scene.author)
+    moved = scene.main_sha()
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        assert verify(forge, BRIEF, verifier="gate:ci").passed
+        with pytest.raises(Failed, match="--ff-only"):
+            merge(forge, BRIEF, ff_only=True)
+        assert scene.main_sha() == moved
+        result = merge(forge, BRIEF)
+    assert result.outcome is MergeOutcome.MERGE_COMMIT
+    merged = scene.main_sha()
+    parents = git("--git-dir", str(scene.forge), "rev-list", "--parents", "-n1", "main").split()
+    assert parents == [merged, moved, head]
+    files = git("--git-dir", str(scene.forge), "ls-tree", "--name-only", "main").split()
+    assert {"CHANGES.md", "calc.py"} <= set(files)
+
+
+def test_a_conflicting_main_refuses_the_merge(scene: Scene) -> None:
+    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
+    scene.open_review(head)
+    (scene.author / "calc.py").write_text("def add(a, b):\n    return b + a\n")
+    git("add", "-A", cwd=scene.author)
+    git("commit", "--quiet", "-m", "competing calc", cwd=scene.author)
+    git("push", "--quiet", "origin", "main", cwd=scene.author)
+    moved = scene.main_sha()
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        assert verify(forge, BRIEF, verifier="gate:ci").passed
+        with pytest.raises(Failed, match="does not merge cleanly"):
+            merge(forge, BRIEF)
+    assert scene.main_sha() == moved
+
+
+def test_the_desk_can_render_the_current_table_for_its_review(scene: Scene) -> None:
+    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "fail"})
+    scene.open_review(head)
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        before = review_table(forge, BRIEF)
+        verify(forge, BRIEF, verifier="gate:ci")
+        after = review_table(forge, BRIEF)
+    assert "| lint | `test -f calc.py` | fail | — | — | missing |" in before
+    assert "| lint | `test -f calc.py` | fail | pass | " in after
+    assert after.startswith("Evidence: every row verified passing at")
+    assert "not mergeable" in before.splitlines()[0]
+
+
+def test_the_gate_works_the_same_over_smart_http(scene: Scene) -> None:
+    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
+    scene.open_review(head)
+    served = serve_http(scene.forge)
+    try:
+        with open_forge(served.url, cache_dir=scene.root / "http-cache") as forge:
+            assert verify(forge, BRIEF, verifier="gate:ci").passed
+            result = merge(forge, BRIEF)
+    finally:
+        served.stop()
+    assert result.outcome is MergeOutcome.FAST_FORWARD
+    assert scene.main_sha() == head
+    assert len(scene.evidence_commits()) == 2

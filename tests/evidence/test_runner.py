@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -128,11 +129,20 @@ def test_secrets_never_reach_a_row(tmp_path: Path) -> None:
         "GIT_DIR": "/elsewhere",
         "ASSAY_EVIDENCE_KEY": "gate-key",
         "HARMLESS": "visible",
+        "PYTHONPATH": "/the/gates/own/checkout",
     }
     env = row_environment(base)
     result = run_row("env", cwd=tmp_path, timeout_s=30, env=env)
     assert "HARMLESS=visible" in result.output_tail
-    for secret in ("ghs_secret", "sk-secret", "hunter2", "AKIA", "/elsewhere", "gate-key"):
+    for secret in (
+        "ghs_secret",
+        "sk-secret",
+        "hunter2",
+        "AKIA",
+        "/elsewhere",
+        "gate-key",
+        "/the/gates/own/checkout",
+    ):
         assert secret not in result.output_tail
 
 
@@ -177,3 +187,32 @@ def test_declared_secrets_are_withheld_and_listed_for_scrubbing(tmp_path: Path) 
     assert "PLAIN_NAME" not in env and "DEPLOY_TOKEN" not in env
     assert env["VISIBLE"] == "fine"
     assert sorted(withheld_values(base)) == ["declared-secret-value", "tok-123456789"]
+
+
+def test_an_interrupted_gate_takes_its_running_row_down_with_it(tmp_path: Path) -> None:
+    pidfile = tmp_path / "row.pid"
+    probe = (
+        "from pathlib import Path\n"
+        "from assay.evidence.runner import run_row\n"
+        f"run_row('sleep 300 & echo $! > {pidfile}; wait', cwd=Path('.'), timeout_s=120)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    gate = subprocess.Popen(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the row")
+        row_pid = int(pidfile.read_text())
+        gate.send_signal(signal.SIGINT)
+        _, stderr = gate.communicate(timeout=30)
+    finally:
+        if gate.poll() is None:
+            gate.kill()
+            gate.communicate()
+    assert "KeyboardInterrupt" in stderr
+    wait_until(lambda: _gone(row_pid), timeout=5, what=f"row pid {row_pid} to be killed")
