@@ -36,7 +36,7 @@ def brief_state(
         if claim.expired(now, skew_s):
             return "expired"
         return "paused" if paused else "held"
-    if claim.state == "released" and paused:
+    if claim.state in {"released", "waiting"} and (paused or claim.waiting_for == "budget"):
         return "paused"
     return claim.state or "queued"
 
@@ -66,6 +66,14 @@ def evidence_counts(
         failing=failing,
         stale=stale,
     )
+
+
+def _review(snapshot: ForgeSnapshot, brief: str) -> str:
+    """Where the review is, and its state: ``refs/assay/reviews/<brief> (ready)``."""
+    if brief not in snapshot.reviews:
+        return ""
+    state = snapshot.review_states.get(brief)
+    return f"refs/assay/reviews/{brief}" + (f" ({state})" if state else "")
 
 
 def board_from_snapshot(
@@ -114,7 +122,7 @@ def board_from_snapshot(
                     dict(info.claimed),
                     head,
                 ),
-                review=f"refs/assay/reviews/{brief_id}" if brief_id in snapshot.reviews else "",
+                review=_review(snapshot, brief_id),
                 run_started=info.first_at,
                 run_last=info.last_at,
                 sessions=info.sessions,

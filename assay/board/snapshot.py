@@ -97,10 +97,12 @@ class EventInfo:
     data: Mapping[str, Any] = field(default_factory=dict)
 
     def satisfies(self, waiting_for: str) -> bool:
-        """Whether this event ends a wait for ``waiting_for`` (the runtime's own rule)."""
-        from assay.runtime.types import Event
-
-        return Event(id=self.id, kind=self.kind, data=dict(self.data)).satisfies(waiting_for)
+        """Whether this event ends a wait for ``waiting_for``: the rule of the runtime's
+        ``Event.satisfies``, restated here so the waker need not import the runtime (its
+        start-up time is wake latency); a test pins the two to agree."""
+        if self.kind in {"approve", "reject"}:
+            return str(self.data.get("name") or "approval") == waiting_for
+        return self.kind == waiting_for or self.data.get("name") == waiting_for
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ class ForgeSnapshot:
     journals: Mapping[str, JournalInfo] = field(default_factory=dict)
     evidence: Mapping[str, Sequence[EvidenceInfo]] = field(default_factory=dict)
     reviews: Mapping[str, str] = field(default_factory=dict)  # brief -> review ref's sha
+    review_states: Mapping[str, str] = field(default_factory=dict)  # draft/ready/merged/closed
     events: Mapping[str, Sequence[EventInfo]] = field(default_factory=dict)
     statuses: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     templates: Mapping[str, str] = field(default_factory=dict)  # board_templates/ on main
@@ -182,9 +185,11 @@ def journal_info(
             tokens_out += _int(usage.get("out_tokens"))
             usd += _num(usage.get("usd"))
         if kind == "step":
-            steps += 1
-            if entry.get("step") == "model":
-                model_calls += 1
+            # An intent line (status "started") and its result line are one step.
+            if entry.get("status") != "started":
+                steps += 1
+                if entry.get("step") == "model":
+                    model_calls += 1
             last_step = str(entry.get("name") or entry.get("step") or "step")
             last_step_at = entry_time(entry)
             if entry.get("name") == "evidence.claimed":

@@ -269,10 +269,12 @@ def _events(batch: GitBatch, sha: str) -> list[EventInfo]:
         raw = record_of(batch, commit)
         if not isinstance(raw, Mapping):
             continue
+        # The desk's event log stores the event's kind in ``event`` (``kind`` is the log's
+        # own); a record may also nest the whole event object under ``event``.
         nested = raw.get("event")
         event: Mapping[str, Any] = nested if isinstance(nested, Mapping) else raw
         ident = event.get("id")
-        kind = event.get("event_kind") or event.get("kind")
+        kind = nested if isinstance(nested, str) else event.get("kind")
         if isinstance(ident, str) and isinstance(kind, str):
             found.append(
                 EventInfo(
@@ -302,6 +304,7 @@ def snapshot_from_cache(
     journal_map: dict[str, JournalInfo] = {}
     evidence: dict[str, list[EvidenceInfo]] = {}
     reviews: dict[str, str] = {}
+    review_states: dict[str, str] = {}
     events: dict[str, list[EventInfo]] = {}
     statuses: dict[str, Mapping[str, Any]] = {}
     main = refs.get(MAIN, "")
@@ -329,6 +332,9 @@ def snapshot_from_cache(
                 evidence[_suffix(ref, EVIDENCE)] = _evidence(batch, sha)
             elif ref.startswith(REVIEWS):
                 reviews[_suffix(ref, REVIEWS)] = sha
+                review = record_of(batch, sha, ("review.json", "record.json"))
+                if isinstance(review, Mapping) and isinstance(review.get("state"), str):
+                    review_states[_suffix(ref, REVIEWS)] = review["state"]
             elif ref.startswith(EVENTS):
                 events[_suffix(ref, EVENTS)] = _events(batch, sha)
             elif ref.startswith(STATUS):
@@ -344,6 +350,7 @@ def snapshot_from_cache(
         journals=journal_map,
         evidence=evidence,
         reviews=reviews,
+        review_states=review_states,
         events=events,
         statuses=statuses,
         templates=templates,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -11,30 +10,18 @@ from rich.table import Table
 
 from assay.cli.options import forge_option, json_option
 from assay.console import out, print_json
-from assay.errors import BadInput
-
-DEFAULT_SWEEPERS = "sweepers"
 
 
 def _policies(directory: str | None) -> list[Any]:
-    from assay.sweep.policy import default_policies, load_policies
+    from assay.sweep.wake import policies_from
 
-    if directory is not None:
-        return load_policies(Path(directory))
-    if Path(DEFAULT_SWEEPERS).is_dir():
-        return load_policies(Path(DEFAULT_SWEEPERS))
-    return default_policies()
+    return policies_from(directory)
 
 
 def _dispatcher(forge: Any) -> Any:
-    from assay.sweep.dispatch import dispatch_local
+    from assay.sweep.wake import local_dispatcher
 
-    log_dir = Path(os.environ.get("ASSAY_WAKE_LOG_DIR") or Path(forge.cache) / "wake-logs")
-
-    def dispatch(brief: str, desk: str, url: str, policy: Any) -> int:
-        return dispatch_local(brief, desk, url, log_dir=log_dir, desks_dir=policy.desks_dir).pid
-
-    return dispatch
+    return local_dispatcher(forge)
 
 
 def _print(report: Any, as_json: bool) -> None:
@@ -118,16 +105,9 @@ def sweep(
 @json_option
 def wake(brief: str, sweepers: str | None, forge: str | None, as_json: bool) -> None:
     """Run the waker for one brief now (what the forge's receive hook calls on a push)."""
-    from assay.forge import open_forge
-    from assay.sweep.engine import run_sweep
-    from assay.sweep.policy import WakerPolicy
+    from assay.sweep.wake import wake_one
 
-    policies = [p for p in _policies(sweepers) if isinstance(p, WakerPolicy)]
-    if not policies:
-        raise BadInput("--sweepers: no policy of kind 'waker' is configured")
-    the_forge = open_forge(forge)
-    report = run_sweep(the_forge, policies, only_brief=brief, dispatcher=_dispatcher(the_forge))
-    _print(report, as_json)
+    _print(wake_one(brief, forge_spec=forge, sweepers=sweepers), as_json)
 
 
 @sweep.command("install-hook")

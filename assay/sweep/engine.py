@@ -14,7 +14,7 @@ import getpass
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -22,10 +22,11 @@ from typing import Any
 from assay.board.model import iso
 from assay.board.snapshot import ForgeSnapshot
 from assay.board.source import read_snapshot
-from assay.errors import AssayError, Busy
+from assay.errors import AssayError
 from assay.ids import check_id
+from assay.sweep.apply import apply_plan
 from assay.sweep.plan import Action, plan
-from assay.sweep.policy import StuckClaimsPolicy, SweepPolicy, WakerPolicy
+from assay.sweep.policy import SweepPolicy, WakerPolicy
 
 SWEEP_LOG = "refs/assay/sweeps/log"
 ORPHAN_LOG = "refs/assay/sweeps/orphans"
@@ -160,65 +161,56 @@ def _apply(
     reported: frozenset[str],
     dispatcher: Dispatcher | None,
 ) -> None:
-    from assay.claims.store import ClaimStore
     from assay.forge.records import RefLog
-    from assay.plumbing import RefUpdate
 
     author = _identity(report.by)
-    trips = 0
-    new_orphans: list[str] = []
-    for action in report.actions:
-        outcome = "done"
-        try:
-            if action.action == "mark-stuck":
-                policy = _policy(policies, action.sweeper)
-                skew = policy.skew_s if isinstance(policy, StuckClaimsPolicy) else 30.0
-                record = action.claim.record if action.claim else None
-                if record is None:
-                    outcome = "skipped: the claim record could not be read"
-                    report.outcomes.append(outcome)
-                    continue
-                ClaimStore(forge, skew_s=skew).mark_stuck(record, by=report.by, note=action.note)
-                trips += 1
-            elif action.action == "wake":
-                policy = _policy(policies, action.sweeper)
-                waker = policy if isinstance(policy, WakerPolicy) else WakerPolicy(kind="waker")
-                # The status goes first: a second waker racing this one sees the wake and
-                # does not dispatch a second desk for the same event.
-                _status(RefLog, forge, action, report, author)
-                trips += 2
-                desk = action.claim.desk if action.claim else ""
-                if waker.dispatch == "local" and dispatcher is not None and desk:
-                    pid = dispatcher(action.brief, desk, str(forge.url), waker)
-                    outcome = f"dispatched pid {pid}" if pid else "dispatched"
-                else:
-                    outcome = "recorded (dispatch: none)"
-                report.outcomes.append(outcome)
-                continue
-            elif action.action == "delete-ref":
-                sha = str(action.detail.get("sha", ""))
-                result = forge.push([RefUpdate(action.ref, None, expected=sha or None)])
-                trips += 1
-                outcome = "deleted" if result.ok else f"not deleted: {result.outcome.value}"
-            elif action.action == "report-orphan":
-                new_orphans.append(action.ref)
-                outcome = "reported"
-            if action.status is not None:
-                _status(RefLog, forge, action, report, author)
-                trips += 2
-        except Busy as busy:
-            outcome = f"skipped: {busy.message}"
-        report.outcomes.append(outcome)
+    # Wakes are dispatched first, before anything is written: the woken desk's start-up is
+    # most of the wake latency, so it overlaps with recording the wake. Two wakers racing
+    # for one event at most start two desks, and the claim's CAS acquire lets one through.
+    dispatched: dict[int, str] = {}
+    for index, action in enumerate(report.actions):
+        if action.action != "wake":
+            continue
+        policy = _policy(policies, action.sweeper)
+        waker = policy if isinstance(policy, WakerPolicy) else WakerPolicy(kind="waker")
+        desk = action.claim.desk if action.claim else ""
+        if waker.dispatch == "local" and dispatcher is not None and desk:
+            pid = dispatcher(action.brief, desk, str(forge.url), waker)
+            dispatched[index] = f"dispatched pid {pid}" if pid else "dispatched"
+        else:
+            dispatched[index] = "recorded (dispatch: none)"
+    applied = apply_plan(
+        forge,
+        snapshot,
+        report.actions,
+        by=report.by,
+        at=report.at,
+        sweep=report.sweep,
+        author=author,
+    )
+    trips = applied.pushes
+    for index, outcome in dispatched.items():
+        landed = applied.landed[index]
+        applied.outcomes[index] = outcome if landed else f"{outcome}; {applied.outcomes[index]}"
+    report.outcomes = applied.outcomes
+    new_orphans = [
+        a.ref
+        for a, landed in zip(report.actions, applied.landed, strict=True)
+        if a.action == "report-orphan" and landed
+    ]
     if new_orphans:
-        refs = sorted(reported | set(new_orphans))
         RefLog(forge, ORPHAN_LOG, kind="orphans").append(
-            {"refs": refs, "by": report.by, "at": iso(report.at), "sweep": report.sweep},
+            {
+                "refs": sorted(reported | set(new_orphans)),
+                "by": report.by,
+                "at": iso(report.at),
+                "sweep": report.sweep,
+            },
             author=author,
             message=f"sweep {report.sweep}: {len(new_orphans)} new orphan(s)",
         )
         trips += 2
-    log = RefLog(forge, SWEEP_LOG, kind="sweep")
-    entry = log.append(
+    entry = RefLog(forge, SWEEP_LOG, kind="sweep").append(
         {
             "sweep": report.sweep,
             "by": report.by,
@@ -231,18 +223,3 @@ def _apply(
     trips += 2
     report.recorded = entry.commit
     report.round_trips += trips
-
-
-def _status(reflog: Any, forge: Any, action: Action, report: SweepReport, author: Any) -> None:
-    """Append ``action.status`` to the brief's status log (skipped for a non-brief id)."""
-    assert action.status is not None
-    record: Mapping[str, Any] = {
-        **action.status,
-        "brief": action.brief,
-        "by": report.by,
-        "at": iso(report.at),
-        "sweep": report.sweep,
-    }
-    log = reflog.for_brief(forge, "status", action.brief)
-    # The snapshot already fetched this ref; its tip is where the append goes.
-    log.append(dict(record), author=author, message=f"status {action.brief}: {record['state']}")

@@ -3,7 +3,8 @@
 ``install_wake_hook(bare_repo)`` writes a git ``post-receive`` hook into the embedded
 forge's bare repository. Git runs it after every accepted push (whether the push came over
 ``file://`` or through ``assay forge serve``'s smart HTTP); for each updated events ref it
-starts ``python -m assay sweep wake --brief ID --forge REPO`` detached, so the pusher does
+starts ``python -m assay.sweep.wake --brief ID --forge REPO`` (the lean form of
+``assay sweep wake``) detached, so the pusher does
 not wait and the waiting run resumes within a fraction of a second, without any polling.
 
 The hook is a small Python script using only the standard library (it must start fast). It
@@ -60,7 +61,7 @@ def main():
     with open(LOG, "ab") as log:
         for brief in briefs:
             subprocess.Popen(
-                [PYTHON, "-m", "assay", "sweep", "wake", "--brief", brief, "--forge", FORGE],
+                [PYTHON, "-m", "assay.sweep.wake", "--brief", brief, "--forge", FORGE],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

@@ -60,3 +60,34 @@ def test_now_changes_only_what_depends_on_it(forge_path: Path) -> None:
         "expired" if r.state == "held" else r.state for r in at_now.rows
     ]
     assert "<svg" in render_html(at_now)
+
+
+def test_an_edited_journal_line_is_shown_as_corrupt(forge_path: Path) -> None:
+    from assay.plumbing import ASSAY_IDENTITY, RefUpdate
+
+    build_bulk_forge(forge_path, 2)
+    ref = "refs/heads/assay/bulk-0000"
+    path = ".assay/journal/bulk-0000/000001.jsonl"
+    with open_forge(str(forge_path)) as forge:
+        tip = forge.fetch(ref)[ref]
+        original = forge.read_blob(tip, path)
+        assert original is not None and b'"text":"plan"' in original
+        edited = original.replace(b'"text":"plan"', b'"text":"PLAN"')
+        commit = forge.commit(
+            {path: edited}, parents=[tip], message="edit history", author=ASSAY_IDENTITY
+        )
+        assert forge.push([RefUpdate(ref, commit, expected=tip)]).ok
+        state, _ = collect_board(forge)
+    row = next(r for r in state.rows if r.id == "bulk-0000")
+    assert row.status_note == "journal: corrupt: 000001.jsonl line 3: checksum mismatch"
+    assert row.steps == 0  # nothing past the bad line is believed
+    assert "corrupt" in render_markdown(state)
+
+
+def test_bad_flags_are_bad_input_naming_them(forge_path: Path, run_assay: AssayRunner) -> None:
+    done = run_assay("board", "--now", "yesterday", "--forge", str(forge_path))
+    assert done.returncode == 65 and "--now" in done.stderr
+    done = run_assay("board", "--templates", "nowhere", "--forge", str(forge_path), "--json")
+    assert done.returncode == 65 and json.loads(done.stdout)["status"] == "bad_input"
+    done = run_assay("sweep", "--sweepers", "nowhere", "--forge", str(forge_path))
+    assert done.returncode == 65 and "--sweepers" in done.stderr

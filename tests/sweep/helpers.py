@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from assay.desks.events import EventLog
 from assay.forge import RefLog, open_forge
-from assay.plumbing import ASSAY_IDENTITY
-from assay.runtime import Event
 from tests.conftest import assay_env
 
 BRIEF = """---
@@ -81,12 +80,9 @@ def kill_group(process: subprocess.Popen[str]) -> None:
 
 
 def push_event(forge_spec: str, brief: str, kind: str, event_id: str) -> None:
-    """Append one event to ``refs/assay/events/<brief>`` (as ``assay approve`` does)."""
+    """Append one event to ``refs/assay/events/<brief>`` with the desk's ``EventLog``."""
     with open_forge(forge_spec) as forge:
-        event = Event(id=event_id, kind=kind, actor="reviewer", at="2026-01-01T00:00:00Z")
-        RefLog.for_brief(forge, "events", brief).append(
-            {"event": event.to_json()}, author=ASSAY_IDENTITY
-        )
+        EventLog(forge, brief).append(kind, actor="reviewer", event_id=event_id)
 
 
 def status_record(forge_spec: str, brief: str) -> dict[str, Any] | None:

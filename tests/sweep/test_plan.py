@@ -166,3 +166,23 @@ def test_a_stuck_brief_gets_one_status_even_when_honest_status_runs_too() -> Non
     policies = list(reversed(default_policies()))  # file order must not matter
     actions = plan(snapshot, policies, NOW)
     assert [(a.action, a.brief) for a in actions] == [("mark-stuck", "a")]
+
+
+def test_the_wakers_event_rule_agrees_with_the_runtimes() -> None:
+    from assay.runtime import Event
+
+    cases = [
+        ("approve", {}, "approval"),
+        ("reject", {}, "approval"),
+        ("approve", {"name": "deploy"}, "approval"),
+        ("approve", {"name": "deploy"}, "deploy"),
+        ("signal", {}, "approval"),
+        ("signal", {}, "signal"),
+        ("signal", {"name": "go"}, "go"),
+        ("timer", {}, "timer"),
+        ("cancel", {}, "approval"),
+    ]
+    for kind, data, waiting_for in cases:
+        mine = EventInfo("e", kind, data=data).satisfies(waiting_for)
+        theirs = Event(id="e", kind=kind, data=dict(data)).satisfies(waiting_for)
+        assert mine == theirs, (kind, data, waiting_for)

@@ -87,6 +87,9 @@ def test_orphans_are_reported_not_deleted_and_deleted_only_with_fix(
     remaining = refs_of(forge_path)
     assert not any(ref in remaining for ref in orphans)
     assert "refs/heads/main" in remaining
+    table = run_assay("status", "--forge", spec)
+    assert table.returncode == 0, table.stderr
+    assert "real" in table.stdout and "queued" in table.stdout
 
 
 class _Dispatcher:
@@ -154,3 +157,51 @@ def test_a_wake_already_dispatched_is_not_repeated(forge_path: Path, tmp_path: P
         before = refs_of(forge_path)
         assert run_sweep(forge, policies).actions == []
         assert refs_of(forge_path) == before
+
+
+class _Counted:
+    """Counts one open forge's network calls by wrapping its methods (behaviour unchanged)."""
+
+    def __init__(self, forge: Any) -> None:
+        self.calls: list[str] = []
+        for name in ("fetch", "push", "ls_refs"):
+            setattr(forge, name, self._wrap(name, getattr(forge, name)))
+
+    def _wrap(self, name: str, method: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return method(*args, **kwargs)
+
+        return counted
+
+
+def test_a_sweep_reads_all_claims_in_one_fetch_and_acts_in_constant_pushes(
+    forge_path: Path, tmp_path: Path
+) -> None:
+    spec = str(forge_path)
+    briefs = [f"b{n}" for n in range(6)]
+    put_on_main(spec, brief_files(*briefs))
+    with open_forge(spec) as forge:
+        store = ClaimStore(forge, skew_s=0)
+        claims = [store.acquire(b, "coder", lease_s=0.3) for b in briefs]
+        wait_until(
+            lambda: all(store.status(store.get(c.brief)) == "expired" for c in claims),  # type: ignore[arg-type]
+            what="every lease to expire",
+        )
+    policies = load_policies(sweepers(tmp_path / "sweepers"))
+    with open_forge(spec) as forge:
+        counted = _Counted(forge)
+        dry = run_sweep(forge, policies, dry_run=True)
+        assert len(dry.actions) == 6 and counted.calls == ["fetch"]
+        counted.calls.clear()
+        acted = run_sweep(forge, policies)
+        assert acted.outcomes == ["done"] * 6
+        # one fetch to read; one push for all six claims, one for all six statuses, and the
+        # sweep log (RefLog.append: fetch its tip, push)
+        assert counted.calls.count("push") == 3
+        assert counted.calls.count("fetch") == 2
+        counted.calls.clear()
+        assert run_sweep(forge, policies).actions == []
+        assert counted.calls == ["fetch"]
+    with open_forge(spec) as forge:
+        assert {r.state for r in ClaimStore(forge).list()} == {"stuck"}

@@ -26,8 +26,9 @@ from typing import Any
 from assay.branch import BranchSync
 from assay.claims.heartbeat import Heartbeat
 from assay.claims.store import ClaimStore
+from assay.desks.events import EventLog
 from assay.errors import AssayError
-from assay.forge import RefLog, open_forge
+from assay.forge import open_forge
 from assay.plumbing import Identity
 from assay.runtime import Event, execute
 
@@ -35,9 +36,8 @@ DESK = "tester"
 
 
 def read_events(forge: Any, brief: str) -> list[Event]:
-    """Every event on the brief's events ref (records hold the event under ``event``)."""
-    log = RefLog.for_brief(forge, "events", brief)
-    return [Event.from_json(record["event"]) for record in log.read()]
+    """Every event on the brief's events ref, as the desk loop reads them."""
+    return EventLog(forge, brief).read()
 
 
 class Hooks:
