@@ -169,12 +169,20 @@ def events_command(
     multiple=True,
     help="Only these parts (the gate syncs evidence alone).",
 )
+@click.option(
+    "--dispatch-gate",
+    "gate_workflow",
+    default=None,
+    metavar="WORKFLOW",
+    help="workflow_dispatch this gate workflow once per ready review head.",
+)
 @forge_option
 @token_env_option
 @json_option
 def sync_command(
     briefs: tuple[str, ...],
     only: tuple[str, ...],
+    gate_workflow: str | None,
     forge: str | None,
     token_env: str | None,
     as_json: bool,
@@ -183,7 +191,7 @@ def sync_command(
     from assay.github.sync import PARTS, sync
 
     with _open(forge, token_env) as opened:
-        report = sync(opened, briefs or None, parts=only or PARTS)
+        report = sync(opened, briefs or None, parts=only or PARTS, gate_workflow=gate_workflow)
     if as_json:
         _emit(report.to_json())
         return
@@ -191,6 +199,28 @@ def sync_command(
     for brief, actions in sorted(report.actions.items()):
         table.add_row(brief, " ".join(actions) or "-", report.problems.get(brief, ""))
     out.print(table)
+
+
+@github_group.command("merge")
+@click.argument("brief")
+@forge_option
+@token_env_option
+@json_option
+def merge_command(brief: str, forge: str | None, token_env: str | None, as_json: bool) -> None:
+    """Merge BRIEF's pull request if every row is verified passing at its head.
+
+    Exit 1 naming the blocking rows otherwise. GitHub merges at exactly the judged head.
+    """
+    from assay.github.sync import merge_on_github
+    from assay.ids import check_id
+
+    check_id(brief, where="BRIEF")
+    with _open(forge, token_env) as opened:
+        head, actions = merge_on_github(opened, brief)
+    if as_json:
+        _emit({"brief": brief, "head_sha": head, "actions": actions})
+        return
+    out.print(f"merged {brief} at {head[:12]}: {' '.join(actions) or 'already merged'}")
 
 
 @github_group.command("dispatch")

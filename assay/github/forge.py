@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from assay.briefs import Brief
+from assay.errors import AssayError
 from assay.forge import Forge
 from assay.github.api import GitHubApi
 from assay.github.rest import RestClient
@@ -39,6 +41,21 @@ class GitHubForge(Forge):
         etags = self.cache.parent / f"{self.cache.name}.github-etags.json"
         self.rest = rest or RestClient(target.api_url, target.token, etag_cache=etags)
         self.api = GitHubApi(self.rest, target.owner, target.repo)
+
+    def extra_briefs(self) -> tuple[dict[str, Brief], dict[str, AssayError]]:
+        """Briefs from open issues labelled ``assay`` (one conditional REST call), and the
+        malformed ones keyed by their source (``issue #N``): the shape of the desk view's
+        ``briefs`` and ``bad``, for readers that add them to the briefs on main."""
+        from assay.github.issues import load_issue_briefs
+
+        found = load_issue_briefs(self.api)
+        bad: dict[str, AssayError] = {
+            str(
+                error.details.get("source") or error.message.split(" line ")[0].split(":")[0]
+            ): error
+            for error in found.errors
+        }
+        return {key: value.brief for key, value in found.briefs.items()}, bad
 
     @property
     def secrets(self) -> list[str]:

@@ -36,7 +36,15 @@ CLAIM_LABEL = "assay:claimed"
 CHECK_NAME = "assay/evidence"
 MIRROR_IDENTITY = Identity(name="assay github mirror", email="github-mirror@assay.invalid")
 _INTS = ("issue", "comment_id", "pull")
-_STRS = ("comment_node", "pull_node", "pull_state", "claim_digest", "body_digest", "merged_sha")
+_STRS = (
+    "comment_node",
+    "pull_node",
+    "pull_state",
+    "claim_digest",
+    "body_digest",
+    "merged_sha",
+    "gate_sha",
+)
 
 
 def mirror_ref(brief: str) -> str:
@@ -59,6 +67,7 @@ class MirrorState:
     body_digest: str | None = None
     check_runs: dict[str, int] = field(default_factory=dict)  # head sha -> check run id
     merged_sha: str | None = None
+    gate_sha: str | None = None  # the head the gate workflow was last dispatched for
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -266,6 +275,16 @@ class GitHubMirror:
             state.claim_digest = _digest(comment)
         self._save(state, f"mirror review of {brief}: ready for review")
         return [m.name for m in mutations]
+
+    def dispatch_gate(self, brief: str, *, workflow: str, head_sha: str) -> list[str]:
+        """Start the gate for ``head_sha`` once (GITHUB_TOKEN pushes start no workflow)."""
+        state = self.state(brief)
+        if state.gate_sha == head_sha:
+            return []
+        self.api.dispatch(workflow, inputs={"brief": brief, "sha": head_sha})
+        state.gate_sha = head_sha
+        self._save(state, f"mirror gate dispatch of {brief} at {head_sha[:12]}")
+        return ["gate>"]
 
     # -- evidence ------------------------------------------------------------------------------
 

@@ -13,12 +13,14 @@ record says what was written last, so a sync with nothing new costs no REST call
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from assay.claims import ClaimStore
 from assay.desks.review import read_review
+from assay.errors import Failed
 from assay.evidence.gate import merge_decision
 from assay.github.forge import GitHubForge
 from assay.github.issues import load_issue_briefs
@@ -43,8 +45,13 @@ def sync(
     briefs: Iterable[str] | None = None,
     *,
     parts: Iterable[str] = PARTS,
+    gate_workflow: str | None = None,
 ) -> SyncReport:
-    """Mirror ``briefs`` (default: every claimed brief) onto GitHub; see the module docstring."""
+    """Mirror ``briefs`` (default: every claimed brief) onto GitHub; see the module docstring.
+
+    With ``gate_workflow``, a review that is ready at a head the gate has not been started
+    for gets one ``workflow_dispatch`` of that workflow (inputs ``brief`` and ``sha``).
+    """
     wanted = set(parts)
     mirror = GitHubMirror(forge)
     store = ClaimStore(forge)
@@ -82,6 +89,10 @@ def sync(
                 )
             if review.state == "ready":
                 actions += mirror.finish_review(brief, body=body, claim=claims.get(brief))
+                if gate_workflow:
+                    actions += mirror.dispatch_gate(
+                        brief, workflow=gate_workflow, head_sha=review.head_sha
+                    )
             else:
                 actions += mirror.update_review_body(brief, body=body)
         if "evidence" in wanted and decision is not None and any(r.get("verified") for r in rows):
@@ -93,3 +104,30 @@ def sync(
                 actions.append("check+")
         report.actions[brief] = actions
     return report
+
+
+def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
+    """Merge ``brief``'s pull request when the merge rule allows it at the current head.
+
+    The rule (``merge_decision``) is judged from git; GitHub then merges at exactly that
+    head (``expectedHeadOid``), so a push after the judgement makes GitHub refuse. Returns
+    ``(head_sha, actions)``; ``Failed`` (exit 1) names every blocking row otherwise.
+    """
+    decision = merge_decision(forge, brief)
+    if not decision.allowed:
+        raise Failed(
+            f"{brief}: merge refused at {decision.head_sha[:12]}: "
+            + "; ".join(decision.blocking()),
+            blocking=decision.blocking(),
+        )
+    mirror = GitHubMirror(forge)
+    state = mirror.state(brief)
+    review = read_review(forge, brief)
+    summary = review.body if review is not None else ""
+    rows = [row.to_json() for row in decision.rows]
+    body = review_body(brief, issue=state.issue, summary=summary, rows=rows)
+    record = ClaimStore(forge).get(brief)
+    done = dataclasses.replace(record, state="done") if record is not None else None
+    if state.pull_state == "draft":
+        mirror.finish_review(brief, body=body)
+    return decision.head_sha, mirror.merge(brief, head_sha=decision.head_sha, body=body, claim=done)

@@ -275,6 +275,8 @@ def test_issue_briefs_from_labels_and_bad_front_matter(
         )
         gh.post("/repos/acme/widgets/issues", json={"title": "Not a brief"})
     found = load_issue_briefs(forge.api)
+    briefs, bad = forge.extra_briefs()
+    assert set(briefs) == {"issue-1"} and set(bad) == {"issue #2"}
     plain = found.briefs["issue-1"].brief
     assert (plain.desk, plain.priority, plain.labels) == ("example", 3, ["python"])
     assert plain.body.strip() == "Just words."

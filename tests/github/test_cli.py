@@ -93,7 +93,11 @@ def test_briefs_command_lists_issue_briefs_with_rest_counts(
             "/repos/acme/widgets/issues",
             json={"title": "Tidy", "body": ISSUE, "labels": ["assay"]},
         )
-    env = {"GITHUB_API_URL": fake_github.api_url, "MY_TOKEN": "ghs-bot"}
+    env = {
+        "GITHUB_API_URL": fake_github.api_url,
+        "MY_TOKEN": "ghs-bot",
+        "ASSAY_STATE": str(tmp_path / "state"),
+    }
     done = run_assay(
         "github",
         "briefs",
@@ -115,6 +119,20 @@ def test_briefs_command_lists_issue_briefs_with_rest_counts(
         "waited_s": 0.0,
         "writes": 0,
     }
+    # A second process polls with the ETag the first one kept: a 304, nothing charged.
+    again = run_assay(
+        "github",
+        "briefs",
+        "--forge",
+        "github:acme/widgets",
+        "--token-env",
+        "MY_TOKEN",
+        "--json",
+        env=env,
+    )
+    second = json.loads(again.stdout)
+    assert second["briefs"] == listed["briefs"]
+    assert (second["rest"]["not_modified"], second["rest"]["charged"]) == (1, 0)
 
 
 def test_bad_input_exits_65_naming_the_problem(run_assay: AssayRunner, tmp_path: Path) -> None:

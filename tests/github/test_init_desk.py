@@ -15,12 +15,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import AssayRunner
 from tests.github.fake_github import FakeGitHub
 
 BRIEF = "example-add-function"
 
 
+@pytest.mark.slow
 def test_init_then_a_desk_pass_and_the_gate_on_github(
     fake_github: FakeGitHub, run_assay: AssayRunner, tmp_path: Path
 ) -> None:
@@ -60,13 +63,20 @@ def test_init_then_a_desk_pass_and_the_gate_on_github(
     assert [(r["brief"], r["review"]) for r in ran["runs"]] == [(BRIEF, "ready")]
     assert not [c for c in fake_github.calls if not c.path.startswith("git:")]  # git only
 
-    mirrored = assay("github", "sync")
-    assert mirrored["actions"] == {BRIEF: ["pull+", "markPullRequestReadyForReview"]}
-    assert mirrored["rest"]["charged"] == 3
+    mirrored = assay("github", "sync", "--dispatch-gate", "assay-gate.yml")
+    assert mirrored["actions"] == {BRIEF: ["pull+", "markPullRequestReadyForReview", "gate>"]}
+    assert mirrored["rest"]["charged"] == 4
     (pull,) = fake_github.pulls.values()
     assert pull["_head"] == f"assay/{BRIEF}" and pull["draft"] is False
 
-    verified = assay("verify", BRIEF)
+    (gate,) = fake_github.dispatches
+    assert gate["workflow"] == "assay-gate.yml" and gate["inputs"]["brief"] == BRIEF
+
+    early = run_assay("github", "merge", BRIEF, cwd=repo, env=env)
+    assert early.returncode == 1 and "merge refused" in early.stderr, early.stderr
+    assert pull["merged"] is False
+
+    verified = assay("verify", gate["inputs"]["brief"], "--sha", gate["inputs"]["sha"])
     assert verified["passed"] is True
     published = assay("github", "sync", "--only", "evidence")
     assert published["actions"] == {BRIEF: ["check+"]}
@@ -77,6 +87,11 @@ def test_init_then_a_desk_pass_and_the_gate_on_github(
 
     quiet = assay("github", "sync", "--only", "evidence")
     assert quiet["actions"] == {BRIEF: []} and quiet["rest"]["calls"] == 0
+
+    merged = assay("github", "merge", BRIEF)
+    assert merged["head_sha"] == verified["head_sha"]
+    assert "mergePullRequest" in merged["actions"] and pull["merged"] is True
+    assert fake_github.ref("refs/heads/main") == pull["merge_commit_sha"]
 
     # The token reached no commit, journal line or blob anywhere in the repository's history.
     every_object = subprocess.run(
