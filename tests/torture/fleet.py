@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -169,8 +170,18 @@ class Fleet:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/{self.forge_path.name}"
 
-    def serve(self) -> None:
-        """Start ``assay forge serve`` on this fleet's port; returns once it answers."""
+    def serve(self, *, max_file_bytes: int | None = None) -> None:
+        """Start ``assay forge serve`` on this fleet's port; returns once it answers.
+
+        ``max_file_bytes`` caps every file the server and its git children write
+        (``RLIMIT_FSIZE``): a forge that cannot store what is pushed to it, for machines
+        where a small filesystem cannot be mounted.
+        """
+
+        def limit() -> None:
+            if max_file_bytes is not None:
+                resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
         self.server = subprocess.Popen(
             [
                 sys.executable,
@@ -186,6 +197,7 @@ class Fleet:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=limit if max_file_bytes is not None else None,
         )
         assert self.server.stdout is not None
         line = self.server.stdout.readline().decode().strip()
