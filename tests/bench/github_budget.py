@@ -63,9 +63,15 @@ def measure(*, briefs: int = 3) -> dict[str, Any]:
                 )
                 forge = open_forge("github:acme/widgets", cache_dir=root / "cache")
                 with forge, people:
+                    calls_before = len(fake.calls)
                     costs = [
                         int(_lifecycle(fake, forge, people, i, root / "w")["lifecycle REST calls"])
                         for i in range(briefs)
+                    ]
+                    writes = [
+                        c
+                        for c in fake.calls[calls_before:]
+                        if c.method != "GET" and not c.path.startswith("git:") and c.user == BOT
                     ]
                     load_issue_briefs(forge.api)  # warm the ETag cache, as a running poller has
                     collect_events(forge)
@@ -82,6 +88,7 @@ def measure(*, briefs: int = 3) -> dict[str, Any]:
         "lifecycles": briefs,
         "calls_per_brief": per_brief,
         "lifecycle_calls_all": costs,
+        "writes_per_brief": len(writes) / briefs,
         "quiet_poll_calls": poll,
         "briefs_per_hour": REQUESTS_PER_HOUR / per_brief,
         "briefs_per_hour_with_polling": (REQUESTS_PER_HOUR - POLLS_PER_HOUR * poll) / per_brief,
@@ -97,6 +104,11 @@ def rows(f: dict[str, Any]) -> list[tuple[str, str, str]]:
             "GitHub: REST calls per brief lifecycle",
             f"{f['calls_per_brief']:g}",
             "issue to merge, + 1 issue read; claims + heartbeats cost 0 (git)",
+        ),
+        (
+            "GitHub: writes per brief lifecycle",
+            f"{f['writes_per_brief']:g}",
+            "POST/PATCH/PUT/GraphQL: content-creating cap 500/h",
         ),
         ("GitHub: quiet poll (issues + comments)", str(f["quiet_poll_calls"]), "conditional GETs"),
         (
