@@ -23,6 +23,7 @@ from typing import Any
 
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore
+from assay.desks.objectives import REQUEUE
 from assay.desks.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
 from assay.desks.review import read_review, render_body, write_review
 from assay.desks.selection import Candidate, Why, queue
@@ -32,6 +33,7 @@ from assay.errors import AssayError, Busy, Failed, Fenced, Paused, Suspended
 from assay.evidence import with_table
 from assay.evidence.gate import review_table
 from assay.forge import Forge
+from assay.journal import Redactor
 from assay.runtime import execute
 
 # How each run outcome leaves the claim and the review.
@@ -210,6 +212,10 @@ class DeskLoop:
             # Entries written after the last durability point (a ``denied`` entry, a
             # drained signal) reach the forge before the claim says the run stopped.
             session.flush(status)
+        requeued = code == Suspended.code and str(waiting_for or "").startswith(REQUEUE)
+        if requeued:
+            status = "requeued"  # the objective's next run: back in the queue, claim released
+            message = message or "the judge was not satisfied; queued for another run"
         if code == Suspended.code and waiting_for == WAITING_FOR_OBJECTIVE:
             code, status = Paused.code, "paused"  # max_runs used up: paused, not failed
             message = message or "the objective's max_runs are used up; raise it to resume"
@@ -218,10 +224,14 @@ class DeskLoop:
         if code == 0 and isinstance(output, dict) and output.get("status") == "failed":
             code, status = Failed.code, "failed"  # the desk gave up: finished and failed
         report = RunReport(brief.id, why.value, status, code, steps=steps, waiting_for=waiting_for)
-        report.message = message or _output_message(output)
+        redact = Redactor(session.secrets()).text
+        report.message = redact(message or _output_message(output))
         report.head_sha = session.head()
-        report.review = self._review(brief, session, report, output)
-        self._settle_claim(session.claim, report)
+        report.review = self._review(brief, session, report, output, redact=redact)
+        if requeued:
+            self.store.release(session.claim, note="objective: queued for another run")
+        else:
+            self._settle_claim(session.claim, report)
         return report
 
     def _close_cancelled(self, brief: Brief, claim: Claim) -> RunReport:
@@ -240,7 +250,15 @@ class DeskLoop:
         self.store.release(claim, done=True)
         return report
 
-    def _review(self, brief: Brief, session: Any, report: RunReport, output: Any) -> str:
+    def _review(
+        self,
+        brief: Brief,
+        session: Any,
+        report: RunReport,
+        output: Any,
+        *,
+        redact: Callable[[str], str],
+    ) -> str:
         outcome = output if isinstance(output, dict) else {}
         if report.code == 0 and outcome.get("status", "done") == "done":
             state = "ready"
@@ -263,7 +281,7 @@ class DeskLoop:
             brief.id,
             head_sha=report.head_sha,
             title=f"{label}{brief.id}: {brief.title}",
-            body=with_table(body, review_table(self.forge, brief.id)),
+            body=redact(with_table(body, review_table(self.forge, brief.id))),
             state=state,
         )
         return state

@@ -186,8 +186,12 @@ def test_a_paused_zombie_desk_is_fenced_and_writes_nothing(world: World) -> None
     os.killpg(zombie.pid, signal.SIGSTOP)  # a paused process: GC pause, laptop lid, VM freeze
     try:
         wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to expire")
-        done = world.desk("coder", "--once", "--brief", "b1", machine="b")
+        # Same machine, same work root: the zombie still holds its work directory, so the
+        # new holder works in one of its own.
+        done = world.desk("coder", "--once", "--brief", "b1", machine="a")
         assert done.returncode == 0, done.stderr
+        work = world.root / "machine-a" / "work" / "coder"
+        assert [p.name for p in work.glob("b1.*") if p.is_dir()]
         tip, review = world.branch_tip("b1"), world.review("b1")
     finally:
         os.killpg(zombie.pid, signal.SIGCONT)
