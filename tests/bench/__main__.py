@@ -1,0 +1,183 @@
+"""The one benchmark command: ``python -m tests.bench [--quick] [--no-write]``.
+
+Measures, in one run on this machine, and prints as ONE table:
+
+- per durable step overhead: SQLite insert + fsync (floor), Assay local tier, Assay with
+  every step pushed to a forge, DBOS (SQLite), LangGraph SqliteSaver (``tests.bench.peers``,
+  which reuses ``tests.bench.journal``);
+- resume latency of 1,000- and 10,000-step histories: Assay against DBOS recovery;
+- journal bytes of a 200-turn conversation against a full-transcript-per-call journal;
+- claims: acquire latency with 16 contenders against a bare ``git push`` (the floor) over
+  smart HTTP (``tests.bench.claims``' functions);
+- scale: 500 briefs and 20 desk processes on the served embedded forge (``tests.bench.scale``);
+- GitHub budget: REST calls per brief lifecycle against the fake GitHub, and the briefs per
+  hour a 1,000-requests-per-hour token allows (``tests.bench.github_budget``).
+
+Then writes the table, with a description of the machine, under "## Summary" at the top of
+``docs/benchmarks.md`` (the per-area sections below it are left as they are). ``--quick``
+is a smoke pass of a few minutes; the default is the full measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.bench import github_budget, peers, scale
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+Row = tuple[str, str, str]
+
+
+def machine() -> dict[str, str]:
+    """CPU model, cores, memory, OS, Python and git versions, load, date."""
+    cpu = "unknown"
+    with open("/proc/cpuinfo", encoding="utf-8") as info:
+        for line in info:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_kb = 0
+    with open("/proc/meminfo", encoding="utf-8") as info:
+        for line in info:
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    git = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "memory": f"{mem_kb / 1024 / 1024:.1f} GiB",
+        "os": f"{platform.system()} {platform.release()}",
+        "python": sys.version.split()[0],
+        "git": git.removeprefix("git version "),
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def claims_rows(*, quick: bool) -> tuple[list[Row], dict[str, float]]:
+    from assay.forge import init_forge
+    from tests.bench.claims import acquire_figures, served, solo
+
+    rounds = {16: 1} if quick else {16: 2}
+    with tempfile.TemporaryDirectory(prefix="assay-bench-claims-") as tmp:
+        root = Path(tmp)
+        forge_path = init_forge(root / "forge.git")
+        with served(forge_path) as url:
+            state = root / "http"
+            # the floor and an uncontended acquire, sampled alternately (the claims module's)
+            floor, single = solo(url, state, 4 if quick else 12)
+            acquire = {1: single, **acquire_figures(url, state, rounds)}
+    figures = {"push_floor": floor, "acquire_1": acquire[1], "acquire_16": acquire[16]}
+    return [
+        ("claims: bare git push of one ref (floor)", f"{floor * 1e3:.1f} ms", "smart HTTP"),
+        (
+            "claims: acquire, 1 contender",
+            f"{acquire[1] * 1e3:.1f} ms",
+            f"{acquire[1] / floor:.2f}x the push floor",
+        ),
+        (
+            "claims: acquire, 16 contenders",
+            f"{acquire[16] * 1e3:.1f} ms",
+            f"{acquire[16] / floor:.2f}x the push floor; exactly 1 winner each round",
+        ),
+    ], figures
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| measure | value | note |", "| --- | ---: | --- |"]
+    lines += [f"| {name} | {value} | {note} |" for name, value, note in rows]
+    return "\n".join(lines)
+
+
+def write_summary(text: str, doc: Path = DOC) -> None:
+    """Put ``text`` under "## Summary" right after the page title, replacing an older one."""
+    current = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
+    head, _, rest = current.partition("\n")
+    rest = rest.lstrip("\n")
+    if rest.startswith("## Summary"):
+        following = re.search(r"^## (?!Summary)", rest, flags=re.MULTILINE)
+        rest = rest[following.start() :] if following else ""
+    doc.write_text(f"{head}\n\n## Summary\n\n{text.rstrip()}\n\n{rest}", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a fast smoke pass")
+    parser.add_argument(
+        "--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone"
+    )
+    parser.add_argument("--json", action="store_true", help="also print every raw figure")
+    options = parser.parse_args(argv)
+    quick = options.quick
+    started = time.monotonic()
+
+    def say(line: str) -> None:
+        print(f"# [{time.monotonic() - started:6.0f} s] {line}", file=sys.stderr, flush=True)
+
+    about = machine()
+    raw: dict[str, Any] = {"machine": about}
+    rows: list[Row] = []
+    sections: list[tuple[str, Callable[[], list[Row]]]] = []
+
+    def peer_rows() -> list[Row]:
+        raw["peers"] = peers.measure(quick=quick, progress=say)
+        return peers.rows(raw["peers"])
+
+    def claim_rows() -> list[Row]:
+        found, raw["claims"] = claims_rows(quick=quick)
+        return found
+
+    def scale_rows() -> list[Row]:
+        raw["scale"] = scale.measure(briefs=40 if quick else 500, desks=4 if quick else 20)
+        return [
+            *scale.rows(raw["scale"]),
+            ("scale: invariant problems", str(len(raw["scale"]["problems"])), "must be 0"),
+        ]
+
+    def github_rows() -> list[Row]:
+        raw["github"] = github_budget.measure(briefs=2 if quick else 5)
+        return github_budget.rows(raw["github"])
+
+    sections = [
+        ("peers", peer_rows),
+        ("claims", claim_rows),
+        ("scale", scale_rows),
+        ("github", github_rows),
+    ]
+    for name, section in sections:
+        say(f"{name}…")
+        try:
+            rows += section()
+        except Exception as error:  # one broken section must not lose the others' figures
+            say(f"{name} failed: {type(error).__name__}: {error}")
+            rows.append((f"{name}: not measured", "failed", f"{type(error).__name__}: {error}"))
+    elapsed = time.monotonic() - started
+    described = (
+        f"Measured {about['date']} in one run of `python -m tests.bench"
+        f"{' --quick' if quick else ''}` ({elapsed / 60:.1f} min) on: {about['cpu']}, "
+        f"{about['cores']} cores, {about['memory']} memory, {about['os']}, Python "
+        f"{about['python']}, git {about['git']}; load average at the start {about['load']}."
+    )
+    text = f"{described}\n\n{table(rows)}\n"
+    print(text)
+    if options.json:
+        print(json.dumps(raw, indent=2, default=str))
+    if not options.no_write:
+        write_summary(text)
+        say(f"wrote the summary to {DOC}")
+
+
+if __name__ == "__main__":
+    main()

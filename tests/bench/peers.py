@@ -1,0 +1,341 @@
+"""Peer benchmark: ``python -m tests.bench.peers [--quick]`` (prints figures; not a test).
+
+Side by side, in one process on one machine:
+
+- per durable step: a plain SQLite insert committed with fsync (the floor; WAL,
+  ``synchronous=FULL``), a raw append + fsync of one journal line, Assay's local tier,
+  Assay with every step pushed to a forge (a bare repository over ``file://`` and the
+  embedded forge over smart HTTP), DBOS on SQLite, LangGraph with SqliteSaver;
+- resume latency for histories of 1,000 and 10,000 steps: Assay (``execute()`` on the
+  journal, to the next new step's body) against DBOS recovery (``DBOS.launch()`` in a fresh
+  process, whose recovery thread replays the pending workflow, to the next step's body);
+- journal bytes of a 200-turn conversation against a full-transcript-per-call journal.
+
+The journal figures reuse ``tests.bench.journal`` (same functions, same method).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from assay.branch import BranchSync
+from assay.forge import ForgeServer, init_forge, open_forge
+from assay.plumbing import Identity
+from assay.runtime import Event, Run, execute
+from tests.bench import journal as jb
+
+Figures = dict[str, Any]
+
+
+def sqlite_floor(work: Path, n: int) -> float:
+    """Median seconds of one small-row INSERT + COMMIT with fsync (WAL, synchronous=FULL)."""
+    conn = sqlite3.connect(work / f"floor-{time.monotonic_ns()}.sqlite", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE steps (seq INTEGER PRIMARY KEY, body TEXT)")
+    body = jb._floor_line().decode()
+    times = []
+    for i in range(n):
+        started = time.perf_counter()
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO steps VALUES (?, ?)", (i, body))
+        conn.execute("COMMIT")
+        times.append(time.perf_counter() - started)
+    conn.close()
+    return statistics.median(times)
+
+
+class _PushHooks:
+    """RunHooks that make every durability point one commit + CAS push (the desk loop's)."""
+
+    def __init__(self, sync: BranchSync) -> None:
+        self.sync = sync
+
+    def durability_point(self, reason: str) -> None:
+        self.sync.sync(f"bench: {reason}")
+
+    def heartbeat(self, progress: dict[str, Any]) -> None:
+        return None
+
+    def ensure_owner(self) -> None:
+        return None
+
+    def events(self) -> list[Event]:
+        return []
+
+
+def assay_pushed(work: Path, url: str, n: int, tag: str) -> float:
+    """Median seconds of one Assay effect step whose durability point pushes to ``url``."""
+    forge = open_forge(url, cache_dir=work / f"cache-{tag}")
+    try:
+        sync = BranchSync(
+            forge, f"bench-{tag}", workdir=work / f"wt-{tag}", identity=Identity("bench", "b@x")
+        )
+        sync.checkout()
+        times: list[float] = []
+
+        def desk(run: Run, _: Any) -> Any:
+            for i in range(n):
+                started = time.perf_counter()
+                run.effect(f"e{i}", lambda key: None)
+                times.append(time.perf_counter() - started)
+
+        execute(desk, None, journal_dir=sync.journal_dir, hooks=_PushHooks(sync))
+    finally:
+        forge.close()
+    return statistics.median(times)
+
+
+_DBOS_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    from dbos import DBOS
+    db, steps, mode, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    DBOS(config={"name": "assay-bench-recover", "system_database_url": f"sqlite:///{db}",
+                 "log_level": "ERROR"})
+
+    @DBOS.step()
+    def s(i: int) -> int:
+        return i
+
+    @DBOS.step()
+    def next_step() -> None:
+        if mode == "recover":
+            reached = time.perf_counter()
+            with open(out, "w") as f:
+                f.write(repr(reached - float(os.environ["T0"])))
+        os._exit(0)  # the crash: the workflow stays PENDING with `steps` recorded steps
+
+    @DBOS.workflow()
+    def wf(count: int) -> None:
+        for i in range(count):
+            s(i)
+        next_step()
+
+    os.environ["T0"] = repr(time.perf_counter())
+    DBOS.launch()  # recovers PENDING workflows of this executor in a background thread
+    if mode == "build":
+        wf(steps)
+    time.sleep(600)
+    """
+)
+
+
+def dbos_recover(work: Path, steps: int) -> float | str:
+    """Seconds from ``DBOS.launch()`` in a fresh process to the body of the step after
+    ``steps`` recorded steps of a crashed workflow (its recovery)."""
+    try:
+        import dbos  # noqa: F401
+    except ImportError:
+        return "missing (pip install 'assay[bench]')"
+    # Built on tmpfs when there is one: building 10,000 fsynced DBOS steps takes minutes and
+    # measures nothing; the recovery read itself is what is timed.
+    shm = Path("/dev/shm")
+    base = Path(tempfile.mkdtemp(dir=shm if shm.is_dir() else work))
+    try:
+        script, db, out = base / "wf.py", base / "dbos.sqlite", base / "reached"
+        script.write_text(_DBOS_SCRIPT, encoding="utf-8")
+        for mode in ("build", "recover"):
+            done = subprocess.run(
+                [sys.executable, str(script), str(db), str(steps), mode, str(out)],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            if done.returncode != 0:
+                return f"failed ({mode}): {done.stderr.strip().splitlines()[-1:]}"
+        return float(out.read_text())
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def assay_resume(work: Path, entries: int) -> float:
+    """``tests.bench.journal.resume`` built on tmpfs like DBOS's history (wall seconds)."""
+    shm = Path("/dev/shm")
+    base = Path(tempfile.mkdtemp(dir=shm if shm.is_dir() else work))
+    try:
+        return jb.resume(base, entries)[0]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def measure(*, quick: bool, progress: Callable[[str], None] = lambda s: None) -> Figures:
+    """Every peer figure; seconds for times, bytes for sizes, or a string for a missing peer."""
+    n = 60 if quick else 300
+    pushes = 15 if quick else 60
+    histories = (1000,) if quick else (1000, 10_000)
+    turns = 50 if quick else 200
+    work = Path(tempfile.mkdtemp(prefix="assay-bench-peers-", dir=os.environ.get("BENCH_DIR")))
+    figures: Figures = {"steps": n, "pushes": pushes, "turns": turns}
+    try:
+        progress("step overhead: floors and Assay local tier")
+        figures["sqlite_floor"] = sqlite_floor(work, n)
+        assay_times, floor_times = jb.assay_and_floor(work, n)
+        figures["append_floor"] = statistics.median(floor_times)
+        figures["assay_local"] = statistics.median(assay_times)
+        progress("step overhead: Assay with forge push")
+        forge_path = init_forge(work / "forge.git")
+        figures["assay_push_file"] = assay_pushed(work, f"file://{forge_path}", pushes, "file")
+        with ForgeServer(forge_path) as server:
+            figures["assay_push_http"] = assay_pushed(work, server.url, pushes, "http")
+        progress("step overhead: DBOS, LangGraph")
+        figures["dbos_floor"] = sqlite_floor(work, n // 3)
+        figures["dbos"] = jb.dbos_steps(work, n)
+        figures["langgraph_floor"] = sqlite_floor(work, n // 3)
+        figures["langgraph"] = jb.langgraph_steps(work, n)
+        progress("resume: DBOS launch with an empty history (its fixed cost)")
+        figures["dbos_resume_0"] = dbos_recover(work, 0)
+        for steps in histories:
+            progress(f"resume: {steps:,}-step history")
+            figures[f"assay_resume_{steps}"] = assay_resume(work, steps)
+            figures[f"dbos_resume_{steps}"] = dbos_recover(work, steps)
+        progress("journal bytes")
+        size, naive, distinct = jb.conversation_bytes(work, turns)
+        figures.update(journal_bytes=size, naive_bytes=naive, distinct_bytes=distinct)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return figures
+
+
+def fmt_time(value: Any) -> str:
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value * 1e3:.2f} ms" if value >= 1e-3 else f"{value * 1e6:.0f} us"
+
+
+def rows(figures: Figures) -> list[tuple[str, str, str]]:
+    """(measure, value, note) rows for the summary table."""
+    floor = figures["sqlite_floor"]
+
+    def x(key: str, base: float | None = None) -> str:
+        value = figures.get(key)
+        if not isinstance(value, float):
+            return ""
+        return f"{value / (base or floor):.2f}x the SQLite floor"
+
+    out = [
+        ("step: SQLite insert + fsync (floor)", fmt_time(floor), "WAL, synchronous=FULL"),
+        ("step: raw append + fsync of a line", fmt_time(figures["append_floor"]), ""),
+        ("step: Assay local tier", fmt_time(figures["assay_local"]), x("assay_local")),
+        (
+            "step: Assay + push (file://)",
+            fmt_time(figures["assay_push_file"]),
+            "commit + CAS push per step",
+        ),
+        (
+            "step: Assay + push (smart HTTP)",
+            fmt_time(figures["assay_push_http"]),
+            "commit + CAS push per step",
+        ),
+        (
+            "step: DBOS (SQLite)",
+            fmt_time(figures["dbos"]),
+            x("dbos", figures["dbos_floor"]).replace("the", "its own"),
+        ),
+        (
+            "step: LangGraph SqliteSaver",
+            fmt_time(figures["langgraph"]),
+            x("langgraph", figures["langgraph_floor"]).replace("the", "its own"),
+        ),
+    ]
+    out.append(
+        (
+            "resume 0 steps: DBOS recovery (fixed cost)",
+            fmt_time(figures["dbos_resume_0"]),
+            "launch() to the first step, nothing recorded",
+        )
+    )
+    for steps in (1000, 10_000):
+        if f"assay_resume_{steps}" in figures:
+            out.append(
+                (
+                    f"resume {steps:,} steps: Assay",
+                    fmt_time(figures[f"assay_resume_{steps}"]),
+                    "execute() to next step",
+                )
+            )
+            out.append(
+                (
+                    f"resume {steps:,} steps: DBOS recovery",
+                    fmt_time(figures[f"dbos_resume_{steps}"]),
+                    "launch() to next step",
+                )
+            )
+    turns = figures["turns"]
+    out.append(
+        (
+            f"journal bytes, {turns}-turn chat: Assay",
+            f"{figures['journal_bytes']:,} B",
+            f"{figures['journal_bytes'] / figures['distinct_bytes']:.2f}x distinct messages",
+        )
+    )
+    out.append(
+        (
+            f"journal bytes, {turns}-turn chat: full transcript per call",
+            f"{figures['naive_bytes']:,} B",
+            f"{figures['naive_bytes'] / figures['journal_bytes']:.0f}x Assay's",
+        )
+    )
+    return out
+
+
+def profile(*, steps: int = 20, top: int = 12) -> str:
+    """cProfile of Assay steps: local tier and pushed over smart HTTP (why a step costs what
+    it costs); the functions with the most cumulative time."""
+    import cProfile
+    import io
+    import pstats
+
+    work = Path(tempfile.mkdtemp(prefix="assay-bench-profile-"))
+    out = io.StringIO()
+    try:
+        forge_path = init_forge(work / "forge.git")
+        with ForgeServer(forge_path) as server:
+            for label, fn in (
+                ("Assay local tier", lambda: jb.assay_and_floor(work, steps * 10)),
+                ("Assay + push (smart HTTP)", lambda: assay_pushed(work, server.url, steps, "p")),
+            ):
+                profiler = cProfile.Profile()
+                profiler.enable()
+                fn()
+                profiler.disable()
+                out.write(f"== {label}\n")
+                stats = pstats.Stats(profiler, stream=out).sort_stats("cumulative")
+                stats.print_stats(top)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out.getvalue()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps, 1,000-step resume only")
+    parser.add_argument("--json", action="store_true", help="print the raw figures as JSON")
+    parser.add_argument("--profile", action="store_true", help="cProfile Assay's steps instead")
+    options = parser.parse_args(argv)
+    if options.profile:
+        print(profile())
+        return
+    figures = measure(quick=options.quick, progress=lambda s: print(f"# {s}", file=sys.stderr))
+    if options.json:
+        print(json.dumps(figures, indent=2))
+        return
+    for name, value, note in rows(figures):
+        print(f"{name:<52} {value:>14}  {note}")
+
+
+if __name__ == "__main__":
+    main()
