@@ -209,6 +209,23 @@ def failure(args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> Gi
     return GitError(f"git {brief} failed (exit {done.returncode}): {stderr or last}")
 
 
+_SPACE_PATTERNS = ("no space left on device", "disk quota exceeded", "unpacker error")
+
+
+def out_of_space(args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> None:
+    """A forge that cannot store what we send is unavailable (retried, then exit 69).
+
+    A full disk on the forge side refuses the pack ("unpacker error"); that is the forge's
+    state, not a bug here and not a lost race, and nothing was written on either side.
+    """
+    if done.returncode == 0:
+        return
+    text = (done.stdout + done.stderr).decode("utf-8", "replace").lower()
+    if any(pattern in text for pattern in _SPACE_PATTERNS):
+        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no space"]
+        raise _Transient(f"git {args[0]}: the forge cannot store the push: {last[0]}")
+
+
 class _Transient(GitError):
     """Marker for a failure worth another attempt (converted to TransportError)."""
 
@@ -620,6 +637,7 @@ def push(
 
     def call() -> PushResult:
         done = run_git(args, git_dir=git_dir, config=config, check=False)
+        out_of_space(args, done)
         lines = parse_porcelain(done.stdout.decode("utf-8", "replace"))
         if not lines:
             if done.returncode == 0:
