@@ -183,6 +183,9 @@ _TRANSPORT_PATTERNS = (
     "empty reply from server",
     "transfer closed",
     "broken pipe",
+    "unexpected disconnect",
+    "bytes of body are still expected",
+    "bad pack header",
     "gnutls",
     "ssl",
 )
