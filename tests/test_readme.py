@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, AssayRunner
 
 
 def _readme_commands() -> list[str]:
@@ -33,3 +35,20 @@ def test_cli_reference_matches_the_click_tree() -> None:
     assert block == reference_markdown(root), (
         "README's CLI reference is stale: python -m assay.cli.reference --write README.md"
     )
+
+
+def test_the_durable_run_example_runs_as_the_readme_says(
+    run_assay: AssayRunner, tmp_path: Path
+) -> None:
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    example = re.findall(r"```python\n(.+?)\n```", text, flags=re.DOTALL)[0]
+    (tmp_path / "desk.py").write_text(example, encoding="utf-8")
+    first = run_assay("run", "desk.py:main", "--journal", "j", "--input", '{"goal": "hi"}')
+    assert first.returncode == 75, first.stderr
+    assert run_assay("approve", "--journal", "j").returncode == 0
+    done = run_assay("run", "desk.py:main", "--journal", "j", "--input", '{"goal": "hi"}', "--json")
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout)["output"]
+    assert output["approved"] is True
+    assert output["plan"] == {"files": ["a.py"], "goal": "hi"}
+    assert run_assay("replay", "--journal", "j", "desk.py:main").returncode == 0

@@ -80,25 +80,26 @@ def _print_reports(reports: list[Any], *, as_json: bool, code: int) -> None:
 
 
 def _common(fn: Any) -> Any:
-    fn = click.option("--desks", "desks_dir", default="desks", show_default=True, help=DESKS_HELP)(
-        fn
-    )
+    fn = click.option("--desks", "desks_dir", default="desks", metavar="DIR", help=DESKS_HELP)(fn)
     fn = click.option(
         "--cache",
         envvar="ASSAY_CACHE",
         default=None,
+        metavar="DIR",
         help="Local cache repository for the forge (default: per forge URL).",
     )(fn)
     fn = click.option(
         "--workdir",
         envvar="ASSAY_WORKDIR",
         default=None,
+        metavar="DIR",
         help="Where briefs are checked out (default: $ASSAY_STATE/work).",
     )(fn)
     fn = click.option(
         "--holder",
         envvar="ASSAY_HOLDER",
         default=None,
+        metavar="TOKEN",
         help="Holder token for claims (default: host, pid and a random suffix).",
     )(fn)
     return fn
@@ -114,7 +115,7 @@ def register(root: click.Group) -> None:
     @desk_group.command("run")
     @click.argument("name")
     @click.option("--once", is_flag=True, help="Run one brief, then exit with its code.")
-    @click.option("--brief", "brief_id", default=None, help="Run only this brief.")
+    @click.option("--brief", "brief_id", default=None, metavar="ID", help="Run only this brief.")
     @forge_option
     @_common
     @json_option
@@ -134,7 +135,7 @@ def register(root: click.Group) -> None:
         Exit codes: 0 done, 1 failed, 3 nothing claimable, 4 fenced, 7 paused,
         65 bad input, 69 unavailable, 75 waiting, 77 denied.
         """
-        from assay.desks.loop import DeskLoop, exit_code
+        from assay.desks.loop import DeskLoop, default_holder, exit_code, run_slots
         from assay.errors import BadInput
 
         desks = _load_desks(desks_dir)
@@ -143,23 +144,91 @@ def register(root: click.Group) -> None:
                 f"{desks_dir}: no desk named {name!r} (have: {', '.join(sorted(desks))})"
             )
         manifest = desks[name]
-        loop = DeskLoop(
-            forge=_open(forge, cache),
-            desk=manifest,
-            desks_dir=Path(desks_dir),
-            workroot=_workroot(workdir) / name,
-            on_progress=_progress(as_json),
-        )
-        if holder:
-            loop.holder = holder
-        reports = loop.run(once=once, only=brief_id)
+        base_holder = holder or default_holder()
+        # python desks run with the work tree as working directory: one slot per process.
+        slots = 1 if manifest.kind == "python" else int(manifest.concurrency)
+
+        def make_loop(index: int) -> DeskLoop:
+            return DeskLoop(
+                forge=_open(forge, cache),
+                desk=manifest,
+                desks_dir=Path(desks_dir),
+                workroot=_workroot(workdir) / name,
+                holder=base_holder if slots == 1 else f"{base_holder}-{index}",
+                on_progress=_progress(as_json),
+            )
+
+        reports = run_slots(make_loop, concurrency=slots, once=once, only=brief_id)
         code = exit_code(reports)
         _print_reports(reports, as_json=as_json, code=code)
         if code:
             _exit(code)
 
+    @desk_group.command("serve")
+    @click.argument("path", type=click.Path(path_type=Path))
+    @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+    @click.option(
+        "--port",
+        default=0,
+        show_default=True,
+        type=click.IntRange(0, 65535),
+        help="Port to bind; 0 picks a free one (printed).",
+    )
+    @_common
+    def desk_serve(
+        path: Path,
+        host: str,
+        port: int,
+        desks_dir: str,
+        cache: str | None,
+        workdir: str | None,
+        holder: str | None,
+    ) -> None:
+        """Serve the forge at PATH over smart HTTP and wake waiting runs as events arrive.
+
+        The first line printed is the URL to pass to --forge. After every push that moves
+        an events ref or main, the runs whose event has arrived are resumed here.
+        """
+        import signal as signals
+
+        from assay.desks.resync import wake
+        from assay.desks.waker import Waker
+        from assay.forge import ForgeServer
+
+        desks = _load_desks(desks_dir)
+        server = ForgeServer(path, host=host, port=port)
+
+        def wake_once() -> list[Any]:
+            with _open(str(path), cache) as forge:
+                return wake(forge, desks, workroot=_workroot(workdir), holder=holder)
+
+        def show(report: Any) -> None:
+            err.print(
+                f"woke {report.brief}: {report.status} ({report.code})",
+                markup=False,
+                highlight=False,
+            )
+
+        waker = Waker(path, wake_once, on_report=show)
+        server.on_push = waker.poke
+        sys.stdout.write(server.url + "\n")
+        sys.stdout.flush()
+
+        def stop(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        signals.signal(signals.SIGTERM, stop)
+        waker.start()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.stop()
+            waker.stop()
+
     @root.command("wake")
-    @click.option("--brief", "brief_id", default=None, help="Wake only this brief.")
+    @click.option("--brief", "brief_id", default=None, metavar="ID", help="Wake only this brief.")
     @forge_option
     @_common
     @json_option

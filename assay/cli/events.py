@@ -80,8 +80,8 @@ def signal_command(
 ) -> None:
     """Send a steering signal TEXT; the run sees it at its next run.signals() drain.
 
-    ``assay signal TEXT --journal DIR`` (a local run) or ``assay signal BRIEF TEXT
-    --forge F`` (the brief's run on a forge)."""
+    assay signal TEXT --journal DIR (a local run), or assay signal BRIEF TEXT --forge F
+    (the brief's run on a forge)."""
     if len(words) == 2 and journal_dir is None:
         brief: str | None = words[0]
         text = words[1]
@@ -118,8 +118,8 @@ def approve_command(
 ) -> None:
     """Approve (or --reject) what a run waits for: run.wait_for(EVENT), default "approval".
 
-    ``assay approve [EVENT] --journal DIR`` (a local run) or ``assay approve BRIEF --forge F``
-    (the brief's run on a forge waiting for its approval)."""
+    assay approve [EVENT] --journal DIR (a local run), or assay approve BRIEF --forge F
+    (the brief's run on a forge, waiting for its approval)."""
     on_forge = journal_dir is None and bool(forge)
     event = Event(
         id=event_id or uuid.uuid4().hex,

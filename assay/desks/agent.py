@@ -271,7 +271,9 @@ def _finish(
     objective: ObjectiveLoop | None = None,
 ) -> AgentOutcome | str:
     """Approve (if asked), then record the claimed evidence; the reason when rejected."""
-    checked = run.tool("finish", args)  # the ToolBox validates the arguments, recorded
+    checked = _call_tool(run, "finish", args)  # the ToolBox validates the arguments
+    if isinstance(checked, Mapping) and "error" in checked:
+        return f"finish was refused: {checked['error']}"  # malformed evidence: try again
     if isinstance(checked, Mapping):
         args = {**args, **checked}
     if options.approval:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,17 +23,18 @@ from typing import Any
 
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore
-from assay.desks.events import EventLog
+from assay.desks.objectives import REQUEUE
 from assay.desks.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
 from assay.desks.review import read_review, render_body, write_review
 from assay.desks.selection import Candidate, Why, queue
 from assay.desks.session import Session, budget_for
 from assay.desks.state import ForgeView, read_view
-from assay.errors import AssayError, Busy, Fenced, Paused, Suspended
+from assay.errors import AssayError, Busy, Failed, Fenced, Paused, Suspended
 from assay.evidence import with_table
 from assay.evidence.gate import review_table
 from assay.forge import Forge
-from assay.runtime import Event, execute
+from assay.journal import Redactor
+from assay.runtime import execute
 
 # How each run outcome leaves the claim and the review.
 _CLAIM_AFTER = {
@@ -179,15 +181,22 @@ class DeskLoop:
         self.on_progress(f"{brief.id}: {why.value} (fence {claim.fence})")
         if why is Why.CANCEL:
             return self._close_cancelled(brief, claim)
-        session = Session.open(
-            forge=self.forge,
-            brief=brief,
-            claim=claim,
-            desk=self.desk,
-            workroot=self.workroot,
-            store=self.store,
-            holder=self.holder,
-        )
+        try:
+            session = Session.open(
+                forge=self.forge,
+                brief=brief,
+                claim=claim,
+                desk=self.desk,
+                workroot=self.workroot,
+                store=self.store,
+                holder=self.holder,
+            )
+        except AssayError as error:
+            # Could not even start (a bad model config, the forge went away): give the
+            # brief back at once rather than let it sit under a lease nobody renews.
+            self.given_up.add(brief.id)
+            self.store.release(claim, note=f"{error.status}: {error.message}"[:300])
+            return RunReport(brief.id, why.value, error.status, error.code, message=error.message)
         try:
             result = execute(session.entry, {"brief": brief.id}, **session.run_options())
             code, status = int(result.code), str(result.status)
@@ -203,16 +212,26 @@ class DeskLoop:
             # Entries written after the last durability point (a ``denied`` entry, a
             # drained signal) reach the forge before the claim says the run stopped.
             session.flush(status)
+        requeued = code == Suspended.code and str(waiting_for or "").startswith(REQUEUE)
+        if requeued:
+            status = "requeued"  # the objective's next run: back in the queue, claim released
+            message = message or "the judge was not satisfied; queued for another run"
         if code == Suspended.code and waiting_for == WAITING_FOR_OBJECTIVE:
             code, status = Paused.code, "paused"  # max_runs used up: paused, not failed
             message = message or "the objective's max_runs are used up; raise it to resume"
         if code == Fenced.code or session.fenced:
             return RunReport(brief.id, why.value, "fenced", Fenced.code, message=message)
+        if code == 0 and isinstance(output, dict) and output.get("status") == "failed":
+            code, status = Failed.code, "failed"  # the desk gave up: finished and failed
         report = RunReport(brief.id, why.value, status, code, steps=steps, waiting_for=waiting_for)
-        report.message = message or _output_message(output)
+        redact = Redactor(session.secrets()).text
+        report.message = redact(message or _output_message(output))
         report.head_sha = session.head()
-        report.review = self._review(brief, session, report, output)
-        self._settle_claim(session.claim, report)
+        report.review = self._review(brief, session, report, output, redact=redact)
+        if requeued:
+            self.store.release(session.claim, note="objective: queued for another run")
+        else:
+            self._settle_claim(session.claim, report)
         return report
 
     def _close_cancelled(self, brief: Brief, claim: Claim) -> RunReport:
@@ -231,7 +250,15 @@ class DeskLoop:
         self.store.release(claim, done=True)
         return report
 
-    def _review(self, brief: Brief, session: Any, report: RunReport, output: Any) -> str:
+    def _review(
+        self,
+        brief: Brief,
+        session: Any,
+        report: RunReport,
+        output: Any,
+        *,
+        redact: Callable[[str], str],
+    ) -> str:
         outcome = output if isinstance(output, dict) else {}
         if report.code == 0 and outcome.get("status", "done") == "done":
             state = "ready"
@@ -254,7 +281,7 @@ class DeskLoop:
             brief.id,
             head_sha=report.head_sha,
             title=f"{label}{brief.id}: {brief.title}",
-            body=with_table(body, review_table(self.forge, brief.id)),
+            body=redact(with_table(body, review_table(self.forge, brief.id))),
             state=state,
         )
         return state
@@ -289,6 +316,42 @@ def exit_code(reports: list[RunReport], *, nothing: int = Busy.code) -> int:
     return reports[-1].code
 
 
-def events_for(forge: Forge, brief: str) -> list[Event]:
-    """Every event of ``brief`` so far (the runtime's ``RunHooks.events``)."""
-    return EventLog(forge, brief).read()
+def run_slots(
+    make_loop: Callable[[int], DeskLoop],
+    *,
+    concurrency: int,
+    once: bool = False,
+    only: str | None = None,
+) -> list[RunReport]:
+    """Run a desk with ``concurrency`` loops side by side (threads, one holder each).
+
+    Each slot is an independent ``DeskLoop`` with its own forge handle and holder token, so
+    slots race for briefs through the same claim CAS as separate processes would. With
+    ``once`` or ``only`` there is one slot.
+    """
+    if concurrency <= 1 or once or only is not None:
+        return make_loop(0).run(once=once, only=only)
+    reports: list[RunReport] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def slot(index: int) -> None:
+        try:
+            found = make_loop(index).run()
+        except BaseException as error:  # re-raised in the caller's thread below
+            with lock:
+                failures.append(error)
+            return
+        with lock:
+            reports.extend(found)
+
+    threads = [
+        threading.Thread(target=slot, args=(i,), name=f"desk-slot-{i}") for i in range(concurrency)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return reports

@@ -2,11 +2,12 @@
 
 After each run of the desk, the work is pushed and the judge command runs in a clean
 checkout of the branch head cloned from the forge (like an evidence row: argv, no shell,
-its own timeout). Exit 0 closes the objective. Otherwise the next run starts with the
-judge's output added to the brief, while runs remain; the run's budget pauses it as any
-run (exit 7). When ``max_runs`` is used up the run waits for ``objective`` (a durable
-wait: exit 7 reported as paused, no process held); raising ``max_runs`` on main delivers
-the event that resumes it (see ``objective_events``). An objective is never silently failed.
+its own timeout). Exit 0 closes the objective. Otherwise, while runs remain, the brief is
+queued again (its claim released, see ``ObjectiveLoop.start_attempt``) and the next run
+hears the judge's output; the run's budget pauses it as any run (exit 7). When
+``max_runs`` is used up the run waits for ``objective`` (a durable wait: exit 7 reported as
+paused, no process held); raising ``max_runs`` on main delivers the event that resumes it
+(see ``objective_events``). An objective is never silently failed.
 
 Every decision is a recorded step (``objective.limit``, ``objective.judge``), so a run
 resumed elsewhere replays the same attempts against the same limits.
@@ -31,6 +32,26 @@ if TYPE_CHECKING:
 
 JUDGE_TAIL = 4_000
 WAITING_FOR = "objective"
+REQUEUE = "requeue-"
+
+
+def requeue_events(journal: Journal | None) -> list[Event]:
+    """Events ending the ``requeue-<n>`` waits a journal left pending.
+
+    Computed once, from the journal as a new holder checks it out: the holder that
+    recorded the wait never sees its own requeue delivered, the next one always does.
+    """
+    pending: dict[int, str] = {}
+    for entry in journal.entries if journal else []:
+        name = str(entry.get("for", ""))
+        if entry.get("kind") == "wait" and name.startswith(REQUEUE):
+            pending[int(entry.get("pos", 0))] = name
+        elif entry.get("kind") == "wake":
+            pending.pop(int(entry.get("pos", 0)), None)
+    return [
+        Event(id=name, kind="approve", actor="queue", text="run again", data={"name": name})
+        for name in pending.values()
+    ]
 
 
 def judge_count(journal: Journal | None) -> int:
@@ -112,7 +133,13 @@ class ObjectiveLoop:
         return run_judge(self.forge, str(self.hooks.sync.tip), self.argv, timeout=self.timeout)
 
     def start_attempt(self, run: Any) -> int:
-        """Count a new run; wait durably (paused) while ``max_runs`` is used up."""
+        """Count a new run; wait durably (paused) while ``max_runs`` is used up.
+
+        Every run after the first is queued again first: a durable wait for
+        ``requeue-<n>`` that the process which recorded it cannot satisfy, so the run
+        stops there, the claim is released, and whichever desk takes the brief next (by
+        priority, like any brief) delivers the wait and continues with run ``n``.
+        """
         brief = self.brief
         while True:
             assert brief.objective is not None
@@ -121,6 +148,8 @@ class ObjectiveLoop:
             )
             if self.attempts < limit:
                 self.attempts += 1
+                if self.attempts > 1:
+                    run.wait_for(f"{REQUEUE}{self.attempts}")
                 return self.attempts
             run.wait_for(WAITING_FOR)
 

@@ -11,7 +11,6 @@ the claim's CAS push decides who actually gets one.
 from __future__ import annotations
 
 import hashlib
-
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime

@@ -12,6 +12,7 @@ heartbeats renew the claim, ``ensure_owner`` re-reads the claim ref before effec
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import subprocess
@@ -19,20 +20,25 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from assay.branch import BranchSync, journal_path
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore, Heartbeat
 from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
 from assay.desks.events import EventLog
-from assay.desks.objectives import ObjectiveLoop, objective_events, with_objective
+from assay.desks.objectives import (
+    ObjectiveLoop,
+    objective_events,
+    requeue_events,
+    with_objective,
+)
 from assay.desks.tools import ToolBox
-from assay.errors import Fenced
+from assay.errors import Fenced, Internal
 from assay.forge import Forge
-from assay.journal import read_journal, summarize
+from assay.journal import read_journal, secrets_from_env, summarize
 from assay.plumbing import Identity
 from assay.runtime import Budget, Event
 
@@ -58,6 +64,9 @@ class DeskHooks:
         self.claim = claim
         self.log = events
         self.brief = brief
+        self.requeued: list[Event] = []
+        if brief is not None and brief.objective is not None and sync.journal_dir.exists():
+            self.requeued = requeue_events(read_journal(sync.journal_dir))
         self.fenced = threading.Event()
         self.pushes = 0
         self.last_push = time.monotonic()
@@ -104,7 +113,7 @@ class DeskHooks:
                 read_journal(self.sync.journal_dir) if self.sync.journal_dir.exists() else None
             )
             delivered += objective_events(self.brief, journal)
-        return delivered
+        return delivered + self.requeued
 
 
 APPROVAL_LABEL = "approval"
@@ -114,6 +123,26 @@ def wants_approval(brief: Brief, desk: Any) -> bool:
     """Whether ``finish`` waits for ``assay approve``: the brief carries the label
     ``approval``, or the desk manifest sets ``approval: true``."""
     return APPROVAL_LABEL in brief.labels or bool(getattr(desk, "approval", False))
+
+
+def lock_workdir(workroot: Path, brief: str) -> tuple[Path, IO[bytes]]:
+    """The work directory for ``brief``, locked for this process.
+
+    Normally ``<workroot>/<brief>``. When another live process on this machine still holds
+    it (a paused zombie that lost its claim), this process works in a directory of its own,
+    so the zombie's late tool steps cannot touch the new holder's files. A crashed process
+    holds no lock, and its directory is simply reset to the forge's tip and reused.
+    """
+    workroot.mkdir(parents=True, exist_ok=True)
+    for name in (brief, f"{brief}.{os.getpid()}"):
+        handle = open(workroot / f".{name}.lock", "a+b")  # noqa: SIM115 - held for the run
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        return workroot / name, handle
+    raise Internal(f"{workroot}: cannot lock a work directory for {brief}")
 
 
 def last_line_sum(journal_dir: Path) -> str | None:
@@ -150,6 +179,8 @@ def budget_for(brief: Brief, desk: Any) -> Budget:
 
 @dataclass
 class Session:
+    """A claimed brief checked out and ready to execute: hooks, model, tools, heartbeat."""
+
     forge: Forge
     brief: Brief
     desk: Any
@@ -161,7 +192,7 @@ class Session:
     model: Any = None
     tools: Any = None
     heartbeat: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    lock: IO[bytes] | None = None
 
     @classmethod
     def open(
@@ -176,7 +207,26 @@ class Session:
         holder: str,
     ) -> Session:
         identity = Identity.for_holder(desk.name, holder)
-        sync = BranchSync(forge, brief.id, workdir=workroot / brief.id, identity=identity)
+        workdir, lock = lock_workdir(workroot, brief.id)
+        try:
+            return cls._open(forge, brief, claim, desk, store, workdir, identity, lock)
+        except BaseException:
+            lock.close()
+            raise
+
+    @classmethod
+    def _open(
+        cls,
+        forge: Forge,
+        brief: Brief,
+        claim: Claim,
+        desk: Any,
+        store: ClaimStore,
+        workdir: Path,
+        identity: Identity,
+        lock: IO[bytes],
+    ) -> Session:
+        sync = BranchSync(forge, brief.id, workdir=workdir, identity=identity)
         worktree = sync.checkout()
         hooks = DeskHooks(
             sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id), brief=brief
@@ -231,6 +281,7 @@ class Session:
             model=model,
             tools=tools,
         )
+        session.lock = lock
         session.heartbeat = Heartbeat(
             store, claim, on_fenced=hooks.fenced.set, journal_head=lambda: hooks.pushed_head
         )
@@ -265,13 +316,25 @@ class Session:
             "model": self.model,
             "tools": self.tools,
             "budget": budget_for(self.brief, self.desk),
-            "secrets": [os.environ[name] for name in self.desk.secrets if os.environ.get(name)],
+            "secrets": self.secrets(),
             "on_divergence": self.desk.on_divergence,
         }
+
+    def secrets(self) -> list[str]:
+        """Values that must never reach a journal, review or log: the desk's ``secrets``,
+        ``$ASSAY_SECRET_ENV``'s, and the model's API key."""
+        names = list(self.desk.secrets)
+        key_env = getattr(self.desk.model, "api_key_env", None)
+        if key_env:
+            names.append(key_env)
+        return secrets_from_env(names)
 
     def close(self) -> None:
         if self.heartbeat is not None:
             self.heartbeat.stop()
+        if self.lock is not None:
+            self.lock.close()  # releases the flock
+            self.lock = None
 
     def flush(self, reason: str) -> None:
         """A last durability point after the run stopped (Fenced is remembered, not raised).

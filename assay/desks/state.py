@@ -199,7 +199,15 @@ def read_view(forge: Forge) -> ForgeView:
             continue  # an unreadable review proves nothing; read_review reports it
         if state == "merged":
             merged.add(ref.removeprefix(REVIEWS))
-    claims = {record.brief: record for record in ClaimStore(forge).list()}
+    records, broken = ClaimStore(forge).scan()
+    claims = {record.brief: record for record in records}
+    for corrupt in broken:
+        # A claim record that fails its check stops only its brief (exit 6 with --brief).
+        ref = str(corrupt.details.get("ref", ""))
+        brief_id = ref.rsplit("/", 1)[-1] if ref else ""
+        if brief_id in briefs:
+            bad[ref] = corrupt
+            del briefs[brief_id]
     cancelled: set[str] = set()
     event_refs = [ref for ref in heads if ref.startswith(EVENTS)]
     view = ForgeView(

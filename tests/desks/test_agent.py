@@ -202,3 +202,17 @@ def test_compaction_is_a_recorded_step_and_keeps_turn_positions(tmp_path: Path) 
     assert summaries
     model_steps = [e for e in rig.entries() if e["kind"] == "step" and e["step"] == "model"]
     assert len([e for e in model_steps if e["status"] == "ok"]) == len(rig.model.requests)
+
+
+def test_a_malformed_finish_goes_back_to_the_model(tmp_path: Path) -> None:
+    rig = make_rig(
+        tmp_path,
+        [
+            {"tool_calls": [call("finish", summary="x", evidence=[{"row": "unit"}])]},
+            {"tool_calls": [FINISH]},
+        ],
+    )
+    result = rig.execute()
+    assert result.code == 0 and result.output["status"] == "done"
+    told = rig.model.requests[1][-1]
+    assert told["role"] == "tool" and "finish was refused" in told["content"]

@@ -30,3 +30,17 @@ def test_two_desks_five_briefs_each_done_exactly_once(world: World) -> None:
         assert {e["fence"] for e in journal.entries} == {1}  # one holder wrote it all
         review = world.review(brief)
         assert review is not None and review.state == "ready"
+
+
+def test_one_desk_process_with_concurrency_runs_slots_side_by_side(world: World) -> None:
+    world.add_briefs(*(brief_text(b) for b in BRIEFS[:4]))
+    world.add_desk("coder", [write("out.txt", "x"), finish()], concurrency=3)
+    done = world.desk("coder", "--json", "--holder", "box")
+    assert done.returncode == 0, done.stderr
+    assert sorted(r["brief"] for r in json.loads(done.stdout)["runs"]) == BRIEFS[:4]
+    holders = set()
+    for brief in BRIEFS[:4]:
+        claim = world.claim(brief)
+        assert claim is not None and (claim.state, claim.fence) == ("done", 1)
+        holders.add(claim.holder)
+    assert holders <= {"box-0", "box-1", "box-2"} and len(holders) >= 2

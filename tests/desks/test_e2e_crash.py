@@ -9,6 +9,8 @@ steps in the journals.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -172,3 +174,31 @@ def test_openai_desk_survives_three_kills_and_pays_each_call_once(world: World) 
         assert_same_result(world)
         paid = model_steps(world.journal("b1")) + model_steps(world.journal("ref"))
         assert server.count == paid
+
+
+def test_a_paused_zombie_desk_is_fenced_and_writes_nothing(world: World) -> None:
+    slow = [dict(r) for r in RESPONSES]
+    slow[1]["delay_s"] = 3  # the second model call takes a while: the zombie sleeps in it
+    world.add_briefs(brief_text("b1"))
+    world.add_desk("coder", slow, lease=2)
+    zombie = world.start_desk("coder", "--once", "--brief", "b1", machine="a")
+    wait_until(lambda: model_intents(world, "a") >= 2, timeout=60, what="a model call")
+    os.killpg(zombie.pid, signal.SIGSTOP)  # a paused process: GC pause, laptop lid, VM freeze
+    try:
+        wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to expire")
+        # Same machine, same work root: the zombie still holds its work directory, so the
+        # new holder works in one of its own.
+        done = world.desk("coder", "--once", "--brief", "b1", machine="a")
+        assert done.returncode == 0, done.stderr
+        work = world.root / "machine-a" / "work" / "coder"
+        assert [p.name for p in work.glob("b1.*") if p.is_dir()]
+        tip, review = world.branch_tip("b1"), world.review("b1")
+    finally:
+        os.killpg(zombie.pid, signal.SIGCONT)
+    _, stderr = zombie.communicate(timeout=120)
+    assert zombie.returncode == 4, stderr
+    # The zombie wrote nothing after it woke: branch, review and claim are the new holder's.
+    assert world.branch_tip("b1") == tip
+    assert world.review("b1") == review
+    claim = world.claim("b1")
+    assert claim is not None and (claim.state, claim.fence) == ("done", 2)

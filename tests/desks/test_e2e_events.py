@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 from assay.forge import open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
+from tests.conftest import assay_argv
 from tests.desks.world import (
     HoldingServer,
     World,
@@ -166,3 +168,34 @@ def test_a_malformed_event_is_65_for_its_brief_only(world: World) -> None:
     assert named.returncode == 65
     assert "refs/assay/events/b1" in named.stderr and "'event'" in named.stderr
     assert [r.brief for r in world.run_here("coder")] == ["b2"]
+
+
+def test_served_forge_wakes_an_approved_run_when_the_event_is_pushed(world: World) -> None:
+    world.add_briefs(brief_text("b1", labels=["approval"]))
+    world.add_desk("coder", [write("hello.txt", "hi\n"), finish("approved work")])
+    server = subprocess.Popen(
+        assay_argv("desk", "serve", str(world.forge_path), "--desks", str(world.desks)),
+        cwd=world.root,
+        env=world.env("server"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    world.procs.append(server)
+    assert server.stdout is not None
+    url = server.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:")
+    waiting = world.assay(
+        "desk", "run", "coder", "--once", "--forge", url, "--desks", str(world.desks)
+    )
+    assert waiting.returncode == 75, waiting.stderr
+    assert world.assay("approve", "b1", "--forge", url).returncode == 0
+    # No desk process is started by the test: the push of the approval wakes the run.
+    wait_until(
+        lambda: (c := world.claim("b1")) is not None and c.state == "done",
+        timeout=120,
+        what="the served waker to finish the run",
+    )
+    review = world.review("b1")
+    assert review is not None and review.state == "ready"

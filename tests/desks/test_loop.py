@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
+import pytest
+
+from assay.forge import open_forge
+from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from tests.desks.world import World, brief_text, call, finish, write
 from tests.forge_fixtures import free_port
 
@@ -153,3 +158,61 @@ def test_unreachable_model_releases_the_claim_and_loses_nothing(world: World) ->
     world.add_desk("coder", [write("hello.txt", "hi"), finish()])
     [resumed] = world.run_here("coder", machine="b")
     assert (resumed.why, resumed.code) == ("resume", 0)
+
+
+def test_a_desk_that_gives_up_is_1_with_a_closed_review(world: World) -> None:
+    world.add_briefs(brief_text("b1"))
+    (world.desks / "fail.yaml").write_text(
+        "name: fail\nkind: command\ntakes: {globs: ['*']}\n"
+        "command: [python3, -c, 'import sys; sys.exit(3)']\n",
+        encoding="utf-8",
+    )
+    [report] = world.run_here("fail")
+    assert (report.code, report.status, report.review) == (1, "failed", "closed")
+    claim = world.claim("b1")
+    assert claim is not None and claim.state == "done"
+
+
+def test_a_corrupt_claim_record_stops_only_its_brief(world: World) -> None:
+    world.add_briefs(brief_text("b1", priority=5), brief_text("b2"))
+    world.add_desk("coder", [finish()])
+    with open_forge(world.url, cache_dir=world.root / "raw") as forge:
+        commit = forge.commit(
+            {"claim.json": b"{not json"}, parents=[], message="bad", author=ASSAY_IDENTITY
+        )
+        assert forge.push([RefUpdate("refs/assay/claims/b1", commit, expected=None)]).ok
+    named = world.desk("coder", "--brief", "b1")
+    assert named.returncode == 6 and "refs/assay/claims/b1" in named.stderr
+    assert [r.brief for r in world.run_here("coder")] == ["b2"]
+
+
+def test_secrets_reach_neither_the_journal_nor_the_review(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "s3cr3t-0f-the-desk"
+    monkeypatch.setenv("DESK_TOKEN", secret)
+    world.add_briefs(brief_text("b1"))
+    world.add_desk(
+        "coder",
+        [
+            {"content": f"the token is {secret}", "tool_calls": [call("list_files", path=".")]},
+            finish(f"used {secret} to finish"),
+        ],
+        secrets=["DESK_TOKEN"],
+    )
+    [report] = world.run_here("coder")
+    assert report.code == 0, report
+    review = world.review("b1")
+    assert review is not None and "used" in review.body and secret not in review.body
+    branch = subprocess.run(
+        ["git", f"--git-dir={world.forge_path}", "log", "-p", "assay/b1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    archive = subprocess.run(
+        ["git", f"--git-dir={world.forge_path}", "archive", "assay/b1"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert secret not in branch and secret.encode() not in archive

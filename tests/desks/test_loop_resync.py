@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 
+from assay.desks import load_desks
+from assay.desks.loop import RunReport
+from assay.desks.resync import wake
+from assay.forge import open_forge
 from tests.desks.world import World, brief_text, finish, wait_until, write
 
 
@@ -73,3 +77,28 @@ def test_python_desk_runs_its_function_against_the_run_api(world: World) -> None
     assert "hello.txt" in world.tree("b1")
     review = world.review("b1")
     assert review is not None and "wrote hello.txt" in review.body
+
+
+def test_a_timer_wait_is_woken_once_its_time_has_come(world: World) -> None:
+    world.add_briefs(brief_text("b1"))
+    (world.desks / "sleeper.py").write_text(
+        "def work(run, brief):\n"
+        "    run.sleep(1.0)\n"
+        "    return {'status': 'done', 'summary': 'slept', 'evidence': []}\n",
+        encoding="utf-8",
+    )
+    (world.desks / "sleeper.yaml").write_text(
+        "name: sleeper\nkind: python\nentry: sleeper:work\ntakes: {globs: ['*']}\n",
+        encoding="utf-8",
+    )
+    [waiting] = world.run_here("sleeper")
+    assert (waiting.code, waiting.waiting_for) == (75, "timer")
+
+    def woken() -> list[RunReport]:
+        with open_forge(world.url, cache_dir=world.root / "waker-cache") as forge:
+            return wake(forge, load_desks(world.desks), workroot=world.root / "waker-work")
+
+    reports = wait_until(woken, timeout=60, what="the timer to fire")
+    assert [(r.brief, r.why, r.code) for r in reports] == [("b1", "wake", 0)]
+    wakes = [e for e in world.journal("b1").entries if e["kind"] == "wake"]
+    assert len(wakes) == 1 and wakes[0]["event"] is None and wakes[0]["timer"]

@@ -1,0 +1,114 @@
+"""The demo's invariants, checked from what the forge and the model log say after the run.
+
+Nothing here trusts a desk's account: double claims come from the history of each claim
+ref and the fences in each branch journal; paid model calls from the scripted model's own
+call log; journal integrity from reading every branch's journal with its hash chain.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from assay.claims import CLAIM_FILE, claim_ref, parse_record
+from assay.errors import AssayError
+from assay.forge import Forge
+from assay.journal import read_journal
+
+
+@dataclass
+class Audit:
+    """What the invariants found; ``problems`` names every violation."""
+
+    double_claims: int = 0
+    repaid_model_calls: int = 0
+    model_calls: int = 0
+    journal_model_steps: int = 0
+    journal_steps: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def repaid_calls(call_log: Path) -> tuple[int, int]:
+    """``(answered calls, calls answered again for a brief and turn already answered)``."""
+    if not call_log.exists():
+        return 0, 0
+    seen = Counter(
+        (record.get("brief"), record.get("turn"))
+        for record in map(json.loads, call_log.read_text(encoding="utf-8").splitlines())
+    )
+    return sum(seen.values()), sum(count - 1 for count in seen.values())
+
+
+def claim_history_violations(forge: Forge, brief: str) -> list[str]:
+    """Every place the claim ref's history shows two holders at one fence, or a fence going back."""
+    ref = claim_ref(brief)
+    tip = forge.fetch([ref]).get(ref)
+    if tip is None:
+        return []
+    problems = []
+    holders: dict[int, str] = {}
+    last_fence = 0
+    for commit in reversed(forge.history(tip)):
+        raw = forge.read_blob(commit, CLAIM_FILE)
+        if raw is None:
+            continue
+        record = parse_record(raw, ref=ref, sha=commit)
+        if record.fence < last_fence:
+            problems.append(f"{brief}: fence went back from {last_fence} to {record.fence}")
+        last_fence = max(last_fence, record.fence)
+        if record.state == "held":
+            first = holders.setdefault(record.fence, record.holder)
+            if first != record.holder:
+                problems.append(
+                    f"{brief}: fence {record.fence} held by {first} and by {record.holder}"
+                )
+    return problems
+
+
+def journal_violations(forge_path: Path, brief: str, audit: Audit) -> list[str]:
+    """Read the branch's journal (chain checked); a fence going back is a double claim."""
+    with tempfile.TemporaryDirectory(prefix="assay-demo-audit-") as scratch:
+        clone = Path(scratch) / "tree"
+        branch = f"assay/{brief}"
+        done = subprocess.run(
+            ["git", "clone", "-q", "--depth", "1", "--branch", branch, str(forge_path), str(clone)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            return []  # no branch: the brief never ran
+        try:
+            journal = read_journal(clone / ".assay" / "journal" / brief)
+        except AssayError as error:
+            return [f"{brief}: journal unreadable: {error.message}"]
+    problems = []
+    last_fence = 0
+    for entry in journal.entries:
+        fence = int(entry.get("fence", 0))
+        if fence < last_fence:
+            problems.append(f"{brief}: journal entry {entry.get('seq')} from fence {fence}")
+        last_fence = max(last_fence, fence)
+        if entry.get("kind") == "step" and entry.get("status") == "ok":
+            audit.journal_steps += 1
+            if entry.get("step") == "model":
+                audit.journal_model_steps += 1
+    return problems
+
+
+def audit_run(forge: Forge, forge_path: Path, briefs: list[str], call_log: Path) -> Audit:
+    """Check every invariant the demo promises; see ``Audit``."""
+    audit = Audit()
+    audit.model_calls, audit.repaid_model_calls = repaid_calls(call_log)
+    for brief in briefs:
+        claims = claim_history_violations(forge, brief)
+        journal = journal_violations(forge_path, brief, audit)
+        audit.double_claims += len(claims) + sum("fence" in text for text in journal)
+        audit.problems += claims + journal
+    if audit.repaid_model_calls:
+        audit.problems.append(f"{audit.repaid_model_calls} model call(s) were paid twice")
+    return audit

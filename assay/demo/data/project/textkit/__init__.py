@@ -1,0 +1,1 @@
+"""textkit: small text utilities, grown one brief at a time."""

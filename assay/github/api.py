@@ -1,0 +1,169 @@
+"""``GitHubApi``: the GitHub operations Assay uses, each one REST (or GraphQL) call.
+
+A thin typed layer over ``RestClient`` for one repository. Nothing here decides *when* to
+call; that is ``assay.github.mirror`` (claims, reviews, evidence) and ``assay.github.events``.
+Where GitHub offers no REST endpoint (ready-for-review) or where several edits belong
+together (finish a review: body, ready, mirror comment), they go in one GraphQL request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from assay.github.rest import GitHubNotFound, RestClient
+
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+
+# GraphQL mutations a batch may hold, and the input type each one takes.
+_MUTATION_INPUTS = {
+    "markPullRequestReadyForReview": "MarkPullRequestReadyForReviewInput",
+    "updatePullRequest": "UpdatePullRequestInput",
+    "updateIssueComment": "UpdateIssueCommentInput",
+    "mergePullRequest": "MergePullRequestInput",
+}
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One GraphQL mutation of a batch: its field name and its ``input`` object."""
+
+    name: str
+    input: dict[str, Any]
+
+
+class GitHubApi:
+    """Typed calls for ``owner/repo``; the REST counters live on ``rest.stats``."""
+
+    def __init__(self, rest: RestClient, owner: str, repo: str) -> None:
+        self.rest = rest
+        self.owner = owner
+        self.repo = repo
+        self.base = f"/repos/{owner}/{repo}"
+        self._permissions: dict[str, str] = {}
+
+    # -- issues, labels, comments --------------------------------------------------------
+
+    def open_issues(self, label: str) -> list[dict[str, Any]]:
+        """Open issues (not pull requests) carrying ``label``: one conditional list call."""
+        found = self.rest.get_all(f"{self.base}/issues", params={"labels": label, "state": "open"})
+        return [issue for issue in found if "pull_request" not in issue]
+
+    def add_label(self, number: int, label: str) -> None:
+        self.rest.post(f"{self.base}/issues/{number}/labels", {"labels": [label]})
+
+    def remove_label(self, number: int, label: str) -> None:
+        # Already gone is fine: the goal state holds.
+        with contextlib.suppress(GitHubNotFound):
+            self.rest.delete(f"{self.base}/issues/{number}/labels/{quote(label, safe='')}")
+
+    def create_comment(self, number: int, body: str) -> dict[str, Any]:
+        made: dict[str, Any] = self.rest.post(
+            f"{self.base}/issues/{number}/comments", {"body": body}
+        )
+        return made
+
+    def update_comment(self, comment_id: int, body: str) -> None:
+        self.rest.patch(f"{self.base}/issues/comments/{comment_id}", {"body": body})
+
+    def recent_comments(self) -> list[dict[str, Any]]:
+        """The newest 100 comments of the repository (issues and pull requests), newest first.
+
+        One conditional call covers every brief, and its URL never changes, so a poll that
+        finds nothing new is a free 304.
+        """
+        found = self.rest.get(
+            f"{self.base}/issues/comments",
+            params={"sort": "created", "direction": "desc", "per_page": 100},
+        )
+        return list(found or [])
+
+    def reviews(self, pull: int) -> list[dict[str, Any]]:
+        return self.rest.get_all(f"{self.base}/pulls/{pull}/reviews")
+
+    def permission(self, login: str) -> str:
+        """``admin``, ``maintain``, ``write``, ``triage``, ``read`` or ``none``, from the API."""
+        if login not in self._permissions:
+            found = self.rest.get(f"{self.base}/collaborators/{quote(login, safe='')}/permission")
+            # ``permission`` folds maintain into write and triage into read, which is
+            # exactly the line Assay draws.
+            self._permissions[login] = str(found.get("permission") or "none")
+        return self._permissions[login]
+
+    def can_write(self, login: str) -> bool:
+        return self.permission(login) in WRITE_PERMISSIONS
+
+    # -- pull requests ---------------------------------------------------------------------
+
+    def create_pull(
+        self, *, title: str, head: str, base: str, body: str, draft: bool = True
+    ) -> dict[str, Any]:
+        made: dict[str, Any] = self.rest.post(
+            f"{self.base}/pulls",
+            {"title": title, "head": head, "base": base, "body": body, "draft": draft},
+        )
+        return made
+
+    def find_pull(self, head: str) -> dict[str, Any] | None:
+        """The open pull request from branch ``head``, if any."""
+        found = self.rest.get(
+            f"{self.base}/pulls", params={"head": f"{self.owner}:{head}", "state": "open"}
+        )
+        return found[0] if found else None
+
+    def update_pull_body(self, number: int, body: str) -> None:
+        self.rest.patch(f"{self.base}/pulls/{number}", {"body": body})
+
+    def merge_pull(self, number: int, *, sha: str, method: str = "merge") -> str:
+        done = self.rest.put(
+            f"{self.base}/pulls/{number}/merge", {"sha": sha, "merge_method": method}
+        )
+        return str(done["sha"])
+
+    def batch(self, mutations: list[Mutation]) -> dict[str, Any]:
+        """Run mutations in one GraphQL request, in order (GitHub runs them serially)."""
+        if not mutations:
+            return {}
+        declared, fields, variables = [], [], {}
+        for index, mutation in enumerate(mutations):
+            name = f"m{index}"
+            declared.append(f"${name}: {_MUTATION_INPUTS[mutation.name]}!")
+            fields.append(f"  {name}: {mutation.name}(input: ${name}) {{ clientMutationId }}")
+            variables[name] = mutation.input
+        query = "mutation Assay(" + ", ".join(declared) + ") {\n" + "\n".join(fields) + "\n}"
+        return self.rest.graphql(query, variables)
+
+    # -- checks and workflows ----------------------------------------------------------------
+
+    def create_check_run(
+        self,
+        *,
+        name: str,
+        head_sha: str,
+        conclusion: str,
+        title: str,
+        summary: str,
+        text: str,
+        external_id: str = "",
+    ) -> int:
+        made = self.rest.post(
+            f"{self.base}/check-runs",
+            {
+                "name": name,
+                "head_sha": head_sha,
+                "status": "completed",
+                "conclusion": conclusion,
+                "external_id": external_id,
+                "output": {"title": title, "summary": summary[:65535], "text": text[:65535]},
+            },
+        )
+        return int(made["id"])
+
+    def dispatch(self, workflow: str, *, ref: str = "main", inputs: dict[str, str]) -> None:
+        """``workflow_dispatch``: the one way a GITHUB_TOKEN run can start another workflow."""
+        self.rest.post(
+            f"{self.base}/actions/workflows/{quote(workflow, safe='')}/dispatches",
+            {"ref": ref, "inputs": inputs},
+        )

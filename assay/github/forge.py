@@ -1,0 +1,74 @@
+"""``GitHubForge``: the git layer of every forge, plus GitHub's API layer beside it.
+
+Claims, journals, branches, events and mirror records travel over git exactly as on the
+embedded forge (``Forge``), against GitHub's git endpoint, so they cost no REST call. The
+API layer (``GitHubForge.api``) is the REST client for what only GitHub has: issues as
+briefs, the claim mirror, draft pull requests, check runs, comments as events, dispatches.
+``open_forge("github:OWNER/REPO")`` lands in ``open_github_forge``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from assay.briefs import Brief
+from assay.errors import AssayError
+from assay.forge import Forge
+from assay.github.api import GitHubApi
+from assay.github.rest import RestClient
+from assay.github.target import GitHubTarget, resolve_target
+
+
+class GitHubForge(Forge):
+    """A GitHub repository as a forge: ``Forge`` over its git endpoint + ``api``."""
+
+    kind = "github"
+
+    def __init__(
+        self,
+        target: GitHubTarget,
+        *,
+        cache_dir: Path | None = None,
+        rest: RestClient | None = None,
+    ) -> None:
+        super().__init__(
+            target.git_url,
+            cache_dir=cache_dir,
+            config=target.git_config(),
+            display_url=target.spec,
+        )
+        self.target = target
+        etags = self.cache.parent / f"{self.cache.name}.github-etags.json"
+        self.rest = rest or RestClient(target.api_url, target.token, etag_cache=etags)
+        self.api = GitHubApi(self.rest, target.owner, target.repo)
+
+    def extra_briefs(self) -> tuple[dict[str, Brief], dict[str, AssayError]]:
+        """Briefs from open issues labelled ``assay`` (one conditional REST call), and the
+        malformed ones keyed by their source (``issue #N``): the shape of the desk view's
+        ``briefs`` and ``bad``, for readers that add them to the briefs on main."""
+        from assay.github.issues import load_issue_briefs
+
+        found = load_issue_briefs(self.api)
+        bad: dict[str, AssayError] = {
+            str(
+                error.details.get("source") or error.message.split(" line ")[0].split(":")[0]
+            ): error
+            for error in found.errors
+        }
+        return {key: value.brief for key, value in found.briefs.items()}, bad
+
+    @property
+    def secrets(self) -> list[str]:
+        """Values that must never reach a journal, log or commit (for ``Run.open(secrets=)``)."""
+        return [self.target.token]
+
+    def close(self) -> None:
+        self.rest.close()
+        super().close()
+
+
+def open_github_forge(
+    spec: str, *, cache_dir: Path | None = None, token_env: str | None = None
+) -> GitHubForge:
+    """Open ``github:OWNER/REPO`` (see ``assay.github.target`` for the environment it reads)."""
+    return GitHubForge(resolve_target(spec, token_env=token_env), cache_dir=cache_dir)

@@ -1,0 +1,129 @@
+"""Briefs from GitHub issues: open issues labelled ``assay``.
+
+An issue's body may start with a brief's YAML front matter (``---`` ... ``---``); ``id``
+defaults to ``issue-<number>`` and ``title`` to the issue's title, so a short front matter
+with just ``verify:`` rows is enough. Without front matter the brief is built from the issue:
+its title, its body, and fields from labels (``desk:NAME``, ``priority:N``; other labels
+except ``assay`` become the brief's labels). Parsing and validation are ``parse_brief``'s,
+so an issue brief obeys exactly the rules of ``briefs/<id>.md``; a malformed issue is
+reported (``BadInput`` naming ``issue #N``, the line and the field) without hiding the others.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from assay.briefs import Brief, parse_brief
+from assay.errors import BadInput
+from assay.github.api import GitHubApi
+
+BRIEF_LABEL = "assay"
+_PRIORITY = re.compile(r"priority:(-?\d+)")
+
+
+@dataclass(frozen=True)
+class IssueBrief:
+    """A brief and the issue it came from."""
+
+    brief: Brief
+    number: int
+    url: str
+
+
+@dataclass
+class IssueBriefs:
+    """Every open ``assay`` issue, parsed: the good ones by brief id, the bad ones reported."""
+
+    briefs: dict[str, IssueBrief] = field(default_factory=dict)
+    errors: list[BadInput] = field(default_factory=list)
+
+
+def load_issue_briefs(api: GitHubApi, *, label: str = BRIEF_LABEL) -> IssueBriefs:
+    """One conditional list call; a 304 costs nothing against the rate limit."""
+    result = IssueBriefs()
+    for issue in api.open_issues(label):
+        try:
+            found = brief_from_issue(issue, label=label)
+        except BadInput as exc:
+            result.errors.append(exc)
+            continue
+        if found.brief.id in result.briefs:
+            first = result.briefs[found.brief.id].number
+            result.errors.append(
+                BadInput(
+                    f"issue #{found.number}: brief id {found.brief.id!r} is already used by "
+                    f"issue #{first}",
+                    source=f"issue #{found.number}",
+                )
+            )
+            continue
+        result.briefs[found.brief.id] = found
+    return result
+
+
+def brief_from_issue(issue: dict[str, Any], *, label: str = BRIEF_LABEL) -> IssueBrief:
+    """Parse one issue (a REST ``issue`` object) into a brief."""
+    number = int(issue["number"])
+    source = f"issue #{number}"
+    title = str(issue.get("title") or "").strip()
+    body = str(issue.get("body") or "").replace("\r\n", "\n")
+    labels = [
+        str(item["name"] if isinstance(item, dict) else item) for item in issue.get("labels", [])
+    ]
+    fields = _fields_from_labels(labels, label=label)
+    if body.startswith("---\n") or body.rstrip() == "---":
+        text = _with_defaults(body, number=number, title=title, fields=fields, source=source)
+    else:
+        front = {"id": f"issue-{number}", "title": title or f"issue {number}", **fields}
+        text = "---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n" + body
+    brief = parse_brief(text, source=source)
+    return IssueBrief(brief=brief, number=number, url=str(issue.get("html_url", "")))
+
+
+def _fields_from_labels(labels: list[str], *, label: str) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    plain: list[str] = []
+    for name in labels:
+        if name == label or name.startswith(f"{label}:"):
+            continue  # the marker label and Assay's own claim labels
+        if name.startswith("desk:"):
+            fields["desk"] = name[len("desk:") :]
+        elif _PRIORITY.fullmatch(name):
+            fields["priority"] = int(name[len("priority:") :])
+        else:
+            plain.append(name)
+    if plain:
+        fields["labels"] = plain
+    return fields
+
+
+def _with_defaults(
+    body: str, *, number: int, title: str, fields: dict[str, Any], source: str
+) -> str:
+    """Add defaulted fields at the end of the front matter, so the issue's own lines keep
+    their numbers in error messages."""
+    lines = body.split("\n")
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "..."))
+    except StopIteration:
+        raise BadInput(
+            f"{source} line {len(lines)}: the front matter is not closed by a '---' line",
+            source=source,
+        ) from None
+    try:
+        present = yaml.safe_load("\n".join(lines[1:end])) or {}
+    except yaml.YAMLError:
+        present = {}  # parse_brief reports the YAML error with its line
+    extra: dict[str, Any] = {"id": f"issue-{number}", "title": title or f"issue {number}"}
+    extra.update(fields)
+    added = [
+        f"{key}: {json.dumps(value)}"
+        for key, value in extra.items()
+        if not isinstance(present, dict) or key not in present
+    ]
+    return "\n".join([*lines[:end], *added, *lines[end:]])

@@ -1,0 +1,373 @@
+"""The GitHub mirror: what git says about a brief, shown where people look on GitHub.
+
+Git is the source of truth (claims, the review record, evidence); this module only reflects
+it, paying REST calls for *changes*, never for polling:
+
+- claim -> one label ``assay:claimed`` and one comment on the brief's issue, edited in place
+  (the comment's text leaves out the heartbeat clock, so renewals cost nothing);
+- review -> a draft pull request from ``assay/<brief>``; finishing it regenerates the body,
+  marks it ready for review and updates the claim comment in one GraphQL request;
+- evidence -> the check run ``assay/evidence`` on the head commit, rows in its output;
+- merge -> one GraphQL request (final body, merge at the verified head, comment "done").
+
+What has been mirrored (issue, comment id, pull request, check runs, digests of what was
+last written) is a small record on ``refs/assay/github/<brief>``, appended over git (no REST),
+so a desk on a fresh runner edits the same comment and never opens a second pull request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from assay.claims import ClaimRecord
+from assay.errors import BadInput
+from assay.forge import RefLog
+from assay.github.api import GitHubApi, Mutation
+from assay.github.forge import GitHubForge
+from assay.ids import check_id
+from assay.plumbing import Identity
+
+MIRROR_PREFIX = "refs/assay/github/"
+MIRROR_KIND = "github-mirror"
+CLAIM_LABEL = "assay:claimed"
+CHECK_NAME = "assay/evidence"
+MIRROR_IDENTITY = Identity(name="assay github mirror", email="github-mirror@assay.invalid")
+_INTS = ("issue", "comment_id", "pull")
+_STRS = (
+    "comment_node",
+    "pull_node",
+    "pull_state",
+    "claim_digest",
+    "body_digest",
+    "merged_sha",
+    "gate_sha",
+)
+
+
+def mirror_ref(brief: str) -> str:
+    return MIRROR_PREFIX + check_id(brief)
+
+
+@dataclass
+class MirrorState:
+    """What has been written to GitHub for one brief (stored on ``refs/assay/github/<brief>``)."""
+
+    brief: str
+    issue: int | None = None
+    comment_id: int | None = None
+    comment_node: str | None = None
+    label: bool = False
+    claim_digest: str | None = None
+    pull: int | None = None
+    pull_node: str | None = None
+    pull_state: str | None = None  # draft | ready | merged | closed
+    body_digest: str | None = None
+    check_runs: dict[str, int] = field(default_factory=dict)  # head sha -> check run id
+    merged_sha: str | None = None
+    gate_sha: str | None = None  # the head the gate workflow was last dispatched for
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MirrorState:
+        _validate(dict(data))
+        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
+
+
+def _validate(record: dict[str, Any]) -> None:
+    check_id(str(record.get("brief", "")), what="brief id")
+    for key in _INTS:
+        if record.get(key) is not None and not isinstance(record[key], int):
+            raise BadInput(f"field {key!r} must be an integer or null")
+    for key in _STRS:
+        if record.get(key) is not None and not isinstance(record[key], str):
+            raise BadInput(f"field {key!r} must be a string or null")
+    runs = record.get("check_runs", {})
+    if not isinstance(runs, dict) or not all(isinstance(v, int) for v in runs.values()):
+        raise BadInput("field 'check_runs' must map head shas to check run ids")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def claim_comment(brief: str, record: ClaimRecord | None, *, note: str = "") -> str:
+    """The mirror comment's text; no heartbeat clock in it, so renewals change nothing."""
+    marker = f"<!-- assay:claim brief={brief} -->"
+    if record is None:
+        line = f"Brief `{brief}` is not claimed."
+    else:
+        state = record.state
+        who = f"desk `{record.desk}` (holder `{record.holder[:8]}`, fence {record.fence})"
+        if state == "held":
+            line = f"Brief `{brief}` is **held** by {who} since {record.since}."
+        elif state == "waiting":
+            line = f"Brief `{brief}` is **waiting** for `{record.waiting_for}`; held by {who}."
+        elif state == "done":
+            line = f"Brief `{brief}` is **done** ({who})."
+        elif state == "stuck":
+            line = f"Brief `{brief}` is **stuck**: {who} stopped renewing its lease."
+        else:
+            line = f"Brief `{brief}` was **released** by {who}; any desk may resume it."
+        if record.note:
+            line += f"\n\n> {record.note}"
+    if note:
+        line += f"\n\n{note}"
+    return f"{marker}\n**Assay** · {line}\n"
+
+
+def evidence_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown: one line per row, claimed (desk) beside verified (gate)."""
+    if not rows:
+        return "_No evidence rows yet._\n"
+    lines = [
+        "| row | claimed | verified | verdict | exit | seconds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        lines.append(
+            "| {row} | {claimed} | {verified} | {verdict} | {exit} | {seconds} |".format(
+                row=_cell(row.get("row", "?")),
+                claimed=_cell(row.get("claimed") or "-"),
+                verified=_cell(row.get("verified") or "pending"),
+                verdict=_cell(row.get("verdict") or row.get("verified") or "pending"),
+                exit=_cell("" if row.get("exit") is None else row["exit"]),
+                seconds=_cell("" if row.get("seconds") is None else row["seconds"]),
+            )
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")[:200]
+
+
+def review_body(
+    brief: str, *, issue: int | None, summary: str, rows: Sequence[Mapping[str, Any]]
+) -> str:
+    """The pull request body: the desk's summary and the claimed/verified evidence table."""
+    parts = [f"<!-- assay:review brief={brief} -->"]
+    if issue is not None:
+        parts.append(f"Closes #{issue}")
+    parts.append(summary.strip() or f"Work on brief `{brief}`.")
+    parts.append("### Evidence\n\n" + evidence_table(rows))
+    return "\n\n".join(parts)
+
+
+class GitHubMirror:
+    """Mirrors one forge's git state onto its GitHub repository (see module docstring)."""
+
+    def __init__(self, forge: GitHubForge, *, identity: Identity = MIRROR_IDENTITY) -> None:
+        self.forge = forge
+        self.api: GitHubApi = forge.api
+        self.identity = identity
+
+    # -- the mirror record -----------------------------------------------------------------
+
+    def _log(self, brief: str) -> RefLog:
+        return RefLog(self.forge, mirror_ref(brief), kind=MIRROR_KIND, validate=_validate)
+
+    def state(self, brief: str) -> MirrorState:
+        record = self._log(brief).latest()
+        return MirrorState(brief=brief) if record is None else MirrorState.from_json(record)
+
+    def states(self) -> dict[str, MirrorState]:
+        """Every brief's mirror record, in one fetch."""
+        found: dict[str, MirrorState] = {}
+        for ref in sorted(self.forge.fetch(MIRROR_PREFIX)):
+            brief = ref[len(MIRROR_PREFIX) :]
+            record = self._log(brief).latest(fetch=False)
+            if record is not None:
+                found[brief] = MirrorState.from_json(record)
+        return found
+
+    def _save(self, state: MirrorState, message: str) -> None:
+        self._log(state.brief).append(state.to_json(), author=self.identity, message=message)
+
+    # -- claims ------------------------------------------------------------------------------
+
+    def claim(
+        self, brief: str, record: ClaimRecord | None, *, issue: int | None = None
+    ) -> list[str]:
+        """Mirror a claim on the brief's issue; returns the REST actions taken."""
+        state = self.state(brief)
+        state.issue = issue if issue is not None else state.issue
+        if state.issue is None:
+            return []  # a brief from briefs/*.md has no issue to mirror on
+        actions: list[str] = []
+        text = claim_comment(brief, record)
+        live = record is not None and record.state in ("held", "waiting")
+        if live and not state.label:
+            self.api.add_label(state.issue, CLAIM_LABEL)
+            state.label = True
+            actions.append("label+")
+        elif not live and state.label and record is not None and record.state != "done":
+            self.api.remove_label(state.issue, CLAIM_LABEL)
+            state.label = False
+            actions.append("label-")
+        if state.claim_digest != _digest(text):
+            if state.comment_id is None:
+                made = self.api.create_comment(state.issue, text)
+                state.comment_id, state.comment_node = int(made["id"]), str(made["node_id"])
+                actions.append("comment+")
+            else:
+                self.api.update_comment(state.comment_id, text)
+                actions.append("comment~")
+            state.claim_digest = _digest(text)
+        if actions:
+            self._save(state, f"mirror claim of {brief}: {' '.join(actions)}")
+        return actions
+
+    # -- reviews -----------------------------------------------------------------------------
+
+    def open_review(self, brief: str, *, title: str, branch: str, body: str) -> list[str]:
+        """Open the draft pull request from ``branch`` (once; later calls update nothing)."""
+        state = self.state(brief)
+        if state.pull is not None:
+            return []
+        made = self.api.create_pull(title=title, head=branch, base="main", body=body, draft=True)
+        state.pull, state.pull_node = int(made["number"]), str(made["node_id"])
+        state.pull_state, state.body_digest = "draft", _digest(body)
+        self._save(state, f"mirror review of {brief}: draft pull request #{state.pull}")
+        return ["pull+"]
+
+    def update_review_body(self, brief: str, *, body: str) -> list[str]:
+        """Regenerate a pull request's body when it changed (one REST call, else none)."""
+        state = self.state(brief)
+        if state.pull is None or state.body_digest == _digest(body):
+            return []
+        self.api.update_pull_body(state.pull, body)
+        state.body_digest = _digest(body)
+        self._save(state, f"mirror review body of {brief}")
+        return ["body~"]
+
+    def finish_review(
+        self, brief: str, *, body: str, claim: ClaimRecord | None = None
+    ) -> list[str]:
+        """Regenerate the body, mark the pull request ready, refresh the claim comment: one
+        GraphQL request."""
+        state = self.state(brief)
+        if state.pull_node is None:
+            raise BadInput(f"brief {brief!r} has no pull request to finish (open_review first)")
+        mutations: list[Mutation] = []
+        if state.body_digest != _digest(body):
+            mutations.append(
+                Mutation("updatePullRequest", {"pullRequestId": state.pull_node, "body": body})
+            )
+        if state.pull_state == "draft":
+            mutations.append(
+                Mutation("markPullRequestReadyForReview", {"pullRequestId": state.pull_node})
+            )
+        comment = claim_comment(brief, claim) if claim is not None else None
+        if comment and state.comment_node and state.claim_digest != _digest(comment):
+            mutations.append(
+                Mutation("updateIssueComment", {"id": state.comment_node, "body": comment})
+            )
+        if not mutations:
+            return []
+        self.api.batch(mutations)
+        state.body_digest, state.pull_state = _digest(body), "ready"
+        if comment and state.comment_node:
+            state.claim_digest = _digest(comment)
+        self._save(state, f"mirror review of {brief}: ready for review")
+        return [m.name for m in mutations]
+
+    def dispatch_gate(self, brief: str, *, workflow: str, head_sha: str) -> list[str]:
+        """Start the gate for ``head_sha`` once (GITHUB_TOKEN pushes start no workflow)."""
+        state = self.state(brief)
+        if state.gate_sha == head_sha:
+            return []
+        self.api.dispatch(workflow, inputs={"brief": brief, "sha": head_sha})
+        state.gate_sha = head_sha
+        self._save(state, f"mirror gate dispatch of {brief} at {head_sha[:12]}")
+        return ["gate>"]
+
+    # -- evidence ------------------------------------------------------------------------------
+
+    def publish_evidence(
+        self,
+        brief: str,
+        *,
+        head_sha: str,
+        rows: Sequence[Mapping[str, Any]],
+        passed: bool | None = None,
+    ) -> int:
+        """The gate's rows as the check run ``assay/evidence`` on ``head_sha`` (once per sha).
+
+        ``passed`` is the merge rule's verdict; by default every row must be verified ``pass``.
+        """
+        state = self.state(brief)
+        if head_sha in state.check_runs:
+            return state.check_runs[head_sha]
+        if passed is None:
+            passed = bool(rows) and all(row.get("verified") == "pass" for row in rows)
+        failing = [
+            str(row.get("row"))
+            for row in rows
+            if (row.get("verdict") or row.get("verified")) != "pass"
+        ]
+        summary = (
+            f"{len(rows)} of {len(rows)} rows verified passing at {head_sha[:12]}"
+            if passed
+            else f"rows not verified passing at {head_sha[:12]}: {', '.join(failing) or 'none run'}"
+        )
+        run_id = self.api.create_check_run(
+            name=CHECK_NAME,
+            head_sha=head_sha,
+            conclusion="success" if passed else "failure",
+            title=f"{brief}: {'verified' if passed else 'not verified'}",
+            summary=summary,
+            text=evidence_table(rows),
+            external_id=brief,
+        )
+        state.check_runs[head_sha] = run_id
+        self._save(state, f"mirror evidence of {brief} at {head_sha[:12]}")
+        return run_id
+
+    # -- merge ---------------------------------------------------------------------------------
+
+    def merge(
+        self, brief: str, *, head_sha: str, body: str, claim: ClaimRecord | None = None
+    ) -> list[str]:
+        """Merge the pull request at ``head_sha`` (GitHub refuses if the head moved), with the
+        final body and the claim comment, in one GraphQL request; then drop the label."""
+        state = self.state(brief)
+        if state.pull_node is None:
+            raise BadInput(f"brief {brief!r} has no pull request to merge")
+        if state.pull_state == "merged":
+            return []
+        mutations = []
+        if state.body_digest != _digest(body):
+            mutations.append(
+                Mutation("updatePullRequest", {"pullRequestId": state.pull_node, "body": body})
+            )
+        mutations.append(
+            Mutation(
+                "mergePullRequest",
+                {
+                    "pullRequestId": state.pull_node,
+                    "expectedHeadOid": head_sha,
+                    "mergeMethod": "MERGE",
+                },
+            )
+        )
+        comment = claim_comment(brief, claim, note="Merged.") if claim is not None else None
+        if comment and state.comment_node:
+            mutations.append(
+                Mutation("updateIssueComment", {"id": state.comment_node, "body": comment})
+            )
+        self.api.batch(mutations)
+        actions = [m.name for m in mutations]
+        state.pull_state, state.merged_sha, state.body_digest = "merged", head_sha, _digest(body)
+        if comment and state.comment_node:
+            state.claim_digest = _digest(comment)
+        if state.label and state.issue is not None:
+            self.api.remove_label(state.issue, CLAIM_LABEL)
+            state.label = False
+            actions.append("label-")
+        self._save(state, f"mirror merge of {brief} at {head_sha[:12]}")
+        return actions

@@ -1,0 +1,133 @@
+"""``assay github sync``: reconcile GitHub with what git says, paying only for differences.
+
+The desk loop, the gate and the sweepers write claims, review records and evidence to git,
+the same on every forge. This module reads them (git only: claims in one fetch, each
+brief's review record and evidence log) and brings GitHub in line through
+``GitHubMirror``: the claim label and comment, the draft pull request (opened, body
+regenerated, made ready for review), the ``assay/evidence`` check run. The mirror's own
+record says what was written last, so a sync with nothing new costs no REST call at all.
+
+``parts`` limits a sync to what a workflow's token may do: the gate runs with
+``checks: write`` only, so it syncs ``evidence`` alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from assay.claims import ClaimStore
+from assay.desks.review import read_review
+from assay.errors import Failed
+from assay.evidence.gate import merge_decision
+from assay.github.forge import GitHubForge
+from assay.github.issues import load_issue_briefs
+from assay.github.mirror import GitHubMirror, review_body
+
+PARTS = ("claims", "reviews", "evidence")
+
+
+@dataclass
+class SyncReport:
+    """What a sync did per brief (REST actions), and problems it met without stopping."""
+
+    actions: dict[str, list[str]] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"actions": self.actions, "problems": self.problems}
+
+
+def sync(
+    forge: GitHubForge,
+    briefs: Iterable[str] | None = None,
+    *,
+    parts: Iterable[str] = PARTS,
+    gate_workflow: str | None = None,
+) -> SyncReport:
+    """Mirror ``briefs`` (default: every claimed brief) onto GitHub; see the module docstring.
+
+    With ``gate_workflow``, a review that is ready at a head the gate has not been started
+    for gets one ``workflow_dispatch`` of that workflow (inputs ``brief`` and ``sha``).
+    """
+    wanted = set(parts)
+    mirror = GitHubMirror(forge)
+    store = ClaimStore(forge)
+    claims = {record.brief: record for record in store.list()}
+    states = mirror.states()
+    names = sorted(briefs) if briefs is not None else sorted(set(claims) | set(states))
+    report = SyncReport()
+    issues: dict[str, int] | None = None
+    for brief in names:
+        actions: list[str] = []
+        state = states.get(brief) or mirror.state(brief)
+        if "claims" in wanted:
+            issue = state.issue
+            if issue is None:
+                if issues is None:  # one conditional list call for the whole sync
+                    found = load_issue_briefs(forge.api).briefs
+                    issues = {key: value.number for key, value in found.items()}
+                issue = issues.get(brief)
+            actions += mirror.claim(brief, claims.get(brief), issue=issue)
+            state = mirror.state(brief)
+        review = read_review(forge, brief) if wanted & {"reviews", "evidence"} else None
+        rows: list[dict[str, Any]] = []
+        decision = None
+        if review is not None:
+            try:
+                decision = merge_decision(forge, brief)
+                rows = [row.to_json() for row in decision.rows]
+            except Exception as exc:  # a sync reports evidence it cannot judge; it goes on
+                report.problems[brief] = f"{type(exc).__name__}: {exc}"
+        if "reviews" in wanted and review is not None:
+            body = review_body(brief, issue=state.issue, summary=review.body, rows=rows)
+            if state.pull is None:
+                actions += mirror.open_review(
+                    brief, title=review.title, branch=review.branch, body=body
+                )
+            if review.state == "ready":
+                actions += mirror.finish_review(brief, body=body, claim=claims.get(brief))
+                if gate_workflow:
+                    actions += mirror.dispatch_gate(
+                        brief, workflow=gate_workflow, head_sha=review.head_sha
+                    )
+            else:
+                actions += mirror.update_review_body(brief, body=body)
+        if "evidence" in wanted and decision is not None and any(r.get("verified") for r in rows):
+            before = dict(mirror.state(brief).check_runs)
+            mirror.publish_evidence(
+                brief, head_sha=decision.head_sha, rows=rows, passed=decision.allowed
+            )
+            if decision.head_sha not in before:
+                actions.append("check+")
+        report.actions[brief] = actions
+    return report
+
+
+def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
+    """Merge ``brief``'s pull request when the merge rule allows it at the current head.
+
+    The rule (``merge_decision``) is judged from git; GitHub then merges at exactly that
+    head (``expectedHeadOid``), so a push after the judgement makes GitHub refuse. Returns
+    ``(head_sha, actions)``; ``Failed`` (exit 1) names every blocking row otherwise.
+    """
+    decision = merge_decision(forge, brief)
+    if not decision.allowed:
+        raise Failed(
+            f"{brief}: merge refused at {decision.head_sha[:12]}: "
+            + "; ".join(decision.blocking()),
+            blocking=decision.blocking(),
+        )
+    mirror = GitHubMirror(forge)
+    state = mirror.state(brief)
+    review = read_review(forge, brief)
+    summary = review.body if review is not None else ""
+    rows = [row.to_json() for row in decision.rows]
+    body = review_body(brief, issue=state.issue, summary=summary, rows=rows)
+    record = ClaimStore(forge).get(brief)
+    done = dataclasses.replace(record, state="done") if record is not None else None
+    if state.pull_state == "draft":
+        mirror.finish_review(brief, body=body)
+    return decision.head_sha, mirror.merge(brief, head_sha=decision.head_sha, body=body, claim=done)

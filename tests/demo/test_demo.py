@@ -1,0 +1,69 @@
+"""``assay demo`` end to end: the whole story on a served embedded forge, and its invariants."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import AssayRunner, assay_argv, assay_env
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, object], Path]:
+    directory = tmp_path_factory.mktemp("demo") / "run"
+    done = subprocess.run(
+        assay_argv("demo", "--dir", str(directory), "--json", "--seed", "3"),
+        env=assay_env(),
+        cwd=directory.parent,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.stdout, done.stderr
+    return done.returncode, json.loads(done.stdout), directory
+
+
+def test_the_demo_keeps_every_promise(demo_run: tuple[int, dict[str, object], Path]) -> None:
+    code, report, _directory = demo_run
+    assert report["problems"] == []
+    assert code == 0
+    assert report["repaid_model_calls"] == 0
+    assert report["double_claims"] == 0
+    assert report["crashes_injected"] == 1
+    assert report["crashes_recovered"] == 1
+    assert report["forged_evidence_caught"] == 1
+    assert report["approvals_waited"] == 1
+    assert report["briefs_total"] == 6
+    assert report["briefs_merged"] == 5
+    assert report["blocked"] == ["palindrome"]
+    assert isinstance(report["kill_to_resume_s"], float)
+    assert isinstance(report["seconds"], float)
+
+
+def test_the_demo_leaves_a_board_and_a_forge(demo_run: tuple[int, dict[str, object], Path]) -> None:
+    _code, report, directory = demo_run
+    board = Path(str(report["board_path"])).read_text(encoding="utf-8")
+    for brief in ("slugify", "reverse-words", "title-case", "palindrome", "changelog"):
+        assert brief in board
+    assert Path(str(report["board_html_path"])).read_text(encoding="utf-8").startswith("<!")
+    assert Path(str(report["forge_path"])).is_dir()
+    assert not (directory / "state").exists()  # work trees are scratch unless --keep
+
+
+def test_too_few_briefs_is_a_usage_error(run_assay: AssayRunner, tmp_path: Path) -> None:
+    done = run_assay("demo", "--dir", str(tmp_path / "d"), "--briefs", "2")
+    assert done.returncode == 2
+    assert "--briefs" in done.stderr
+
+
+def test_a_foreign_folder_is_not_wiped(run_assay: AssayRunner, tmp_path: Path) -> None:
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me", encoding="utf-8")
+    done = run_assay("demo", "--dir", str(precious), "--json")
+    assert done.returncode == 2
+    assert json.loads(done.stdout)["status"] == "usage"
+    assert (precious / "notes.txt").read_text(encoding="utf-8") == "keep me"

@@ -1,0 +1,797 @@
+"""A stateful fake GitHub: REST API, one GraphQL mutation, and git over smart HTTP.
+
+Real HTTP on 127.0.0.1 in a thread. State: issues, comments, labels, pull requests (draft and
+ready-for-review), reviews, check runs, collaborator permissions, workflow dispatches; git refs
+and merges live in a real bare repository that ``git http-backend`` serves at
+``/<owner>/<repo>.git``. Behaviour that shapes Assay's design is modelled, not stubbed:
+ETags with 304s that cost nothing, ``x-ratelimit-*`` headers and a primary limit, injectable
+429s and 403 secondary limits with ``retry-after``, write permission, a required User-Agent.
+
+Every request and every response goes through ``Contract`` (GitHub's OpenAPI description);
+a violation is answered with HTTP 599 and kept in ``violations``, and the test fixture fails
+the test on teardown, so a fake that drifts from GitHub cannot pass silently.
+
+Pull requests, reviews, merges and GraphQL are in ``fake_pulls`` (a mixin); the HTTP
+handler and shared reply types are in ``fake_core``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import jsonschema
+import yaml
+
+from tests.github.contract import Contract, ContractViolation, contract
+from tests.github.fake_core import (
+    API_PREFIX,
+    HttpError,
+    Reply,
+    git_identity,
+    now,
+)
+from tests.github.fake_core import Handler as Handler
+from tests.github.fake_pulls import PullsMixin
+
+BOT = "github-actions[bot]"
+SECONDARY_MESSAGE = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+)
+_GRAPHQL_REQUEST = {
+    "type": "object",
+    "required": ["query"],
+    "properties": {"query": {"type": "string"}, "variables": {"type": "object"}},
+    "additionalProperties": False,
+}
+# Path parameters GitHub documents as one segment but accepts (and octokit sends) with
+# slashes, e.g. ``git/ref/heads/main``; encoded only for matching against the description.
+_SLASHED = re.compile(
+    r"(?<=/git/ref/)(.+)|(?<=/git/matching-refs/)(.+)|(?<=/commits/)(.+)(?=/check-runs)"
+)
+
+
+@dataclass
+class Fault:
+    """One injected failure, answered instead of the next matching request."""
+
+    status: int
+    retry_after: int | None = None
+    secondary: bool = False
+    reset_in: int | None = None
+    method: str | None = None
+    path_contains: str = ""
+    count: int = 1
+
+
+@dataclass
+class Call:
+    """One request the fake answered, for assertions on what a client did."""
+
+    method: str
+    path: str
+    status: int
+    user: str
+    at: float
+
+
+class FakeGitHub(PullsMixin):
+    """The fake; use as a context manager or call ``start()`` and ``close()``."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        owner: str = "acme",
+        repo: str = "widgets",
+        tokens: dict[str, str] | None = None,
+        permissions: dict[str, str] | None = None,
+        rate_limit: int = 1000,
+    ) -> None:
+        self.root = root
+        self.owner, self.repo = owner, repo
+        self.bare = root / owner / f"{repo}.git"
+        self.bare.parent.mkdir(parents=True, exist_ok=True)
+        self._git("init", "-q", "--bare", "-b", "main", str(self.bare), cwd=root)
+        self._git("config", "http.receivepack", "true")
+        self.tokens = tokens or {
+            "ghs-bot": BOT,
+            "ghp-maintainer": "maintainer",
+            "ghp-stranger": "stranger",
+        }
+        self.permissions = permissions or {BOT: "write", "maintainer": "admin", "stranger": "read"}
+        self.rate_limit = rate_limit
+        self.remaining: dict[str, int] = {}
+        self.reset_at = int(time.time()) + 3600
+        self.lock = threading.RLock()
+        self.contract: Contract = contract()
+        self.violations: list[str] = []
+        self.calls: list[Call] = []
+        self.faults: list[Fault] = []
+        self.issues: dict[int, dict[str, Any]] = {}
+        self.pulls: dict[int, dict[str, Any]] = {}
+        self.comments: dict[int, dict[str, Any]] = {}
+        self.reviews: dict[int, list[dict[str, Any]]] = {}
+        self.check_runs: dict[int, dict[str, Any]] = {}
+        self.dispatches: list[dict[str, Any]] = []
+        self._ids = 1000
+        self._numbers = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._routes = self._route_table()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> FakeGitHub:
+        fake = self
+
+        class BoundHandler(Handler):
+            server_fake = fake
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), BoundHandler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeGitHub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def base(self) -> str:
+        assert self._server is not None, "start() the fake first"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def api_url(self) -> str:
+        """What ``GITHUB_API_URL`` is on a GitHub Enterprise Server: ``https://HOST/api/v3``."""
+        return self.base + API_PREFIX
+
+    @property
+    def git_url(self) -> str:
+        return f"{self.base}/{self.owner}/{self.repo}.git"
+
+    @property
+    def slug(self) -> str:
+        return f"{self.owner}/{self.repo}"
+
+    # -- helpers for tests ---------------------------------------------------------------------
+
+    def inject(self, status: int, **kwargs: Any) -> None:
+        """Answer the next matching request(s) with a 429 or 403 (see ``Fault``)."""
+        with self.lock:
+            self.faults.append(Fault(status, **kwargs))
+
+    def charged(self, user: str = BOT) -> int:
+        """Requests that counted against ``user``'s primary rate limit."""
+        return self.rate_limit - self.remaining.get(user, self.rate_limit)
+
+    def ref(self, name: str) -> str | None:
+        done = subprocess.run(
+            ["git", "rev-parse", "-q", "--verify", name + "^{commit}"],
+            cwd=self.bare,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return done.stdout.strip() or None
+
+    def seed_main(self, files: dict[str, str], *, message: str = "seed") -> str:
+        """Commit ``files`` onto main of the bare repository (no REST call is made)."""
+        parent = self.ref("refs/heads/main")
+        env = git_identity()
+        index = self.root / "seed.index"
+        env["GIT_INDEX_FILE"] = str(index)
+        if parent:
+            self._git("read-tree", parent, env=env)
+        else:
+            self._git("read-tree", "--empty", env=env)
+        for path, text in files.items():
+            blob = self._git("hash-object", "-w", "--stdin", input=text, env=env)
+            self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+        tree = self._git("write-tree", env=env)
+        index.unlink(missing_ok=True)
+        commit = self._git(
+            "commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=env
+        )
+        self._git("update-ref", "refs/heads/main", commit, parent or "")
+        return commit
+
+    def _git(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        check: bool = True,
+    ) -> str:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd or self.bare,
+            input=input,
+            capture_output=True,
+            text=True,
+            env=env or git_identity(),
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise RuntimeError(f"git {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    def _next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    # -- object builders (schema skeletons with the fields that matter filled in) --------------
+
+    def _user(self, login: str) -> dict[str, Any]:
+        user = self.contract.skeleton("simple-user")
+        uid = int(hashlib.sha256(login.encode()).hexdigest()[:8], 16)
+        user.update(
+            login=login,
+            id=uid,
+            node_id=f"U_{uid}",
+            type="Bot" if login.endswith("[bot]") else "User",
+            html_url=f"https://github.invalid/{login}",
+        )
+        return user
+
+    def _label(self, name: str) -> dict[str, Any]:
+        label = self.contract.skeleton("label")
+        digest = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
+        label.update(id=digest, node_id=f"LA_{digest}", name=name, color="ededed")
+        return label
+
+    def _issue_view(self, issue: dict[str, Any]) -> dict[str, Any]:
+        view = self.contract.skeleton("issue")
+        view.update({key: value for key, value in issue.items() if not key.startswith("_")})
+        view["labels"] = [self._label(name) for name in issue["_labels"]]
+        view["comments"] = sum(1 for c in self.comments.values() if c["_issue"] == issue["number"])
+        return view
+
+    # -- routing -------------------------------------------------------------------------------
+
+    def _route_table(self) -> list[tuple[str, re.Pattern[str], Callable[..., Reply]]]:
+        repo = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
+        table = [
+            ("GET", r"/rate_limit", self._rate_limit_get),
+            ("GET", repo + r"/issues", self._issues_list),
+            ("POST", repo + r"/issues", self._issues_create),
+            ("GET", repo + r"/issues/comments", self._comments_list_repo),
+            ("PATCH", repo + r"/issues/comments/(?P<cid>\d+)", self._comments_update),
+            ("GET", repo + r"/issues/(?P<n>\d+)", self._issues_get),
+            ("PATCH", repo + r"/issues/(?P<n>\d+)", self._issues_update),
+            ("GET", repo + r"/issues/(?P<n>\d+)/comments", self._comments_list),
+            ("POST", repo + r"/issues/(?P<n>\d+)/comments", self._comments_create),
+            ("POST", repo + r"/issues/(?P<n>\d+)/labels", self._labels_add),
+            ("DELETE", repo + r"/issues/(?P<n>\d+)/labels/(?P<name>[^/]+)", self._labels_remove),
+            ("GET", repo + r"/pulls", self._pulls_list),
+            ("POST", repo + r"/pulls", self._pulls_create),
+            ("GET", repo + r"/pulls/(?P<n>\d+)", self._pulls_get),
+            ("PATCH", repo + r"/pulls/(?P<n>\d+)", self._pulls_update),
+            ("PUT", repo + r"/pulls/(?P<n>\d+)/merge", self._pulls_merge),
+            ("GET", repo + r"/pulls/(?P<n>\d+)/reviews", self._reviews_list),
+            ("POST", repo + r"/pulls/(?P<n>\d+)/reviews", self._reviews_create),
+            ("GET", repo + r"/git/ref/(?P<ref>.+)", self._git_ref),
+            ("GET", repo + r"/git/matching-refs/(?P<ref>.*)", self._git_matching_refs),
+            ("POST", repo + r"/check-runs", self._checks_create),
+            ("PATCH", repo + r"/check-runs/(?P<cid>\d+)", self._checks_update),
+            ("GET", repo + r"/commits/(?P<ref>.+)/check-runs", self._checks_list),
+            ("GET", repo + r"/collaborators/(?P<username>[^/]+)/permission", self._permission),
+            (
+                "POST",
+                repo + r"/actions/workflows/(?P<wf>[^/]+)/dispatches",
+                self._dispatch,
+            ),
+        ]
+        return [(method, re.compile(pattern + r"\Z"), fn) for method, pattern, fn in table]
+
+    def handle_api(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]],
+        headers: dict[str, str],
+        raw: bytes,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Answer one REST request; validate both directions against the contract."""
+        with self.lock:
+            user = self._auth(headers)
+            documented = _SLASHED.sub(lambda m: m.group(0).replace("/", "%2F"), path)
+            try:
+                self.contract.check_request(
+                    method, documented, query=query, headers=headers, body=raw
+                )
+            except ContractViolation as exc:
+                return self._violation(str(exc))
+            reply = self._dispatch_route(method, path, dict(query), raw, user, headers)
+            status, out_headers, body = self._finish(method, path, reply, user, headers)
+            try:
+                self.contract.check_response(
+                    method,
+                    documented,
+                    query=query,
+                    headers=headers,
+                    body=raw,
+                    status=status,
+                    response_headers=out_headers,
+                    response_body=body,
+                )
+            except ContractViolation as exc:
+                return self._violation(str(exc))
+            self.calls.append(Call(method, path, status, user or "", time.monotonic()))
+            return status, out_headers, body
+
+    def handle_graphql(
+        self, headers: dict[str, str], raw: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        with self.lock:
+            user = self._auth(headers)
+            try:
+                request = json.loads(raw)
+                jsonschema.validate(request, _GRAPHQL_REQUEST)
+            except (ValueError, jsonschema.ValidationError) as exc:
+                return self._violation(f"graphql request: {exc}")
+            reply = self._graphql(request, user)
+            status, out_headers, body = self._finish("POST", "/graphql", reply, user, headers)
+            self.calls.append(Call("POST", "/graphql", status, user or "", time.monotonic()))
+            return status, out_headers, body
+
+    def _violation(self, message: str) -> tuple[int, dict[str, str], bytes]:
+        self.violations.append(message)
+        body = json.dumps({"message": f"contract violation: {message}"}).encode()
+        return 599, {"Content-Type": "application/json"}, body
+
+    def _auth(self, headers: dict[str, str]) -> str | None:
+        value = headers.get("authorization", "")
+        scheme, _, secret = value.partition(" ")
+        if scheme.lower() in ("bearer", "token"):
+            return self.tokens.get(secret)
+        if scheme.lower() == "basic":
+            _, _, password = base64.b64decode(secret).decode().partition(":")
+            return self.tokens.get(password)
+        return None
+
+    def _dispatch_route(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        raw: bytes,
+        user: str | None,
+        headers: dict[str, str],
+    ) -> Reply:
+        if not headers.get("user-agent"):
+            # GitHub refuses requests without a User-Agent outright.
+            return HttpError(403, "Request forbidden by administrative rules.").reply
+        if user is None:
+            return HttpError(401, "Bad credentials").reply
+        fault = self._take_fault(method, path)
+        if fault is not None:
+            return fault
+        if self.remaining.get(user, self.rate_limit) <= 0:
+            return HttpError(
+                403,
+                "API rate limit exceeded",
+                **{"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(self.reset_at)},
+            ).reply
+        for verb, pattern, fn in self._routes:
+            match = pattern.match(path)
+            if match and verb == method:
+                args = match.groupdict()
+                if "owner" in args and (args["owner"], args["repo"]) != (self.owner, self.repo):
+                    return HttpError(404, "Not Found").reply
+                body = json.loads(raw) if raw else None
+                try:
+                    return fn(user=user, query=query, body=body, **args)
+                except HttpError as exc:
+                    return exc.reply
+                except Exception as exc:  # a bug in the fake must fail the test, loudly
+                    self.violations.append(f"fake crashed on {method} {path}: {exc!r}")
+                    return HttpError(500, f"fake crashed: {exc!r}").reply
+        return HttpError(404, "Not Found").reply
+
+    def _take_fault(self, method: str, path: str) -> Reply | None:
+        for fault in self.faults:
+            if fault.method not in (None, method) or fault.path_contains not in path:
+                continue
+            fault.count -= 1
+            if fault.count <= 0:
+                self.faults.remove(fault)
+            headers: dict[str, str] = {}
+            if fault.retry_after is not None:
+                headers["retry-after"] = str(fault.retry_after)
+            if fault.reset_in is not None:
+                headers["x-ratelimit-remaining"] = "0"
+                headers["x-ratelimit-reset"] = str(int(time.time()) + fault.reset_in)
+            message = SECONDARY_MESSAGE if fault.secondary else "API rate limit exceeded"
+            return HttpError(fault.status, message, **headers).reply
+        return None
+
+    def _finish(
+        self, method: str, path: str, reply: Reply, user: str | None, headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
+        body = b"" if reply.body is None else json.dumps(reply.body).encode()
+        out = {"Content-Type": "application/json; charset=utf-8"} if body else {}
+        status = reply.status
+        if method == "GET" and status == 200:
+            etag = 'W/"' + hashlib.sha256(body).hexdigest()[:40] + '"'
+            out["ETag"] = etag
+            if headers.get("if-none-match") == etag:
+                status, body = 304, b""
+                out.pop("Content-Type", None)
+        if user is not None and status != 304 and "x-ratelimit-remaining" not in reply.headers:
+            # A conditional request answered 304 does not count against the primary limit.
+            self.remaining[user] = self.remaining.get(user, self.rate_limit) - 1
+        remaining = self.remaining.get(user or "", self.rate_limit)
+        out.update(
+            {
+                "x-ratelimit-limit": str(self.rate_limit),
+                "x-ratelimit-remaining": str(max(remaining, 0)),
+                "x-ratelimit-used": str(self.rate_limit - remaining),
+                "x-ratelimit-reset": str(self.reset_at),
+                "x-ratelimit-resource": "core",
+            }
+        )
+        out.update(reply.headers)
+        return status, out, body
+
+    # -- REST handlers ---------------------------------------------------------------------------
+
+    def _need_write(self, user: str) -> None:
+        if self.permissions.get(user, "none") not in ("admin", "maintain", "write"):
+            raise HttpError(403, "Resource not accessible by integration")
+
+    def _page(self, items: list[Any], query: dict[str, str], path: str) -> Reply:
+        per_page = min(int(query.get("per_page", 30)), 100)
+        page = int(query.get("page", 1))
+        chunk = items[(page - 1) * per_page : page * per_page]
+        headers = {}
+        if page * per_page < len(items):
+            rest = {**query, "page": str(page + 1), "per_page": str(per_page)}
+            link = self.api_url + path + "?" + "&".join(f"{k}={v}" for k, v in rest.items())
+            headers["Link"] = f'<{link}>; rel="next"'
+        return Reply(200, chunk, headers)
+
+    def _rate_limit_get(self, *, user: str, **_: Any) -> Reply:
+        body = self.contract.skeleton("rate-limit-overview")
+        remaining = self.remaining.get(user, self.rate_limit)
+        core = {
+            "limit": self.rate_limit,
+            "remaining": remaining,
+            "used": self.rate_limit - remaining,
+            "reset": self.reset_at,
+        }
+        body["resources"]["core"] = core
+        body["rate"] = core
+        return Reply(200, body)
+
+    def _issue(self, n: str | int) -> dict[str, Any]:
+        issue = self.issues.get(int(n))
+        if issue is None:
+            raise HttpError(404, "Not Found")
+        return issue
+
+    def _issues_list(self, *, query: dict[str, str], **_: Any) -> Reply:
+        state = query.get("state", "open")
+        wanted = [name for name in query.get("labels", "").split(",") if name]
+        found = [
+            self._issue_view(issue)
+            for issue in sorted(self.issues.values(), key=lambda i: i["number"])
+            if (state == "all" or issue["state"] == state)
+            and all(name in issue["_labels"] for name in wanted)
+        ]
+        return self._page(found, query, f"/repos/{self.slug}/issues")
+
+    def _issues_create(self, *, user: str, body: dict[str, Any], **_: Any) -> Reply:
+        issue = self._new_issue(user, body["title"], body.get("body"), body.get("labels", []))
+        return Reply(201, self._issue_view(issue))
+
+    def _new_issue(
+        self, user: str, title: str, text: str | None, labels: list[str]
+    ) -> dict[str, Any]:
+        self._numbers += 1
+        number, uid = self._numbers, self._next_id()
+        issue = {
+            "id": uid,
+            "node_id": f"I_{uid}",
+            "number": number,
+            "title": title,
+            "body": text,
+            "state": "open",
+            "user": self._user(user),
+            "url": f"{self.api_url}/repos/{self.slug}/issues/{number}",
+            "html_url": f"https://github.invalid/{self.slug}/issues/{number}",
+            "created_at": now(),
+            "updated_at": now(),
+            "closed_at": None,
+            "_labels": list(dict.fromkeys(labels)),
+        }
+        self.issues[number] = issue
+        return issue
+
+    def _issues_get(self, *, n: str, **_: Any) -> Reply:
+        return Reply(200, self._issue_view(self._issue(n)))
+
+    def _issues_update(self, *, user: str, n: str, body: dict[str, Any], **_: Any) -> Reply:
+        issue = self._issue(n)
+        if issue["user"]["login"] != user:
+            self._need_write(user)
+        for key in ("title", "body"):
+            if key in body:
+                issue[key] = body[key]
+        if "labels" in body:
+            issue["_labels"] = [str(x) for x in body["labels"]]
+        if body.get("state") in ("open", "closed"):
+            issue["state"] = body["state"]
+            issue["closed_at"] = now() if body["state"] == "closed" else None
+        issue["updated_at"] = now()
+        return Reply(200, self._issue_view(issue))
+
+    def _comment_view(self, comment: dict[str, Any]) -> dict[str, Any]:
+        view = self.contract.skeleton("issue-comment")
+        view.update({key: value for key, value in comment.items() if not key.startswith("_")})
+        return view
+
+    def _comments_list(self, *, n: str, query: dict[str, str], **_: Any) -> Reply:
+        self._issue(n)
+        found = [self._comment_view(c) for c in self.comments.values() if c["_issue"] == int(n)]
+        return self._page(found, query, f"/repos/{self.slug}/issues/{n}/comments")
+
+    def _comments_list_repo(self, *, query: dict[str, str], **_: Any) -> Reply:
+        since = query.get("since", "")
+        found = [
+            self._comment_view(c)
+            for c in sorted(self.comments.values(), key=lambda c: c["id"])
+            if c["updated_at"] >= since
+        ]
+        if query.get("direction") == "desc":
+            found.reverse()
+        return self._page(found, query, f"/repos/{self.slug}/issues/comments")
+
+    def _comments_create(self, *, user: str, n: str, body: dict[str, Any], **_: Any) -> Reply:
+        issue = self._issue(n)
+        return Reply(201, self._comment_view(self.add_comment(issue["number"], body["body"], user)))
+
+    def add_comment(self, number: int, text: str, user: str) -> dict[str, Any]:
+        """Record a comment (used by the route, and by tests replaying a webhook's payload)."""
+        uid = self._next_id()
+        comment = {
+            "id": uid,
+            "node_id": f"IC_{uid}",
+            "body": text,
+            "user": self._user(user),
+            "url": f"{self.api_url}/repos/{self.slug}/issues/comments/{uid}",
+            "html_url": f"https://github.invalid/{self.slug}/issues/{number}#issuecomment-{uid}",
+            "issue_url": f"{self.api_url}/repos/{self.slug}/issues/{number}",
+            "created_at": now(),
+            "updated_at": now(),
+            "author_association": "OWNER" if user == self.owner else "NONE",
+            "_issue": number,
+        }
+        self.comments[uid] = comment
+        return comment
+
+    def _comments_update(self, *, user: str, cid: str, body: dict[str, Any], **_: Any) -> Reply:
+        comment = self.comments.get(int(cid))
+        if comment is None:
+            raise HttpError(404, "Not Found")
+        if comment["user"]["login"] != user:
+            self._need_write(user)
+        comment["body"] = body["body"]
+        comment["updated_at"] = now()
+        return Reply(200, self._comment_view(comment))
+
+    def _labels_add(self, *, user: str, n: str, body: dict[str, Any], **_: Any) -> Reply:
+        self._need_write(user)
+        issue = self._issue(n)
+        names = body.get("labels", []) if isinstance(body, dict) else body
+        for name in names:
+            if name not in issue["_labels"]:
+                issue["_labels"].append(str(name))
+        return Reply(200, [self._label(name) for name in issue["_labels"]])
+
+    def _labels_remove(self, *, user: str, n: str, name: str, **_: Any) -> Reply:
+        self._need_write(user)
+        issue = self._issue(n)
+        name = unquote(name)
+        if name not in issue["_labels"]:
+            raise HttpError(404, "Label does not exist")
+        issue["_labels"].remove(name)
+        return Reply(200, [self._label(label) for label in issue["_labels"]])
+
+    def _ref_view(self, ref: str, sha: str) -> dict[str, Any]:
+        view = self.contract.skeleton("git-ref")
+        view.update(
+            ref=ref,
+            node_id=f"REF_{sha[:12]}",
+            url=f"{self.api_url}/repos/{self.slug}/git/{ref}",
+            object={"type": "commit", "sha": sha, "url": "https://example.invalid/"},
+        )
+        return view
+
+    def _all_refs(self) -> dict[str, str]:
+        out = self._git("for-each-ref", "--format=%(refname) %(objectname)")
+        return dict(line.split(" ", 1) for line in out.splitlines() if line)
+
+    def _git_ref(self, *, ref: str, **_: Any) -> Reply:
+        sha = self._all_refs().get(f"refs/{ref}")
+        if sha is None:
+            raise HttpError(404, "Not Found")
+        return Reply(200, self._ref_view(f"refs/{ref}", sha))
+
+    def _git_matching_refs(self, *, ref: str, **_: Any) -> Reply:
+        found = [
+            self._ref_view(name, sha)
+            for name, sha in sorted(self._all_refs().items())
+            if name.startswith(f"refs/{ref}")
+        ]
+        return Reply(200, found)
+
+    def _check_view(self, run: dict[str, Any]) -> dict[str, Any]:
+        view = self.contract.skeleton("check-run")
+        view.update(run)
+        return view
+
+    def _checks_create(self, *, user: str, body: dict[str, Any], **_: Any) -> Reply:
+        self._need_write(user)
+        sha = body["head_sha"]
+        if self._git("cat-file", "-t", sha, check=False) != "commit":
+            raise HttpError(422, f"No commit found for SHA: {sha}")
+        uid = self._next_id()
+        run = {
+            "id": uid,
+            "node_id": f"CR_{uid}",
+            "name": body["name"],
+            "head_sha": sha,
+            "status": body.get("status", "queued"),
+            "conclusion": body.get("conclusion"),
+            "url": f"{self.api_url}/repos/{self.slug}/check-runs/{uid}",
+            "external_id": body.get("external_id"),
+            "started_at": body.get("started_at", now()),
+            "completed_at": body.get("completed_at"),
+            "output": _check_output(body.get("output")),
+        }
+        if run["conclusion"] is not None:
+            run["status"] = "completed"
+            run["completed_at"] = run["completed_at"] or now()
+        self.check_runs[uid] = run
+        return Reply(201, self._check_view(run))
+
+    def _checks_update(self, *, user: str, cid: str, body: dict[str, Any], **_: Any) -> Reply:
+        self._need_write(user)
+        run = self.check_runs.get(int(cid))
+        if run is None:
+            raise HttpError(404, "Not Found")
+        for key in ("status", "conclusion", "completed_at", "external_id", "name"):
+            if key in body:
+                run[key] = body[key]
+        if "output" in body:
+            run["output"] = _check_output(body["output"])
+        if run["conclusion"] is not None:
+            run["status"] = "completed"
+            run["completed_at"] = run["completed_at"] or now()
+        return Reply(200, self._check_view(run))
+
+    def _checks_list(self, *, ref: str, query: dict[str, str], **_: Any) -> Reply:
+        sha = self.ref(ref) or self.ref(f"refs/heads/{ref}") or ref
+        found = [
+            self._check_view(run)
+            for run in self.check_runs.values()
+            if run["head_sha"] == sha and query.get("check_name", run["name"]) == run["name"]
+        ]
+        return Reply(200, {"total_count": len(found), "check_runs": found})
+
+    def _permission(self, *, username: str, **_: Any) -> Reply:
+        user = username
+        body = self.contract.skeleton("repository-collaborator-permission")
+        permission = self.permissions.get(user, "none")
+        body.update(permission=permission, role_name=permission)
+        if permission != "none":
+            collaborator = self.contract.skeleton("nullable-collaborator")
+            collaborator.update(self._user(user))
+            collaborator["permissions"] = {
+                "pull": True,
+                "push": permission in ("admin", "maintain", "write"),
+                "admin": permission == "admin",
+            }
+            collaborator["role_name"] = permission
+            body["user"] = collaborator
+        return Reply(200, body)
+
+    def _dispatch(self, *, user: str, wf: str, body: dict[str, Any], **_: Any) -> Reply:
+        self._need_write(user)
+        ref = body["ref"].removeprefix("refs/heads/")
+        if self.ref(f"refs/heads/{ref}") is None:
+            raise HttpError(422, f"No ref found for: {body['ref']}")
+        text = self._git("show", f"refs/heads/{ref}:.github/workflows/{wf}", check=False)
+        if not text:
+            raise HttpError(404, "Not Found")
+        workflow = yaml.safe_load(text)
+        triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as True
+        if not isinstance(triggers, dict) or "workflow_dispatch" not in triggers:
+            raise HttpError(422, "Workflow does not have 'workflow_dispatch' trigger")
+        declared = (triggers["workflow_dispatch"] or {}).get("inputs") or {}
+        inputs = body.get("inputs") or {}
+        unexpected = sorted(set(inputs) - set(declared))
+        if unexpected:
+            raise HttpError(422, f"Unexpected inputs provided: {unexpected}")
+        missing = sorted(k for k, v in declared.items() if v.get("required") and k not in inputs)
+        if missing:
+            raise HttpError(422, f"Required input '{missing[0]}' not provided")
+        self.dispatches.append({"workflow": wf, "ref": ref, "inputs": inputs, "user": user})
+        return Reply(204)
+
+    # -- git smart HTTP --------------------------------------------------------------------------
+
+    def handle_git(
+        self, method: str, path: str, query: str, headers: dict[str, str], raw: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        user = self._auth(headers)
+        if user is None:
+            body = b"authentication required\n"
+            return 401, {"WWW-Authenticate": 'Basic realm="GitHub"'}, body
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_PROJECT_ROOT": str(self.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "REQUEST_METHOD": method,
+            "REMOTE_USER": user,
+            "REMOTE_ADDR": "127.0.0.1",
+            "CONTENT_TYPE": headers.get("content-type", ""),
+            "CONTENT_LENGTH": str(len(raw)),
+        }
+        if headers.get("content-encoding"):
+            env["HTTP_CONTENT_ENCODING"] = headers["content-encoding"]
+        if headers.get("git-protocol"):
+            env["GIT_PROTOCOL"] = headers["git-protocol"]
+        done = subprocess.run(
+            ["git", "http-backend"], input=raw, env=env, capture_output=True, check=False
+        )
+        head, _, body = done.stdout.partition(b"\r\n\r\n")
+        if not _:
+            head, _, body = done.stdout.partition(b"\n\n")
+        status, out = 200, {}
+        for line in head.decode("latin-1").splitlines():
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.split()[0])
+            elif key:
+                out[key.strip()] = value.strip()
+        with self.lock:
+            self.calls.append(Call(method, "git:" + path, status, user, time.monotonic()))
+        return status, out, body
+
+
+def _check_output(output: dict[str, Any] | None) -> dict[str, Any]:
+    output = output or {}
+    return {
+        "title": output.get("title"),
+        "summary": output.get("summary"),
+        "text": output.get("text"),
+        "annotations_count": len(output.get("annotations", [])),
+        "annotations_url": "https://example.invalid/",
+    }

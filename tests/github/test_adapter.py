@@ -1,0 +1,323 @@
+"""The GitHub forge adapter end to end against the fake: a whole brief lifecycle, counted.
+
+Issue -> claim (git only) -> mirror label + comment -> draft pull request -> ready for
+review -> gate dispatched -> check run -> ``/assay approve`` comment -> merge. The REST
+calls are counted by the fake (what GitHub would charge) and by the client, and asserted
+against the budget of issue 7: claims and heartbeats 0, a whole lifecycle at most 12.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from assay.branch import BranchSync
+from assay.claims import ClaimStore
+from assay.desks.events import EventLog
+from assay.errors import BadInput
+from assay.forge import Identity, open_forge
+from assay.github.events import collect_events, parse_command
+from assay.github.forge import GitHubForge
+from assay.github.init import starter_files
+from assay.github.issues import load_issue_briefs
+from assay.github.mirror import CHECK_NAME, CLAIM_LABEL, GitHubMirror, review_body
+from assay.github.target import git_url_for, resolve_target
+from tests.github.fake_github import BOT, FakeGitHub
+
+BRIEF = "add-median"
+ISSUE_BODY = """---
+id: add-median
+verify:
+  - id: unit
+    run: python -m pytest -q
+---
+Add `median()` to stats.py.
+"""
+LIFECYCLE_BUDGET = 12
+
+
+@pytest.fixture
+def github_env(fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GITHUB_API_URL", fake_github.api_url)
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs-bot")
+    monkeypatch.setenv("ASSAY_GITHUB_WRITE_SPACING", "0")
+    monkeypatch.setenv("ASSAY_STATE", str(tmp_path / "state"))
+    monkeypatch.delenv("ASSAY_GITHUB_GIT_URL", raising=False)
+    monkeypatch.delenv("ASSAY_GITHUB_TOKEN_ENV", raising=False)
+    fake_github.seed_main(
+        {path: source.read_text() for path, source in starter_files().items()}
+        | {"stats.py": "def mean(xs):\n    return sum(xs) / len(xs)\n"}
+    )
+
+
+@pytest.fixture
+def forge(github_env: None, tmp_path: Path) -> Iterator[GitHubForge]:
+    opened = open_forge("github:acme/widgets", cache_dir=tmp_path / "cache")
+    assert isinstance(opened, GitHubForge)
+    with opened:
+        yield opened
+
+
+def as_user(fake: FakeGitHub, token: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=fake.api_url,
+        headers={"Authorization": f"Bearer {token}", "User-Agent": "a-person"},
+        timeout=10,
+    )
+
+
+def open_issue(fake: FakeGitHub, body: str = ISSUE_BODY) -> int:
+    with as_user(fake, "ghp-maintainer") as gh:
+        made = gh.post(
+            "/repos/acme/widgets/issues",
+            json={"title": "Add a median", "body": body, "labels": ["assay"]},
+        )
+        assert made.status_code == 201
+        return int(made.json()["number"])
+
+
+def comment(fake: FakeGitHub, number: int, text: str, token: str) -> int:
+    with as_user(fake, token) as gh:
+        made = gh.post(f"/repos/acme/widgets/issues/{number}/comments", json={"body": text})
+        assert made.status_code == 201
+        return int(made.json()["id"])
+
+
+def test_a_whole_brief_lifecycle_within_the_rest_budget(
+    fake_github: FakeGitHub, forge: GitHubForge, tmp_path: Path
+) -> None:
+    issue = open_issue(fake_github)
+    charged = fake_github.charged(BOT)
+
+    def spent() -> int:
+        return fake_github.charged(BOT) - charged
+
+    briefs = load_issue_briefs(forge.api)
+    assert list(briefs.briefs) == [BRIEF] and not briefs.errors
+    brief = briefs.briefs[BRIEF].brief
+    assert brief.title == "Add a median" and [row.id for row in brief.verify] == ["unit"]
+    assert spent() == 1
+
+    # Claims and heartbeats go over git only.
+    store = ClaimStore(forge)
+    claim = store.acquire(BRIEF, "example", lease_s=60)
+    claim = store.renew(claim)
+    assert spent() == 1
+    assert any(call.path.startswith("git:") for call in fake_github.calls)
+
+    mirror = GitHubMirror(forge)
+    assert mirror.claim(BRIEF, claim.record, issue=issue) == ["label+", "comment+"]
+    claim = store.renew(claim)
+    assert mirror.claim(BRIEF, claim.record) == []  # a heartbeat changes nothing people see
+    assert spent() == 3
+
+    # The desk's work, pushed over git as one checkpoint.
+    sync = BranchSync(
+        forge, BRIEF, workdir=tmp_path / "work", identity=Identity.for_holder("example", "h")
+    )
+    work = sync.checkout()
+    (work / "stats.py").write_text(
+        "def mean(xs):\n    return sum(xs) / len(xs)\n\n\n"
+        "def median(xs):\n    s = sorted(xs)\n    return s[len(s) // 2]\n"
+    )
+    head = sync.sync("add median")
+    claimed = [{"row": "unit", "claimed": "pass"}]
+    body = review_body(BRIEF, issue=issue, summary="Added median().", rows=claimed)
+    assert mirror.open_review(BRIEF, title=brief.title, branch=f"assay/{BRIEF}", body=body) == [
+        "pull+"
+    ]
+    assert spent() == 4
+    pull = mirror.state(BRIEF).pull
+    assert pull is not None and fake_github.pulls[pull]["draft"] is True
+
+    # Finish: wait for approval; body, ready-for-review and the claim comment in one request.
+    claim = store.set_waiting(claim, "approval")
+    done = mirror.finish_review(BRIEF, body=body, claim=claim.record)
+    assert done == ["markPullRequestReadyForReview", "updateIssueComment"]
+    assert fake_github.pulls[pull]["draft"] is False
+    forge.api.dispatch("assay-gate.yml", inputs={"brief": BRIEF, "sha": head})
+    assert fake_github.dispatches[-1]["inputs"] == {"brief": BRIEF, "sha": head}
+    assert spent() == 6
+
+    # The gate's rows as the check run on the head commit.
+    verified = [{"row": "unit", "claimed": "pass", "verified": "pass", "exit": 0, "seconds": 0.4}]
+    run_id = mirror.publish_evidence(BRIEF, head_sha=head, rows=verified)
+    assert mirror.publish_evidence(BRIEF, head_sha=head, rows=verified) == run_id
+    check = fake_github.check_runs[run_id]
+    assert (check["name"], check["conclusion"], check["head_sha"]) == (CHECK_NAME, "success", head)
+    assert "| unit | pass | pass |" in check["output"]["text"]
+    assert spent() == 7
+
+    # A maintainer approves on the pull request; the comment becomes one event.
+    approval = comment(fake_github, pull, "/assay approve ship it", "ghp-maintainer")
+    report = collect_events(forge)
+    assert [(e["kind"], e["actor"], e["text"]) for e in report.appended] == [
+        ("approve", "maintainer", "ship it")
+    ]
+    assert spent() == 9
+    # The same delivery again (a webhook retry): consumed once, and a free 304.
+    again = collect_events(forge)
+    assert again.appended == [] and again.duplicates == [f"github-comment-{approval}"]
+    assert spent() == 9
+    events = EventLog(forge, BRIEF).read()
+    assert [(e.id, e.kind) for e in events] == [(f"github-comment-{approval}", "approve")]
+
+    # Merge at the verified head; the claim comment says done; the label goes.
+    claim = store.acquire(BRIEF, "example", lease_s=60, allow_waiting=True)
+    final = review_body(BRIEF, issue=issue, summary="Added median().", rows=verified)
+    finished = dataclasses.replace(claim.record, state="done")
+    merged = mirror.merge(BRIEF, head_sha=head, body=final, claim=finished)
+    assert merged == ["updatePullRequest", "mergePullRequest", "updateIssueComment", "label-"]
+    store.release(claim, done=True)
+    assert spent() == 11 <= LIFECYCLE_BUDGET
+    assert forge.rest.stats.charged == spent()
+
+    # What GitHub now shows.
+    assert fake_github.pulls[pull]["merged"] is True
+    assert fake_github.issues[issue]["state"] == "closed"  # "Closes #N" in the body
+    assert CLAIM_LABEL not in fake_github.issues[issue]["_labels"]
+    bot_comments = [
+        c
+        for c in fake_github.comments.values()
+        if c["_issue"] == issue and c["user"]["login"] == BOT
+    ]
+    assert len(bot_comments) == 1 and "**done**" in bot_comments[0]["body"]
+    main = fake_github.ref("refs/heads/main")
+    assert main is not None
+    assert "def median" in fake_github._git("show", f"{main}:stats.py")
+
+
+def test_an_approval_without_write_permission_is_ignored_and_reported(
+    fake_github: FakeGitHub, forge: GitHubForge
+) -> None:
+    issue = open_issue(fake_github)
+    store = ClaimStore(forge)
+    claim = store.set_waiting(store.acquire(BRIEF, "example", lease_s=60), "approval")
+    GitHubMirror(forge).claim(BRIEF, claim.record, issue=issue)
+    sneaky = comment(fake_github, issue, "/assay approve", "ghp-stranger")
+    report = collect_events(forge)
+    assert report.appended == []
+    assert [(i.actor, i.source) for i in report.ignored] == [
+        ("stranger", f"github-comment-{sneaky}")
+    ]
+    assert "read permission" in report.ignored[0].reason
+    assert EventLog(forge, BRIEF).read() == []
+    # The payload's author_association is never trusted: only the API's permission counts.
+    assert any("/permission" in call.path for call in fake_github.calls)
+
+
+def test_steer_reject_and_cancel_commands_and_reviews(
+    fake_github: FakeGitHub, forge: GitHubForge, tmp_path: Path
+) -> None:
+    issue = open_issue(fake_github)
+    mirror = GitHubMirror(forge)
+    store = ClaimStore(forge)
+    claim = store.acquire(BRIEF, "example", lease_s=60)
+    mirror.claim(BRIEF, claim.record, issue=issue)
+    sync = BranchSync(forge, BRIEF, workdir=tmp_path / "w", identity=Identity("d", "d@x"))
+    (sync.checkout() / "x.txt").write_text("x\n")
+    sync.sync("x")
+    mirror.open_review(BRIEF, title="t", branch=f"assay/{BRIEF}", body="b")
+    pull = mirror.state(BRIEF).pull
+    assert pull is not None
+    comment(fake_github, issue, "/assay steer use the statistics module", "ghp-maintainer")
+    comment(fake_github, pull, "/assay reject\nnot like this", "ghp-maintainer")
+    comment(fake_github, issue, "please /assay approve (not a command)", "ghp-maintainer")
+    comment(fake_github, issue, "/assay cancel", "ghp-maintainer")
+    with as_user(fake_github, "ghp-maintainer") as gh:
+        gh.post(
+            f"/repos/acme/widgets/pulls/{pull}/reviews",
+            json={"event": "APPROVE", "body": "lgtm"},
+        )
+    report = collect_events(forge, reviews_for=[BRIEF])
+    assert [(e["kind"], e["text"]) for e in report.appended] == [
+        ("signal", "use the statistics module"),
+        ("reject", ""),
+        ("cancel", ""),
+        ("approve", "lgtm"),
+    ]
+
+
+def test_limits_are_waited_out_through_the_adapter(
+    fake_github: FakeGitHub, forge: GitHubForge
+) -> None:
+    issue = open_issue(fake_github)
+    fake_github.inject(429, retry_after=1, method="POST", path_contains="/labels")
+    fake_github.inject(403, secondary=True, retry_after=1, method="POST", path_contains="/comments")
+    claim = ClaimStore(forge).acquire(BRIEF, "example", lease_s=60)
+    started = time.monotonic()
+    assert GitHubMirror(forge).claim(BRIEF, claim.record, issue=issue) == ["label+", "comment+"]
+    assert time.monotonic() - started >= 2.0
+    assert forge.rest.stats.retries == 2
+    assert CLAIM_LABEL in fake_github.issues[issue]["_labels"]
+
+
+def test_issue_briefs_from_labels_and_bad_front_matter(
+    fake_github: FakeGitHub, forge: GitHubForge
+) -> None:
+    with as_user(fake_github, "ghp-maintainer") as gh:
+        gh.post(
+            "/repos/acme/widgets/issues",
+            json={
+                "title": "Plain issue",
+                "body": "Just words.",
+                "labels": ["assay", "desk:example", "priority:3", "python"],
+            },
+        )
+        gh.post(
+            "/repos/acme/widgets/issues",
+            json={"title": "Broken", "body": "---\nverify: 12\n---\n", "labels": ["assay"]},
+        )
+        gh.post("/repos/acme/widgets/issues", json={"title": "Not a brief"})
+    found = load_issue_briefs(forge.api)
+    briefs, bad = forge.extra_briefs()
+    assert set(briefs) == {"issue-1"} and set(bad) == {"issue #2"}
+    plain = found.briefs["issue-1"].brief
+    assert (plain.desk, plain.priority, plain.labels) == ("example", 3, ["python"])
+    assert plain.body.strip() == "Just words."
+    assert len(found.errors) == 1 and "issue #2" in found.errors[0].message
+    assert "verify" in found.errors[0].message
+
+
+def test_target_resolution_keeps_the_token_out_of_urls(fake_github: FakeGitHub) -> None:
+    env = {"GITHUB_API_URL": fake_github.api_url, "MY_TOKEN": "ghs-bot"}
+    target = resolve_target("github:acme/widgets", environ=env, token_env="MY_TOKEN")
+    assert target.git_url == fake_github.git_url
+    assert "ghs-bot" not in repr(target) and "ghs-bot" not in target.git_url
+    assert git_url_for("https://api.github.com", "o", "r") == "https://github.com/o/r.git"
+    assert git_url_for("https://ghe.example/api/v3", "o", "r") == "https://ghe.example/o/r.git"
+    given = resolve_target(
+        "github:acme/widgets",
+        environ={**env, "ASSAY_GITHUB_GIT_URL": "https://git.example/x.git"},
+        token_env="MY_TOKEN",
+    )
+    assert given.git_url == "https://git.example/x.git"
+    with pytest.raises(BadInput, match=r"\$GITHUB_TOKEN"):
+        resolve_target("github:acme/widgets", environ={})
+    for bad in ("github:", "github:acme", "github:a/b/c", "github:../x"):
+        with pytest.raises(BadInput, match="github:OWNER/REPO"):
+            resolve_target(bad, environ=env)
+
+
+def test_a_wrong_token_cannot_use_the_git_layer(
+    fake_github: FakeGitHub, github_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "not-a-token")
+    with open_forge("github:acme/widgets", cache_dir=tmp_path / "c") as forge:
+        with pytest.raises(Exception) as failed:
+            forge.ls_refs("refs/heads/")
+        assert "not-a-token" not in str(failed.value)
+
+
+def test_parse_command_accepts_only_the_four_verbs() -> None:
+    assert parse_command("/assay approve") == ("approve", "")
+    assert parse_command("  /assay steer go left\nmore") == ("signal", "go left")
+    assert parse_command("/assay steer") is None
+    assert parse_command("/assay merge") is None
+    assert parse_command("/assayapprove") is None
+    assert parse_command("hello /assay approve") is None

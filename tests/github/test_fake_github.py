@@ -1,0 +1,237 @@
+"""The fake GitHub behaves like GitHub where Assay depends on it, and enforces the contract."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.github.fake_github import BOT, FakeGitHub
+
+
+def client(fake: FakeGitHub, token: str = "ghs-bot") -> httpx.Client:
+    return httpx.Client(
+        base_url=fake.api_url,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/vnd.github+json",
+            "User-Agent": "assay-tests",
+        },
+        timeout=10,
+    )
+
+
+def git(*args: str, cwd: Path, token: str | None = "ghs-bot") -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1")
+    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@x", GIT_COMMITTER_NAME="t")
+    env["GIT_COMMITTER_EMAIL"] = "t@x"
+    config: list[str] = []
+    if token:
+        config = ["-c", f"http.extraHeader=Authorization: Bearer {token}"]
+    return subprocess.run(
+        ["git", *config, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+
+
+def push_branch(fake: FakeGitHub, tmp_path: Path, branch: str, files: dict[str, str]) -> str:
+    work = tmp_path / f"clone-{branch}"
+    assert git("clone", "-q", fake.git_url, str(work), cwd=tmp_path).returncode == 0
+    git("checkout", "-q", "-b", branch, cwd=work)
+    for name, text in files.items():
+        (work / name).write_text(text)
+    git("add", ".", cwd=work)
+    git("commit", "-q", "-m", f"work on {branch}", cwd=work)
+    done = git("push", "-q", "origin", branch, cwd=work)
+    assert done.returncode == 0, done.stderr
+    return git("rev-parse", "HEAD", cwd=work).stdout.strip()
+
+
+def test_etag_304_is_free_and_rate_headers_count_down(fake_github: FakeGitHub) -> None:
+    with client(fake_github) as gh:
+        made = gh.post("/repos/acme/widgets/issues", json={"title": "t", "labels": ["assay"]})
+        assert made.status_code == 201
+        first = gh.get("/repos/acme/widgets/issues", params={"labels": "assay"})
+        assert first.status_code == 200 and [i["title"] for i in first.json()] == ["t"]
+        remaining = int(first.headers["x-ratelimit-remaining"])
+        again = gh.get(
+            "/repos/acme/widgets/issues",
+            params={"labels": "assay"},
+            headers={"If-None-Match": first.headers["etag"]},
+        )
+        assert again.status_code == 304 and again.content == b""
+        assert int(again.headers["x-ratelimit-remaining"]) == remaining
+        assert fake_github.charged(BOT) == 2
+        gh.post("/repos/acme/widgets/issues/1/comments", json={"body": "hello"})
+        changed = gh.get(
+            "/repos/acme/widgets/issues/1/comments",
+            headers={"If-None-Match": first.headers["etag"]},
+        )
+        assert changed.status_code == 200 and changed.json()[0]["body"] == "hello"
+
+
+def test_a_request_outside_the_contract_is_refused_and_recorded(tmp_path: Path) -> None:
+    with FakeGitHub(tmp_path / "gh") as fake, client(fake) as gh:
+        gh.post("/repos/acme/widgets/issues", json={"title": "t"})
+        bad = gh.post("/repos/acme/widgets/issues/1/comments", json={"text": "no body field"})
+        assert bad.status_code == 599
+        assert fake.violations and "body" in fake.violations[0]
+
+
+def test_injected_limits_carry_githubs_headers(fake_github: FakeGitHub) -> None:
+    fake_github.inject(429, retry_after=7)
+    fake_github.inject(403, secondary=True, retry_after=3)
+    fake_github.inject(403, reset_in=60)
+    with client(fake_github) as gh:
+        first = gh.get("/rate_limit")
+        assert first.status_code == 429 and first.headers["retry-after"] == "7"
+        second = gh.get("/rate_limit")
+        assert second.status_code == 403 and "secondary rate limit" in second.json()["message"]
+        third = gh.get("/rate_limit")
+        assert third.status_code == 403 and third.headers["x-ratelimit-remaining"] == "0"
+        assert gh.get("/rate_limit").status_code == 200
+
+
+def test_primary_limit_runs_out(tmp_path: Path) -> None:
+    with FakeGitHub(tmp_path / "gh", rate_limit=2) as fake, client(fake) as gh:
+        assert gh.get("/rate_limit").status_code == 200
+        assert gh.get("/rate_limit").status_code == 200
+        over = gh.get("/rate_limit")
+        assert over.status_code == 403 and over.headers["x-ratelimit-remaining"] == "0"
+        assert not fake.violations
+
+
+def test_auth_and_user_agent_are_required(fake_github: FakeGitHub) -> None:
+    with httpx.Client(base_url=fake_github.api_url) as bare:
+        assert bare.get("/rate_limit", headers={"User-Agent": "x"}).status_code == 401
+    with client(fake_github, token="nope") as gh:
+        assert gh.get("/rate_limit").status_code == 401
+
+
+def test_git_smart_http_needs_a_token(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    fake_github.seed_main({"README.md": "hi\n"})
+    refused = git("ls-remote", fake_github.git_url, cwd=tmp_path, token=None)
+    assert refused.returncode != 0
+    listed = git("ls-remote", fake_github.git_url, cwd=tmp_path)
+    assert listed.returncode == 0 and "refs/heads/main" in listed.stdout
+
+
+def test_draft_pull_request_lifecycle_merges_in_git(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    fake_github.seed_main({"README.md": "hi\n"})
+    head = push_branch(fake_github, tmp_path, "assay/b1", {"a.txt": "a\n"})
+    with client(fake_github) as gh:
+        issue = gh.post("/repos/acme/widgets/issues", json={"title": "b1"}).json()
+        pr = gh.post(
+            "/repos/acme/widgets/pulls",
+            json={
+                "title": "b1",
+                "head": "assay/b1",
+                "base": "main",
+                "draft": True,
+                "body": f"Closes #{issue['number']}",
+            },
+        ).json()
+        assert pr["draft"] is True and pr["head"]["sha"] == head
+        assert gh.put(f"/repos/acme/widgets/pulls/{pr['number']}/merge").status_code == 405
+        check = gh.post(
+            "/repos/acme/widgets/check-runs",
+            json={
+                "name": "assay/evidence",
+                "head_sha": head,
+                "conclusion": "success",
+                "output": {"title": "ok", "summary": "1/1"},
+            },
+        )
+        assert check.status_code == 201 and check.json()["status"] == "completed"
+        listed = gh.get(f"/repos/acme/widgets/commits/{head}/check-runs").json()
+        assert listed["total_count"] == 1
+        ready = httpx.post(
+            fake_github.base + "/api/graphql",
+            headers={"Authorization": "Bearer ghs-bot", "User-Agent": "t"},
+            json={
+                "query": "mutation A($m0: MarkPullRequestReadyForReviewInput!) {\n"
+                "  m0: markPullRequestReadyForReview(input: $m0) { clientMutationId }\n}",
+                "variables": {"m0": {"pullRequestId": pr["node_id"]}},
+            },
+        ).json()
+        assert ready == {"data": {"m0": {"clientMutationId": None}}}
+        assert gh.get(f"/repos/acme/widgets/pulls/{pr['number']}").json()["draft"] is False
+        merged = gh.put(f"/repos/acme/widgets/pulls/{pr['number']}/merge", json={"sha": head})
+        assert merged.status_code == 200 and merged.json()["merged"] is True
+        assert fake_github.ref("refs/heads/main") == merged.json()["sha"]
+        assert gh.get(f"/repos/acme/widgets/issues/{issue['number']}").json()["state"] == "closed"
+        main_ref = gh.get("/repos/acme/widgets/git/ref/heads/main").json()
+        assert main_ref["object"]["sha"] == merged.json()["sha"]
+
+
+def test_write_permission_is_enforced_and_reported(fake_github: FakeGitHub) -> None:
+    with client(fake_github, token="ghp-stranger") as stranger:
+        made = stranger.post("/repos/acme/widgets/issues", json={"title": "from outside"})
+        assert made.status_code == 201
+        assert (
+            stranger.post(
+                "/repos/acme/widgets/issues/1/labels", json={"labels": ["assay"]}
+            ).status_code
+            == 403
+        )
+    with client(fake_github) as gh:
+        perms: dict[str, Any] = {
+            user: gh.get(f"/repos/acme/widgets/collaborators/{user}/permission").json()
+            for user in ("maintainer", "stranger", "nobody")
+        }
+        assert perms["maintainer"]["permission"] == "admin"
+        assert perms["stranger"]["permission"] == "read"
+        assert perms["nobody"]["permission"] == "none" and perms["nobody"]["user"] is None
+
+
+@pytest.mark.parametrize(
+    ("inputs", "status"),
+    [({"brief": "b1"}, 204), ({"unknown": "x"}, 422), ({}, 422)],
+)
+def test_workflow_dispatch_checks_the_workflow_on_the_ref(
+    fake_github: FakeGitHub, inputs: dict[str, str], status: int
+) -> None:
+    workflow = (
+        "on:\n  workflow_dispatch:\n    inputs:\n      brief:\n        required: true\njobs: {}\n"
+    )
+    fake_github.seed_main({".github/workflows/assay-desk.yml": workflow})
+    with client(fake_github) as gh:
+        done = gh.post(
+            "/repos/acme/widgets/actions/workflows/assay-desk.yml/dispatches",
+            json={"ref": "main", "inputs": inputs},
+        )
+        assert done.status_code == status
+        missing = gh.post(
+            "/repos/acme/widgets/actions/workflows/nope.yml/dispatches", json={"ref": "main"}
+        )
+        assert missing.status_code == 404
+    assert len(fake_github.dispatches) == (1 if status == 204 else 0)
+
+
+def test_pagination_follows_link_headers(fake_github: FakeGitHub) -> None:
+    with client(fake_github) as gh:
+        for n in range(5):
+            gh.post("/repos/acme/widgets/issues", json={"title": f"t{n}"})
+        first = gh.get("/repos/acme/widgets/issues", params={"per_page": 2})
+        assert len(first.json()) == 2 and 'rel="next"' in first.headers["link"]
+        last = gh.get("/repos/acme/widgets/issues", params={"per_page": 2, "page": 3})
+        assert len(last.json()) == 1 and "link" not in last.headers
+
+
+def test_graphql_outside_the_modelled_inputs_is_a_violation(tmp_path: Path) -> None:
+    with FakeGitHub(tmp_path / "gh") as fake:
+        answer = httpx.post(
+            fake.base + "/api/graphql",
+            headers={"Authorization": "Bearer ghs-bot", "User-Agent": "t"},
+            json={
+                "query": "mutation A($m0: UpdateIssueCommentInput!) {\n"
+                "  m0: updateIssueComment(input: $m0) { clientMutationId }\n}",
+                "variables": {"m0": {"id": "IC_1", "body": "b", "text": "wrong field"}},
+            },
+        ).json()
+        assert answer["errors"] and "text" in fake.violations[0]

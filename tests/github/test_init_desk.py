@@ -1,0 +1,103 @@
+"""``assay init`` into an empty repository, then a desk pass and the gate against the fake.
+
+Everything runs as the real CLI in subprocesses, as the workflows run it: the starter set is
+committed and pushed to the fake GitHub over smart HTTP, ``assay desk run example --once``
+claims the example brief from main and works it with the scripted model, ``assay github
+sync`` opens the draft pull request and marks it ready, ``assay verify`` re-runs the rows and
+``assay github sync --only evidence`` publishes the check run. Each ``--json`` reports the
+REST calls the command made.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import AssayRunner
+from tests.github.fake_github import FakeGitHub
+
+BRIEF = "example-add-function"
+
+
+@pytest.mark.slow
+def test_init_then_a_desk_pass_and_the_gate_on_github(
+    fake_github: FakeGitHub, run_assay: AssayRunner, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    assert run_assay("init", str(repo)).returncode == 0
+    git = [
+        "git",
+        "-C",
+        str(repo),
+        "-c",
+        "user.name=someone",
+        "-c",
+        "user.email=someone@example.invalid",
+        "-c",
+        "http.extraHeader=Authorization: Bearer ghp-maintainer",
+    ]
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "assay init"], check=True)
+    subprocess.run([*git, "push", "-q", fake_github.git_url, "main"], check=True)
+
+    env = {
+        "GITHUB_API_URL": fake_github.api_url,
+        "GITHUB_TOKEN": "ghs-bot",
+        "ASSAY_STATE": str(tmp_path / "state"),
+        "ASSAY_GITHUB_WRITE_SPACING": "0",
+        "ASSAY_FORGE": "github:acme/widgets",
+    }
+
+    def assay(*args: str) -> Any:
+        done = run_assay(*args, "--json", cwd=repo, env=env, timeout=240)
+        assert done.returncode == 0, done.stdout + done.stderr
+        result = json.loads(done.stdout)
+        return result
+
+    ran = assay("desk", "run", "example", "--once", "--desks", "desks")
+    assert [(r["brief"], r["review"]) for r in ran["runs"]] == [(BRIEF, "ready")]
+    assert not [c for c in fake_github.calls if not c.path.startswith("git:")]  # git only
+
+    mirrored = assay("github", "sync", "--dispatch-gate", "assay-gate.yml")
+    assert mirrored["actions"] == {BRIEF: ["pull+", "markPullRequestReadyForReview", "gate>"]}
+    assert mirrored["rest"]["charged"] == 4
+    (pull,) = fake_github.pulls.values()
+    assert pull["_head"] == f"assay/{BRIEF}" and pull["draft"] is False
+
+    (gate,) = fake_github.dispatches
+    assert gate["workflow"] == "assay-gate.yml" and gate["inputs"]["brief"] == BRIEF
+
+    early = run_assay("github", "merge", BRIEF, cwd=repo, env=env)
+    assert early.returncode == 1 and "merge refused" in early.stderr, early.stderr
+    assert pull["merged"] is False
+
+    verified = assay("verify", gate["inputs"]["brief"], "--sha", gate["inputs"]["sha"])
+    assert verified["passed"] is True
+    published = assay("github", "sync", "--only", "evidence")
+    assert published["actions"] == {BRIEF: ["check+"]}
+    assert published["rest"]["charged"] == 1
+    (check,) = fake_github.check_runs.values()
+    assert (check["name"], check["conclusion"]) == ("assay/evidence", "success")
+    assert check["head_sha"] == verified["head_sha"]
+
+    quiet = assay("github", "sync", "--only", "evidence")
+    assert quiet["actions"] == {BRIEF: []} and quiet["rest"]["calls"] == 0
+
+    merged = assay("github", "merge", BRIEF)
+    assert merged["head_sha"] == verified["head_sha"]
+    assert "mergePullRequest" in merged["actions"] and pull["merged"] is True
+    assert fake_github.ref("refs/heads/main") == pull["merge_commit_sha"]
+
+    # The token reached no commit, journal line or blob anywhere in the repository's history.
+    every_object = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=fake_github.bare,
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert b"journal" in every_object and b"ghs-bot" not in every_object

@@ -1,0 +1,152 @@
+"""The workflows lint clean and hold Assay's security rules for GitHub Actions."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from assay.github.init import TEMPLATES
+from tests.conftest import REPO_ROOT
+
+WORKFLOWS = REPO_ROOT / ".github" / "workflows"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
+BIN = Path(sys.executable).parent
+EXPECTED = {
+    "assay-board.yml",
+    "assay-desk.yml",
+    "assay-events.yml",
+    "assay-gate.yml",
+    "assay-sweep.yml",
+    "ci.yml",
+}
+PINNED = re.compile(r"uses:\s*[\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+(\.\d+)*\s*$")
+
+
+def load(path: Path) -> dict[str, Any]:
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(document, dict)
+    return document
+
+
+def actionlint(*paths: Path) -> subprocess.CompletedProcess[str]:
+    assert shutil.which("shellcheck"), "shellcheck must be installed (apt-get install shellcheck)"
+    return subprocess.run(
+        [
+            str(BIN / "actionlint"),
+            "-shellcheck",
+            shutil.which("shellcheck") or "",
+            *map(str, paths),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_expected_workflows_exist() -> None:
+    assert {path.name for path in FILES} == EXPECTED
+
+
+def test_actionlint_with_shellcheck_passes_on_every_workflow() -> None:
+    done = actionlint(*FILES)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_actionlint_really_runs_shellcheck(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yml"
+    bad.write_text(
+        "on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo $UNQUOTED\n"
+    )
+    done = actionlint(bad)
+    assert done.returncode != 0 and "SC2086" in done.stdout
+
+
+def test_check_jsonschema_accepts_every_workflow() -> None:
+    done = subprocess.run(
+        [
+            str(BIN / "check-jsonschema"),
+            "--builtin-schema",
+            "vendor.github-workflows",
+            *map(str, FILES),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_no_expression_text_inside_run_blocks(path: Path) -> None:
+    for name, job in load(path)["jobs"].items():
+        for step in job.get("steps", []):
+            script = step.get("run", "")
+            assert "${{ github.event" not in script, f"{path.name}:{name}: {script!r}"
+            # Stricter: no expression at all in a script; values travel through env:.
+            assert "${{" not in script, f"{path.name}:{name}: {script!r}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_action_is_pinned_to_a_commit(path: Path) -> None:
+    uses = [line.strip(" -") for line in path.read_text().splitlines() if "uses:" in line]
+    assert uses
+    for line in uses:
+        assert PINNED.match(line), f"{path.name}: {line!r} is not pinned to a full SHA + version"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_permissions_are_least_privilege_per_job(path: Path) -> None:
+    workflow = load(path)
+    assert workflow["permissions"] == {}, "the workflow default must grant nothing"
+    for name, job in workflow["jobs"].items():
+        granted = job.get("permissions")
+        assert isinstance(granted, dict), f"{path.name}:{name} must declare its permissions"
+        assert "write-all" not in str(granted)
+        if path.name != "assay-gate.yml":
+            assert granted.get("checks") != "write", f"{path.name}:{name} must not write checks"
+    if path.name == "assay-gate.yml":
+        assert workflow["jobs"]["verify"]["permissions"]["checks"] == "write"
+
+
+def test_desk_runs_one_concurrency_group_per_desk_and_brief() -> None:
+    desk = load(WORKFLOWS / "assay-desk.yml")
+    group = desk["concurrency"]["group"]
+    assert "inputs.desk" in group and "inputs.brief" in group
+    assert desk["concurrency"]["cancel-in-progress"] is False
+    triggers = desk[True]  # YAML 1.1 reads the bare key `on` as True
+    assert {"workflow_dispatch", "schedule", "issues"} <= set(triggers)
+    scripts = [step.get("run", "") for step in desk["jobs"]["desk"]["steps"]]
+    assert any('desk run "$DESK" --once' in script for script in scripts)
+    assert "assay github sync" in scripts[-1]
+
+
+def test_event_payload_text_reaches_scripts_only_through_env() -> None:
+    events = load(WORKFLOWS / "assay-events.yml")
+    assert set(events[True]) == {"issue_comment", "pull_request_review"}
+    step = events["jobs"]["wake"]["steps"][-1]
+    assert "assay github events --dispatch assay-desk.yml" in step["run"]
+    assert not any(
+        "actions/checkout" in str(s.get("uses")) for s in events["jobs"]["wake"]["steps"]
+    )
+    assert not any("comment.body" in str(value) for value in step["env"].values())
+
+
+def test_ci_runs_the_projects_one_test_command() -> None:
+    ci = load(WORKFLOWS / "ci.yml")
+    assert ci["jobs"]["test"]["steps"][-1]["run"] == "bash .ci/run"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED - {"ci.yml"}))
+def test_shipped_workflows_are_the_ones_assay_init_writes(name: str) -> None:
+    template = TEMPLATES / "workflows" / name
+    assert template.read_bytes() == (WORKFLOWS / name).read_bytes()
