@@ -69,7 +69,7 @@ def test_desk_run_path_does_not_import_http_clients() -> None:
     # unless the desk's model is an HTTP adapter.
     modules = _imported("-c", "import assay.desks.loop")
     assert "assay.desks.loop" in modules
-    assert not {"httpx", "jinja2", "github", "git"} & modules
+    assert not {"httpx", "jinja2", "github", "git", "http.server"} & modules
 
 
 def test_each_module_registers_only_mapped_names() -> None:
