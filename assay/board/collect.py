@@ -7,7 +7,8 @@ lease ran out is shown as ``expired`` even before a sweeper marks it ``stuck``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -46,25 +47,41 @@ def evidence_counts(
     records: Sequence[EvidenceInfo],
     claimed: dict[str, str],
     head: str,
+    *,
+    brief: str,
+    commands: Sequence[str] = (),
+    desk_names: Collection[str] = (),
+    require_signed: bool = False,
 ) -> EvidenceCounts:
-    latest: dict[str, EvidenceInfo] = {}
-    for record in records:  # oldest first: the last record of a row wins
-        latest[record.row] = record
-    all_rows = set(rows) | set(latest) | set(claimed)
-    verified = failing = stale = 0
-    for record in latest.values():
-        if head and record.head_sha != head:
-            stale += 1
-        elif record.passed:
-            verified += 1
-        else:
-            failing += 1
+    """The evidence column, judged by the evidence package's own merge rule (``decide``):
+    a row is verified only when a record that counts (written by the gate, not by the
+    claim's desk or holder; signed when a gate key is set) passed at ``head`` for the row's
+    current command. A record at another head or for an older command is stale; with no
+    head known (no branch, no review), nothing is verified."""
+    from assay.evidence.rule import Verdict, decide
+    from assay.evidence.spec import EnvDecl, RowSpec
+
+    # Rows without a known command (a brief cache from before commands were kept) never
+    # match a record's command, so they show as stale rather than verified.
+    specs = [RowSpec(id=row, command=command) for row, command in zip(rows, commands, strict=False)]
+    specs += [RowSpec(id=row, command="") for row in rows[len(commands) :]]
+    decision = decide(
+        brief=brief,  # a record naming another brief never counts here
+        rows=specs,
+        records=[r.record for r in records if r.record is not None],
+        head_sha=head,
+        env=EnvDecl(),
+        desk_names=frozenset(desk_names),
+        require_signed=require_signed,
+    )
+    verdicts = Counter(status.verdict for status in decision.rows)
+    all_rows = set(rows) | {r.row for r in records} | set(claimed)
     return EvidenceCounts(
         rows=len(all_rows),
         claimed=sum(1 for result in claimed.values() if result == "pass"),
-        verified=verified,
-        failing=failing,
-        stale=stale,
+        verified=verdicts[Verdict.PASS],
+        failing=verdicts[Verdict.FAILING] + verdicts[Verdict.ENV_MISMATCH],
+        stale=verdicts[Verdict.STALE],
     )
 
 
@@ -84,12 +101,16 @@ def board_from_snapshot(
 ) -> BoardState:
     """The board of ``snapshot``, as of ``now`` or else the latest instant the forge records."""
     as_of = now or snapshot.latest_instant() or _EPOCH
+    from assay.evidence.records import gate_key
+
+    require_signed = gate_key() is not None  # as the gate's merge rule: unsigned never counts
     rows: list[BriefRow] = []
     for brief_id in sorted(set(snapshot.briefs) | set(snapshot.claims)):
         brief = snapshot.briefs.get(brief_id)
         claim = snapshot.claims.get(brief_id)
         journal = snapshot.journals.get(brief_id)
-        head = snapshot.branch(brief_id) or snapshot.reviews.get(brief_id, "")
+        # The review's current head: the branch's tip, else the review record's head_sha.
+        head = snapshot.branch(brief_id) or snapshot.review_heads.get(brief_id, "")
         status = snapshot.statuses.get(brief_id, {})
         note = str(status.get("note", "")) if status else ""
         if journal is not None and journal.problem:
@@ -121,6 +142,10 @@ def board_from_snapshot(
                     snapshot.evidence.get(brief_id, ()),
                     dict(info.claimed),
                     head,
+                    brief=brief_id,
+                    commands=brief.commands if brief else (),
+                    desk_names={claim.desk, claim.holder} - {""} if claim else (),
+                    require_signed=require_signed,
                 ),
                 review=_review(snapshot, brief_id),
                 run_started=info.first_at,

@@ -27,6 +27,7 @@ class BriefInfo:
     title: str = ""
     desk: str = ""
     rows: tuple[str, ...] = ()  # acceptance row ids
+    commands: tuple[str, ...] = ()  # each row's command, as the brief on main writes it
     problem: str = ""  # set when the brief file does not parse
 
 
@@ -107,12 +108,13 @@ class EventInfo:
 
 @dataclass(frozen=True)
 class EvidenceInfo:
-    """The gate's latest record for one row."""
+    """One evidence record of one row, oldest first on the brief's evidence ref."""
 
     row: str
     passed: bool
     head_sha: str
     at: str = ""
+    record: Any = None  # the evidence package's checked ``EvidenceRecord`` (it judges it)
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,7 @@ class ForgeSnapshot:
     evidence: Mapping[str, Sequence[EvidenceInfo]] = field(default_factory=dict)
     reviews: Mapping[str, str] = field(default_factory=dict)  # brief -> review ref's sha
     review_states: Mapping[str, str] = field(default_factory=dict)  # draft/ready/merged/closed
+    review_heads: Mapping[str, str] = field(default_factory=dict)  # the review record's head_sha
     events: Mapping[str, Sequence[EventInfo]] = field(default_factory=dict)
     statuses: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     templates: Mapping[str, str] = field(default_factory=dict)  # board_templates/ on main

@@ -160,6 +160,10 @@ def journal_entries(batch: GitBatch, sha: str, brief: str) -> tuple[list[dict[st
     return entries, prev, ""
 
 
+# Bumped whenever a cache entry gains a field: an older cache is parsed again.
+BRIEF_CACHE_VERSION = 2
+
+
 def _brief_cache_path(cache: Path) -> Path:
     return Path(cache) / "assay-board" / "briefs.json"
 
@@ -169,7 +173,7 @@ def _load_brief_cache(cache: Path) -> dict[str, dict[str, Any]]:
         data = json.loads(_brief_cache_path(cache).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) and data.get("v") == 1 else {}
+    return data if isinstance(data, dict) and data.get("v") == BRIEF_CACHE_VERSION else {}
 
 
 def _save_brief_cache(cache: Path, entries: dict[str, dict[str, Any]]) -> None:
@@ -177,7 +181,9 @@ def _save_brief_cache(cache: Path, entries: dict[str, dict[str, Any]]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps({**entries, "v": 1}, sort_keys=True), encoding="utf-8")
+        temporary.write_text(
+            json.dumps({**entries, "v": BRIEF_CACHE_VERSION}, sort_keys=True), encoding="utf-8"
+        )
         os.replace(temporary, path)
     except OSError:
         pass  # only a cache: the next board parses again
@@ -205,6 +211,7 @@ def _brief_infos(batch: GitBatch, main: str, cache: Path | None = None) -> dict[
             title=str(entry.get("title", "")),
             desk=str(entry.get("desk", "")),
             rows=tuple(str(row) for row in entry.get("rows", [])),
+            commands=tuple(str(command) for command in entry.get("commands", [])),
             problem=str(entry.get("problem", "")),
         )
         if info.problem:
@@ -230,6 +237,7 @@ def _parse_brief_blob(
         "title": brief.title,
         "desk": brief.desk or "",
         "rows": [row.id for row in brief.verify],
+        "commands": [row.run for row in brief.verify],
     }
 
 
@@ -244,19 +252,30 @@ def _templates(batch: GitBatch, main: str) -> dict[str, str]:
     return found
 
 
-def _evidence(batch: GitBatch, sha: str) -> list[EvidenceInfo]:
+def _evidence(batch: GitBatch, sha: str, brief: str) -> list[EvidenceInfo]:
+    """Every record on the brief's evidence ref, oldest first, each checked by the evidence
+    package's own decoder (digest, and the gate's signature when ``ASSAY_EVIDENCE_KEY`` is
+    set): a record it refuses is left out, so it can never show as verified."""
+    # Imported here: the waker reads snapshots too, and never evidence.
+    from assay.evidence.records import decode, gate_key
+
+    key = gate_key()
     records: list[EvidenceInfo] = []
     for commit in history(batch, sha):
-        raw = record_of(batch, commit, ("record.json",))
-        if not isinstance(raw, Mapping) or not isinstance(raw.get("row"), str):
+        data = batch.blob(f"{commit}:record.json")
+        if data is None:
             continue
-        passed = raw.get("exit") == 0 and not raw.get("timed_out", False)
+        try:
+            record = decode(data, source=f"{EVIDENCE}{brief} {commit[:12]}", key=key)
+        except AssayError:
+            continue
         records.append(
             EvidenceInfo(
-                row=raw["row"],
-                passed=passed,
-                head_sha=str(raw.get("head_sha", "")),
-                at=str(raw.get("at", "")),
+                row=record.row,
+                passed=record.passed,
+                head_sha=record.head_sha,
+                at=record.at,
+                record=record,
             )
         )
     records.reverse()
@@ -305,6 +324,7 @@ def snapshot_from_cache(
     evidence: dict[str, list[EvidenceInfo]] = {}
     reviews: dict[str, str] = {}
     review_states: dict[str, str] = {}
+    review_heads: dict[str, str] = {}
     events: dict[str, list[EventInfo]] = {}
     statuses: dict[str, Mapping[str, Any]] = {}
     main = refs.get(MAIN, "")
@@ -329,12 +349,14 @@ def snapshot_from_cache(
                 if entries or problem:
                     journal_map[brief] = journal_info(entries, head=head, problem=problem)
             elif ref.startswith(EVIDENCE):
-                evidence[_suffix(ref, EVIDENCE)] = _evidence(batch, sha)
+                evidence[_suffix(ref, EVIDENCE)] = _evidence(batch, sha, _suffix(ref, EVIDENCE))
             elif ref.startswith(REVIEWS):
                 reviews[_suffix(ref, REVIEWS)] = sha
                 review = record_of(batch, sha, ("review.json", "record.json"))
                 if isinstance(review, Mapping) and isinstance(review.get("state"), str):
                     review_states[_suffix(ref, REVIEWS)] = review["state"]
+                if isinstance(review, Mapping) and isinstance(review.get("head_sha"), str):
+                    review_heads[_suffix(ref, REVIEWS)] = review["head_sha"]
             elif ref.startswith(EVENTS):
                 events[_suffix(ref, EVENTS)] = _events(batch, sha)
             elif ref.startswith(STATUS):
@@ -351,6 +373,7 @@ def snapshot_from_cache(
         evidence=evidence,
         reviews=reviews,
         review_states=review_states,
+        review_heads=review_heads,
         events=events,
         statuses=statuses,
         templates=templates,

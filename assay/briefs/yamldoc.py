@@ -104,7 +104,7 @@ def load_yaml(text: str, *, source: str, line_offset: int = 0) -> YamlDoc:
     try:
         node = loader.get_single_node()
         if node is not None:
-            _check_nodes(node, source=source, line_offset=line_offset)
+            _check_nodes(node, text, source=source, line_offset=line_offset)
             data = loader.construct_document(node)
         else:
             data = None
@@ -123,7 +123,7 @@ def load_yaml(text: str, *, source: str, line_offset: int = 0) -> YamlDoc:
     return YamlDoc(data=data, node=node, source=source, line_offset=line_offset)
 
 
-def _check_nodes(node: yaml.Node, *, source: str, line_offset: int) -> None:
+def _check_nodes(node: yaml.Node, text: str, *, source: str, line_offset: int) -> None:
     """Refuse aliases and duplicate keys; a node reached twice is an alias.
 
     Aliases are refused because a few of them expand into exponential structures ("billion
@@ -135,7 +135,7 @@ def _check_nodes(node: yaml.Node, *, source: str, line_offset: int) -> None:
     while stack:
         current = stack.pop()
         if id(current) in seen_nodes:
-            line = current.start_mark.line + 1 + line_offset
+            line = _alias_line(text, current) + 1 + line_offset
             raise BadInput(
                 f"{source} line {line}: YAML anchors and aliases are not allowed", source=source
             )
@@ -155,6 +155,18 @@ def _check_nodes(node: yaml.Node, *, source: str, line_offset: int) -> None:
                 stack.append(value_node)
         elif isinstance(current, yaml.SequenceNode):
             stack.extend(current.value)
+
+
+def _alias_line(text: str, node: yaml.Node) -> int:
+    """The 0-based line of the document's first alias (the node reached twice only knows
+    its anchor's line). Only on the error path, so the second pass costs nothing normally."""
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.AliasEvent) and event.start_mark is not None:
+                return int(event.start_mark.line)
+    except yaml.YAMLError:
+        pass
+    return int(node.start_mark.line)
 
 
 def validation_error(exc: ValidationError, doc: YamlDoc) -> BadInput:

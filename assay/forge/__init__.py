@@ -7,12 +7,16 @@ repository made by ``init_forge`` and served over smart HTTP by ``ForgeServer``;
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from assay.forge.base import Forge, default_cache_dir
 from assay.forge.embedded import MAIN, init_forge, is_forge
 from assay.forge.open import open_forge
 from assay.forge.records import BRIEF_LOGS, RECORD_PATH, LogEntry, RefLog
-from assay.forge.serve import ForgeServer
 from assay.plumbing import Identity, PushOutcome, PushResult, RefUpdate
+
+if TYPE_CHECKING:
+    from assay.forge.serve import ForgeServer
 
 __all__ = [
     "BRIEF_LOGS",
@@ -31,3 +35,13 @@ __all__ = [
     "is_forge",
     "open_forge",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The HTTP server (and http.server) only when asked for: a desk or waker process that
+    # only opens a forge should not pay for it at start-up.
+    if name == "ForgeServer":
+        from assay.forge.serve import ForgeServer
+
+        return ForgeServer
+    raise AttributeError(f"module 'assay.forge' has no attribute {name!r}")

@@ -1,7 +1,10 @@
 """Append-only logs of small versioned JSON records, one ref each (events, evidence, ...).
 
 A :class:`RefLog` is a ref whose first-parent history is the log: every commit's tree
-holds exactly one ``record.json``, ``{"v": <format version>, "kind": <log kind>, ...}``.
+holds exactly one record file, ``record.json`` holding ``{"v": <format version>, "kind":
+<log kind>, ...}``, except where a log's writer fixed another shape first: review records
+are ``review.json`` without a ``kind`` field (``assay.desks.review``), and
+``RefLog.for_brief`` reads and writes each brief log in its writer's shape (``LOG_FILES``).
 Appending is a compare-and-swap push of a child commit; a lost race re-reads the tip and
 appends again on top (an append never replaces anyone's record). Every read validates
 every record and reports the first bad one as ``Corrupt`` naming the ref and the commit.
@@ -25,6 +28,16 @@ from assay.plumbing import GitError, Identity, RefUpdate
 RECORD_PATH = "record.json"
 BRIEF_LOGS = ("events", "evidence", "reviews", "status")
 
+# The record file of each brief log, as the module that writes the log names it.
+LOG_FILES: dict[str, str] = {
+    "events": RECORD_PATH,
+    "evidence": RECORD_PATH,
+    "reviews": "review.json",  # assay.desks.review.REVIEW_FILE (a test keeps them equal)
+    "status": RECORD_PATH,
+}
+# Logs whose records carry no ``kind`` field (the review record's format has none).
+KINDLESS_LOGS = frozenset({"reviews"})
+
 Validator = Callable[[dict[str, Any]], None]
 
 
@@ -41,7 +54,9 @@ class RefLog:
 
     ``validate`` (optional) checks a record's own fields and raises ``ValueError``,
     ``KeyError``, ``TypeError`` or ``BadInput``; on read that becomes ``Corrupt``, on
-    append ``BadInput`` (nothing is written).
+    append ``BadInput`` (nothing is written). ``path`` is the record's file name in each
+    commit; with ``stamp_kind=False`` records carry no ``kind`` field (one that is present
+    must still match).
     """
 
     def __init__(
@@ -52,6 +67,8 @@ class RefLog:
         kind: str,
         version: int = 1,
         validate: Validator | None = None,
+        path: str = RECORD_PATH,
+        stamp_kind: bool = True,
     ) -> None:
         if not ref.startswith("refs/"):
             raise BadInput(f"{ref!r} is not a full ref name")
@@ -60,6 +77,8 @@ class RefLog:
         self.kind = kind
         self.version = version
         self._validate = validate
+        self.path = path
+        self.stamp_kind = stamp_kind
         self._tip: str | None = None
         self._known = False
 
@@ -71,11 +90,14 @@ class RefLog:
         brief: str,
         **options: Any,
     ) -> RefLog:
-        """The ``refs/assay/<log>/<brief>`` log (``kind`` defaults to ``log``)."""
+        """The ``refs/assay/<log>/<brief>`` log (``kind`` defaults to ``log``), in the record
+        file and shape its writer uses (``LOG_FILES``, ``KINDLESS_LOGS``)."""
         if log not in BRIEF_LOGS:
             raise BadInput(f"unknown brief log {log!r} (one of {', '.join(BRIEF_LOGS)})")
         check_id(brief)
         options.setdefault("kind", log)
+        options.setdefault("path", LOG_FILES[log])
+        options.setdefault("stamp_kind", log not in KINDLESS_LOGS)
         return cls(forge, f"refs/assay/{log}/{brief}", **options)
 
     # ------------------------------------------------------------------ reading
@@ -98,7 +120,7 @@ class RefLog:
                 raise Corrupt(f"{self.ref}: commit {after[:12]} is no longer in the log")
             commits = commits[: commits.index(after)]
         commits.reverse()
-        blobs = self.forge.read_blobs([(c, RECORD_PATH) for c in commits])
+        blobs = self.forge.read_blobs([(c, self.path) for c in commits])
         return [
             LogEntry(commit, self._parse(commit, blob))
             for commit, blob in zip(commits, blobs, strict=True)
@@ -113,16 +135,16 @@ class RefLog:
         tip = self.head(fetch=fetch)
         if tip is None:
             return None
-        return self._parse(tip, self.forge.read_blob(tip, RECORD_PATH))
+        return self._parse(tip, self.forge.read_blob(tip, self.path))
 
     def _parse(self, commit: str, blob: bytes | None) -> dict[str, Any]:
         where = f"{self.ref} at {commit[:12]}"
         if blob is None:
-            raise Corrupt(f"{where}: the commit holds no {RECORD_PATH}", ref=self.ref)
+            raise Corrupt(f"{where}: the commit holds no {self.path}", ref=self.ref)
         try:
             record = json.loads(blob)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise Corrupt(f"{where}: {RECORD_PATH} is not JSON: {exc}", ref=self.ref) from exc
+            raise Corrupt(f"{where}: {self.path} is not JSON: {exc}", ref=self.ref) from exc
         try:
             self.check(record)
         except BadInput as exc:
@@ -132,10 +154,10 @@ class RefLog:
     def check(self, record: Any) -> None:
         """Raise ``BadInput`` unless ``record`` is a valid record of this log."""
         if not isinstance(record, dict):
-            raise BadInput(f"{RECORD_PATH} must be a JSON object")
+            raise BadInput(f"{self.path} must be a JSON object")
         if record.get("v") != self.version:
             raise BadInput(f"field 'v' is {record.get('v')!r}, this Assay reads v{self.version}")
-        if record.get("kind") != self.kind:
+        if (self.stamp_kind or "kind" in record) and record.get("kind") != self.kind:
             raise BadInput(f"field 'kind' is {record.get('kind')!r}, expected {self.kind!r}")
         if self._validate is not None:
             try:
@@ -156,7 +178,9 @@ class RefLog:
         max_attempts: int = 20,
     ) -> LogEntry:
         """Append one record (``v`` and ``kind`` are filled in); return it with its commit."""
-        full = {**record, "v": self.version, "kind": self.kind}
+        full = {**record, "v": self.version}
+        if self.stamp_kind:
+            full["kind"] = self.kind
         try:
             self.check(full)
             payload = json.dumps(full, sort_keys=True, separators=(",", ":")).encode()
@@ -168,7 +192,7 @@ class RefLog:
         tip = self.head(fetch=False)
         for _ in range(max_attempts):
             commit = self.forge.commit(
-                {RECORD_PATH: payload},
+                {self.path: payload},
                 parents=[tip] if tip else [],
                 message=summary,
                 author=author,

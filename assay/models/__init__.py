@@ -8,9 +8,8 @@ adapter: ``openai`` (any OpenAI-compatible endpoint), ``anthropic`` (Messages AP
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import BaseModel, ValidationError
 
 from assay.briefs.yamldoc import describe, format_path
@@ -25,6 +24,9 @@ from assay.models.config import (
     Price,
     ScriptedConfig,
 )
+
+if TYPE_CHECKING:  # httpx costs ~0.1 s to import; only the HTTP adapters need it at run time
+    import httpx
 
 
 def parse_model_config(

@@ -1,0 +1,140 @@
+"""The board's evidence column follows the evidence package's merge rule, on a real forge.
+
+A row shows as verified only when a record that counts (written by the gate, not by the
+claim's desk; signed when a gate key is set) passed at the review's current head for the
+row's current command; a record at an older head or for an older command is stale.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assay.board.collect import collect_board
+from assay.board.model import EvidenceCounts
+from assay.claims import ClaimStore
+from assay.evidence.records import EvidenceRecord
+from assay.evidence.store import append_records
+from assay.forge import Forge, open_forge
+from assay.plumbing import ASSAY_IDENTITY, RefUpdate
+from tests.forge_fixtures import put_on_main
+
+BRIEF = """---
+id: calc
+title: Add calc.add
+desk: coder
+verify:
+  - id: unit
+    run: python3 check.py
+  - id: lint
+    run: test -f calc.py
+  - id: docs
+    run: test -f README.md
+  - id: types
+    run: python3 -m mypy calc.py --strict
+---
+Add a function add(a, b) to calc.py.
+"""
+
+
+def _record(row: str, command: str, head: str, *, verifier: str = "gate:ci") -> EvidenceRecord:
+    return EvidenceRecord(
+        brief="calc",
+        row=row,
+        command=command,
+        exit=0,
+        timed_out=False,
+        seconds=0.2,
+        output_sha256="sha256:" + "0" * 64,
+        output_bytes=3,
+        output_tail="ok\n",
+        head_sha=head,
+        env_fingerprint={"python": "3.11.2"},
+        verifier=verifier,
+        journal_head="",
+        at="2026-03-01T12:00:00Z",
+    )
+
+
+def _scene(forge_path: Path) -> tuple[Forge, str, str]:
+    """Brief calc on main, a claim by desk ``coder``, and a branch one commit past main."""
+    main = put_on_main(forge_path, {"briefs/calc.md": BRIEF})
+    forge = open_forge(str(forge_path))
+    head = forge.commit(
+        {"calc.py": b"def add(a, b):\n    return a + b\n"},
+        parents=[main],
+        message="add calc",
+        author=ASSAY_IDENTITY,
+    )
+    assert forge.push([RefUpdate("refs/heads/assay/calc", head, expected=None)]).ok
+    ClaimStore(forge).acquire("calc", "coder", lease_s=600, holder="host-1")
+    return forge, main, head
+
+
+def _counts(forge: Forge) -> EvidenceCounts:
+    state, _ = collect_board(forge)
+    (row,) = [r for r in state.rows if r.id == "calc"]
+    return row.evidence
+
+
+def test_desk_written_and_stale_records_never_show_as_verified(
+    forge_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ASSAY_EVIDENCE_KEY", raising=False)
+    forge, old, head = _scene(forge_path)
+    with forge:
+        append_records(
+            forge,
+            "calc",
+            [
+                _record("unit", "python3 check.py", head),  # counts: verified
+                _record("lint", "test -f calc.py", head, verifier="gate:coder"),  # the desk's
+                _record("lint", "test -f calc.py", head, verifier="coder"),  # not a gate
+                _record("docs", "test -f README.md", old),  # an older head: stale
+                _record("types", "python3 -m mypy calc.py", head),  # an older command: stale
+            ],
+        )
+        counts = _counts(forge)
+    assert (counts.rows, counts.verified, counts.stale, counts.failing) == (4, 1, 2, 0)
+    assert counts.label == "1/4 stale 2"
+
+
+def test_a_gate_key_makes_unsigned_records_not_count(
+    forge_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ASSAY_EVIDENCE_KEY", raising=False)
+    forge, _, head = _scene(forge_path)
+    with forge:
+        append_records(forge, "calc", [_record("unit", "python3 check.py", head)])
+        assert _counts(forge).verified == 1
+        monkeypatch.setenv("ASSAY_EVIDENCE_KEY", "gate-secret")
+        assert _counts(forge).verified == 0  # unsigned: the merge rule would not count it
+        append_records(
+            forge, "calc", [_record("unit", "python3 check.py", head)], key=b"gate-secret"
+        )
+        assert _counts(forge).verified == 1
+
+
+def test_without_a_branch_the_review_record_names_the_head(forge_path: Path) -> None:
+    forge, _, head = _scene(forge_path)
+    with forge:
+        append_records(forge, "calc", [_record("unit", "python3 check.py", head)])
+        review = forge.commit(
+            {
+                "review.json": json.dumps(
+                    {"v": 1, "brief": "calc", "head_sha": head, "state": "merged"}
+                ).encode()
+            },
+            parents=[],
+            message="review",
+            author=ASSAY_IDENTITY,
+        )
+        assert forge.push(
+            [
+                RefUpdate("refs/assay/reviews/calc", review, expected=None),
+                RefUpdate("refs/heads/assay/calc", None, expected=head),
+            ]
+        ).ok
+        assert _counts(forge).verified == 1
