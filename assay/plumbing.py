@@ -47,6 +47,8 @@ LOG = logging.getLogger("assay.plumbing")
 
 ZERO_SHA = "0" * 40
 GIT_TIMEOUT_S = 120.0
+STALL_S = 15  # seconds an HTTP transfer may move no bytes before git gives up on it
+# (ASSAY_FORGE_STALL_SECONDS overrides it.)
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
 _IDENTITY_BAD = re.compile(r"[<>\n\r\0]")
 
@@ -113,6 +115,11 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
             "LANGUAGE": "C",
             "GIT_ASKPASS": "",
             "SSH_ASKPASS": "",
+            # A connection that stalls (a reply lost by a proxy, a forge that hangs) aborts
+            # after STALL_S instead of holding the desk until GIT_TIMEOUT_S: it is then a
+            # transport failure, retried like any other.
+            "GIT_HTTP_LOW_SPEED_LIMIT": "1",
+            "GIT_HTTP_LOW_SPEED_TIME": os.environ.get("ASSAY_FORGE_STALL_SECONDS", str(STALL_S)),
         }
     )
     # Keep the machine's identity out of every object we write: a forgotten -c or env
