@@ -49,7 +49,11 @@ class ReplyDropper:
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
-        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        except OSError:  # the forge refused us: so does the proxy (git sees a reset, retries)
+            client.close()
+            return
         first = client.recv(65536)
         drop = False
         if first.startswith(b"POST ") and b"/git-receive-pack " in first.split(b"\r\n", 1)[0]:
