@@ -120,9 +120,9 @@ APPROVAL_LABEL = "approval"
 
 
 def wants_approval(brief: Brief, desk: Any) -> bool:
-    """Whether ``finish`` waits for ``assay approve``: the brief carries the label
-    ``approval``, or the desk manifest sets ``approval: true``."""
-    return APPROVAL_LABEL in brief.labels or bool(getattr(desk, "approval", False))
+    """Whether ``finish`` waits for ``assay approve``: the brief sets ``approval: true`` or
+    carries the label ``approval``, or the desk manifest sets ``approval: true``."""
+    return brief.approval or APPROVAL_LABEL in brief.labels or bool(desk.approval)
 
 
 def lock_workdir(workroot: Path, brief: str) -> tuple[Path, IO[bytes]]:
