@@ -169,3 +169,38 @@ def test_an_assay_issue_is_claimed_and_run_by_desk_run_once(
     )
     assert named.returncode == BadInput.code, named.stdout + named.stderr
     assert f"issue #{desk_pass.bad}" in named.stderr and "verify" in named.stderr
+
+
+def test_the_token_reaches_no_object_no_review_no_tool_and_no_judge(
+    desk_pass: DeskPass, fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    outputs = desk_pass.outputs()
+    # The run tool's command saw the declared variable, and no variable holding the token,
+    # although the manifest asked for two of them by name.
+    shown = outputs["run"]["output"]
+    assert "ASSAY_VISIBLE=visible-value" in shown
+    assert "ASSAY_BOT_CRED" not in shown and "GH_COPY" not in shown
+    assert "GITHUB_TOKEN" not in shown and TOKEN not in shown
+    # Nor did the objective's judge (`env`, run in a fresh clone of the branch).
+    judged = outputs["objective.judge"]
+    assert judged["exit"] == 0 and "PATH=" in judged["tail"]
+    assert "ASSAY_BOT_CRED" not in judged["tail"] and "GH_COPY" not in judged["tail"]
+    assert "GITHUB_TOKEN" not in judged["tail"] and TOKEN not in judged["tail"]
+
+    # The issue pasted the token into the brief the model was sent: it is redacted in every
+    # object of the repository (branch files, journal lines and blobs, the review record,
+    # claims), in the review body and in the command's output.
+    every_object = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=fake_github.bare,
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert b"Someone pasted a token here" in every_object
+    assert TOKEN.encode() not in every_object
+    for path in desk_pass.tree.rglob("*"):
+        assert not path.is_file() or TOKEN.encode() not in path.read_bytes(), path
+    with open_forge(str(fake_github.bare), cache_dir=tmp_path / "reader") as reader:
+        review = read_review(reader, desk_pass.brief)
+    assert review is not None and TOKEN not in review.body
+    assert TOKEN not in desk_pass.done.stdout + desk_pass.done.stderr
