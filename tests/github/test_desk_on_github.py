@@ -25,7 +25,7 @@ from assay.errors import BadInput
 from assay.forge import open_forge
 from assay.journal import load_packed, read_journal
 from tests.conftest import AssayRunner
-from tests.github.fake_github import FakeGitHub
+from tests.github.fake_github import BOT, FakeGitHub
 
 TOKEN = "ghs-bot"  # the fake's token for the bot user (write permission)
 ISSUE_BODY = f"""---
@@ -169,6 +169,13 @@ def test_an_assay_issue_is_claimed_and_run_by_desk_run_once(
     )
     assert named.returncode == BadInput.code, named.stdout + named.stderr
     assert f"issue #{desk_pass.bad}" in named.stderr and "verify" in named.stderr
+
+
+def test_desk_run_reports_its_rest_calls(desk_pass: DeskPass, fake_github: FakeGitHub) -> None:
+    """The one conditional list of open ``assay`` issues; claims and journals are git."""
+    rest = json.loads(desk_pass.done.stdout)["rest"]
+    api = [c for c in fake_github.calls if c.user == BOT and not c.path.startswith("git:")]
+    assert rest["calls"] == len(api) >= 1 and rest["charged"] >= 1 and rest["writes"] == 0
 
 
 def test_the_token_reaches_no_object_no_review_no_tool_and_no_judge(
