@@ -13,6 +13,7 @@ verify:
     timeout: 120
 env: {python: "3.11", lock: requirements.lock, tools: [pytest]}
 budget: {steps: 40, model_calls: 20, usd: 0.5}
+approval: true
 ---
 Markdown body: what to do and why.
 ```
@@ -212,6 +213,7 @@ class FrontMatter(StrictModel):
     env: EnvSpec = Field(default_factory=EnvSpec)
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     objective: Objective | None = None
+    approval: bool = False  # wait for ``assay approve`` before ``finish`` takes effect
 
     @field_validator("id")
     @classmethod

@@ -9,8 +9,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from assay.cli.options import forge_option, json_option
-from assay.console import out, print_json
+from assay.cli.options import forge_option, json_option, print_result
+from assay.console import out
 from assay.errors import BadInput
 
 
@@ -76,7 +76,7 @@ def board(
         _write(Path(html_path), html)
     totals = state.totals()
     if as_json:
-        print_json(
+        print_result(
             {
                 "status": "ok",
                 "code": 0,
@@ -146,7 +146,7 @@ def status(now: str | None, forge: str | None, as_json: bool) -> None:
     state, _ = collect_board(open_forge(forge), now=moment)
     data = state.to_json()
     if as_json:
-        print_json({"status": "ok", "code": 0, **data})
+        print_result({"status": "ok", "code": 0, **data})
         return
     out.print(_status_table(data))
     totals = data["totals"]

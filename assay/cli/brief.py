@@ -13,8 +13,8 @@ import click
 from rich.table import Table
 
 from assay.briefs import Brief, FrontMatter, by_priority, load_brief_dir, parse_brief, render_brief
-from assay.cli.options import forge_option, json_option
-from assay.console import out, print_json
+from assay.cli.options import forge_option, json_option, print_result
+from assay.console import out
 from assay.errors import BadInput, UsageError
 from assay.ids import check_id
 
@@ -78,7 +78,7 @@ def new_command(
     with path.open("x", encoding="utf-8") as handle:
         handle.write(text)
     if as_json:
-        print_json({"status": "ok", "code": 0, "id": brief_id, "path": str(path)})
+        print_result({"status": "ok", "code": 0, "id": brief_id, "path": str(path)})
     else:
         out.print(f"wrote {path}", markup=False, highlight=False)
 
@@ -106,7 +106,7 @@ def add_command(file: Path, forge: str | None, author: str, replace: bool, as_js
 
     result = add_brief(forge, brief, data, author=author, replace=replace)
     if as_json:
-        print_json({"status": "ok", "code": 0, **result})
+        print_result({"status": "ok", "code": 0, **result})
     else:
         verb = (
             "unchanged" if result["unchanged"] else ("replaced" if result["replaced"] else "added")
@@ -136,7 +136,7 @@ def list_command(forge: str | None, directory: str | None, as_json: bool) -> Non
     """List briefs, highest priority first."""
     briefs = by_priority(_load(forge, directory).values())
     if as_json:
-        print_json({"status": "ok", "code": 0, "briefs": [_row(b) for b in briefs]})
+        print_result({"status": "ok", "code": 0, "briefs": [_row(b) for b in briefs]})
         return
     table = Table("id", "priority", "desk/labels", "depends on", "verify", "title")
     table.columns[0].no_wrap = True
@@ -165,7 +165,7 @@ def show_command(brief_id: str, forge: str | None, directory: str | None, as_jso
         raise BadInput(f"no brief {brief_id!r} (known: {', '.join(sorted(briefs)) or 'none'})")
     brief = briefs[brief_id]
     if as_json:
-        print_json({"status": "ok", "code": 0, "brief": brief.to_json()})
+        print_result({"status": "ok", "code": 0, "brief": brief.to_json()})
         return
     out.print(render_brief(brief), markup=False, highlight=False, end="")
 

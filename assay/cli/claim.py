@@ -10,8 +10,8 @@ from rich.table import Table
 
 from assay.claims import ClaimRecord, ClaimStore
 from assay.claims.record import now_utc
-from assay.cli.options import forge_option, json_option
-from assay.console import err, out, print_json
+from assay.cli.options import forge_option, json_option, print_result
+from assay.console import err, out
 from assay.errors import Corrupt
 from assay.forge import open_forge
 
@@ -84,7 +84,7 @@ def acquire_command(
     claim = store.acquire(brief, desk, lease_s=lease_s, allow_waiting=wake)
     if as_json:
         row = _row(store, claim.record, now_utc())
-        print_json(
+        print_result(
             {"status": "ok", "code": 0, "holder": claim.holder, "fence": claim.fence, "claim": row}
         )
         return
@@ -105,7 +105,7 @@ def renew_command(
     store = _store(forge, skew)
     claim = store.renew(store.adopt(brief, holder))
     if as_json:
-        print_json({"status": "ok", "code": 0, "claim": _row(store, claim.record, now_utc())})
+        print_result({"status": "ok", "code": 0, "claim": _row(store, claim.record, now_utc())})
     else:
         _say(f"renewed {brief} (fence {claim.fence})")
 
@@ -123,7 +123,7 @@ def release_command(brief: str, holder: str, done: bool, forge: str | None, as_j
     store.release(claim, done=done)
     state = "done" if done else "released"
     if as_json:
-        print_json(
+        print_result(
             {"status": "ok", "code": 0, "brief": brief, "state": state, "fence": claim.fence}
         )
     else:
@@ -169,7 +169,7 @@ def list_command(skew: float | None, forge: str | None, as_json: bool) -> None:
     now = now_utc()
     rows = [_row(store, record, now) for record in records]
     if as_json:
-        print_json(
+        print_result(
             {
                 "status": "ok" if not broken else "corrupt",
                 "code": 0 if not broken else Corrupt.code,
@@ -202,13 +202,13 @@ def show_command(brief: str, skew: float | None, forge: str | None, as_json: boo
     record = store.get(brief)
     if record is None:
         if as_json:
-            print_json({"status": "ok", "code": 0, "brief": brief, "claim": None})
+            print_result({"status": "ok", "code": 0, "brief": brief, "claim": None})
         else:
             _say(f"{brief} has no claim")
         return
     row = _row(store, record, now_utc())
     if as_json:
-        print_json({"status": "ok", "code": 0, "brief": brief, "claim": row})
+        print_result({"status": "ok", "code": 0, "brief": brief, "claim": row})
         return
     for key in (
         "brief",

@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from assay.cli.options import forge_option, json_option
-from assay.console import err, out, print_json
+from assay.cli.options import forge_option, json_option, print_result
+from assay.console import err, out
 
 DESKS_HELP = "Directory of desk manifests (default: ./desks)."
 
@@ -58,7 +58,7 @@ def _load_desks(directory: str) -> dict[str, Any]:
 
 def _print_reports(reports: list[Any], *, as_json: bool, code: int) -> None:
     if as_json:
-        print_json(
+        print_result(
             {
                 "status": "ok" if code == 0 else "done",
                 "code": code,
@@ -292,7 +292,7 @@ def register(root: click.Group) -> None:
         )
         code = exit_code(reports, nothing=0)
         if as_json:
-            print_json(
+            print_result(
                 {
                     "status": "ok",
                     "code": code,
@@ -333,6 +333,6 @@ def register(root: click.Group) -> None:
             "cancel", actor=actor or os.environ.get("USER", "")
         )
         if as_json:
-            print_json({"status": "ok", "code": 0, "event": event.to_json()})
+            print_result({"status": "ok", "code": 0, "event": event.to_json()})
         else:
             out.print(f"cancelled {brief_id} (event {event.id})")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import click
 
-from assay.cli.options import forge_option, json_option
-from assay.console import err, print_json
+from assay.cli.options import forge_option, json_option, print_result
+from assay.console import err
 from assay.errors import UsageError
 from assay.runtime import Event, LocalEventStore
 
@@ -43,7 +43,7 @@ def _deliver(
             "(or name a BRIEF and its --forge)"
         )
     if as_json:
-        print_json(event.to_json())
+        print_result(event.to_json())
     else:
         err.print(f"delivered {event.kind} {event.id}", markup=False, highlight=False)
 

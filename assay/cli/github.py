@@ -12,11 +12,10 @@ from typing import Any
 import click
 from rich.table import Table
 
-from assay.cli.options import forge_option, json_option
-from assay.console import err, out, print_json
+from assay.cli.options import forge_option, json_option, print_result
+from assay.console import err, out
 from assay.errors import BadInput
 from assay.github.init import init_repository
-from assay.github.rest import process_stats
 
 
 def token_env_option(fn: Any) -> Any:
@@ -40,7 +39,7 @@ def _open(spec: str | None, token_env: str | None) -> Any:
 
 
 def _emit(payload: dict[str, Any]) -> None:
-    print_json({"status": "ok", "code": 0, **payload, "rest": process_stats().to_json()})
+    print_result({"status": "ok", "code": 0, **payload})
 
 
 @click.command("init")

@@ -1,11 +1,15 @@
-"""Options shared by many commands, so every command spells them the same way."""
+"""Options shared by many commands, so every command spells them the same way, and the
+one way a command prints its ``--json`` result (``print_result``: with the REST calls made)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import click
+
+from assay.console import print_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,3 +52,33 @@ def forge_option(fn: F) -> F:
         help="The forge: a path, file://, git://, http(s)://, or github:OWNER/REPO "
         "(default: $ASSAY_FORGE).",
     )(fn)
+
+
+# What ``RestStats().to_json()`` is before any call: reported without importing the REST
+# client (and httpx) into commands that never opened a GitHub forge.
+_NO_REST_CALLS: dict[str, Any] = {
+    "calls": 0,
+    "charged": 0,
+    "not_modified": 0,
+    "writes": 0,
+    "retries": 0,
+    "waited_s": 0.0,
+}
+
+
+def rest_calls() -> dict[str, Any]:
+    """The REST calls this process made (``assay.github.rest.process_stats()``), as JSON.
+
+    Zeros on the embedded forge: no GitHub client was ever made, so the module is not even
+    loaded. (A command's claims, journals and events travel over git and cost none.)
+    """
+    rest = sys.modules.get("assay.github.rest")
+    if rest is None:
+        return dict(_NO_REST_CALLS)
+    stats: dict[str, Any] = rest.process_stats().to_json()
+    return stats
+
+
+def print_result(payload: Mapping[str, Any]) -> None:
+    """Print a command's ``--json`` result, with ``rest``: the REST calls it made."""
+    print_json({**payload, "rest": rest_calls()})

@@ -8,8 +8,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from assay.cli.options import forge_option, json_option
-from assay.console import out, print_json
+from assay.cli.options import forge_option, json_option, print_result
+from assay.console import out
 
 
 def _policies(directory: str | None) -> list[Any]:
@@ -27,7 +27,7 @@ def _dispatcher(forge: Any) -> Any:
 def _print(report: Any, as_json: bool) -> None:
     data = report.to_json()
     if as_json:
-        print_json(data)
+        print_result(data)
         return
     verb = "would do" if report.dry_run else "did"
     title = (
@@ -132,7 +132,7 @@ def install_hook(
 
     path = install_wake_hook(repository, forge_url=forge_url, workdir=workdir)
     if as_json:
-        print_json({"status": "ok", "code": 0, "hook": str(path)})
+        print_result({"status": "ok", "code": 0, "hook": str(path)})
     else:
         out.print(f"installed {path}", markup=False, highlight=False)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import click
 from rich.text import Text
 
-from assay.cli.options import forge_option, json_option
-from assay.console import err, out, print_json
+from assay.cli.options import forge_option, json_option, print_result
+from assay.console import err, out
 from assay.evidence.gate import MergeRefused, VerifyReport, merge, verify
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.rule import describe
@@ -80,7 +80,7 @@ def verify_command(brief: str, sha: str | None, forge: str | None, as_json: bool
         finally:
             status.stop()
     if as_json:
-        print_json(report.to_json())
+        print_result(report.to_json())
     else:
         _print_report(report)
     if not report.passed:
@@ -105,7 +105,7 @@ def merge_command(brief: str, ff_only: bool, forge: str | None, as_json: bool) -
             if as_json:
                 payload = refused.to_json()
                 payload.pop("details", None)
-                print_json({**payload, "decision": refused.decision.to_json()})
+                print_result({**payload, "decision": refused.decision.to_json()})
             else:
                 out.print(render_rich(refused.decision))
                 err.print(Text(f"assay: merge refused for {brief}:"))
@@ -113,7 +113,7 @@ def merge_command(brief: str, ff_only: bool, forge: str | None, as_json: bool) -
                     err.print(Text(f"  {line}"))
             _exit_failed()
     if as_json:
-        print_json(result.to_json())
+        print_result(result.to_json())
     else:
         out.print(render_rich(result.decision))
         out.print(

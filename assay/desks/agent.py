@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.desks.objectives import ObjectiveLoop
-from assay.errors import BadInput, Denied, Failed
+from assay.errors import BadInput, Failed
 
 SYSTEM_PROMPT = (
     "You are an Assay desk: an engineer working on one brief in a git work tree. "
@@ -246,17 +246,11 @@ def run_agent(
 def _call_tool(run: Any, name: str, args: dict[str, Any]) -> Any:
     """One recorded tool step; a tool's own failure goes back to the model as text.
 
-    ``Denied`` (and every other error class that ends the run) propagates.
+    ``Denied`` (and every other error class that ends the run) propagates; the runtime
+    has recorded it as a ``denied`` entry at this step's position.
     """
     try:
         return run.tool(name, args)
-    except Denied as denied:
-        # The runtime records a ``denied`` entry for an undeclared tool; a declared tool
-        # refusing its arguments (a path outside the tree, a command off the allowlist)
-        # is recorded here, as a step, before the run stops with exit 77.
-        reason = {"tool": name, "args": args, "reason": denied.message}
-        run.step("denied", lambda: reason, kind="compute")
-        raise
     except (BadInput, Failed) as problem:
         return {"error": problem.message}
 

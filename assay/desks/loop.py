@@ -29,7 +29,7 @@ from assay.desks.review import read_review, render_body, write_review
 from assay.desks.selection import Candidate, Why, queue
 from assay.desks.session import Session, budget_for
 from assay.desks.state import ForgeView, read_view
-from assay.errors import AssayError, Busy, Failed, Fenced, Paused, Suspended
+from assay.errors import AssayError, BadInput, Busy, Failed, Fenced, Paused, Suspended
 from assay.evidence import with_table
 from assay.evidence.gate import review_table
 from assay.forge import Forge
@@ -281,7 +281,7 @@ class DeskLoop:
             brief.id,
             head_sha=report.head_sha,
             title=f"{label}{brief.id}: {brief.title}",
-            body=redact(with_table(body, review_table(self.forge, brief.id))),
+            body=redact(with_table(body, evidence_table(self.forge, brief))),
             state=state,
         )
         return state
@@ -298,6 +298,23 @@ class DeskLoop:
         else:
             self.given_up.add(claim.brief)
             self.store.release(claim, note=f"{report.status}: {report.message}"[:300])
+
+
+def evidence_table(forge: Forge, brief: Brief) -> str:
+    """The gate's claimed-versus-verified table for the review body.
+
+    The gate reads a brief's rows from ``briefs/`` on main only, so for a brief that lives
+    elsewhere (a GitHub issue) it has no table yet; the review says so instead of failing.
+    """
+    try:
+        return review_table(forge, brief.id)
+    except BadInput:
+        if brief.source.startswith("briefs/"):
+            raise
+        return (
+            f"Evidence: not gated yet: the gate reads verify rows from `briefs/` on main, "
+            f"and this brief comes from {brief.source}.\n"
+        )
 
 
 def _output_message(output: Any) -> str:

@@ -132,6 +132,7 @@ class DeskManifest(StrictModel):
     secrets: list[str] = Field(default_factory=list)
     system_prompt: str = ""
     compact_at: Annotated[float, Field(gt=0, le=1)] = 0.8
+    approval: bool = False  # every brief waits for ``assay approve`` before ``finish``
     _source: str = PrivateAttr(default="")
     _base_dir: Path = PrivateAttr(default=Path("."))
 

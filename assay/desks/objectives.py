@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +83,28 @@ def objective_events(brief: Brief, journal: Journal | None) -> list[Event]:
     ]
 
 
-def run_judge(forge: Forge, sha: str, argv: list[str], *, timeout: float) -> dict[str, Any]:
+def judge_environment(secrets: Iterable[str] = ()) -> dict[str, str]:
+    """The judge's environment: ours without what an evidence row may not see (secret-like
+    names, ``$ASSAY_SECRET_ENV``'s, git plumbing) and without any variable holding one of
+    ``secrets`` (the forge's token under whatever name it was given)."""
+    from assay.evidence.runner import row_environment
+
+    withheld = [value for value in secrets if value]
+    return {
+        name: value
+        for name, value in row_environment().items()
+        if not any(secret in value for secret in withheld)
+    }
+
+
+def run_judge(
+    forge: Forge,
+    sha: str,
+    argv: list[str],
+    *,
+    timeout: float,
+    secrets: Iterable[str] = (),
+) -> dict[str, Any]:
     """Run the judge in a fresh clone of ``sha`` from the forge; never through a shell."""
     from assay.plumbing import run_git
 
@@ -98,7 +119,13 @@ def run_judge(forge: Forge, sha: str, argv: list[str], *, timeout: float) -> dic
         started = time.monotonic()
         try:
             done = subprocess.run(
-                argv, cwd=tree, capture_output=True, text=True, timeout=timeout, check=False
+                argv,
+                cwd=tree,
+                env=judge_environment(secrets),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
             )
             code, output = done.returncode, done.stdout + done.stderr
         except subprocess.TimeoutExpired:
@@ -118,19 +145,28 @@ def run_judge(forge: Forge, sha: str, argv: list[str], *, timeout: float) -> dic
 class ObjectiveLoop:
     """The judge-and-retry bookkeeping of one brief's objective, as recorded steps."""
 
-    def __init__(self, *, brief: Brief, forge: Forge, hooks: Any) -> None:
+    def __init__(
+        self, *, brief: Brief, forge: Forge, hooks: Any, secrets: Iterable[str] = ()
+    ) -> None:
         objective = brief.objective
         assert objective is not None
         self.brief = brief
         self.forge = forge
         self.hooks = hooks
+        self.secrets = [*secrets, *(getattr(forge, "secrets", ()) or ())]
         self.argv = objective.argv
         self.timeout = float(objective.timeout or 600)
         self.attempts = 0
 
     def _judge(self) -> dict[str, Any]:
         self.hooks.durability_point("objective.judge")  # the judge sees the pushed work
-        return run_judge(self.forge, str(self.hooks.sync.tip), self.argv, timeout=self.timeout)
+        return run_judge(
+            self.forge,
+            str(self.hooks.sync.tip),
+            self.argv,
+            timeout=self.timeout,
+            secrets=self.secrets,
+        )
 
     def start_attempt(self, run: Any) -> int:
         """Count a new run; wait durably (paused) while ``max_runs`` is used up.
@@ -170,6 +206,7 @@ def with_objective(
     brief: Brief,
     forge: Forge,
     hooks: Any,
+    secrets: Iterable[str] = (),
 ) -> Callable[[Any, Brief], Any]:
     """Wrap a ``command`` or ``python`` desk function in the objective loop of ``brief``.
 
@@ -178,7 +215,7 @@ def with_objective(
     """
 
     def wrapped(run: Any, current: Brief) -> Any:
-        loop = ObjectiveLoop(brief=current, forge=forge, hooks=hooks)
+        loop = ObjectiveLoop(brief=current, forge=forge, hooks=hooks, secrets=secrets)
         feedback = ""
         while True:
             attempt = loop.start_attempt(run)

@@ -120,9 +120,9 @@ APPROVAL_LABEL = "approval"
 
 
 def wants_approval(brief: Brief, desk: Any) -> bool:
-    """Whether ``finish`` waits for ``assay approve``: the brief carries the label
-    ``approval``, or the desk manifest sets ``approval: true``."""
-    return APPROVAL_LABEL in brief.labels or bool(getattr(desk, "approval", False))
+    """Whether ``finish`` waits for ``assay approve``: the brief sets ``approval: true`` or
+    carries the label ``approval``, or the desk manifest sets ``approval: true``."""
+    return brief.approval or APPROVAL_LABEL in brief.labels or bool(desk.approval)
 
 
 def lock_workdir(workroot: Path, brief: str) -> tuple[Path, IO[bytes]]:
@@ -163,6 +163,18 @@ def last_line_sum(journal_dir: Path) -> str | None:
             continue
         return value if isinstance(value, str) else None
     return None
+
+
+def session_secrets(forge: Forge, desk: Any) -> list[str]:
+    """Values that must never reach a journal, review, log, tool command or judge: the
+    forge's own (a GitHub forge's token), the desk's ``secrets``, ``$ASSAY_SECRET_ENV``'s,
+    and the model's API key."""
+    names = list(desk.secrets)
+    key_env = getattr(desk.model, "api_key_env", None)
+    if key_env:
+        names.append(key_env)
+    found = [str(value) for value in getattr(forge, "secrets", ()) or () if value]
+    return list(dict.fromkeys([*found, *secrets_from_env(names)]))
 
 
 def budget_for(brief: Brief, desk: Any) -> Budget:
@@ -233,9 +245,10 @@ class Session:
         )
         model = tools = None
         function: Callable[[Any, Brief], Any]
+        secrets = session_secrets(forge, desk)
         if desk.kind == "agent":
             model = desk.build_model(workdir=worktree)
-            tools = ToolBox(worktree, desk.tool_policy())
+            tools = ToolBox(worktree, desk.tool_policy(), withheld=secrets)
             options = AgentOptions(
                 approval=wants_approval(brief, desk),
                 compact_at=float(desk.compact_at),
@@ -247,7 +260,7 @@ class Session:
 
             def agent(run: Any, current: Brief) -> Any:
                 objective = (
-                    ObjectiveLoop(brief=current, forge=forge, hooks=hooks)
+                    ObjectiveLoop(brief=current, forge=forge, hooks=hooks, secrets=secrets)
                     if current.objective is not None
                     else None
                 )
@@ -268,7 +281,9 @@ class Session:
         else:
             function = in_directory(desk.resolve_entry(), worktree)
         if brief.objective is not None and desk.kind != "agent":
-            function = with_objective(function, brief=brief, forge=forge, hooks=hooks)
+            function = with_objective(
+                function, brief=brief, forge=forge, hooks=hooks, secrets=secrets
+            )
         session = cls(
             forge=forge,
             brief=brief,
@@ -321,13 +336,8 @@ class Session:
         }
 
     def secrets(self) -> list[str]:
-        """Values that must never reach a journal, review or log: the desk's ``secrets``,
-        ``$ASSAY_SECRET_ENV``'s, and the model's API key."""
-        names = list(self.desk.secrets)
-        key_env = getattr(self.desk.model, "api_key_env", None)
-        if key_env:
-            names.append(key_env)
-        return secrets_from_env(names)
+        """Values that must never reach a journal, review or log (``session_secrets``)."""
+        return session_secrets(self.forge, self.desk)
 
     def close(self) -> None:
         if self.heartbeat is not None:

@@ -50,16 +50,18 @@ class ForgeView:
     merged: set[str]
     cancelled: set[str]
     budget_left: Callable[[Brief, Any], bool] = lambda brief, summary: False
+    issues: bool = False  # whether the forge's issues were read too (GitHub)
     _journals: dict[str, Journal | None] = field(default_factory=dict)
     _events: dict[str, list[Any]] = field(default_factory=dict)
 
     def require(self, brief_id: str) -> Brief:
         """The brief named on the command line, or the error that explains why not."""
         for path, error in self.bad.items():
-            if PurePosixPath(path).stem == brief_id:
+            if brief_id in (PurePosixPath(path).stem, _issue_default_id(path)):
                 raise error
         if brief_id not in self.briefs:
-            raise BadInput(f"--brief: no brief {brief_id!r} on the forge's main (briefs/)")
+            where = "main (briefs/) or its issues" if self.issues else "main (briefs/)"
+            raise BadInput(f"--brief: no brief {brief_id!r} on the forge's {where}")
         return self.briefs[brief_id]
 
     def events(self, brief_id: str) -> list[Any]:
@@ -163,8 +165,42 @@ def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[st
     return {b for b, line in zip(ancestors, lines, strict=True) if not line.endswith("missing")}
 
 
+def _issue_default_id(source: str) -> str | None:
+    """``issue-N`` for a bad issue brief keyed ``issue #N`` (the id it would have had)."""
+    number = source.removeprefix("issue #")
+    return f"issue-{number}" if number != source and number.isdigit() else None
+
+
+def add_extra_briefs(forge: Forge, briefs: dict[str, Brief], bad: dict[str, AssayError]) -> bool:
+    """Add the forge's own briefs (a GitHub forge's ``assay`` issues) beside main's.
+
+    A forge without ``extra_briefs`` (the embedded forge) adds nothing and costs nothing.
+    An issue brief whose id is already a file on main is reported, not taken: the file wins.
+    """
+    extra = getattr(forge, "extra_briefs", None)
+    if not callable(extra):
+        return False
+    found, problems = extra()
+    for brief_id, brief in found.items():
+        if brief_id in briefs:
+            source = brief.source or brief_id
+            bad[source] = BadInput(
+                f"{source}: brief id {brief_id!r} is already used by {briefs[brief_id].source}",
+                source=source,
+            )
+            continue
+        briefs[brief_id] = brief
+    bad.update(problems)
+    return True
+
+
 def read_view(forge: Forge) -> ForgeView:
-    """Read briefs, branches, claims, reviews and cancellations from the forge."""
+    """Read briefs, branches, claims, reviews and cancellations from the forge.
+
+    Briefs are the files ``briefs/*.md`` on main plus, on a forge that has them, its own
+    (``forge.extra_briefs()``: a GitHub forge's open issues labelled ``assay``, one
+    conditional REST call); a malformed one of either kind is kept in ``bad``.
+    """
     heads = forge.fetch([MAIN, BRANCHES, REVIEWS, EVENTS])  # one round trip
     main = heads.get(MAIN)
     briefs: dict[str, Brief] = {}
@@ -180,6 +216,8 @@ def read_view(forge: Forge) -> ForgeView:
                 bad[path] = error
                 continue
             briefs[brief.id] = brief
+    issues = add_extra_briefs(forge, briefs, bad)
+    if briefs:
         try:
             check_dependencies(briefs.values())
         except AssayError as error:
@@ -219,6 +257,7 @@ def read_view(forge: Forge) -> ForgeView:
         branches=branches,
         merged=merged,
         cancelled=cancelled,
+        issues=issues,
     )
     for ref in event_refs:
         brief_id = ref.removeprefix(EVENTS)

@@ -30,6 +30,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -74,9 +75,12 @@ def _text_arg(args: dict[str, Any], name: str, *, required: bool = True, default
 class ToolBox:
     """Runs the declared tools inside ``worktree`` under ``policy`` (the ``ToolRunner``)."""
 
-    def __init__(self, worktree: Path, policy: ToolPolicy) -> None:
+    def __init__(self, worktree: Path, policy: ToolPolicy, *, withheld: Iterable[str] = ()) -> None:
         self.root = worktree.resolve()
         self.policy = policy
+        # Secret values (the forge's token, the desk's secrets): a variable holding one is
+        # never passed to a command, whatever its name.
+        self._withheld = tuple(value for value in withheld if value)
         self.allowed: frozenset[str] = frozenset(policy.allowed)
         unknown = self.allowed - set(TOOL_NAMES)
         if unknown:
@@ -211,8 +215,10 @@ class ToolBox:
         for name in (*BASE_ENV, *self.policy.env):
             if name in secret_names or _SECRET_NAME.search(name.upper()):
                 continue
-            if name in os.environ:
-                env[name] = os.environ[name]
+            value = os.environ.get(name)
+            if value is None or any(secret in value for secret in self._withheld):
+                continue
+            env[name] = value
         env.setdefault("PATH", os.defpath)
         return env
 

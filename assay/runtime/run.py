@@ -415,15 +415,23 @@ class Run:
         )
 
     def tool(self, name: str, args: dict[str, Any]) -> Any:
-        """Call a declared tool as a step; an undeclared one is ``Denied`` (and recorded)."""
+        """Call a declared tool as a step; ``Denied`` is recorded as a ``denied`` entry.
+
+        Two refusals end a run with exit 77, both recorded at the step's position so a
+        replay meets them at the same place: an undeclared tool, and a declared tool that
+        refuses its arguments (a path outside the work tree, a command off the allowlist).
+        """
         label = step_label("tool", name)
         rec = self._next(label)
         if rec is not None and rec.result is not None:
             return self._replayed(rec.result, label, None)
+        refused_before = False
         if rec is not None and rec.other is not None and rec.other["kind"] == "denied":
+            reason = str(rec.other.get("reason") or f"tool {name!r} is not declared by this desk")
             if self.replay_only or self.tools is None or name not in self.tools.allowed:
-                raise Denied(f"tool {name!r} is not declared by this desk", tool=name)
-            rec.other = None
+                raise Denied(reason, tool=name)
+            # Declared now (a manifest was widened): ask the tool again.
+            rec.other, refused_before = None, True
         if self.replay_only:
             raise EndOfHistory(self.pos)
         tools = self.tools
@@ -432,15 +440,27 @@ class Run:
                 {"kind": "denied", "pos": self.pos, "step": "tool", "name": name, "t": utcnow()}
             )
             raise Denied(f"tool {name!r} is not declared by this desk", tool=name)
-        return self._live(
-            rec,
-            label,
-            name,
-            "tool",
-            lambda: tools.call(name, args),
-            key=None,
-            intent_extra={"args": args},
-        )
+        pos = self.pos
+
+        def call() -> Any:
+            try:
+                return tools.call(name, args)
+            except Denied as denied:
+                if not refused_before:  # one ``denied`` entry per position
+                    self._append(
+                        {
+                            "kind": "denied",
+                            "pos": pos,
+                            "step": "tool",
+                            "name": name,
+                            "args": args,
+                            "reason": denied.message,
+                            "t": utcnow(),
+                        }
+                    )
+                raise
+
+        return self._live(rec, label, name, "tool", call, key=None, intent_extra={"args": args})
 
     def model(self, messages: list[Message], *, tools: list[ToolSpec] | None = None) -> ModelReply:
         """One model call through the desk's adapter, recorded with its messages in blobs."""

@@ -85,8 +85,14 @@ def crash_three_times(
     *,
     during_model_call: Callable[[subprocess.Popen[str]], None],
     before_resume: Callable[[], None] = lambda: None,
+    after_third_tool: Callable[[], None] = lambda: None,
+    after_second_kill: Callable[[], None] = lambda: None,
 ) -> None:
-    """Kill the desk at the three points, each time resuming on a new machine."""
+    """Kill the desk at the three points, each time resuming on a new machine.
+
+    ``after_third_tool`` lets a model server hold the next call, so the second kill cannot
+    land just after a completion was answered but before it was recorded (a call that
+    must, by design, be paid again on resume)."""
     # 1. During a model call (the second one).
     first = world.start_desk("coder", "--once", "--brief", "b1", machine="a")
     during_model_call(first)
@@ -98,7 +104,9 @@ def crash_three_times(
     #    (tool steps ride along with the next model step's push).
     second = world.start_desk("coder", "--once", "--brief", "b1", machine="b")
     wait_until(lambda: ok_tools(world, "b") >= 3, timeout=60, what="a third tool step")
+    after_third_tool()
     world.kill(second)
+    after_second_kill()
     wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to expire")
 
     # 3. During a push: the hook holds the push, the desk dies, the push is refused.
@@ -154,7 +162,9 @@ def test_scripted_desk_survives_three_kills(world: World) -> None:
 
 @pytest.mark.slow
 def test_openai_desk_survives_three_kills_and_pays_each_call_once(world: World) -> None:
-    with HoldingServer(RESPONSES, hold_turns={1}) as server:
+    # Turn 1 is held for the first kill; turn 3 (the call after the third tool step) for
+    # the second, so no completion is answered to a process about to die.
+    with HoldingServer(RESPONSES, hold_turns={1, 3}) as server:
         add_work(
             world,
             model={
@@ -170,7 +180,13 @@ def test_openai_desk_survives_three_kills_and_pays_each_call_once(world: World) 
         def in_model_call(proc: subprocess.Popen[str]) -> None:
             server.wait_held(1)
 
-        crash_three_times(world, during_model_call=in_model_call, before_resume=server.abandon)
+        crash_three_times(
+            world,
+            during_model_call=in_model_call,
+            before_resume=server.abandon,
+            after_third_tool=lambda: server.wait_held(3),
+            after_second_kill=server.abandon,
+        )
         assert_same_result(world)
         paid = model_steps(world.journal("b1")) + model_steps(world.journal("ref"))
         assert server.count == paid

@@ -98,8 +98,11 @@ def test_write_outside_the_work_tree_is_77(world: World) -> None:
     [report] = world.run_here("coder")
     assert report.code == 77 and "leaves the work tree" in report.message
     assert not list(world.root.rglob("outside"))
-    denied = world.outputs("b1", "denied")
-    assert [d["args"]["path"] for d in denied] == ["../outside"]
+    denied = [e for e in world.journal("b1").entries if e["kind"] == "denied"]
+    assert [(d["name"], d["args"]["path"]) for d in denied] == [("write_file", "../outside")]
+    assert "leaves the work tree" in denied[0]["reason"]
+    # No compute step stands in for the runtime's entry any more.
+    assert world.outputs("b1", "denied") == []
 
 
 def test_budget_pauses_then_resumes_when_raised_on_main(world: World) -> None:

@@ -1,0 +1,213 @@
+"""A desk run against the fake GitHub: an ``assay`` issue is a brief, and the token stays out.
+
+``assay desk run --once`` (the real CLI, in a subprocess) reads the open issues labelled
+``assay`` beside ``briefs/`` on main, claims the issue's brief over git and runs it with the
+scripted model. The token is the forge's secret: it reaches no file of the branch, no
+journal line or blob, no review body, and neither the agent's ``run`` tool nor the
+objective's judge sees it in its environment, whatever the variable holding it is called.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from assay.claims import ClaimStore
+from assay.desks.review import read_review
+from assay.errors import BadInput
+from assay.forge import open_forge
+from assay.journal import load_packed, read_journal
+from tests.conftest import AssayRunner
+from tests.github.fake_github import BOT, FakeGitHub
+
+TOKEN = "ghs-bot"  # the fake's token for the bot user (write permission)
+ISSUE_BODY = f"""---
+verify:
+  - id: unit
+    run: python -c "print('ok')"
+objective:
+  judge: env
+  max_runs: 1
+---
+Write hello.txt. (Someone pasted a token here by mistake: {TOKEN})
+"""
+
+
+def open_issue(fake: FakeGitHub, title: str, body: str, labels: list[str]) -> int:
+    with httpx.Client(
+        base_url=fake.api_url,
+        headers={"Authorization": "Bearer ghp-maintainer", "User-Agent": "a-person"},
+        timeout=10,
+    ) as gh:
+        made = gh.post(
+            f"/repos/{fake.slug}/issues", json={"title": title, "body": body, "labels": labels}
+        )
+        assert made.status_code == 201, made.text
+        return int(made.json()["number"])
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def write_desk(desks: Path) -> None:
+    (desks / "scripts").mkdir(parents=True)
+    script = {
+        "responses": [
+            call("run", command="env"),
+            call("write_file", path="hello.txt", content="hello\n"),
+            call("finish", summary="wrote hello.txt", evidence=[{"row": "unit", "result": "pass"}]),
+        ]
+    }
+    (desks / "scripts" / "coder.json").write_text(json.dumps(script), encoding="utf-8")
+    manifest = {
+        "name": "coder",
+        "kind": "agent",
+        "takes": {"globs": ["*"]},
+        "model": {"adapter": "scripted", "script": "scripts/coder.json"},
+        "tools": ["write_file", "run", "finish"],
+        # Asking for the token's variables does not get them; ASSAY_VISIBLE shows that
+        # declared variables do reach the command.
+        "run": {"allow": ["env"], "env": ["ASSAY_BOT_CRED", "ASSAY_VISIBLE", "GH_COPY"]},
+        "lease": 60,
+    }
+    (desks / "coder.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+
+
+@dataclass
+class DeskPass:
+    """One ``assay desk run coder --once --json`` over the fake, and what it left."""
+
+    number: int
+    bad: int
+    brief: str
+    done: subprocess.CompletedProcess[str]
+    env: dict[str, str]
+    forge: list[str]
+    tip: str
+    tree: Path
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.tree / ".assay" / "journal" / self.brief
+
+    def outputs(self) -> dict[str, Any]:
+        journal = read_journal(self.journal_dir)
+        return {
+            e["name"]: load_packed(self.journal_dir, e["out"])
+            for e in journal.entries
+            if e["kind"] == "step" and e.get("status") == "ok"
+        }
+
+
+@pytest.fixture
+def desk_pass(fake_github: FakeGitHub, run_assay: AssayRunner, tmp_path: Path) -> DeskPass:
+    fake_github.seed_main({"README.md": "widgets\n"})
+    number = open_issue(fake_github, "Say hello", ISSUE_BODY, ["assay"])
+    bad = open_issue(fake_github, "Broken", "---\nverify: 3\n---\nx\n", ["assay"])
+    desks = tmp_path / "desks"
+    write_desk(desks)
+    env = {
+        "GITHUB_API_URL": fake_github.api_url,
+        # The token under a name that does not look like a secret, and a copy of it.
+        "ASSAY_GITHUB_TOKEN_ENV": "ASSAY_BOT_CRED",
+        "ASSAY_BOT_CRED": TOKEN,
+        "GH_COPY": TOKEN,
+        "GITHUB_TOKEN": TOKEN,
+        "ASSAY_VISIBLE": "visible-value",
+        "ASSAY_STATE": str(tmp_path / "state"),
+        "ASSAY_GITHUB_WRITE_SPACING": "0",
+    }
+    forge = ["--forge", f"github:{fake_github.slug}", "--desks", str(desks)]
+    done = run_assay("desk", "run", "coder", "--once", "--json", *forge, env=env, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    brief = f"issue-{number}"
+    tip = fake_github.ref(f"refs/heads/assay/{brief}")
+    assert tip is not None
+    tree = tmp_path / "branch"
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", tip], cwd=fake_github.bare, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return DeskPass(number, bad, brief, done, env, forge, tip, tree)
+
+
+def test_an_assay_issue_is_claimed_and_run_by_desk_run_once(
+    desk_pass: DeskPass, fake_github: FakeGitHub, run_assay: AssayRunner, tmp_path: Path
+) -> None:
+    result = json.loads(desk_pass.done.stdout)
+    assert [(r["brief"], r["status"], r["review"]) for r in result["runs"]] == [
+        (desk_pass.brief, "ok", "ready")
+    ]
+    # The brief came from the issue: its branch holds the work, the journal and the verdict
+    # of the issue's objective; the claim is done and the review record ready.
+    assert (desk_pass.tree / "hello.txt").read_text() == "hello\n"
+    assert desk_pass.outputs()["objective.judge"]["exit"] == 0
+    with open_forge(str(fake_github.bare), cache_dir=tmp_path / "reader") as reader:
+        review = read_review(reader, desk_pass.brief)
+        claim = ClaimStore(reader).get(desk_pass.brief)
+    assert review is not None and review.state == "ready"
+    assert "Say hello" in review.title and "not gated yet" in review.body
+    assert claim is not None and (claim.state, claim.desk) == ("done", "coder")
+    # The malformed issue is reported, naming it; naming it with --brief is exit 65.
+    named = run_assay(
+        "desk",
+        "run",
+        "coder",
+        "--brief",
+        f"issue-{desk_pass.bad}",
+        *desk_pass.forge,
+        env=desk_pass.env,
+    )
+    assert named.returncode == BadInput.code, named.stdout + named.stderr
+    assert f"issue #{desk_pass.bad}" in named.stderr and "verify" in named.stderr
+
+
+def test_desk_run_reports_its_rest_calls(desk_pass: DeskPass, fake_github: FakeGitHub) -> None:
+    """The one conditional list of open ``assay`` issues; claims and journals are git."""
+    rest = json.loads(desk_pass.done.stdout)["rest"]
+    api = [c for c in fake_github.calls if c.user == BOT and not c.path.startswith("git:")]
+    assert rest["calls"] == len(api) >= 1 and rest["charged"] >= 1 and rest["writes"] == 0
+
+
+def test_the_token_reaches_no_object_no_review_no_tool_and_no_judge(
+    desk_pass: DeskPass, fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    outputs = desk_pass.outputs()
+    # The run tool's command saw the declared variable, and no variable holding the token,
+    # although the manifest asked for two of them by name.
+    shown = outputs["run"]["output"]
+    assert "ASSAY_VISIBLE=visible-value" in shown
+    assert "ASSAY_BOT_CRED" not in shown and "GH_COPY" not in shown
+    assert "GITHUB_TOKEN" not in shown and TOKEN not in shown
+    # Nor did the objective's judge (`env`, run in a fresh clone of the branch).
+    judged = outputs["objective.judge"]
+    assert judged["exit"] == 0 and "PATH=" in judged["tail"]
+    assert "ASSAY_BOT_CRED" not in judged["tail"] and "GH_COPY" not in judged["tail"]
+    assert "GITHUB_TOKEN" not in judged["tail"] and TOKEN not in judged["tail"]
+
+    # The issue pasted the token into the brief the model was sent: it is redacted in every
+    # object of the repository (branch files, journal lines and blobs, the review record,
+    # claims), in the review body and in the command's output.
+    every_object = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=fake_github.bare,
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert b"Someone pasted a token here" in every_object
+    assert TOKEN.encode() not in every_object
+    for path in desk_pass.tree.rglob("*"):
+        assert not path.is_file() or TOKEN.encode() not in path.read_bytes(), path
+    with open_forge(str(fake_github.bare), cache_dir=tmp_path / "reader") as reader:
+        review = read_review(reader, desk_pass.brief)
+    assert review is not None and TOKEN not in review.body
+    assert TOKEN not in desk_pass.done.stdout + desk_pass.done.stderr
