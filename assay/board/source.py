@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -407,10 +407,40 @@ def read_snapshot(
             f"refs/heads/assay/{only_brief}",
         ]
     refs = forge.fetch(wanted)
-    return snapshot_from_cache(
+    snapshot = snapshot_from_cache(
         str(getattr(forge, "display_url", forge.url)),
         forge.cache,
         refs,
         round_trips=1,
         claim_decoder=claim_decoder,
     )
+    return with_extra_briefs(snapshot, forge)
+
+
+def with_extra_briefs(snapshot: ForgeSnapshot, forge: Any) -> ForgeSnapshot:
+    """Add the briefs a forge has beyond ``briefs/`` on main (GitHub issues labelled assay).
+
+    Without them, an issue brief's claim and branch would look like orphans to a sweep (and
+    ``--fix`` would delete them), and the board would not list the brief. A file on main
+    with the same id wins, as it does for desks.
+    """
+    extra = getattr(forge, "extra_briefs", None)
+    if extra is None:
+        return snapshot
+    found, bad = extra()
+    briefs = dict(snapshot.briefs)
+    for brief_id, brief in found.items():
+        briefs.setdefault(
+            brief_id,
+            BriefInfo(
+                id=brief.id,
+                title=brief.title,
+                desk=brief.desk or "",
+                rows=tuple(row.id for row in brief.verify),
+                commands=tuple(row.run for row in brief.verify),
+            ),
+        )
+    for source, error in bad.items():
+        brief_id = str(error.details.get("brief") or source.replace("issue #", "issue-"))
+        briefs.setdefault(brief_id, BriefInfo(id=brief_id, problem=str(error)))
+    return replace(snapshot, briefs=briefs, round_trips=snapshot.round_trips + 1)

@@ -303,8 +303,8 @@ class DeskLoop:
 def evidence_table(forge: Forge, brief: Brief) -> str:
     """The gate's claimed-versus-verified table for the review body.
 
-    The gate reads a brief's rows from ``briefs/`` on main only, so for a brief that lives
-    elsewhere (a GitHub issue) it has no table yet; the review says so instead of failing.
+    The gate reads a brief's rows from ``briefs/`` on main, or from the forge's other briefs
+    (GitHub issues); a brief it cannot find there yet gets a note instead of a failed run.
     """
     try:
         return review_table(forge, brief.id)
@@ -312,8 +312,8 @@ def evidence_table(forge: Forge, brief: Brief) -> str:
         if brief.source.startswith("briefs/"):
             raise
         return (
-            f"Evidence: not gated yet: the gate reads verify rows from `briefs/` on main, "
-            f"and this brief comes from {brief.source}.\n"
+            f"Evidence: not gated yet: the gate could not read this brief's verify rows "
+            f"from {brief.source}.\n"
         )
 
 

@@ -103,9 +103,17 @@ def load_brief(forge: Forge, main: str | None, brief_id: str) -> Brief:
     blobs = forge.read_blobs([(main, name) for name in names])
     files = {name: blob for name, blob in zip(names, blobs, strict=True) if blob is not None}
     briefs = load_briefs(files)
-    if brief_id not in briefs:
-        raise BadInput(f"briefs/: main ({main[:12]}) has no brief with id {brief_id!r}")
-    return briefs[brief_id]
+    if brief_id in briefs:
+        return briefs[brief_id]
+    # Briefs from GitHub issues live beside briefs/ on main; the issue is the gate's source
+    # then, read through the API as the desk read it.
+    extra = getattr(forge, "extra_briefs", None)
+    if extra is not None:
+        issues, _bad = extra()
+        if brief_id in issues:
+            found: Brief = issues[brief_id]
+            return found
+    raise BadInput(f"briefs/: main ({main[:12]}) has no brief with id {brief_id!r}")
 
 
 def claim_desks(forge: Forge, claim: str | None) -> frozenset[str]:

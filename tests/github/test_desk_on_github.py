@@ -155,7 +155,7 @@ def test_an_assay_issue_is_claimed_and_run_by_desk_run_once(
         review = read_review(reader, desk_pass.brief)
         claim = ClaimStore(reader).get(desk_pass.brief)
     assert review is not None and review.state == "ready"
-    assert "Say hello" in review.title and "not gated yet" in review.body
+    assert "Say hello" in review.title and "assay:evidence:begin" in review.body
     assert claim is not None and (claim.state, claim.desk) == ("done", "coder")
     # The malformed issue is reported, naming it; naming it with --brief is exit 65.
     named = run_assay(
@@ -211,3 +211,20 @@ def test_the_token_reaches_no_object_no_review_no_tool_and_no_judge(
         review = read_review(reader, desk_pass.brief)
     assert review is not None and TOKEN not in review.body
     assert TOKEN not in desk_pass.done.stdout + desk_pass.done.stderr
+
+
+def test_an_issue_brief_is_no_orphan_and_the_gate_verifies_it(
+    desk_pass: DeskPass, run_assay: AssayRunner
+) -> None:
+    """Sweeps and the gate know issue briefs: --fix would otherwise delete their work."""
+    swept = run_assay("sweep", "--dry-run", "--json", *desk_pass.forge[:2], env=desk_pass.env)
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    orphans = [a for a in json.loads(swept.stdout)["actions"] if a["kind"] == "orphans"]
+    assert all(desk_pass.brief not in json.dumps(action) for action in orphans), orphans
+    verified = run_assay(
+        "verify", desk_pass.brief, "--json", *desk_pass.forge[:2], env=desk_pass.env
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    report = json.loads(verified.stdout)
+    assert report["passed"] is True
+    assert [row["row"] for row in report["decision"]["rows"]] == ["unit"]
