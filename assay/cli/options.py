@@ -9,8 +9,6 @@ from typing import Any, TypeVar
 
 import click
 
-from assay.console import print_json
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -81,4 +79,6 @@ def rest_calls() -> dict[str, Any]:
 
 def print_result(payload: Mapping[str, Any]) -> None:
     """Print a command's ``--json`` result, with ``rest``: the REST calls it made."""
+    from assay.console import print_json  # rich: only once there is something to print
+
     print_json({**payload, "rest": rest_calls()})

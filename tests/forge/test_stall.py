@@ -22,7 +22,8 @@ class Silent:
         self.port = self.listener.getsockname()[1]
         self.accepted = 0
         self.held: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
 
     def _accept(self) -> None:
         while True:
@@ -34,9 +35,12 @@ class Silent:
             self.held.append(client)
 
     def close(self) -> None:
+        """Stop accepting, wait for the accept loop to end, then close every connection."""
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(timeout=10)
         for client in self.held:
             client.close()
-        self.listener.close()
 
 
 def test_a_silent_forge_is_given_up_on_and_reported_unavailable(
