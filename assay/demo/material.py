@@ -8,10 +8,13 @@ desk processes read them with ``--desks``.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+import yaml
 
 from assay.briefs import Brief, parse_brief
 from assay.errors import UsageError
@@ -29,6 +32,7 @@ STORY_ORDER = ("slugify", CRASH_BRIEF, APPROVAL_BRIEF, FORGED_BRIEF, "word-count
 MIN_BRIEFS = 4
 
 DEMO_IDENTITY = Identity("assay demo", "demo@assay.invalid")
+DESK_MANIFEST = "demo.yaml"
 
 
 @dataclass(frozen=True)
@@ -90,17 +94,40 @@ def seed_forge(forge: Forge, material: Material) -> str:
     return sha
 
 
-def write_workspace(directory: Path) -> None:
+def real_model() -> dict[str, str] | None:
+    """The model section for an OpenAI-compatible endpoint, when ``ASSAY_MODEL_BASE_URL`` is set.
+
+    ``ASSAY_MODEL`` names the model and ``ASSAY_MODEL_API_KEY_ENV`` the variable holding
+    its key (the key itself is never written anywhere).
+    """
+    base_url = os.environ.get("ASSAY_MODEL_BASE_URL")
+    if not base_url:
+        return None
+    return {
+        "adapter": "openai",
+        "base_url": base_url,
+        "model": os.environ.get("ASSAY_MODEL", "gpt-4o-mini"),
+        "api_key_env": os.environ.get("ASSAY_MODEL_API_KEY_ENV", "OPENAI_API_KEY"),
+    }
+
+
+def write_workspace(directory: Path, *, model: dict[str, str] | None = None) -> None:
     """Copy the demo desk, its scripted answers and the sweeper policies into ``directory``.
 
     Desk processes read ``desks/`` (``--desks``) and ``assay sweep`` reads ``sweepers/``
-    from the folder it runs in, which is the demo's.
+    from the folder it runs in, which is the demo's. With ``model``, the desk's scripted
+    model is replaced by that section (a real endpoint).
     """
     for folder in ("desks", "sweepers"):
         for name, data in _read_tree(DATA / folder).items():
             target = directory / folder / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
+    if model is not None:
+        manifest_path = directory / "desks" / DESK_MANIFEST
+        manifest = yaml.safe_load(manifest_path.read_text(encoding="utf-8"))
+        manifest["model"] = model
+        manifest_path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
 
 
 def reset_directory(directory: Path) -> None:

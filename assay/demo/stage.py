@@ -37,6 +37,7 @@ from assay.demo.material import (
     CRASH_BRIEF,
     FORGED_BRIEF,
     load_material,
+    real_model,
     reset_directory,
     seed_forge,
     write_workspace,
@@ -142,6 +143,7 @@ class Stage:
         self.stuck_at: float | None = None
         self.approved_at: float | None = None
         self.last_sweep = 0.0
+        self.model: dict[str, str] | None = None  # a real endpoint's model section, if any
 
     # -- set-up -------------------------------------------------------------------------
 
@@ -151,7 +153,8 @@ class Stage:
         forge_path = init_forge(self.directory / "forge.git")
         with open_forge(str(forge_path), cache_dir=self.directory / "state" / "seed") as local:
             seed_forge(local, material)
-        write_workspace(self.directory)
+        self.model = real_model()
+        write_workspace(self.directory, model=self.model)
         for brief in material.briefs:
             self.progress[brief.id] = BriefProgress(brief.id, list(brief.depends_on))
         self.report.briefs_total = len(material.briefs)
@@ -467,7 +470,9 @@ class Stage:
         self.report.briefs_blocked = len(self.report.blocked)
         self.report.briefs_waiting = sum(p.state == "waiting" for p in self.progress.values())
         self.report.desk_processes = len(self.fleet.processes)
-        if FORGED_BRIEF in self.progress and not self.report.forged_evidence_caught:
+        # The false "tests pass" is the scripted model's; a real model may well tell the truth.
+        scripted = self.model is None
+        if scripted and FORGED_BRIEF in self.progress and not self.report.forged_evidence_caught:
             self.report.problems.append(f"the forged claim on {FORGED_BRIEF} was not caught")
 
 
