@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from assay.cli.options import forge_option, json_option, print_result
+from assay.cli.options import forge_option, json_option, print_result, serve_options
 from assay.console import err, out
 
 DESKS_HELP = "Directory of desk manifests (default: ./desks)."
@@ -166,14 +166,7 @@ def register(root: click.Group) -> None:
 
     @desk_group.command("serve")
     @click.argument("path", type=click.Path(path_type=Path))
-    @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-    @click.option(
-        "--port",
-        default=0,
-        show_default=True,
-        type=click.IntRange(0, 65535),
-        help="Port to bind; 0 picks a free one (printed).",
-    )
+    @serve_options
     @_common
     def desk_serve(
         path: Path,

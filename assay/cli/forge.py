@@ -9,7 +9,7 @@ from types import FrameType
 
 import click
 
-from assay.cli.options import json_option
+from assay.cli.options import json_option, serve_options
 from assay.console import err, out, print_json
 from assay.forge.embedded import init_forge
 from assay.forge.serve import ForgeServer
@@ -38,14 +38,7 @@ def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 @forge_group.command("serve")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option(
-    "--port",
-    default=0,
-    show_default=True,
-    type=click.IntRange(0, 65535),
-    help="Port to bind; 0 picks a free one (printed).",
-)
+@serve_options
 @json_option
 def serve_command(path: Path, host: str, port: int, as_json: bool) -> None:
     """Serve the forge at PATH over smart HTTP (pushes enabled) until interrupted.

@@ -82,3 +82,17 @@ def print_result(payload: Mapping[str, Any]) -> None:
     from assay.console import print_json  # rich: only once there is something to print
 
     print_json({**payload, "rest": rest_calls()})
+
+
+def serve_options(fn: F) -> F:
+    """``--host`` and ``--port`` of the commands that serve a forge over smart HTTP."""
+    fn = click.option(
+        "--port",
+        default=0,
+        show_default=True,
+        type=click.IntRange(0, 65535),
+        help="Port to bind; 0 picks a free one (printed).",
+    )(fn)
+    return click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")(
+        fn
+    )
