@@ -1,0 +1,1 @@
+"""Agent CLIs as desks: the profiles that point each CLI at the gateway."""

@@ -1,0 +1,1 @@
+"""The sandbox: where agent-chosen and branch-chosen code runs, holding no credential."""
