@@ -11,16 +11,22 @@ from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
 from assay.board.model import BoardState, BriefRow, iso
+from assay.states import FINISHED
 
 STATE_COLOURS: dict[str, str] = {
+    "invalid": "#e377c2",
     "stuck": "#d62728",
     "expired": "#ff7f0e",
+    "refused": "#a50f15",
     "paused": "#bcbd22",
     "waiting": "#17becf",
     "held": "#2ca02c",
     "released": "#9467bd",
     "queued": "#7f7f7f",
-    "done": "#1f77b4",
+    "cancelled": "#c7c7c7",
+    "in review": "#aec7e8",
+    "closed": "#98df8a",
+    "merged": "#1f77b4",
     "orphan": "#8c564b",
 }
 
@@ -108,7 +114,7 @@ def timeline(state: BoardState) -> str:
     for index, row in enumerate(rows):
         y = top + index * row_h
         assert row.run_started is not None
-        run_end = row.run_last if row.state == "done" and row.run_last else state.as_of
+        run_end = row.run_last if row.state in FINISHED and row.run_last else state.as_of
         colour = STATE_COLOURS.get(row.state, "#333333")
         parts.append(
             f'<text x="0" y="{y + 11}" font-size="11">{escape(row.id[:28])}</text>'

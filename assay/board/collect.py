@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from assay.board.model import BoardState, BriefRow, EvidenceCounts
-from assay.board.snapshot import ClaimInfo, EvidenceInfo, ForgeSnapshot, JournalInfo
+from assay.board.snapshot import BriefInfo, ClaimInfo, EvidenceInfo, ForgeSnapshot, JournalInfo
+from assay.states import Facts, State, classify
 
 DEFAULT_SKEW_S = 30.0
 _EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
@@ -26,20 +27,26 @@ def brief_state(
     on_main: bool,
     now: datetime,
     skew_s: float = DEFAULT_SKEW_S,
-) -> str:
-    """The board state of one brief."""
-    if claim is None:
-        return "queued" if on_main else "orphan"
-    if not on_main:
-        return "orphan"
+    merged: bool = False,
+    review: str = "",
+    refused: bool = False,
+    cancelled: bool = False,
+    invalid: str = "",
+) -> State:
+    """The state of one brief, by the one classification (``assay.states.classify``)."""
     paused = journal is not None and journal.last_kind == "budget"
-    if claim.state == "held":
-        if claim.expired(now, skew_s):
-            return "expired"
-        return "paused" if paused else "held"
-    if claim.state in {"released", "waiting"} and (paused or claim.waiting_for == "budget"):
-        return "paused"
-    return claim.state or "queued"
+    facts = Facts(
+        on_main=on_main,
+        invalid=invalid,
+        claim=claim.state if claim is not None else None,
+        lease_expired=claim is not None and claim.expired(now, skew_s),
+        paused=paused or (claim is not None and claim.waiting_for == "budget"),
+        merged=merged,
+        review=review,
+        refused=refused,
+        cancelled=cancelled,
+    )
+    return classify(facts)
 
 
 def evidence_counts(
@@ -93,6 +100,13 @@ def _review(snapshot: ForgeSnapshot, brief: str) -> str:
     return f"refs/assay/reviews/{brief}" + (f" ({state})" if state else "")
 
 
+def _invalid(brief: BriefInfo | None, journal: JournalInfo | None) -> str:
+    """Why a record of this brief failed validation ("" when every record is sound)."""
+    if brief is not None and brief.problem:
+        return brief.problem
+    return f"journal: {journal.problem}" if journal is not None and journal.problem else ""
+
+
 def board_from_snapshot(
     snapshot: ForgeSnapshot,
     *,
@@ -112,16 +126,36 @@ def board_from_snapshot(
         # The review's current head: the branch's tip, else the review record's head_sha.
         head = snapshot.branch(brief_id) or snapshot.review_heads.get(brief_id, "")
         status = snapshot.statuses.get(brief_id, {})
-        note = str(status.get("note", "")) if status else ""
-        if journal is not None and journal.problem:
-            note = f"journal: {journal.problem}"
-        state = brief_state(claim, journal, on_main=brief is not None, now=as_of, skew_s=skew_s)
+        invalid = _invalid(brief, journal)
+        note = invalid or (str(status.get("note", "")) if status else "")
         info = journal or JournalInfo()
+        evidence = evidence_counts(
+            brief.rows if brief else (),
+            snapshot.evidence.get(brief_id, ()),
+            dict(info.claimed),
+            head,
+            brief=brief_id,
+            commands=brief.commands if brief else (),
+            desk_names={claim.desk, claim.holder} - {""} if claim else (),
+            require_signed=require_signed,
+        )
+        state = brief_state(
+            claim,
+            journal,
+            on_main=brief is not None,
+            now=as_of,
+            skew_s=skew_s,
+            merged=snapshot.is_merged(brief_id),
+            review=snapshot.review_states.get(brief_id, ""),
+            refused=evidence.failing > 0,
+            cancelled=snapshot.cancelled(brief_id),
+            invalid=invalid,
+        )
         rows.append(
             BriefRow(
                 id=brief_id,
                 title=brief.title if brief else "",
-                state=state,
+                state=state.value,
                 desk=(claim.desk if claim else "") or (brief.desk if brief else ""),
                 holder=claim.holder if claim else "",
                 fence=claim.fence if claim else info.fence,
@@ -137,16 +171,7 @@ def board_from_snapshot(
                 tokens_in=info.tokens_in,
                 tokens_out=info.tokens_out,
                 usd=info.usd,
-                evidence=evidence_counts(
-                    brief.rows if brief else (),
-                    snapshot.evidence.get(brief_id, ()),
-                    dict(info.claimed),
-                    head,
-                    brief=brief_id,
-                    commands=brief.commands if brief else (),
-                    desk_names={claim.desk, claim.holder} - {""} if claim else (),
-                    require_signed=require_signed,
-                ),
+                evidence=evidence,
                 review=_review(snapshot, brief_id),
                 run_started=info.first_at,
                 run_last=info.last_at,
@@ -165,10 +190,16 @@ def board_from_snapshot(
 
 
 def collect_board(
-    forge: Any, *, now: datetime | None = None, skew_s: float = DEFAULT_SKEW_S
+    forge: Any, *, now: datetime | None = None, skew_s: float | None = None
 ) -> tuple[BoardState, dict[str, str]]:
-    """The board of ``forge`` (one fetch) and the ``board_templates/`` found on its main."""
+    """The board of ``forge`` (one fetch) and the ``board_templates/`` found on its main.
+
+    Leases are judged with the claims' own skew (``skew_s``, else ``ASSAY_CLAIM_SKEW``,
+    else 30 s), as the desks judge them."""
     from assay.board.source import read_snapshot
+    from assay.claims.record import skew_from_env
+
+    skew_s = skew_from_env(skew_s)
 
     snapshot = read_snapshot(forge)
     return board_from_snapshot(snapshot, now=now, skew_s=skew_s), dict(snapshot.templates)

@@ -11,30 +11,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-# The order groups appear in on the board: what needs a human first, what is finished last.
-STATE_ORDER: tuple[str, ...] = (
-    "stuck",
-    "expired",
-    "paused",
-    "waiting",
-    "held",
-    "released",
-    "queued",
-    "done",
-    "orphan",
-)
+from assay.states import ORDER, TITLES, State
 
-STATE_TITLES: dict[str, str] = {
-    "stuck": "Stuck (released for resume)",
-    "expired": "Lease expired (not yet swept)",
-    "paused": "Paused on budget",
-    "waiting": "Waiting (no process held)",
-    "held": "Working (claim live)",
-    "released": "Released (resumable)",
-    "queued": "Queued (no claim yet)",
-    "done": "Done",
-    "orphan": "Claims without a brief",
-}
+# The order groups appear in on the board, and their headings: the one vocabulary's.
+STATE_ORDER: tuple[str, ...] = tuple(str(state) for state in ORDER)
+STATE_TITLES: dict[str, str] = {str(state): title for state, title in TITLES.items()}
 
 
 @dataclass(frozen=True)
@@ -81,7 +62,7 @@ class BriefRow:
 
     id: str
     title: str = ""
-    state: str = "queued"
+    state: str = State.QUEUED.value
     desk: str = ""
     holder: str = ""
     fence: int = 0
@@ -120,7 +101,8 @@ class BriefRow:
         """Wall-clock seconds from the run's first entry to ``as_of`` (or its end when done)."""
         if self.run_started is None:
             return None
-        end = self.run_last if self.state == "done" and self.run_last else as_of
+        finished = self.state in STATE_ORDER and State(self.state).finished
+        end = self.run_last if finished and self.run_last else as_of
         return max(0.0, (end - self.run_started).total_seconds())
 
     @property

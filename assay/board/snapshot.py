@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from assay.board.model import Session, parse_time
 from assay.board.sessions import entry_time, sessions
+from assay.states import lease_expired
 
 LIVE_CLAIM_STATES = frozenset({"held"})
 
@@ -48,15 +49,11 @@ class ClaimInfo:
     sha: str = ""
     record: Any = None  # the claims module's own record, passed back to ``mark_stuck``
 
-    def expires_at(self, skew_s: float) -> datetime | None:
-        if self.renewed_at is None:
-            return None
-        return self.renewed_at + timedelta(seconds=self.lease_s + skew_s)
-
     def expired(self, now: datetime, skew_s: float) -> bool:
         """A held claim whose lease (plus skew) ran out; other states hold no lease clock."""
-        expiry = self.expires_at(skew_s)
-        return self.state == "held" and expiry is not None and now > expiry
+        return self.state == "held" and lease_expired(
+            self.renewed_at, self.lease_s, now=now, skew_s=skew_s
+        )
 
     def live(self, now: datetime, skew_s: float) -> bool:
         return self.state in LIVE_CLAIM_STATES and not self.expired(now, skew_s)
@@ -134,11 +131,20 @@ class ForgeSnapshot:
     events: Mapping[str, Sequence[EventInfo]] = field(default_factory=dict)
     statuses: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     templates: Mapping[str, str] = field(default_factory=dict)  # board_templates/ on main
+    merged: frozenset[str] = frozenset()  # briefs whose branch journal reached main
     round_trips: int = 0
 
     def branch(self, brief: str) -> str:
         """The sha of ``assay/<brief>``, or "" when there is no such branch."""
         return self.refs.get(f"refs/heads/assay/{brief}", "")
+
+    def is_merged(self, brief: str) -> bool:
+        """Whether the brief's work reached main: its branch journal, or a merged review."""
+        return brief in self.merged or self.review_states.get(brief) == "merged"
+
+    def cancelled(self, brief: str) -> bool:
+        """Whether a cancel event is on the brief's events ref."""
+        return any(event.kind == "cancel" for event in self.events.get(brief, ()))
 
     def branches(self) -> list[str]:
         prefix = "refs/heads/assay/"
@@ -169,6 +175,8 @@ def journal_info(
     entries: Sequence[Mapping[str, Any]], *, head: str = "", problem: str = ""
 ) -> JournalInfo:
     """Reduce journal entries (oldest first) to a ``JournalInfo``."""
+    from assay.journal.summary import step_label
+
     steps = model_calls = tokens_in = tokens_out = 0
     usd = 0.0
     last_step = ""
@@ -193,7 +201,7 @@ def journal_info(
                 steps += 1
                 if entry.get("step") == "model":
                     model_calls += 1
-            last_step = str(entry.get("name") or entry.get("step") or "step")
+            last_step = step_label(str(entry.get("step") or "step"), str(entry.get("name") or ""))
             last_step_at = entry_time(entry)
             if entry.get("name") == "evidence.claimed":
                 claimed = _claimed_rows(entry.get("out"))

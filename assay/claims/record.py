@@ -21,6 +21,7 @@ from typing import Any, Literal, cast
 
 from assay.errors import BadInput, Corrupt
 from assay.ids import check_id
+from assay.states import lease_expired
 
 FORMAT_VERSION = 1
 CLAIM_FILE = "claim.json"
@@ -114,9 +115,10 @@ class ClaimRecord:
         return datetime.fromtimestamp(renewed + self.lease_s + skew_s, UTC)
 
     def expired(self, *, skew_s: float, now: datetime | None = None) -> bool:
-        """``now > renewed_at + lease_s + skew`` for a held claim (DESIGN §5)."""
-        deadline = self.expires_at(skew_s=skew_s)
-        return deadline is not None and (now or now_utc()) > deadline
+        """``now > renewed_at + lease_s + skew`` for a held claim (``assay.states``' rule)."""
+        return self.state == "held" and lease_expired(
+            parse_time(self.renewed_at), self.lease_s, now=now or now_utc(), skew_s=skew_s
+        )
 
     def lease_age(self, now: datetime | None = None) -> float:
         """Seconds since the last renewal (or acquisition)."""

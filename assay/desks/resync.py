@@ -16,15 +16,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from assay.claims.record import skew_from_env
 from assay.desks.loop import DeskLoop, RunReport
-from assay.desks.review import read_review
-from assay.desks.selection import expired
-from assay.desks.state import ForgeView, read_view
+from assay.desks.state import read_view
 from assay.errors import BadInput
 from assay.forge import Forge
-
-STATES = ("unclaimed", "held", "waiting", "stuck", "in review", "merged", "closed", "cancelled")
+from assay.states import RESUMABLE
 
 
 @dataclass(frozen=True)
@@ -55,42 +51,27 @@ class BriefState:
         }
 
 
-def brief_state(view: ForgeView, brief_id: str, *, skew_s: float | None = None) -> BriefState:
-    """Classify one brief from the forge alone."""
-    from assay.journal import summarize
+def resync_table(forge: Forge, *, desk: str | None = None) -> list[BriefState]:
+    """Every brief's state (those of ``desk`` only, when given), as the board judges it:
+    one read of the forge, one classification (``assay.states.classify``)."""
+    from assay.board.collect import collect_board
+    from assay.board.model import iso
 
-    skew = skew_from_env(skew_s)
-    claim = view.claims.get(brief_id)
-    journal = view.journal(brief_id)
-    summary = summarize(journal) if journal is not None else None
-    common: dict[str, Any] = {
-        "desk": str(getattr(claim, "desk", "") or ""),
-        "holder": str(getattr(claim, "holder", "") or ""),
-        "fence": int(getattr(claim, "fence", 0) or 0),
-        "waiting_for": str(getattr(claim, "waiting_for", "") or ""),
-        "last_step": summary.last_step if summary else "",
-        "last_time": summary.last_time if summary else "",
-        "steps": summary.steps if summary else 0,
-    }
-    if brief_id in view.merged:
-        state = "merged"
-    elif claim is None or claim.state == "released":
-        state = "cancelled" if brief_id in view.cancelled else "unclaimed"
-    elif claim.state == "done":
-        review = read_review(view.forge, brief_id)
-        state = "in review" if review is not None and review.state == "ready" else "closed"
-    elif claim.state == "waiting":
-        state = "waiting"
-    elif claim.state == "stuck" or expired(claim, now=datetime.now(UTC), skew_s=skew):
-        state = "stuck"
-    else:
-        state = "held"
-    return BriefState(brief=brief_id, state=state, **common)
-
-
-def resync_table(view: ForgeView, *, desk: str | None = None) -> list[BriefState]:
-    """Every brief's state (those claimed by ``desk`` only, when given)."""
-    rows = [brief_state(view, brief_id) for brief_id in sorted(view.briefs)]
+    board, _ = collect_board(forge, now=datetime.now(UTC))
+    rows = [
+        BriefState(
+            brief=row.id,
+            state=row.state,
+            desk=row.desk,
+            holder=row.holder,
+            fence=row.fence,
+            waiting_for=row.waiting_for,
+            last_step=row.last_step,
+            last_time=iso(row.run_last) if row.run_last else "",
+            steps=row.steps,
+        )
+        for row in sorted(board.rows, key=lambda r: r.id)
+    ]
     if desk is not None:
         rows = [row for row in rows if row.desk in {desk, ""}]
     return rows
@@ -107,19 +88,14 @@ def resync(
     on_progress: Callable[[str], None] = lambda line: None,
 ) -> tuple[list[BriefState], list[RunReport]]:
     """Rebuild the state table; with ``desk``, resume the runs that desk should own."""
-    view = read_view(forge)
-    rows = resync_table(view, desk=desk)
+    rows = resync_table(forge, desk=desk)
     reports: list[RunReport] = []
     if desk is None or not resume:
         return rows, reports
     if desk not in desks:
         raise BadInput(f"--desk: no desk {desk!r} in the desks directory")
     loop = _loop(forge, desks[desk], workroot, holder, on_progress)
-    owned = [
-        row.brief
-        for row in rows
-        if row.desk == desk and row.state in {"unclaimed", "stuck", "waiting"}
-    ]
+    owned = [row.brief for row in rows if row.desk == desk and row.state in RESUMABLE]
     for brief_id in owned:
         taken = loop.claim_next(only=brief_id)
         if taken is not None:

@@ -17,6 +17,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
+from assay.states import lease_expired
+
 
 class Why(StrEnum):
     """Why a brief is a candidate: what taking it means for its run."""
@@ -74,17 +76,12 @@ def _priority(value: Any) -> float:
     return {"critical": 3.0, "high": 2.0, "normal": 1.0, "medium": 1.0, "low": 0.0}.get(text, 0.0)
 
 
-def _parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 def expired(claim: ClaimLike, *, now: datetime, skew_s: float) -> bool:
-    """DESIGN §5: ``now > renewed_at + lease_s + skew``."""
-    try:
-        renewed = _parse_time(claim.renewed_at)
-    except (ValueError, AttributeError):
-        return True  # an unreadable time cannot prove liveness
-    return (now - renewed).total_seconds() > claim.lease_s + skew_s
+    """DESIGN §5: ``now > renewed_at + lease_s + skew`` (the one rule, ``assay.states``).
+
+    Claims reach selection through the strict decoder, whose times always parse."""
+    renewed = datetime.fromisoformat(claim.renewed_at.replace("Z", "+00:00"))
+    return lease_expired(renewed, claim.lease_s, now=now, skew_s=skew_s)
 
 
 def classify(

@@ -15,10 +15,11 @@ import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from assay.board.source import merged_branches
 from assay.branch import journal_path
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
 from assay.claims import ClaimStore
@@ -30,6 +31,7 @@ from assay.forge import Forge
 from assay.journal import Journal, read_journal
 from assay.plumbing import run_git
 from assay.runtime.history import History
+from assay.states import arrival
 
 MAIN = "refs/heads/main"
 BRANCHES = "refs/heads/assay/"
@@ -88,16 +90,17 @@ class ForgeView:
 
             brief = self.briefs.get(brief_id)
             return bool(brief and journal and self.budget_left(brief, summarize(journal)))
-        consumed = consumed_events(journal)
         delivered = list(self.events(brief_id))
         brief = self.briefs.get(brief_id)
         if brief is not None:
             delivered += objective_events(brief, journal)
-        fresh = [e for e in delivered if e.id not in consumed]
-        until = wait_until(journal)
-        if until is not None and datetime.now(UTC) >= until:
-            return True
-        return any(e.satisfies(waiting_for) for e in fresh)
+        found = arrival(
+            waiting_for,
+            delivered,
+            consumed=consumed_events(journal),
+            wait_until=wait_until(journal),
+        )
+        return found is not None
 
 
 def consumed_events(journal: Journal | None) -> set[str]:
@@ -139,30 +142,6 @@ def _brief_files(forge: Forge, main: str) -> dict[str, bytes]:
     paths = [p for p in listing.splitlines() if is_brief_path(p)]
     blobs = forge.read_blobs([(main, p) for p in paths])
     return {path: blob for path, blob in zip(paths, blobs, strict=True) if blob is not None}
-
-
-def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[str]:
-    """Briefs whose branch's journal reached main, in two git calls for any number.
-
-    A branch only just created from main is an ancestor of main too, so "merged" also
-    asks that the branch tip holds the brief's journal (the run's work).
-    """
-    if not branches:
-        return set()
-    by_sha: dict[str, list[str]] = {}
-    for brief, tip in branches.items():
-        by_sha.setdefault(tip, []).append(brief)
-    listed = run_git(
-        ["for-each-ref", f"--merged={main}", "--format=%(objectname)", forge.namespace + "/"],
-        git_dir=forge.cache,
-    ).stdout.decode()
-    ancestors = [b for sha in set(listed.split()) for b in by_sha.get(sha, [])]
-    if not ancestors:
-        return set()
-    query = "".join(f"{branches[b]}:{journal_path(b)}\n" for b in ancestors).encode()
-    checked = run_git(["cat-file", "--batch-check"], git_dir=forge.cache, input=query)
-    lines = checked.stdout.decode().splitlines()
-    return {b for b, line in zip(ancestors, lines, strict=True) if not line.endswith("missing")}
 
 
 def _issue_default_id(source: str) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any
 from assay.board.model import iso, parse_time
 from assay.board.render import duration
 from assay.board.snapshot import ClaimInfo, EventInfo, ForgeSnapshot, JournalInfo
+from assay.states import arrival
 from assay.sweep.policy import (
     KINDS,
     BudgetsPolicy,
@@ -114,20 +115,16 @@ def plan_stuck(snapshot: ForgeSnapshot, policy: StuckClaimsPolicy, now: datetime
 def arrived_event(
     claim: ClaimInfo, journal: JournalInfo | None, events: list[EventInfo], now: datetime
 ) -> str | None:
-    """The id of the first event (or timer) that should wake this waiting run, else None."""
-    consumed = journal.consumed_events if journal else frozenset()
+    """The id of the first event (or timer) that should wake this waiting run, else None:
+    the one arrival rule (``assay.states.arrival``)."""
     waiting_for = (claim.waiting_for or (journal.waiting_for if journal else "")).strip()
-    for event in events:
-        if event.id in consumed:
-            continue
-        if event.kind == "cancel" or (waiting_for and event.satisfies(waiting_for)):
-            return event.id
-    until = journal.wait_until if journal else None
-    if until is None and waiting_for.startswith(("timer:", "until:")):
-        until = parse_time(waiting_for.split(":", 1)[1])
-    if until is not None and now >= until:
-        return f"timer:{iso(until)}"
-    return None
+    return arrival(
+        waiting_for,
+        events,
+        consumed=journal.consumed_events if journal else (),
+        wait_until=journal.wait_until if journal else None,
+        now=now,
+    )
 
 
 def plan_wake(snapshot: ForgeSnapshot, policy: WakerPolicy, now: datetime) -> list[Action]:

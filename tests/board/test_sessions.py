@@ -57,7 +57,8 @@ def test_journal_info_sums_usage_and_tracks_waits_and_consumed_events() -> None:
     info = journal_info(ENTRIES, head="sha256:x")
     assert (info.steps, info.model_calls, info.tokens_in, info.tokens_out) == (2, 1, 10, 5)
     assert info.usd == 0.5
-    assert (info.last_step, info.last_kind, info.fence) == ("write_file", "end", 3)
+    # the documented step label (kind:name), as summarize() and divergence messages say it
+    assert (info.last_step, info.last_kind, info.fence) == ("tool:write_file", "end", 3)
     assert info.consumed_events == {"e1", "s1"}
     assert info.waiting_for == ""  # woken since
     assert info.first_at is not None and info.last_at is not None

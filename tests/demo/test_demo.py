@@ -67,3 +67,39 @@ def test_a_foreign_folder_is_not_wiped(run_assay: AssayRunner, tmp_path: Path) -
     assert done.returncode == 2
     assert json.loads(done.stdout)["status"] == "usage"
     assert (precious / "notes.txt").read_text(encoding="utf-8") == "keep me"
+
+
+def test_the_refused_brief_is_never_done_or_merged_anywhere(
+    demo_run: tuple[int, dict[str, object], Path], run_assay: AssayRunner
+) -> None:
+    """One vocabulary: the board, its HTML page, status and resync say the same state."""
+    import re
+
+    _code, report, _directory = demo_run
+    forge = str(report["forge_path"])
+    markdown = Path(str(report["board_path"])).read_text(encoding="utf-8")
+    html = Path(str(report["board_html_path"])).read_text(encoding="utf-8")
+    board: dict[str, str] = {}
+    group = ""
+    for line in markdown.splitlines():
+        if line.startswith("## "):
+            group = line[3:]
+        elif match := re.match(r"^\| ([a-z][a-z0-9-]*) \|", line):
+            board[match.group(1)] = group
+    rows = re.findall(r'<tr class="brief" data-state="([^"]+)"><td>([^<]+)</td>', html)
+    page = {brief: state for state, brief in rows}
+    status = json.loads(run_assay("status", "--json", "--forge", forge).stdout)
+    resync = json.loads(run_assay("resync", "--json", "--forge", forge).stdout)
+    said = {
+        "status": {row["id"]: (row["state"], row["last_step"]) for row in status["briefs"]},
+        "resync": {row["brief"]: (row["state"], row["last_step"]) for row in resync["briefs"]},
+    }
+    assert said["status"] == said["resync"]
+    assert said["status"]["palindrome"][0] == "refused"
+    assert board["palindrome"].startswith("Refused") and page["palindrome"] == "refused"
+    merged = report["merged"]
+    assert isinstance(merged, list) and merged
+    for brief in merged:
+        assert said["status"][brief][0] == "merged" == page[brief]
+        assert board[brief].startswith("Merged")
+    assert {step for _state, step in said["status"].values()} == {"compute:evidence.claimed"}

@@ -35,8 +35,10 @@ def test_resync_reports_states_and_resumes_a_crashed_run(world: World) -> None:
     world.kill(first)
     wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to expire")
     row = states(world)["b1"]
-    assert (row["state"], row["last_step"]) == ("stuck", "model")  # the last step pushed
-    assert states(world)["b2"]["state"] == "unclaimed"
+    # The board's vocabulary: held with its lease run out is "expired" until swept
+    # ("stuck" once a sweeper marked it); never claimed is "queued".
+    assert (row["state"], row["last_step"]) == ("expired", "model")  # the last step pushed
+    assert states(world)["b2"]["state"] == "queued"
     (world.desks / "scripts" / "coder.json").write_text(json.dumps({"responses": responses}))
     resumed = world.assay(
         "resync",

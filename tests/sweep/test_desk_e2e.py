@@ -73,7 +73,7 @@ def test_a_killed_desk_is_swept_stuck_resumed_by_another_and_the_board_shows_it(
     done = run_assay("board", "--out", str(board), "--forge", world.url)
     assert done.returncode == 0, done.stderr
     text = board.read_text()
-    assert "## Done (1)" in text
+    assert "## In review (1)" in text  # finished, review ready: no "done" brief state
     row = next(line for line in text.splitlines() if line.startswith("| b1 |"))
     assert "| coder | 2/" in row and f"last step {last}" in row
     listed = run_assay("status", "--json", "--forge", world.url)
