@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import out
+from assay.console import fitted_table, out
 from assay.errors import BadInput
 
 
@@ -91,15 +91,40 @@ def board(
         out.print(f"wrote {written}: {totals.briefs} brief(s)", markup=False, highlight=False)
 
 
-def _status_table(data: dict[str, Any]) -> Table:
-    table = Table(title=f"as of {data['as_of']}", title_justify="left")
-    for column in (
+# Left out first when the terminal is narrow: totals are in the summary line below, and a
+# left-out note is printed under the table instead (``_notes``).
+STATUS_DROP = (
+    "held",
+    "age",
+    "at",
+    "tokens",
+    "lease age",
+    "calls",
+    "cost",
+    "steps",
+    "note",
+    "fence",
+)
+
+
+def _notes(table: Table, data: dict[str, Any]) -> list[str]:
+    """``brief: note`` lines for a table too narrow for its note column."""
+    if any(column.header == "note" for column in table.columns):
+        return []
+    return [f"{row['id']}: {row['status_note']}" for row in data["briefs"] if row["status_note"]]
+
+
+def _status_table(data: dict[str, Any], *, width: int | None = None) -> Table:
+    from assay.board.render import duration, money
+
+    headers = (
         "brief",
         "state",
         "desk",
         "fence",
         "lease age",
         "last step",
+        "at",
         "steps",
         "calls",
         "tokens",
@@ -108,19 +133,16 @@ def _status_table(data: dict[str, Any]) -> Table:
         "age",
         "held",
         "note",
-    ):
-        table.add_column(column, overflow="fold")
-    from assay.board.render import duration, money
-
-    for row in data["briefs"]:
-        table.add_row(
+    )
+    rows = [
+        (
             row["id"],
             row["state"],
             row["desk"] or "-",
             f"{row['fence']}/{row['attempt']}",
             duration(row["lease_age_s"]),
-            (row["last_step"] or "-")
-            + (f" @ {row['last_step_at']}" if row["last_step_at"] else ""),
+            row["last_step"] or "-",
+            row["last_step_at"] or "-",
             str(row["steps"]),
             str(row["model_calls"]),
             str(row["tokens"]),
@@ -130,7 +152,17 @@ def _status_table(data: dict[str, Any]) -> Table:
             duration(row["held_s"]),
             row["status_note"] or "",
         )
-    return table
+        for row in data["briefs"]
+    ]
+    return fitted_table(
+        headers,
+        rows,
+        drop=STATUS_DROP,
+        width=width,
+        floors={"last step": 16, "note": 30},
+        title=f"as of {data['as_of']}",
+        title_justify="left",
+    )
 
 
 @click.command("status")
@@ -148,7 +180,10 @@ def status(now: str | None, forge: str | None, as_json: bool) -> None:
     if as_json:
         print_result({"status": "ok", "code": 0, **data})
         return
-    out.print(_status_table(data))
+    table = _status_table(data)
+    out.print(table)
+    for line in _notes(table, data):
+        out.print(line, markup=False, highlight=False)
     totals = data["totals"]
     out.print(
         f"{totals['briefs']} brief(s): "

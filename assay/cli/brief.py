@@ -10,11 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from assay.briefs import Brief, FrontMatter, by_priority, load_brief_dir, parse_brief, render_brief
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import out
+from assay.console import fitted_table, out
 from assay.errors import BadInput, UsageError
 from assay.ids import check_id
 
@@ -138,10 +137,8 @@ def list_command(forge: str | None, directory: str | None, as_json: bool) -> Non
     if as_json:
         print_result({"status": "ok", "code": 0, "briefs": [_row(b) for b in briefs]})
         return
-    table = Table("id", "priority", "desk/labels", "depends on", "verify", "title")
-    table.columns[0].no_wrap = True
-    for brief in briefs:
-        table.add_row(
+    rows = [
+        (
             brief.id,
             str(brief.priority),
             brief.desk or ", ".join(brief.labels),
@@ -149,7 +146,10 @@ def list_command(forge: str | None, directory: str | None, as_json: bool) -> Non
             ", ".join(row.id for row in brief.verify),
             brief.title,
         )
-    out.print(table)
+        for brief in briefs
+    ]
+    headers = ("id", "priority", "desk/labels", "depends on", "verify", "title")
+    out.print(fitted_table(headers, rows, drop=("verify", "depends on", "priority")))
 
 
 @brief_group.command("show")

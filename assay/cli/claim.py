@@ -11,7 +11,7 @@ from rich.table import Table
 from assay.claims import ClaimRecord, ClaimStore
 from assay.claims.record import now_utc
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import err, out
+from assay.console import err, fitted_table, out
 from assay.errors import Corrupt
 from assay.forge import open_forge
 
@@ -131,8 +131,7 @@ def release_command(brief: str, holder: str, done: bool, forge: str | None, as_j
 
 
 def _table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title=None, show_edge=False)
-    for column in (
+    headers = (
         "brief",
         "status",
         "desk",
@@ -141,21 +140,22 @@ def _table(rows: list[dict[str, Any]]) -> Table:
         "lease age",
         "expires in",
         "waiting for",
-    ):
-        table.add_column(column)
-    for row in rows:
-        expires = row["expires_in_s"]
-        table.add_row(
+    )
+    cells = [
+        (
             row["brief"],
             row["status"],
             row["desk"],
             str(row["fence"]),
             row["holder"][:12],
             f"{row['lease_age_s']:.0f} s",
-            "-" if expires is None else f"{expires:.0f} s",
+            "-" if row["expires_in_s"] is None else f"{row['expires_in_s']:.0f} s",
             row["waiting_for"] or "-",
         )
-    return table
+        for row in rows
+    ]
+    drop = ("lease age", "holder", "waiting for", "fence")
+    return fitted_table(headers, cells, drop=drop, title=None, show_edge=False)
 
 
 @claim_group.command("list")

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from assay.cli.options import forge_option, json_option, print_result, serve_options
-from assay.console import err, out
+from assay.console import err, fitted_table, out
 
 DESKS_HELP = "Directory of desk manifests (default: ./desks)."
 
@@ -66,13 +66,14 @@ def _print_reports(reports: list[Any], *, as_json: bool, code: int) -> None:
             }
         )
         return
-    from rich.table import Table
-
-    table = Table("brief", "why", "status", "code", "steps", "review", "waiting for")
-    for r in reports:
-        table.add_row(
-            r.brief, r.why, r.status, str(r.code), str(r.steps), r.review, r.waiting_for or ""
-        )
+    table = fitted_table(
+        ("brief", "why", "status", "code", "steps", "review", "waiting for"),
+        [
+            (r.brief, r.why, r.status, str(r.code), str(r.steps), r.review, r.waiting_for or "")
+            for r in reports
+        ],
+        drop=("steps", "code", "waiting for"),
+    )
     out.print(table)
     for r in reports:
         if r.code and r.message:
@@ -294,19 +295,23 @@ def register(root: click.Group) -> None:
                 }
             )
         else:
-            from rich.table import Table
-
-            table = Table("brief", "state", "desk", "fence", "waiting for", "last step", "at")
-            for row in rows:
-                table.add_row(
-                    row.brief,
-                    row.state,
-                    row.desk,
-                    str(row.fence),
-                    row.waiting_for,
-                    row.last_step,
-                    row.last_time,
-                )
+            table = fitted_table(
+                ("brief", "state", "desk", "fence", "waiting for", "last step", "at"),
+                [
+                    (
+                        r.brief,
+                        r.state,
+                        r.desk,
+                        str(r.fence),
+                        r.waiting_for,
+                        r.last_step,
+                        r.last_time,
+                    )
+                    for r in rows
+                ],
+                drop=("at", "fence", "waiting for"),
+                floors={"last step": 16},
+            )
             out.print(table)
             if reports:
                 _print_reports(reports, as_json=False, code=code)

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from assay.cli.options import json_option
-from assay.console import err, out, print_json
+from assay.console import err, fitted_table, out, print_json
 from assay.errors import AssayError, BadInput, Diverged
 from assay.journal import Journal, read_journal, secrets_from_env, step_label
 from assay.journal.redact import Redactor
@@ -174,9 +173,8 @@ def history_command(journal_dir: Path, as_json: bool) -> None:
         for entry in journal.entries:
             print_json(entry)
         return
-    table = Table("seq", "pos", "kind", "what", "status", "time")
-    for entry in journal.entries:
-        table.add_row(
+    rows = [
+        (
             str(entry["seq"]),
             str(entry.get("pos", "")),
             entry["kind"],
@@ -184,6 +182,11 @@ def history_command(journal_dir: Path, as_json: bool) -> None:
             str(entry.get("status", "")),
             str(entry.get("t1") or entry.get("t") or entry.get("t0") or ""),
         )
+        for entry in journal.entries
+    ]
+    table = fitted_table(
+        ("seq", "pos", "kind", "what", "status", "time"), rows, drop=("time", "pos")
+    )
     out.print(table)
 
 

@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import out
+from assay.console import fitted_table, out
 
 
 def _policies(directory: str | None) -> list[Any]:
@@ -38,17 +37,18 @@ def _print(report: Any, as_json: bool) -> None:
     if not report.actions:
         out.print(title, markup=False, highlight=False)
         return
-    table = Table(title=title, title_justify="left")
-    for column in ("sweeper", "action", "brief / ref", "outcome", "note"):
-        table.add_column(column)
-    for action in data["actions"]:
-        table.add_row(
+    rows = [
+        (
             action["sweeper"],
             action["action"],
             action.get("ref") or action["brief"],
             action["outcome"],
             action["note"],
         )
+        for action in data["actions"]
+    ]
+    headers = ("sweeper", "action", "brief / ref", "outcome", "note")
+    table = fitted_table(headers, rows, drop=("sweeper",), title=title, title_justify="left")
     out.print(table)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from assay.console import fitted_table
 from assay.evidence.rule import MergeDecision, RowStatus, Verdict
 
 BEGIN = "<!-- assay:evidence:begin -->"
@@ -75,12 +76,9 @@ _STYLE = {
 
 def render_rich(decision: MergeDecision) -> Table:
     """The table for the terminal."""
-    table = Table(title=f"evidence for {decision.brief} at {decision.head_sha[:12]}")
-    for name in ("row", "command", "claimed", "verified", "at", "verdict", "why"):
-        table.add_column(name, overflow="fold")
-    for status in decision.rows:
-        # Row text comes from briefs and journals: plain Text, never rich markup.
-        table.add_row(
+    # Row text comes from briefs and journals: plain Text, never rich markup.
+    rows = [
+        (
             Text(status.row),
             Text(status.command),
             Text(status.claimed or "—"),
@@ -89,4 +87,12 @@ def render_rich(decision: MergeDecision) -> Table:
             Text(status.verdict.value, style=_STYLE[status.verdict]),
             Text(status.reason),
         )
-    return table
+        for status in decision.rows
+    ]
+    return fitted_table(
+        ("row", "command", "claimed", "verified", "at", "verdict", "why"),
+        rows,
+        drop=("at", "claimed", "command"),
+        floors={"why": 20},
+        title=f"evidence for {decision.brief} at {decision.head_sha[:12]}",
+    )
