@@ -159,3 +159,27 @@ class BranchSync:
         """One durability point: commit everything (if changed) and CAS-push; the new tip."""
         self.commit(message)
         return self.push()
+
+
+def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[str]:
+    """Briefs whose branch's journal reached main, in two git calls for any number.
+
+    A branch only just created from main is an ancestor of main too, so "merged" also
+    asks that the branch tip holds the brief's journal (the run's work).
+    """
+    if not branches:
+        return set()
+    by_sha: dict[str, list[str]] = {}
+    for brief, tip in branches.items():
+        by_sha.setdefault(tip, []).append(brief)
+    listed = run_git(
+        ["for-each-ref", f"--merged={main}", "--format=%(objectname)", forge.namespace + "/"],
+        git_dir=forge.cache,
+    ).stdout.decode()
+    ancestors = [b for sha in set(listed.split()) for b in by_sha.get(sha, [])]
+    if not ancestors:
+        return set()
+    query = "".join(f"{branches[b]}:{journal_path(b)}\n" for b in ancestors).encode()
+    checked = run_git(["cat-file", "--batch-check"], git_dir=forge.cache, input=query)
+    lines = checked.stdout.decode().splitlines()
+    return {b for b, line in zip(ancestors, lines, strict=True) if not line.endswith("missing")}

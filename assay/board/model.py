@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from assay.journal.fold import Session as Session  # re-exported: the board shows sessions
 from assay.states import ORDER, TITLES, State
 
 # The order groups appear in on the board, and their headings: the one vocabulary's.
@@ -41,19 +42,6 @@ class EvidenceCounts:
         if self.stale:
             parts.append(f"stale {self.stale}")
         return " ".join(parts)
-
-
-@dataclass(frozen=True)
-class Session:
-    """One stretch during which a process held the run (start/takeover/wake to wait/end)."""
-
-    start: datetime
-    end: datetime
-    fence: int = 0
-
-    @property
-    def seconds(self) -> float:
-        return max(0.0, (self.end - self.start).total_seconds())
 
 
 @dataclass(frozen=True)

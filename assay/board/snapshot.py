@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from assay.board.model import Session, parse_time
-from assay.board.sessions import entry_time, sessions
+from assay.errors import AssayError
 from assay.states import lease_expired
 
 LIVE_CLAIM_STATES = frozenset({"held"})
@@ -163,100 +163,48 @@ class ForgeSnapshot:
         return max(moments) if moments else None
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
 def journal_info(
     entries: Sequence[Mapping[str, Any]], *, head: str = "", problem: str = ""
 ) -> JournalInfo:
-    """Reduce journal entries (oldest first) to a ``JournalInfo``."""
-    from assay.journal.summary import step_label
+    """Reduce journal entries (oldest first) to a ``JournalInfo``: a view of their fold."""
+    from assay.journal.fold import fold
 
-    steps = model_calls = tokens_in = tokens_out = 0
-    usd = 0.0
-    last_step = ""
-    last_step_at: datetime | None = None
-    consumed: set[str] = set()
-    claimed: dict[str, str] = {}
-    waiting_for = ""
-    wait_until: datetime | None = None
-    fence = 0
-    times = [moment for moment in (entry_time(e) for e in entries) if moment is not None]
-    for entry in entries:
-        kind = str(entry.get("kind", ""))
-        fence = max(fence, _int(entry.get("fence")))
-        usage = entry.get("usage")
-        if isinstance(usage, Mapping):
-            tokens_in += _int(usage.get("in_tokens"))
-            tokens_out += _int(usage.get("out_tokens"))
-            usd += _num(usage.get("usd"))
-        if kind == "step":
-            # An intent line (status "started") and its result line are one step.
-            if entry.get("status") != "started":
-                steps += 1
-                if entry.get("step") == "model":
-                    model_calls += 1
-            last_step = step_label(str(entry.get("step") or "step"), str(entry.get("name") or ""))
-            last_step_at = entry_time(entry)
-            if entry.get("name") == "evidence.claimed":
-                claimed = _claimed_rows(entry.get("out"))
-        consumed.update(_event_ids(entry))
-        if kind == "wait":
-            waiting_for = str(entry.get("for") or entry.get("waiting_for") or "")
-            wait_until = parse_time(entry.get("until"))
-        elif kind in {"wake", "end", "takeover", "start"}:
-            waiting_for = ""
-            wait_until = None
-    last = entries[-1] if entries else {}
+    try:
+        facts = fold(entries)
+    except AssayError as error:  # an unknown kind: the journal is not one this Assay reads
+        return JournalInfo(problem=problem or f"corrupt: {error.message}", head=head)
     return JournalInfo(
-        entries=len(entries),
-        steps=steps,
-        model_calls=model_calls,
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
-        usd=round(usd, 6),
-        last_step=last_step,
-        last_step_at=last_step_at,
-        last_kind=str(last.get("kind", "")),
-        last_at=max(times) if times else None,
-        first_at=min(times) if times else None,
-        fence=fence,
+        entries=facts.entries,
+        steps=facts.totals.steps,
+        model_calls=facts.totals.model_calls,
+        tokens_in=facts.totals.tokens_in,
+        tokens_out=facts.totals.tokens_out,
+        usd=facts.totals.usd,
+        last_step=facts.last_step,
+        last_step_at=parse_time(facts.last_step_time),
+        last_kind=facts.last_kind,
+        last_at=facts.last_at,
+        first_at=facts.first_at,
+        fence=facts.fence,
         head=head,
-        waiting_for=waiting_for,
-        wait_until=wait_until,
-        consumed_events=frozenset(consumed),
-        sessions=sessions(entries),
-        claimed=claimed,
+        waiting_for=facts.waiting_for or "",
+        wait_until=parse_time(facts.wait_until),
+        consumed_events=frozenset(facts.consumed),
+        sessions=facts.sessions,
+        claimed=_claimed_rows(facts.claim_step),
         problem=problem,
     )
 
 
-def _claimed_rows(output: Any) -> dict[str, str]:
+def _claimed_rows(step: Mapping[str, Any] | None) -> dict[str, str]:
+    """Row -> result of the latest ``evidence.claimed`` step (inline output only: the board
+    reads no blob; a claim is only ever displayed)."""
+    out = step.get("out") if step is not None else None
+    output = out.get("value") if isinstance(out, Mapping) else None
     if not isinstance(output, Mapping) or not isinstance(output.get("rows"), list):
         return {}
     found: dict[str, str] = {}
     for row in output["rows"]:
         if isinstance(row, Mapping) and isinstance(row.get("row"), str):
             found[row["row"]] = str(row.get("result", ""))
-    return found
-
-
-def _event_ids(entry: Mapping[str, Any]) -> set[str]:
-    """Ids of the events an entry consumed: a wake's ``event``, a signal drain's ``events``."""
-    found: set[str] = set()
-    candidates: list[Any] = []
-    if entry.get("kind") == "wake":
-        candidates.append(entry.get("event"))
-    if entry.get("kind") == "signal" and isinstance(entry.get("events"), list):
-        candidates.extend(entry["events"])
-    for event in candidates:
-        if isinstance(event, Mapping) and isinstance(event.get("id"), str):
-            found.add(event["id"])
-        elif isinstance(event, str):
-            found.add(event)
     return found

@@ -387,33 +387,6 @@ def _with_record(claim: ClaimInfo, record: Any) -> ClaimInfo:
     return replace(claim, record=record)
 
 
-def merged_branches(forge: Any, branches: dict[str, str], main: str) -> set[str]:
-    """Briefs whose branch's journal reached main, in two git calls for any number.
-
-    A branch only just created from main is an ancestor of main too, so "merged" also
-    asks that the branch tip holds the brief's journal (the run's work).
-    """
-    from assay.branch import journal_path
-    from assay.plumbing import run_git
-
-    if not branches:
-        return set()
-    by_sha: dict[str, list[str]] = {}
-    for brief, tip in branches.items():
-        by_sha.setdefault(tip, []).append(brief)
-    listed = run_git(
-        ["for-each-ref", f"--merged={main}", "--format=%(objectname)", forge.namespace + "/"],
-        git_dir=forge.cache,
-    ).stdout.decode()
-    ancestors = [b for sha in set(listed.split()) for b in by_sha.get(sha, [])]
-    if not ancestors:
-        return set()
-    query = "".join(f"{branches[b]}:{journal_path(b)}\n" for b in ancestors).encode()
-    checked = run_git(["cat-file", "--batch-check"], git_dir=forge.cache, input=query)
-    lines = checked.stdout.decode().splitlines()
-    return {b for b, line in zip(ancestors, lines, strict=True) if not line.endswith("missing")}
-
-
 FETCH_ALL = ("refs/heads/", "refs/assay/")
 
 
@@ -433,6 +406,8 @@ def read_snapshot(
             f"refs/assay/status/{only_brief}",
             f"refs/heads/assay/{only_brief}",
         ]
+    from assay.branch import merged_branches
+
     refs = forge.fetch(wanted)
     branches = {
         _suffix(ref, BRANCHES): sha for ref, sha in refs.items() if ref.startswith(BRANCHES)

@@ -18,6 +18,7 @@ from assay.claims import CLAIM_FILE, claim_ref, parse_record
 from assay.errors import AssayError
 from assay.forge import Forge
 from assay.journal import read_journal
+from assay.journal.fold import fold
 
 
 @dataclass
@@ -86,18 +87,10 @@ def journal_violations(forge_path: Path, brief: str, audit: Audit) -> list[str]:
             journal = read_journal(clone / ".assay" / "journal" / brief)
         except AssayError as error:
             return [f"{brief}: journal unreadable: {error.message}"]
-    problems = []
-    last_fence = 0
-    for entry in journal.entries:
-        fence = int(entry.get("fence", 0))
-        if fence < last_fence:
-            problems.append(f"{brief}: journal entry {entry.get('seq')} from fence {fence}")
-        last_fence = max(last_fence, fence)
-        if entry.get("kind") == "step" and entry.get("status") == "ok":
-            audit.journal_steps += 1
-            if entry.get("step") == "model":
-                audit.journal_model_steps += 1
-    return problems
+    facts = fold(journal.entries)
+    audit.journal_steps += facts.ok_steps
+    audit.journal_model_steps += facts.ok_model_calls
+    return [f"{brief}: journal entry {seq} from an older fence" for seq in facts.fence_went_back]
 
 
 def audit_run(forge: Forge, forge_path: Path, briefs: list[str], call_log: Path) -> Audit:

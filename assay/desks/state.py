@@ -19,8 +19,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from assay.board.source import merged_branches
-from assay.branch import journal_path
+from assay.branch import journal_path, merged_branches
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
 from assay.claims import ClaimStore
 from assay.desks.events import EventLog

@@ -15,7 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-CLAIM_STEP = "evidence.claimed"
+from assay.journal.fold import CLAIM_STEP, fold
+
+__all__ = ["CLAIM_STEP", "Claimed", "ClaimedRow", "claimed_from_entries", "journal_anchors"]
 
 
 @dataclass(frozen=True)
@@ -54,31 +56,28 @@ def claimed_from_entries(
     Malformed claims are ignored rather than fatal: a claim is only ever displayed, and a
     desk cannot make the gate fail by writing nonsense in its own journal.
     """
-    for entry in reversed(entries):
-        if entry.get("kind") != "step" or entry.get("name") != CLAIM_STEP:
-            continue
-        if entry.get("status", "ok") != "ok":
-            continue
-        output = _claim_output(entry, load_blob)
-        if not isinstance(output, Mapping):
-            continue
-        rows: dict[str, ClaimedRow] = {}
-        for item in output.get("rows") or []:
-            if isinstance(item, Mapping) and isinstance(item.get("row"), str):
-                rows[item["row"]] = ClaimedRow(
-                    row=item["row"],
-                    result=str(item.get("result", "")),
-                    note=str(item.get("note", "")),
-                )
-        fp = output.get("env_fingerprint")
-        fingerprint = (
-            {str(k): str(v) for k, v in fp.items()} if isinstance(fp, Mapping) and fp else None
-        )
-        seq = entry.get("seq")
-        return Claimed(
-            rows=rows, env_fingerprint=fingerprint, seq=seq if isinstance(seq, int) else None
-        )
-    return Claimed()
+    entry = fold(entries).claim_step
+    if entry is None:
+        return Claimed()
+    output = _claim_output(entry, load_blob)
+    if not isinstance(output, Mapping):
+        return Claimed()
+    rows: dict[str, ClaimedRow] = {}
+    for item in output.get("rows") or []:
+        if isinstance(item, Mapping) and isinstance(item.get("row"), str):
+            rows[item["row"]] = ClaimedRow(
+                row=item["row"],
+                result=str(item.get("result", "")),
+                note=str(item.get("note", "")),
+            )
+    fp = output.get("env_fingerprint")
+    fingerprint = (
+        {str(k): str(v) for k, v in fp.items()} if isinstance(fp, Mapping) and fp else None
+    )
+    seq = entry.get("seq")
+    return Claimed(
+        rows=rows, env_fingerprint=fingerprint, seq=seq if isinstance(seq, int) else None
+    )
 
 
 def journal_anchors(entries: Sequence[Mapping[str, Any]], head: str) -> frozenset[str]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from assay.journal.fold import fold, step_label
 from assay.journal.reader import Journal
+
+__all__ = ["JournalSummary", "step_label", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -29,50 +32,20 @@ class JournalSummary:
         return asdict(self)
 
 
-def step_label(kind: str, name: str) -> str:
-    """How a step is named in messages: ``model``, ``tool:write_file``, ``compute:plan``."""
-    return kind if not name or name == kind else f"{kind}:{name}"
-
-
 def summarize(journal: Journal) -> JournalSummary:
-    """Summarize a verified journal (see ``JournalSummary``)."""
-    steps = model_calls = tokens = 0
-    usd = 0.0
-    last_step = ""
-    waiting_for: str | None = None
-    status = "new"
-    for entry in journal.entries:
-        kind = entry["kind"]
-        if kind == "step" and entry.get("status") in {"ok", "error"}:
-            steps += 1
-            if entry.get("step") == "model":
-                model_calls += 1
-            usage = entry.get("usage") or {}
-            tokens += int(usage.get("in_tokens", 0)) + int(usage.get("out_tokens", 0))
-            usd += float(usage.get("usd", 0.0))
-        if kind in {"step", "compensate"}:
-            last_step = step_label(str(entry.get("step", kind)), str(entry.get("name", "")))
-        if kind == "wait":
-            waiting_for, status = str(entry.get("for", "")), "waiting"
-        elif kind == "budget":
-            status = "paused"
-        elif kind == "end":
-            waiting_for = None
-            status = "done" if entry.get("status") == "ok" else "failed"
-        elif kind not in {"takeover", "continue", "denied", "error", "diverged"}:
-            waiting_for, status = None, "running"
-    last = journal.entries[-1] if journal.entries else {}
+    """Summarize a verified journal (see ``JournalSummary``): a view of its fold."""
+    facts = fold(journal.entries)
     return JournalSummary(
-        entries=len(journal.entries),
-        steps=steps,
-        model_calls=model_calls,
-        tokens=tokens,
-        usd=round(usd, 6),
-        last_step=last_step,
-        last_time=str(last.get("t1") or last.get("t") or last.get("t0") or ""),
-        last_kind=str(last.get("kind", "")),
-        status=status,
-        waiting_for=waiting_for,
+        entries=facts.entries,
+        steps=facts.totals.steps,
+        model_calls=facts.totals.model_calls,
+        tokens=facts.totals.tokens,
+        usd=facts.totals.usd,
+        last_step=facts.last_step,
+        last_time=facts.last_time,
+        last_kind=facts.last_kind,
+        status=facts.status,
+        waiting_for=facts.waiting_for,
         fence=journal.fence,
         head=journal.head,
     )

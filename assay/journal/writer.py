@@ -20,6 +20,7 @@ from typing import Any
 
 from assay.errors import BadInput, Busy
 from assay.journal.blobs import BlobStore
+from assay.journal.entries import Continue, Entry, entry_json
 from assay.journal.format import FORMAT_VERSION, KINDS, canonical, encode_line, segment_name
 from assay.journal.reader import Journal, read_journal
 from assay.journal.redact import Redactor
@@ -139,12 +140,14 @@ class JournalWriter:
         ref = self.blobs.put(text.encode("ascii"))
         return {"blob": ref}, [ref]
 
-    def append(self, entry: dict[str, Any], *, sync: bool = True) -> dict[str, Any]:
-        """Append one entry; returns the full line as a dict (with ``seq``, ``sum``, …).
+    def append(self, entry: Entry | dict[str, Any], *, sync: bool = True) -> dict[str, Any]:
+        """Append one entry (a typed record of ``assay.journal.entries``, or its encoded
+        dict); returns the full line as a dict (with ``seq``, ``sum``, …).
 
         With ``sync=False`` the line is written but not fsynced: the next synced append
         makes it durable too (group commit for cheap entries).
         """
+        entry = entry_json(entry)
         kind = entry.get("kind")
         if kind not in KINDS:
             raise BadInput(f"journal entry kind {kind!r} is not one of {sorted(KINDS)}")
@@ -197,7 +200,7 @@ class JournalWriter:
             earlier = (e for e in reversed(self._earlier) if e["kind"] == "checkpoint")
             self.last_checkpoint = next((e.get("out") for e in earlier), None)
         snapshot = self.last_checkpoint
-        self.append({"kind": "continue", "segment": nxt, "snapshot": snapshot})
+        self.append(Continue(segment=nxt, snapshot=snapshot))
         self._handle.close()
         self._segment += 1
         self._handle = open(self.directory / nxt, "ab")  # noqa: SIM115

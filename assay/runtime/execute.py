@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.errors import AssayError, Diverged, Failed, Paused, Suspended, Suspension
-from assay.journal import load_packed
+from assay.journal import entries, load_packed
 from assay.journal.format import canonical
 from assay.runtime.run import Run, utcnow
 from assay.runtime.shapes import to_json_value
@@ -56,10 +56,8 @@ def execute_run(run: Run, fn: DeskFunction, input: Any) -> RunResult:
     start = run.history.start
     if start is None:
         packed, blobs = run.writer.pack(given)
-        entry: dict[str, Any] = {"kind": "start", "in": packed, "t": utcnow()}
-        if blobs:
-            entry["blobs"] = blobs
-        run.history.start = run.writer.append(entry)
+        start_entry = entries.Start(input=packed, t=utcnow(), blobs=tuple(blobs))
+        run.history.start = run.writer.append(start_entry)
     else:
         recorded = load_packed(run.directory, start.get("in"))
         if canonical(run.writer.redactor.value(given)) != canonical(recorded):
@@ -91,10 +89,7 @@ def execute_run(run: Run, fn: DeskFunction, input: Any) -> RunResult:
         return _fail(run, failure)
     value = to_json_value(output, label="the run's output")
     packed, blobs = run.writer.pack(value)
-    end: dict[str, Any] = {"kind": "end", "status": "ok", "out": packed, "t": utcnow()}
-    if blobs:
-        end["blobs"] = blobs
-    run.writer.append(end)
+    run.writer.append(entries.End(status="ok", out=packed, t=utcnow(), blobs=tuple(blobs)))
     run._durable("end")
     return RunResult("ok", 0, value, run.steps)
 
@@ -104,16 +99,10 @@ def _fail(run: Run, failure: Exception) -> RunResult:
     assert run.writer is not None
     run.compensate()
     error = {"type": type(failure).__name__, "message": str(failure)}
-    run.writer.append({"kind": "error", "error": error, "t": utcnow()})
+    run.writer.append(entries.Error(error=error, t=utcnow()))
     message = f"{error['type']}: {error['message']}"
     run.writer.append(
-        {
-            "kind": "end",
-            "status": "failed",
-            "out": {"value": {"error": error}},
-            "message": message,
-            "t": utcnow(),
-        }
+        entries.End(status="failed", out={"value": {"error": error}}, message=message, t=utcnow())
     )
     run._durable("end")
     return RunResult("failed", Failed.code, {"error": error}, run.steps, message=message)

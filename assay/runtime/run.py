@@ -26,6 +26,7 @@ from assay.journal import (
     DEFAULT_SEGMENT_BYTES,
     Journal,
     JournalWriter,
+    entries,
     load_packed,
     read_journal,
     step_label,
@@ -140,9 +141,7 @@ class Run:
         if fence > journal.fence:
             previous = journal.fence
             writer.fence = fence
-            writer.append(
-                {"kind": "takeover", "fence": fence, "prev_fence": previous, "t": utcnow()}
-            )
+            writer.append(entries.Takeover(fence=fence, prev_fence=previous, t=utcnow()))
         return run
 
     @classmethod
@@ -190,13 +189,7 @@ class Run:
         message = f"step {self.pos} was recorded as {recorded}, the code asked for {requested}"
         if self.on_divergence == "fork" and self.writer is not None:
             self._append(
-                {
-                    "kind": "diverged",
-                    "pos": self.pos,
-                    "recorded": recorded,
-                    "requested": requested,
-                    "t": utcnow(),
-                }
+                entries.Diverged(pos=self.pos, recorded=recorded, requested=requested, t=utcnow())
             )
             self.history.archive_from(self.pos)
             self.history.consumed = History.build(self.journal_entries()).consumed
@@ -216,7 +209,7 @@ class Run:
 
     # ---------------------------------------------------------------- writing
 
-    def _append(self, entry: dict[str, Any], *, sync: bool = True) -> dict[str, Any]:
+    def _append(self, entry: entries.Entry, *, sync: bool = True) -> dict[str, Any]:
         if self.writer is None:
             raise EndOfHistory(self.pos)
         return self.writer.append(entry, sync=sync)
@@ -247,14 +240,7 @@ class Run:
         for name, used, limit in limits:
             if limit is not None and used >= limit:
                 self._append(
-                    {
-                        "kind": "budget",
-                        "at": self.pos,
-                        "limit": name,
-                        "used": used,
-                        "max": limit,
-                        "t": utcnow(),
-                    }
+                    entries.Budget(at=self.pos, limit=name, used=used, maximum=limit, t=utcnow())
                 )
                 self._durable("budget")
                 raise Paused(
@@ -320,8 +306,9 @@ class Run:
         if kind == "effect" and self.hooks is not None:
             self.hooks.ensure_owner()
         if kind != "compute" and (rec is None or rec.intent is None):
-            intent = {"kind": "step", "pos": pos, "step": kind, "name": name, "status": "started"}
-            intent.update(key=key, t0=t0, **(intent_extra or {}))
+            intent = entries.StepIntent(
+                pos=pos, step=kind, name=name, key=key, t0=t0, **(intent_extra or {})
+            )
             self._append(intent)
         started = time.monotonic()
         value: Any = None
@@ -351,12 +338,20 @@ class Run:
             given, record = check(plain, output, label=f"{pos} ({label})", recorded=False)
             assert self.writer is not None
             packed, blobs = self.writer.pack(record)
-        entry = {"kind": "step", "pos": pos, "step": kind, "name": name, "status": "ok"}
-        entry.update(key=key, out=packed, t0=t0, t1=utcnow(), **extra)
-        entry["ms"] = round((time.monotonic() - started) * 1000, 3)
-        if blobs:
-            entry["blobs"] = blobs
-            self._listed.update(blobs)
+        self._listed.update(blobs)
+        entry = entries.StepResult(
+            pos=pos,
+            step=kind,
+            name=name,
+            status="ok",
+            key=key,
+            out=packed,
+            t0=t0,
+            t1=utcnow(),
+            ms=round((time.monotonic() - started) * 1000, 3),
+            blobs=tuple(blobs),
+            **extra,
+        )
         self._count(self._append(entry))
         if kind != "compute":
             self._durable(kind)
@@ -367,10 +362,17 @@ class Run:
     def _record_error(
         self, pos: int, kind: str, name: str, key: str, t0: str, started: float, exc: Exception
     ) -> None:
-        entry = {"kind": "step", "pos": pos, "step": kind, "name": name, "status": "error"}
-        entry.update(key=key, t0=t0, t1=utcnow())
-        entry["error"] = {"type": type(exc).__name__, "message": str(exc)}
-        entry["ms"] = round((time.monotonic() - started) * 1000, 3)
+        entry = entries.StepResult(
+            pos=pos,
+            step=kind,
+            name=name,
+            status="error",
+            key=key,
+            t0=t0,
+            t1=utcnow(),
+            error={"type": type(exc).__name__, "message": str(exc)},
+            ms=round((time.monotonic() - started) * 1000, 3),
+        )
         self._count(self._append(entry))
 
     def map(self, name: str, value: Any, fn: Callable[[Any], Any], *, output: Shape = None) -> Any:
@@ -436,9 +438,7 @@ class Run:
             raise EndOfHistory(self.pos)
         tools = self.tools
         if tools is None or name not in tools.allowed:
-            self._append(
-                {"kind": "denied", "pos": self.pos, "step": "tool", "name": name, "t": utcnow()}
-            )
+            self._append(entries.Denied(pos=self.pos, step="tool", name=name, t=utcnow()))
             raise Denied(f"tool {name!r} is not declared by this desk", tool=name)
         pos = self.pos
 
@@ -448,15 +448,14 @@ class Run:
             except Denied as denied:
                 if not refused_before:  # one ``denied`` entry per position
                     self._append(
-                        {
-                            "kind": "denied",
-                            "pos": pos,
-                            "step": "tool",
-                            "name": name,
-                            "args": args,
-                            "reason": denied.message,
-                            "t": utcnow(),
-                        }
+                        entries.Denied(
+                            pos=pos,
+                            step="tool",
+                            name=name,
+                            args=args,
+                            reason=denied.message,
+                            t=utcnow(),
+                        )
                     )
                 raise
 
@@ -477,7 +476,7 @@ class Run:
         intent_extra: dict[str, Any] = {}
         if rec is None or rec.intent is None:
             node, new_blobs = self._context(messages)
-            intent_extra = {"in": node, "blobs": new_blobs}
+            intent_extra = {"context": node, "blobs": tuple(new_blobs)}
 
         def call() -> ModelReply:
             return adapter.complete(messages, tools=tools)
@@ -557,15 +556,7 @@ class Run:
         assert self.writer is not None
         plain = to_json_value(state, label=f"{self.pos} (checkpoint)")
         packed, blobs = self.writer.pack(plain)
-        entry: dict[str, Any] = {
-            "kind": "checkpoint",
-            "pos": self.pos,
-            "out": packed,
-            "t": utcnow(),
-        }
-        if blobs:
-            entry["blobs"] = blobs
-        self._append(entry)
+        self._append(entries.Checkpoint(pos=self.pos, out=packed, t=utcnow(), blobs=tuple(blobs)))
         self._state = plain
 
     def state(self) -> Any:
@@ -578,8 +569,15 @@ class Run:
         if rec is not None and rec.result is not None:
             return load_packed(self.directory, rec.result.get("out"))
         value = produce()
-        entry = {"kind": "step", "pos": self.pos, "step": "compute", "name": name, "status": "ok"}
-        entry.update(key=f"{self.run_id}:{self.pos}", out={"value": value}, t0=utcnow())
+        entry = entries.StepResult(
+            pos=self.pos,
+            step="compute",
+            name=name,
+            status="ok",
+            key=f"{self.run_id}:{self.pos}",
+            out={"value": value},
+            t0=utcnow(),
+        )
         self._count(self._append(entry))
         return value
 
@@ -619,14 +617,7 @@ class Run:
             if event.kind in {"signal", "cancel"} and event.id not in self.history.consumed:
                 self.history.consumed.add(event.id)
                 fresh.append(event)
-        self._append(
-            {
-                "kind": "signal",
-                "pos": self.pos,
-                "events": [e.to_json() for e in fresh],
-                "t": utcnow(),
-            }
-        )
+        self._append(entries.Signal(pos=self.pos, events=[e.to_json() for e in fresh], t=utcnow()))
         return fresh
 
     def wait_for(self, event: str, *, timeout: float | None = None) -> Event | None:
@@ -655,17 +646,17 @@ class Run:
             until = (datetime.now(UTC) + timedelta(seconds=timeout)).isoformat()
         else:
             until = None
-        base = {"pos": self.pos, "for": name, **({"sleep": True} if sleep else {})}
+        base: dict[str, Any] = {"pos": self.pos, "waiting_for": name, "sleep": sleep or None}
         for candidate in self._events():
             if candidate.id not in self.history.consumed and candidate.satisfies(name):
                 self.history.consumed.add(candidate.id)
-                self._append({"kind": "wake", **base, "event": candidate.to_json(), "t": utcnow()})
+                self._append(entries.Wake(**base, event=candidate.to_json(), t=utcnow()))
                 return candidate
         if until is not None and datetime.now(UTC) >= datetime.fromisoformat(until):
-            self._append({"kind": "wake", **base, "event": None, "timer": until, "t": utcnow()})
+            self._append(entries.Wake(**base, event=None, timer=until, t=utcnow()))
             return None
         if waited is None:
-            self._append({"kind": "wait", **base, "until": until, "t": utcnow()})
+            self._append(entries.Wait(**base, until=until, t=utcnow()))
         self._durable("wait")
         raise Suspension(name, until=until)
 
@@ -679,22 +670,18 @@ class Run:
                 continue
             if self.replay_only:
                 raise EndOfHistory(self.pos)
-            base = {"kind": "compensate", "pos": self.pos, "name": name}
+            pos = self.pos
             if rec is None or rec.intent is None:
-                self._append({**base, "status": "started", "t0": utcnow()})
+                self._append(entries.Compensate(pos=pos, name=name, status="started", t0=utcnow()))
             try:
                 fn()
             except AssayError:
                 raise
             except Exception as exc:
+                error = {"type": type(exc).__name__, "message": str(exc)}
                 self._append(
-                    {
-                        **base,
-                        "status": "error",
-                        "error": {"type": type(exc).__name__, "message": str(exc)},
-                        "t1": utcnow(),
-                    }
+                    entries.Compensate(pos=pos, name=name, status="error", error=error, t1=utcnow())
                 )
                 continue
-            self._append({**base, "status": "ok", "t1": utcnow()})
+            self._append(entries.Compensate(pos=pos, name=name, status="ok", t1=utcnow()))
         self._compensations.clear()

@@ -1,0 +1,288 @@
+"""Every kind of journal entry, as a typed record that encodes and decodes itself.
+
+The runtime writes only these (``JournalWriter.append(entry)``), and every reader decodes
+lines with ``decode`` before it judges them (``assay.journal.fold``), so an entry kind is
+defined once: its fields, which are optional, and how it is spelled on disk. The on-disk
+format is docs/journal-entry.schema.json; the writer adds the envelope (``v``, ``seq``,
+``prev``, ``run``, ``fence``, ``sum``), which a decoded entry carries as ``seq``, ``fence``
+and ``sum``.
+
+To add a kind: a frozen dataclass subclassing ``Entry`` with ``KIND`` set (and ``STATUS``
+when it shares ``kind`` with another record, as the step intent and result do), its fields
+in the schema's spelling (``key=`` metadata for Python keywords such as ``in``), listed in
+``KINDS`` below, in ``assay.journal.format.KINDS`` and in the schema; then teach ``fold``
+what it means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Self
+
+from assay.errors import Corrupt
+
+Packed = Mapping[str, Any]  # {"value": v} inline, or {"blob": "sha256:…"}
+ENVELOPE = {"envelope": True}
+NULLABLE = {"null": True}  # written as null rather than left out
+
+
+def _key(name: str, *, nullable: bool = False) -> dict[str, Any]:
+    return {"key": name, "null": nullable}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    """Fields every line carries; subclasses add their own."""
+
+    KIND: ClassVar[str] = ""
+    STATUS: ClassVar[frozenset[str]] = frozenset()  # the statuses this record decodes
+
+    blobs: tuple[str, ...] = ()  # blobs this line introduces
+    seq: int = field(default=0, metadata=ENVELOPE)  # filled by the writer
+    fence: int = field(default=0, metadata=ENVELOPE)
+    sum: str = field(default="", metadata=ENVELOPE)
+
+    @property
+    def kind(self) -> str:
+        return self.KIND
+
+    @property
+    def time(self) -> str:
+        """When it happened, as written: ``t1``, else ``t``, else ``t0``."""
+        for name in ("t1", "t", "t0"):
+            value = getattr(self, name, None)
+            if isinstance(value, str) and value:
+                return value
+        return ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as the writer takes it (no envelope fields)."""
+        data: dict[str, Any] = {"kind": self.KIND}
+        for item in fields(self):
+            if item.metadata.get("envelope"):
+                continue
+            value = getattr(self, item.name)
+            if item.name == "blobs":
+                if value:
+                    data["blobs"] = list(value)
+                continue
+            if value is None and not item.metadata.get("null"):
+                continue
+            data[item.metadata.get("key", item.name)] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        """The record of one line (fields it does not know are ignored, as readers must)."""
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            name = item.metadata.get("key", item.name)
+            if name in data:
+                value = data[name]
+                values[item.name] = tuple(value) if item.name == "blobs" else value
+        return cls(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Start(Entry):
+    KIND = "start"
+    input: Packed | None = field(default=None, metadata=_key("in"))
+    t: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepIntent(Entry):
+    """Written before a model, tool or effect step runs (``status: started``)."""
+
+    KIND = "step"
+    STATUS = frozenset({"started"})
+    pos: int = 0
+    step: str  # model | tool | effect | compute
+    name: str = ""
+    key: str = ""
+    t0: str = ""
+    status: str = "started"
+    args: Mapping[str, Any] | None = None  # tool steps
+    context: str | None = field(default=None, metadata=_key("in"))  # model: context node
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepResult(Entry):
+    """A step's outcome: ``ok`` with ``out``, or ``error`` with ``error``."""
+
+    KIND = "step"
+    STATUS = frozenset({"ok", "error"})
+    pos: int = 0
+    step: str = ""
+    name: str = ""
+    status: str = ""
+    key: str = ""
+    t0: str = ""
+    t1: str | None = None
+    ms: float | None = None
+    out: Packed | None = None
+    error: Mapping[str, Any] | None = None
+    usage: Mapping[str, Any] | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checkpoint(Entry):
+    KIND = "checkpoint"
+    pos: int = 0
+    out: Packed | None = None
+    t: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Signal(Entry):
+    """A drain of steering events (``run.signals()``)."""
+
+    KIND = "signal"
+    pos: int = 0
+    events: list[Mapping[str, Any]] = field(default_factory=list)
+    t: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wait(Entry):
+    KIND = "wait"
+    pos: int = 0
+    waiting_for: str = field(default="", metadata=_key("for"))
+    until: str | None = field(default=None, metadata=NULLABLE)
+    sleep: bool | None = None
+    t: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wake(Entry):
+    KIND = "wake"
+    pos: int = 0
+    waiting_for: str = field(default="", metadata=_key("for"))
+    event: Mapping[str, Any] | None = field(default=None, metadata=NULLABLE)
+    timer: str | None = None
+    sleep: bool | None = None
+    t: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Denied(Entry):
+    KIND = "denied"
+    pos: int = 0
+    step: str = ""
+    name: str = ""
+    args: Mapping[str, Any] | None = None
+    reason: str | None = None
+    t: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget(Entry):
+    KIND = "budget"
+    at: int = 0
+    limit: str = ""
+    used: float = 0.0
+    maximum: float = field(default=0.0, metadata=_key("max"))
+    t: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Takeover(Entry):
+    """A new holder's first line; the envelope's ``fence`` is the new fence."""
+
+    KIND = "takeover"
+    prev_fence: int = 0
+    t: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "fence": self.fence}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Diverged(Entry):
+    KIND = "diverged"
+    pos: int = 0
+    recorded: str = ""
+    requested: str = ""
+    t: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compensate(Entry):
+    KIND = "compensate"
+    pos: int = 0
+    name: str = ""
+    status: str = ""  # started | ok | error
+    error: Mapping[str, Any] | None = None
+    t0: str | None = None
+    t1: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Error(Entry):
+    KIND = "error"
+    error: Mapping[str, Any] = field(default_factory=dict)
+    t: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class End(Entry):
+    KIND = "end"
+    status: str = ""  # ok | failed
+    out: Packed | None = None
+    message: str | None = None
+    t: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Continue(Entry):
+    """The last line of a full segment; the chain runs on in ``segment``."""
+
+    KIND = "continue"
+    segment: str = ""
+    snapshot: Packed | None = field(default=None, metadata=NULLABLE)
+
+
+KINDS: tuple[type[Entry], ...] = (
+    Start,
+    StepIntent,
+    StepResult,
+    Checkpoint,
+    Signal,
+    Wait,
+    Wake,
+    Denied,
+    Budget,
+    Takeover,
+    Diverged,
+    Compensate,
+    Error,
+    End,
+    Continue,
+)
+_BY_KIND: dict[str, list[type[Entry]]] = {}
+for _record in KINDS:
+    _BY_KIND.setdefault(_record.KIND, []).append(_record)
+
+
+def decode(line: Mapping[str, Any]) -> Entry:
+    """The typed record of one verified line; ``Corrupt`` for a kind it does not know.
+
+    A field a line lacks takes its default: the writer writes every field the schema
+    requires, and readers of old or hand-made lines have always tolerated gaps."""
+    kind = line.get("kind")
+    records = _BY_KIND.get(kind) if isinstance(kind, str) else None
+    where = f"journal line {line.get('seq', '?')}"
+    if not records:
+        raise Corrupt(f"{where}: unknown entry kind {kind!r}")
+    record = records[0]
+    if len(records) > 1:
+        status = line.get("status")
+        record = next((r for r in records if status in r.STATUS), records[-1])
+    return record.from_json(line)
+
+
+def entry_json(entry: Entry | Mapping[str, Any]) -> dict[str, Any]:
+    """What the writer writes for ``entry`` (a record, or an already encoded dict)."""
+    return entry.to_json() if isinstance(entry, Entry) else dict(entry)

@@ -1,0 +1,301 @@
+"""``fold(entries)``: the one reading of a journal, from which every view is drawn.
+
+A run's facts (what is recorded at each position, the events it consumed, what it used,
+its last step, whether it waits and for what, the evidence it claimed, the process
+sessions that held it) are computed here, in one pass over decoded entries
+(``assay.journal.entries``). The runtime's replay index (``assay.runtime.history``), the
+summary (``assay.journal.summary``), the board's ``JournalInfo``, the gate's claimed rows
+(``assay.evidence.claimed``) and the demo's audit are views of ``RunFacts``, so they cannot
+disagree about what a journal says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from assay.journal import entries as e
+
+CLAIM_STEP = "evidence.claimed"  # the compute step a desk records its evidence claim in
+POSITIONAL = frozenset({"step", "checkpoint", "signal", "wait", "wake", "compensate", "denied"})
+
+# Sessions: a process holds the run from an opener to a closer (or its last entry).
+_OPENS = frozenset({"start", "takeover", "wake"})
+_CLOSES = frozenset({"wait", "end", "budget", "error"})
+# Entries that say nothing about whether the run is running or waiting.
+_NEUTRAL = frozenset({"takeover", "continue", "denied", "error", "diverged"})
+
+
+def step_label(kind: str, name: str) -> str:
+    """How a step is named in messages: ``model``, ``tool:write_file``, ``compute:plan``."""
+    return kind if not name or name == kind else f"{kind}:{name}"
+
+
+def label_of(entry: Mapping[str, Any]) -> str:
+    """The label of a positional entry, as divergence messages name it."""
+    kind = entry["kind"]
+    if kind in {"step", "denied"}:
+        return step_label(str(entry.get("step", "")), str(entry.get("name", "")))
+    if kind == "compensate":
+        return f"compensate:{entry.get('name', '')}"
+    if kind in {"wait", "wake"}:
+        return "sleep" if entry.get("sleep") else f"wait:{entry.get('for', '')}"
+    if kind == "signal":
+        return "signals"
+    return str(kind)
+
+
+@dataclass
+class Recorded:
+    """The entries recorded at one position."""
+
+    pos: int
+    label: str
+    intent: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    wait: dict[str, Any] | None = None
+    wake: dict[str, Any] | None = None
+    other: dict[str, Any] | None = None  # checkpoint, signal or denied
+
+
+@dataclass
+class Totals:
+    """What the recorded steps used, for budgets (archived steps count: they were paid)."""
+
+    steps: int = 0
+    model_calls: int = 0
+    tokens: int = 0
+    usd: float = 0.0
+    wall_s: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    def add(self, entry: Mapping[str, Any]) -> None:
+        self.steps += 1
+        if entry.get("step") == "model":
+            self.model_calls += 1
+        usage = entry.get("usage")
+        if isinstance(usage, Mapping):
+            spent_in, spent_out = _int(usage.get("in_tokens")), _int(usage.get("out_tokens"))
+            self.tokens_in += spent_in
+            self.tokens_out += spent_out
+            self.tokens += spent_in + spent_out
+            self.usd += _num(usage.get("usd"))
+        self.wall_s += _num(entry.get("ms")) / 1000.0
+
+
+@dataclass(frozen=True)
+class Session:
+    """One stretch during which a process held the run (start/takeover/wake to wait/end)."""
+
+    start: datetime
+    end: datetime
+    fence: int = 0
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, (self.end - self.start).total_seconds())
+
+
+@dataclass
+class RunFacts:
+    """Everything a journal says about its run (see the module docstring)."""
+
+    entries: int = 0
+    positions: dict[int, Recorded] = field(default_factory=dict)
+    consumed: set[str] = field(default_factory=set)
+    start: dict[str, Any] | None = None
+    end: dict[str, Any] | None = None
+    totals: Totals = field(default_factory=Totals)
+    listed: set[str] = field(default_factory=set)  # blobs some line introduced
+    ok_steps: int = 0
+    ok_model_calls: int = 0
+    last_step: str = ""  # label of the last step, e.g. "tool:write_file"
+    last_step_time: str = ""
+    last_kind: str = ""
+    last_time: str = ""  # the last entry's own time, as written
+    first_at: datetime | None = None
+    last_at: datetime | None = None
+    fence: int = 0
+    status: str = "new"  # new | running | waiting | paused | done | failed
+    waiting_for: str | None = None
+    wait_until: str | None = None  # a timer wait's end, as written
+    claim_step: dict[str, Any] | None = None  # the latest ok ``evidence.claimed`` step
+    sessions: tuple[Session, ...] = ()
+    fence_went_back: tuple[int, ...] = ()  # seq of each line whose fence is below an earlier
+
+    @property
+    def last_pos(self) -> int:
+        return max(self.positions, default=0)
+
+    def archive_from(self, pos: int) -> None:
+        """Fork-on-divergence: what was recorded at ``pos`` and later no longer replays."""
+        for stale in [p for p in self.positions if p >= pos]:
+            del self.positions[stale]
+
+
+def fold(lines: Iterable[Mapping[str, Any]]) -> RunFacts:
+    """The facts of a journal's verified lines, oldest first (one pass; each line decoded
+    by ``assay.journal.entries.decode``, which refuses an unknown kind)."""
+    facts = RunFacts()
+    sessions = _Sessions()
+    went_back: list[int] = []
+    for raw in lines:
+        line = dict(raw)
+        entry = e.decode(line)
+        facts.entries += 1
+        if entry.fence < facts.fence:
+            went_back.append(entry.seq)
+        facts.fence = max(facts.fence, entry.fence)
+        facts.listed.update(entry.blobs)
+        facts.last_kind, facts.last_time = entry.kind, entry.time
+        moment = _time(entry)
+        if moment is not None:
+            facts.first_at = min(facts.first_at or moment, moment)
+            facts.last_at = max(facts.last_at or moment, moment)
+        sessions.see(entry, moment)
+        _positions(facts, entry, line)
+        _progress(facts, entry, line)
+    for rec in facts.positions.values():
+        facts.consumed.update(_event_ids(rec))
+    facts.sessions = sessions.done()
+    facts.fence_went_back = tuple(went_back)
+    facts.totals.usd = round(facts.totals.usd, 6)
+    return facts
+
+
+def _positions(facts: RunFacts, entry: e.Entry, line: dict[str, Any]) -> None:
+    """The replay index: positions, honouring fork-on-divergence."""
+    if isinstance(entry, e.Start) and facts.start is None:
+        facts.start = line
+    elif isinstance(entry, e.End):
+        facts.end = line
+    elif isinstance(entry, e.Diverged):
+        facts.archive_from(entry.pos)
+    elif entry.kind in POSITIONAL:
+        pos = int(getattr(entry, "pos", 0))
+        rec = facts.positions.get(pos)
+        if rec is None:
+            rec = facts.positions[pos] = Recorded(pos, label_of(line))
+        if isinstance(entry, e.StepIntent) or (
+            isinstance(entry, e.Compensate) and entry.status == "started"
+        ):
+            rec.intent = line
+        elif isinstance(entry, e.StepResult | e.Compensate):
+            rec.result = line
+        elif isinstance(entry, e.Wait):
+            rec.wait = line
+        elif isinstance(entry, e.Wake):
+            rec.wake = line
+        else:
+            rec.other = line
+
+
+def _progress(facts: RunFacts, entry: e.Entry, line: dict[str, Any]) -> None:
+    """Usage, the last step, the claimed evidence and whether the run waits."""
+    if isinstance(entry, e.StepResult):
+        facts.totals.add(line)
+        if entry.status == "ok":
+            facts.ok_steps += 1
+            facts.ok_model_calls += entry.step == "model"
+            if entry.name == CLAIM_STEP:
+                facts.claim_step = line
+    if isinstance(entry, e.StepIntent | e.StepResult | e.Compensate):
+        step = entry.step if isinstance(entry, e.StepIntent | e.StepResult) else entry.kind
+        facts.last_step = step_label(step, entry.name)
+        facts.last_step_time = entry.time
+    if isinstance(entry, e.Wait):
+        facts.waiting_for, facts.wait_until = entry.waiting_for, entry.until
+        facts.status = "waiting"
+    elif isinstance(entry, e.Budget):
+        facts.status = "paused"
+    elif isinstance(entry, e.End):
+        facts.waiting_for = facts.wait_until = None
+        facts.status = "done" if entry.status == "ok" else "failed"
+    elif entry.kind not in _NEUTRAL:
+        facts.waiting_for = facts.wait_until = None
+        facts.status = "running"
+
+
+class _Sessions:
+    """Process sessions: opened by start/takeover/wake, closed by wait/end/budget/error."""
+
+    def __init__(self) -> None:
+        self.found: list[Session] = []
+        self.start: datetime | None = None
+        self.last: datetime | None = None
+        self.fence = 0
+        self.only_openers = True  # a takeover followed by start is one process, not two
+
+    def close(self) -> None:
+        if self.start is not None and self.last is not None:
+            self.found.append(Session(start=self.start, end=self.last, fence=self.fence))
+        self.start = self.last = None
+        self.fence = 0
+        self.only_openers = True
+
+    def see(self, entry: e.Entry, moment: datetime | None) -> None:
+        if entry.kind in _OPENS and not self.only_openers:
+            self.close()
+        if entry.kind not in _OPENS:
+            self.only_openers = False
+        if moment is None:
+            return
+        if self.start is None:
+            self.start = moment
+        self.fence = max(self.fence, entry.fence)
+        self.last = moment
+        if entry.kind in _CLOSES:
+            self.close()
+
+    def done(self) -> tuple[Session, ...]:
+        self.close()
+        return tuple(self.found)
+
+
+def _event_ids(rec: Recorded) -> set[str]:
+    """Ids of the events a position consumed: a wake's event, a signal drain's events."""
+    found: list[Any] = []
+    if rec.other is not None and rec.other["kind"] == "signal":
+        found.extend(rec.other.get("events") or [])
+    if rec.wake is not None:
+        found.append(rec.wake.get("event"))
+    ids = set()
+    for event in found:
+        if isinstance(event, Mapping) and event.get("id") is not None:
+            ids.add(str(event["id"]))
+        elif isinstance(event, str):
+            ids.add(event)
+    return ids
+
+
+def _time(entry: e.Entry) -> datetime | None:
+    """When an entry happened: its ``t1``, else ``t``, else ``t0``."""
+    for name in ("t1", "t", "t0"):
+        value = getattr(entry, name, None)
+        if isinstance(value, str) and value:
+            moment = parse_time(value)
+            if moment is not None:
+                return moment
+    return None
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO-8601 string (``Z`` or offset; naive means UTC) as an aware datetime, else None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0

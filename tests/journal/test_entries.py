@@ -1,0 +1,71 @@
+"""Typed journal entries: every line the runtime writes decodes to one record that encodes
+back to the same line, and every view of a journal is a view of one fold."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from assay.board.snapshot import journal_info
+from assay.errors import Corrupt
+from assay.evidence.claimed import claimed_from_entries
+from assay.journal import KINDS, read_journal, summarize
+from assay.journal import entries as e
+from assay.journal.fold import fold
+from assay.runtime.history import History
+from tests.conftest import REPO_ROOT
+from tests.journal.test_schema import _all_entries
+
+ENVELOPE = {"v", "seq", "prev", "run", "fence", "sum"}
+
+
+def test_every_written_line_round_trips_through_its_typed_record(tmp_path: Path) -> None:
+    lines = _all_entries(tmp_path)
+    seen: set[type[e.Entry]] = set()
+    for line in lines:
+        record = e.decode(line)
+        seen.add(type(record))
+        assert record.kind == line["kind"] and record.seq == line["seq"]
+        assert record.fence == line["fence"]
+        body = {k: v for k, v in line.items() if k not in ENVELOPE}
+        encoded = {k: v for k, v in record.to_json().items() if k != "fence"}
+        assert encoded == body, line["kind"]
+    assert {kind.KIND for kind in e.KINDS} == KINDS
+    assert seen == set(e.KINDS)  # the runtime writes every kind, intent and result both
+
+
+def test_an_unknown_kind_is_corrupt_not_guessed() -> None:
+    with pytest.raises(Corrupt, match="unknown entry kind 'teleport'"):
+        e.decode({"kind": "teleport", "seq": 4})
+
+
+def test_the_views_agree_because_they_read_one_fold(tmp_path: Path) -> None:
+    lines = _all_entries(tmp_path)
+    facts = fold(lines)
+    info = journal_info(lines)
+    history = History.build(lines)
+    assert (info.steps, info.model_calls, info.last_step) == (
+        facts.totals.steps,
+        facts.totals.model_calls,
+        facts.last_step,
+    )
+    assert history.consumed == facts.consumed and info.consumed_events == facts.consumed
+    assert set(history.positions) == set(facts.positions)
+    golden = read_journal(REPO_ROOT / "tests" / "runtime" / "golden" / "approved")
+    summary = summarize(golden)
+    golden_info = journal_info(golden.entries)
+    assert summary.last_step == golden_info.last_step != ""
+    assert summary.steps == golden_info.steps and summary.model_calls == golden_info.model_calls
+    assert claimed_from_entries(lines).rows == {}
+
+
+def test_the_runtime_writes_no_entry_as_a_dict_literal() -> None:
+    """Entries are written only through assay.journal.entries' typed records."""
+    for path in ("assay/runtime/run.py", "assay/runtime/execute.py"):
+        tree = ast.parse((REPO_ROOT / path).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                assert "kind" not in keys, f"{path}:{node.lineno} spells an entry as a dict"
