@@ -8,7 +8,7 @@ One record per row run by the gate, stored as ``record.json`` in one commit on
      "output_tail": "…", "head_sha": "<commit>", "env_fingerprint": {"python": "3.11.2"},
      "verifier": "gate:ci@host", "journal_head": "sha256:…" | "", "at": "2026-…Z",
      "prev": "sha256:<digest of the previous record>" | "", "digest": "sha256:…",
-     "mac": "hmac-sha256:…"}                                 # mac only with a gate key
+     "mac": "hmac-sha256:…"}                                 # absent only when insecure
 
 Integrity, checked on every read (any failure is ``Corrupt``, exit 6):
 
@@ -18,8 +18,9 @@ Integrity, checked on every read (any failure is ``Corrupt``, exit 6):
   earlier record is detected, even with digests recomputed;
 - the ref's history must be linear, one record per commit (checked by the store), and
   must extend the tip this gate saw last (so rewriting the whole chain is detected too);
-- with a gate key (``ASSAY_EVIDENCE_KEY``, held by the gate and not by desks), ``mac`` is an
-  HMAC of the record: a record forged or re-signed without the key is detected.
+- ``mac`` is an HMAC of the record by the gate's key (``assay.evidence.keys``: held by the
+  gate, not by desks): a record forged or re-signed without the key is detected, and an
+  unsigned record never counts unless the gate runs ``--insecure-unsigned-evidence``.
 """
 
 from __future__ import annotations
@@ -27,17 +28,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from assay.errors import Corrupt
+from assay.evidence.keys import KEY_ENV as KEY_ENV
+from assay.evidence.keys import gate_key as gate_key
 
 RECORD_VERSION = 1
 RECORD_FILE = "record.json"
 RECORD_KIND = "evidence"  # the RefLog kind, so generic ref-log readers accept the records
-KEY_ENV = "ASSAY_EVIDENCE_KEY"
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "v": int,
@@ -118,12 +119,6 @@ def _digest(body: Mapping[str, Any]) -> str:
 def _mac(key: bytes, body: Mapping[str, Any], digest: str) -> str:
     payload = canonical({**body, "digest": digest})
     return "hmac-sha256:" + hmac.new(key, payload, hashlib.sha256).hexdigest()
-
-
-def gate_key(environ: Mapping[str, str] | None = None) -> bytes | None:
-    """The gate's signing key from ``ASSAY_EVIDENCE_KEY``, or None when unset."""
-    value = (os.environ if environ is None else environ).get(KEY_ENV, "")
-    return value.encode() if value else None
 
 
 def seal(record: EvidenceRecord, *, prev: str, key: bytes | None) -> EvidenceRecord:
