@@ -328,6 +328,9 @@ def snapshot_from_cache(
     events: dict[str, list[EventInfo]] = {}
     statuses: dict[str, Mapping[str, Any]] = {}
     main = refs.get(MAIN, "")
+    from assay.evidence.anchors import anchor_problem
+
+    claim_json: dict[str, tuple[Any, str]] = {}  # for the journal's anchor check
     with GitBatch(cache) as batch:
         briefs = _brief_infos(batch, main, Path(cache))
         templates = _templates(batch, main)
@@ -339,6 +342,7 @@ def snapshot_from_cache(
                     raw = json.loads(data) if data else None
                 except (UnicodeDecodeError, json.JSONDecodeError):
                     raw = None
+                claim_json[brief] = (raw, sha)
                 claim = claim_from_json(brief, raw, sha=sha)
                 if claim_decoder is not None and data is not None:
                     claim = _with_record(claim, claim_decoder(brief, data, sha))
@@ -346,6 +350,9 @@ def snapshot_from_cache(
             elif ref.startswith(BRANCHES) and journals:
                 brief = _suffix(ref, BRANCHES)
                 entries, head, problem = journal_entries(batch, sha, brief)
+                if not problem and brief in claim_json:  # claims/ sorts before heads/
+                    raw_claim, claim_sha = claim_json[brief]
+                    problem = anchor_problem(raw_claim, entries, head, claim_sha=claim_sha)
                 if entries or problem:
                     journal_map[brief] = journal_info(entries, head=head, problem=problem)
             elif ref.startswith(EVIDENCE):

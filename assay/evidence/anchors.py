@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from assay.claims.record import CLAIM_FILE, ClaimRecord, parse_record
-from assay.errors import Corrupt
+from assay.claims.record import CLAIM_FILE, parse_record
+from assay.errors import BadInput, Corrupt
 from assay.forge import Forge
+from assay.journal import Journal
 
 # States in which no desk runs, so the branch's journal must end at the anchored head.
 SETTLED_STATES = frozenset({"done", "waiting"})
@@ -108,15 +110,44 @@ def check_anchors(
         raise Corrupt("; ".join(problems), brief=anchors.brief)
 
 
-def anchor_problem(record: ClaimRecord | None, hashes: Collection[str], head: str) -> str:
-    """The board's cheap form: the latest claim record's anchor against the journal ("" if fine)."""
-    if record is None or not record.journal_head:
+def anchor_problem(
+    claim: Mapping[str, Any] | None,
+    entries: Sequence[Mapping[str, Any]],
+    head: str,
+    *,
+    claim_sha: str = "",
+) -> str:
+    """The board's cheap form: the latest claim record (its parsed JSON) against the journal.
+
+    One anchor instead of the whole history; "" when it holds or the record has none.
+    """
+    if not isinstance(claim, Mapping):
         return ""
-    latest = Anchor(record.journal_head, record.sha)
+    anchored, state = claim.get("journal_head"), claim.get("state")
+    if not isinstance(anchored, str) or not anchored:
+        return ""
+    latest = Anchor(anchored, claim_sha)
     anchors = ClaimAnchors(
-        record.brief,
-        (latest,),
-        latest if record.state in SETTLED_STATES else None,
+        str(claim.get("brief", "")), (latest,), latest if state in SETTLED_STATES else None
     )
-    problems = anchor_problems(hashes, head, anchors, where="journal")
+    problems = anchor_problems(line_hashes(entries), head, anchors, where="anchored head")
     return problems[0] if problems else ""
+
+
+def anchored_branch_journal(forge: Forge, brief: str, into: Path) -> tuple[str, Journal]:
+    """The journal on ``brief``'s branch tip, checked against the claim's anchors.
+
+    Materialised under ``into``; returns ``(tip, journal)``. ``Corrupt`` when the journal
+    is edited, or rewritten, truncated or missing a segment past what the claim anchored.
+    """
+    from assay.evidence.source import branch_ref, claim_ref, journal_from_commit
+
+    refs = [branch_ref(brief), claim_ref(brief)]
+    found = forge.fetch(refs)
+    tip = found.get(refs[0])
+    if tip is None:
+        raise BadInput(f"{refs[0]}: no such branch on the forge, so no journal for {brief!r}")
+    journal = journal_from_commit(forge, tip, brief, into)
+    anchors = read_claim_anchors(forge, brief, found.get(refs[1]))
+    check_anchors(journal.entries, journal.head, anchors, where=f"{brief}: journal at {tip[:12]}")
+    return tip, journal
