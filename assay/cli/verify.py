@@ -37,6 +37,12 @@ def _print_report(report: VerifyReport) -> None:
         out.print(Text(f"{record.row}: last lines of its output", style="bold"))
         for line in record.output_tail.splitlines()[-TAIL_SHOWN:]:
             out.print(Text(f"  {line}", style="dim"))
+    if report.pins is not None and report.pins.pinned:
+        out.print(Text(f"pinned from main at {report.pins.base[:12]}:", style="bold"))
+        out.print(Text("  " + ", ".join(report.pins.pinned), style="dim"))
+    if report.pins is not None and report.pins.unpinned:
+        out.print(Text("named by a row but not on main (the branch's own): ", style="yellow"))
+        out.print(Text("  " + ", ".join(report.pins.unpinned), style="dim"))
     if report.env_problems:
         out.print(Text("environment differs from the declared one:", style="red"))
         for line in report.env_problems:

@@ -26,6 +26,7 @@ from assay.evidence.anchors import ClaimAnchors, check_anchors, read_claim_ancho
 from assay.evidence.claimed import Claimed, claimed_from_entries, journal_anchors
 from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, fingerprint
 from assay.evidence.keys import GATE_STATE_ENV, gate_key, signing_key
+from assay.evidence.pinning import PinPlan, apply_pins, plan_for, safe_python_env
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.reviews import next_version, reviews_ref
 from assay.evidence.rule import MergeDecision, decide
@@ -49,7 +50,7 @@ from assay.evidence.source import (
     load_brief,
     resolve_commit,
 )
-from assay.evidence.spec import EnvDecl, RowSpec, env_decl, row_specs
+from assay.evidence.spec import EnvDecl, RowSpec, env_decl, protect_globs, row_specs
 from assay.evidence.store import EvidenceLog, append_records, default_verifier, read_log
 from assay.evidence.table import render_markdown, with_table
 from assay.forge import Forge
@@ -76,6 +77,7 @@ class VerifyReport:
     ran: list[EvidenceRecord] = field(default_factory=list)
     review_updated: bool = False
     timings: dict[str, float] = field(default_factory=dict)
+    pins: PinPlan | None = None
 
     @property
     def passed(self) -> bool:
@@ -94,6 +96,9 @@ class VerifyReport:
             "decision": self.decision.to_json(),
             "ran": [r.to_json() for r in self.ran],
             "review_updated": self.review_updated,
+            "pinned": self.pins.pinned if self.pins else [],
+            "pinned_from": self.pins.base if self.pins else None,
+            "unpinned": list(self.pins.unpinned) if self.pins else [],
         }
 
 
@@ -143,6 +148,7 @@ class _Context:
     desks: frozenset[str]
     log: EvidenceLog
     anchors: ClaimAnchors
+    protect: tuple[str, ...] | None = None
 
 
 def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
@@ -159,6 +165,7 @@ def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
         desks=claim_desks(forge, view.claim),
         log=log,
         anchors=read_claim_anchors(forge, brief_id, view.claim),
+        protect=protect_globs(brief),
     )
 
 
@@ -240,7 +247,10 @@ def verify(
         raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to verify")
     _require_commit(forge, head, brief_id)
     timings["fetch"] = time.monotonic() - started
-    with CleanTree(forge, head, parent=workdir) as tree:
+    with (
+        CleanTree(forge, head, parent=workdir) as tree,
+        tempfile.TemporaryDirectory(prefix="assay-site-", dir=workdir) as site,
+    ):
         timings["checkout"] = time.monotonic() - started - timings["fetch"]
         journal = journal_at(tree, brief_id)
         _check_journal(forge, ctx, journal, head, brief_id=brief_id)
@@ -254,6 +264,16 @@ def verify(
         desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
         if desk_fp is not None:
             problems += [f"desk vs gate: {line}" for line in diff_fingerprints(desk_fp, fp)]
+        plan = plan_for(
+            forge,
+            head=head,
+            main=ctx.view.main,
+            commands=[row.command for row in ctx.rows],
+            protect=ctx.protect,
+        )
+        if plan is not None:
+            apply_pins(forge, tree, plan)
+        environ = safe_python_env(environ, Path(site))
         # Evidence is committed to the forge: scrub any secret a row found and printed.
         redactor = Redactor(
             [*withheld_values(), *secrets_from_env(()), *([key.decode()] if key else [])]
@@ -280,6 +300,7 @@ def verify(
                 verifier=verifier,
                 journal_head=journal.head,
                 at=_now(),
+                pinned=tuple(plan.pinned) if plan is not None else (),
             )
             ran.append(record)
             if on_row is not None:
@@ -304,6 +325,7 @@ def verify(
         ran=sealed,
         review_updated=updated,
         timings=timings,
+        pins=plan,
     )
 
 
