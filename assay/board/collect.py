@@ -126,6 +126,8 @@ def board_from_snapshot(
         note = str(status.get("note", "")) if status else ""
         if journal is not None and journal.problem:
             note = f"journal: {journal.problem}"
+        if claim is not None and claim.problem:
+            note = f"claim: {claim.problem}"
         state = brief_state(claim, journal, on_main=brief is not None, now=as_of, skew_s=skew_s)
         info = journal or JournalInfo()
         rows.append(

@@ -47,6 +47,7 @@ class ClaimInfo:
     attempt: int = 0
     sha: str = ""
     record: Any = None  # the claims module's own record, passed back to ``mark_stuck``
+    problem: str = ""  # why the claims decoder refused the record (state ``invalid``)
 
     def expires_at(self, skew_s: float) -> datetime | None:
         if self.renewed_at is None:

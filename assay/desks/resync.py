@@ -21,10 +21,21 @@ from assay.desks.loop import DeskLoop, RunReport
 from assay.desks.review import read_review
 from assay.desks.selection import expired
 from assay.desks.state import ForgeView, read_view
-from assay.errors import BadInput
+from assay.errors import BadInput, Corrupt
+from assay.evidence.anchors import anchor_problem
 from assay.forge import Forge
 
-STATES = ("unclaimed", "held", "waiting", "stuck", "in review", "merged", "closed", "cancelled")
+STATES = (
+    "unclaimed",
+    "held",
+    "waiting",
+    "stuck",
+    "in review",
+    "merged",
+    "closed",
+    "cancelled",
+    "corrupt",
+)
 
 
 @dataclass(frozen=True)
@@ -40,9 +51,11 @@ class BriefState:
     last_step: str = ""
     last_time: str = ""
     steps: int = 0
+    problem: str = ""  # why the state is ``corrupt`` (an edited or cut journal)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "problem": self.problem,
             "brief": self.brief,
             "state": self.state,
             "desk": self.desk,
@@ -61,13 +74,23 @@ def brief_state(view: ForgeView, brief_id: str, *, skew_s: float | None = None) 
 
     skew = skew_from_env(skew_s)
     claim = view.claims.get(brief_id)
-    journal = view.journal(brief_id)
-    summary = summarize(journal) if journal is not None else None
     common: dict[str, Any] = {
         "desk": str(getattr(claim, "desk", "") or ""),
         "holder": str(getattr(claim, "holder", "") or ""),
         "fence": int(getattr(claim, "fence", 0) or 0),
         "waiting_for": str(getattr(claim, "waiting_for", "") or ""),
+    }
+    try:
+        journal = view.journal(brief_id)
+    except Corrupt as corrupt:  # this brief's own problem; every other brief is still read
+        problem = f"journal on assay/{brief_id}: {corrupt.message}"
+        return BriefState(brief=brief_id, state="corrupt", problem=problem, **common)
+    if journal is not None and claim is not None:
+        problem = anchor_problem(claim.to_json(), journal.entries, journal.head)
+        if problem:
+            return BriefState(brief=brief_id, state="corrupt", problem=problem, **common)
+    summary = summarize(journal) if journal is not None else None
+    common |= {
         "last_step": summary.last_step if summary else "",
         "last_time": summary.last_time if summary else "",
         "steps": summary.steps if summary else 0,
