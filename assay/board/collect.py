@@ -58,11 +58,12 @@ def evidence_counts(
     brief: str,
     commands: Sequence[str] = (),
     desk_names: Collection[str] = (),
-    require_signed: bool = False,
+    require_signed: bool = True,
+    key_known: bool = False,
 ) -> EvidenceCounts:
     """The evidence column, judged by the evidence package's own merge rule (``decide``):
     a row is verified only when a record that counts (written by the gate, not by the
-    claim's desk or holder; signed when a gate key is set) passed at ``head`` for the row's
+    claim's desk or holder; signed by the gate) passed at ``head`` for the row's
     current command. A record at another head or for an older command is stale; with no
     head known (no branch, no review), nothing is verified."""
     from assay.evidence.rule import Verdict, decide
@@ -72,16 +73,23 @@ def evidence_counts(
     # match a record's command, so they show as stale rather than verified.
     specs = [RowSpec(id=row, command=command) for row, command in zip(rows, commands, strict=False)]
     specs += [RowSpec(id=row, command="") for row in rows[len(commands) :]]
-    decision = decide(
-        brief=brief,  # a record naming another brief never counts here
-        rows=specs,
-        records=[r.record for r in records if r.record is not None],
-        head_sha=head,
-        env=EnvDecl(),
-        desk_names=frozenset(desk_names),
-        require_signed=require_signed,
-    )
-    verdicts = Counter(status.verdict for status in decision.rows)
+
+    def judged(signed: bool) -> Counter[Verdict]:
+        decision = decide(
+            brief=brief,  # a record naming another brief never counts here
+            rows=specs,
+            records=[r.record for r in records if r.record is not None],
+            head_sha=head,
+            env=EnvDecl(),
+            desk_names=frozenset(desk_names),
+            require_signed=signed,
+            key_known=key_known,
+        )
+        return Counter(status.verdict for status in decision.rows)
+
+    verdicts = judged(require_signed)
+    # Rows that would pass if unsigned records counted: the insecure choice, made visible.
+    unsigned = judged(False)[Verdict.PASS] - verdicts[Verdict.PASS] if require_signed else 0
     all_rows = set(rows) | {r.row for r in records} | set(claimed)
     return EvidenceCounts(
         rows=len(all_rows),
@@ -89,6 +97,7 @@ def evidence_counts(
         verified=verdicts[Verdict.PASS],
         failing=verdicts[Verdict.FAILING] + verdicts[Verdict.ENV_MISMATCH],
         stale=verdicts[Verdict.STALE],
+        unsigned=unsigned,
     )
 
 
@@ -100,10 +109,12 @@ def _review(snapshot: ForgeSnapshot, brief: str) -> str:
     return f"refs/assay/reviews/{brief}" + (f" ({state})" if state else "")
 
 
-def _invalid(brief: BriefInfo | None, journal: JournalInfo | None) -> str:
+def _invalid(brief: BriefInfo | None, journal: JournalInfo | None, claim: ClaimInfo | None) -> str:
     """Why a record of this brief failed validation ("" when every record is sound)."""
     if brief is not None and brief.problem:
         return brief.problem
+    if claim is not None and claim.problem:
+        return f"claim: {claim.problem}"
     return f"journal: {journal.problem}" if journal is not None and journal.problem else ""
 
 
@@ -117,7 +128,9 @@ def board_from_snapshot(
     as_of = now or snapshot.latest_instant() or _EPOCH
     from assay.evidence.records import gate_key
 
-    require_signed = gate_key() is not None  # as the gate's merge rule: unsigned never counts
+    # As the gate's merge rule: unsigned records never count. Without the gate's key here a
+    # signature is seen but cannot be checked (the merge checks it).
+    key_known = gate_key() is not None
     rows: list[BriefRow] = []
     for brief_id in sorted(set(snapshot.briefs) | set(snapshot.claims)):
         brief = snapshot.briefs.get(brief_id)
@@ -126,7 +139,7 @@ def board_from_snapshot(
         # The review's current head: the branch's tip, else the review record's head_sha.
         head = snapshot.branch(brief_id) or snapshot.review_heads.get(brief_id, "")
         status = snapshot.statuses.get(brief_id, {})
-        invalid = _invalid(brief, journal)
+        invalid = _invalid(brief, journal, claim)
         note = invalid or (str(status.get("note", "")) if status else "")
         info = journal or JournalInfo()
         evidence = evidence_counts(
@@ -137,7 +150,7 @@ def board_from_snapshot(
             brief=brief_id,
             commands=brief.commands if brief else (),
             desk_names={claim.desk, claim.holder} - {""} if claim else (),
-            require_signed=require_signed,
+            key_known=key_known,
         )
         state = brief_state(
             claim,

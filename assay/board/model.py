@@ -28,6 +28,7 @@ class EvidenceCounts:
     verified: int = 0  # rows the gate ran and saw pass at the current head
     failing: int = 0  # rows the gate ran and saw fail at the current head
     stale: int = 0  # rows the gate verified at an older head than the branch's tip
+    unsigned: int = 0  # rows that pass only on unsigned records (--insecure-unsigned-evidence)
 
     @property
     def label(self) -> str:
@@ -41,6 +42,8 @@ class EvidenceCounts:
             parts.append(f"failing {self.failing}")
         if self.stale:
             parts.append(f"stale {self.stale}")
+        if self.unsigned:
+            parts.append(f"unsigned {self.unsigned}")
         return " ".join(parts)
 
 

@@ -48,6 +48,7 @@ class ClaimInfo:
     attempt: int = 0
     sha: str = ""
     record: Any = None  # the claims module's own record, passed back to ``mark_stuck``
+    problem: str = ""  # why the claims decoder refused the record (state ``invalid``)
 
     def expired(self, now: datetime, skew_s: float) -> bool:
         """A held claim whose lease (plus skew) ran out; other states hold no lease clock."""

@@ -104,7 +104,18 @@ def _int(value: Any) -> int:
 
 
 def claim_from_json(brief: str, data: Any, *, sha: str) -> ClaimInfo:
-    """A ``ClaimInfo`` from a ``claim.json`` object (DESIGN §5); unknown shapes read as empty."""
+    """A ``ClaimInfo`` from a ``claim.json`` object (DESIGN §5).
+
+    The claims package's own decoder judges it first: a record it refuses (a lease of
+    1e23 s, a fence past 2**53, a time past year 9999) is state ``invalid`` with the reason,
+    for its brief alone, and never reaches the clock arithmetic below.
+    """
+    from assay.claims.record import validate
+
+    try:
+        validate(data)
+    except (ValueError, OverflowError, RecursionError) as exc:
+        return ClaimInfo(brief=brief, state="invalid", sha=sha, problem=str(exc)[:300])
     raw: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
     return ClaimInfo(
         brief=str(raw.get("brief") or brief),
@@ -282,11 +293,31 @@ def _evidence(batch: GitBatch, sha: str, brief: str) -> list[EvidenceInfo]:
     return records
 
 
+def _valid_event(raw: Mapping[str, Any], where: str) -> bool:
+    """The desk's own event decoder judges each record: a malformed or oversized one is
+    skipped here as the desk skips it, so no sweep wakes a brief for it."""
+    from assay.desks.events import MAX_RECORD_BYTES, validate_record
+    from assay.errors import BadInput
+    from assay.runtime import Event
+
+    try:
+        if len(json.dumps(raw, default=str)) > MAX_RECORD_BYTES:
+            return False
+        nested = raw.get("event")
+        if isinstance(nested, Mapping):
+            Event.from_json(dict(nested), where=where)
+        else:
+            validate_record(raw, where=where)
+    except (BadInput, ValueError, TypeError, RecursionError):
+        return False
+    return True
+
+
 def _events(batch: GitBatch, sha: str) -> list[EventInfo]:
     found: list[EventInfo] = []
     for commit in history(batch, sha):
         raw = record_of(batch, commit)
-        if not isinstance(raw, Mapping):
+        if not isinstance(raw, Mapping) or not _valid_event(raw, commit):
             continue
         # The desk's event log stores the event's kind in ``event`` (``kind`` is the log's
         # own); a record may also nest the whole event object under ``event``.
@@ -328,6 +359,9 @@ def snapshot_from_cache(
     events: dict[str, list[EventInfo]] = {}
     statuses: dict[str, Mapping[str, Any]] = {}
     main = refs.get(MAIN, "")
+    from assay.evidence.anchors import anchor_problem
+
+    claim_json: dict[str, tuple[Any, str]] = {}  # for the journal's anchor check
     with GitBatch(cache) as batch:
         briefs = _brief_infos(batch, main, Path(cache))
         templates = _templates(batch, main)
@@ -339,6 +373,7 @@ def snapshot_from_cache(
                     raw = json.loads(data) if data else None
                 except (UnicodeDecodeError, json.JSONDecodeError):
                     raw = None
+                claim_json[brief] = (raw, sha)
                 claim = claim_from_json(brief, raw, sha=sha)
                 if claim_decoder is not None and data is not None:
                     claim = _with_record(claim, claim_decoder(brief, data, sha))
@@ -346,6 +381,9 @@ def snapshot_from_cache(
             elif ref.startswith(BRANCHES) and journals:
                 brief = _suffix(ref, BRANCHES)
                 entries, head, problem = journal_entries(batch, sha, brief)
+                if not problem and brief in claim_json:  # claims/ sorts before heads/
+                    raw_claim, claim_sha = claim_json[brief]
+                    problem = anchor_problem(raw_claim, entries, head, claim_sha=claim_sha)
                 if entries or problem:
                     journal_map[brief] = journal_info(entries, head=head, problem=problem)
             elif ref.startswith(EVIDENCE):

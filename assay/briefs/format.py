@@ -14,6 +14,7 @@ verify:
 env: {python: "3.11", lock: requirements.lock, tools: [pytest]}
 budget: {steps: 40, model_calls: 20, usd: 0.5}
 approval: true
+protect: ["tests/**"]       # restored from main before the rows run (default: what they name)
 ---
 Markdown body: what to do and why.
 ```
@@ -109,8 +110,18 @@ def _version_string(value: Any) -> Any:
     return value
 
 
-NonNegInt = Annotated[int, Field(ge=0)]
-NonNegFloat = Annotated[float, Field(ge=0)]
+# Every number has a ceiling, so no brief can hold a value that overflows a clock or a
+# counter downstream (a lease of 1e23 s, a timeout past the end of time).
+MAX_COUNT = 10**9
+MAX_TOKENS = 10**12
+MAX_USD = 10.0**6
+MAX_TIMEOUT_S = 7 * 86400.0
+MAX_WALL_S = 365 * 86400.0
+MAX_PRIORITY = 10**6
+
+NonNegInt = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+NonNegFloat = Annotated[float, Field(ge=0, le=MAX_WALL_S, allow_inf_nan=False)]
+Timeout = Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)]
 
 
 class VerifyRow(StrictModel):
@@ -118,7 +129,7 @@ class VerifyRow(StrictModel):
 
     id: str
     run: str
-    timeout: Annotated[float, Field(gt=0)] | None = None
+    timeout: Timeout | None = None
 
     @field_validator("id")
     @classmethod
@@ -162,8 +173,8 @@ class BudgetSpec(StrictModel):
 
     steps: NonNegInt | None = None
     model_calls: NonNegInt | None = None
-    tokens: NonNegInt | None = None
-    usd: NonNegFloat | None = None
+    tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS)] | None = None
+    usd: Annotated[float, Field(ge=0, le=MAX_USD, allow_inf_nan=False)] | None = None
     wall_s: NonNegFloat | None = None
 
     def tightest(self, other: BudgetSpec | None) -> BudgetSpec:
@@ -186,9 +197,9 @@ class Objective(StrictModel):
     """A standing objective: re-run until ``judge`` exits 0, at most ``max_runs`` times."""
 
     judge: str
-    max_runs: Annotated[int, Field(ge=1)] = 3
+    max_runs: Annotated[int, Field(ge=1, le=1000)] = 3
     budget: BudgetSpec | None = None
-    timeout: Annotated[float, Field(gt=0)] | None = None
+    timeout: Timeout | None = None
 
     @field_validator("judge")
     @classmethod
@@ -207,10 +218,13 @@ class FrontMatter(StrictModel):
     title: Text
     desk: Annotated[str | None, BeforeValidator(_int_as_text)] = None
     labels: TextList = Field(default_factory=list)
-    priority: int = 0
+    priority: Annotated[int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)] = 0
     depends_on: TextList = Field(default_factory=list)
     verify: list[VerifyRow] = Field(default_factory=list)
     env: EnvSpec = Field(default_factory=EnvSpec)
+    # Paths (globs) the gate restores from main before it runs the rows, beside the ones
+    # the rows name; ``[]`` pins nothing (a brief whose agent writes its own tests).
+    protect: list[str] | None = None
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     objective: Objective | None = None
     approval: bool = False  # wait for ``assay approve`` before ``finish`` takes effect
@@ -240,6 +254,13 @@ class FrontMatter(StrictModel):
             if not label.strip() or "\n" in label or len(label) > 100:
                 raise ValueError(f"label {label!r} must be one non-empty line")
         return list(dict.fromkeys(label.strip() for label in value))
+
+    @field_validator("protect")
+    @classmethod
+    def _check_protect(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        return [_relative_path(item) for item in value]
 
     @field_validator("depends_on")
     @classmethod

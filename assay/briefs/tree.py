@@ -46,6 +46,47 @@ def load_briefs(files: Mapping[str, bytes], *, known_ids: Collection[str] = ()) 
     return briefs
 
 
+def split_briefs(files: Mapping[str, bytes]) -> tuple[dict[str, Brief], dict[str, BadInput]]:
+    """Every brief file in ``files`` that parses, and the reason for each one that does not.
+
+    For readers that list many briefs: one malformed file is reported for itself and
+    does not hide the others (``load_briefs`` is the all-or-nothing check).
+    """
+    briefs: dict[str, Brief] = {}
+    bad: dict[str, BadInput] = {}
+    for path in sorted(files):
+        if not is_brief_path(path):
+            continue
+        try:
+            text = files[path].decode("utf-8")
+            brief = parse_brief(text, source=path)
+        except UnicodeDecodeError as exc:
+            bad[path] = BadInput(f"{path}: not UTF-8 text ({exc.reason})", source=path)
+            continue
+        except BadInput as error:
+            bad[path] = error
+            continue
+        if brief.id in briefs:
+            bad[path] = BadInput(
+                f"{path}: id {brief.id!r} is also the id of {briefs[brief.id].source}",
+                source=path,
+            )
+            continue
+        briefs[brief.id] = brief
+    return briefs, bad
+
+
+def read_brief_dir(directory: Path) -> dict[str, bytes]:
+    """The bytes of each brief file directly inside ``directory``."""
+    if not directory.is_dir():
+        raise BadInput(f"{directory}: no such briefs directory", source=str(directory))
+    return {
+        str(directory / entry.name): entry.read_bytes()
+        for entry in sorted(directory.iterdir())
+        if entry.is_file() and is_brief_path(entry.name)
+    }
+
+
 def load_brief_dir(directory: Path, *, known_ids: Collection[str] = ()) -> dict[str, Brief]:
     """Load the brief files directly inside ``directory`` (not its subfolders)."""
     if not directory.is_dir():

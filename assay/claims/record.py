@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
@@ -27,6 +28,15 @@ FORMAT_VERSION = 1
 CLAIM_FILE = "claim.json"
 CLAIMS_PREFIX = "refs/assay/claims/"
 DEFAULT_SKEW_S = 30.0
+# Bounds on every number a claim carries, so no record can overflow a clock downstream
+# (a lease of 1e23 s once made every reader of the forge fail).
+MAX_LEASE_S = 30 * 86400.0
+MAX_SKEW_S = 86400.0
+MAX_COUNTER = 2**53  # fence, attempt: beyond this JSON numbers lose precision
+MAX_CLAIM_BYTES = 64 * 1024
+MAX_NOTE_CHARS = 4000
+MAX_WAITING_FOR_CHARS = 300
+_JOURNAL_HEAD = re.compile(r"sha256:[0-9a-f]{64}")
 
 State = Literal["held", "waiting", "released", "done", "stuck"]
 STATES: tuple[State, ...] = ("held", "waiting", "released", "done", "stuck")
@@ -79,9 +89,26 @@ def skew_from_env(value: float | None = None) -> float:
         skew = float(cast(Any, raw))
     except ValueError as exc:
         raise BadInput(f"ASSAY_CLAIM_SKEW / --skew: {raw!r} is not a number of seconds") from exc
-    if not math.isfinite(skew) or skew < 0:
-        raise BadInput(f"--skew / ASSAY_CLAIM_SKEW must be zero or more seconds, not {raw!r}")
+    if not math.isfinite(skew) or skew < 0 or skew > MAX_SKEW_S:
+        raise BadInput(
+            f"--skew / ASSAY_CLAIM_SKEW must be 0 to {MAX_SKEW_S:g} seconds, not {raw!r}",
+            field="skew",
+        )
     return skew
+
+
+def check_lease(lease_s: Any, *, what: str = "--lease") -> float:
+    """A lease in seconds within (0, MAX_LEASE_S]; ``BadInput`` naming ``what`` otherwise."""
+    try:
+        lease = float(lease_s)
+    except (TypeError, ValueError, OverflowError):
+        lease = math.nan
+    if isinstance(lease_s, bool) or not math.isfinite(lease) or not 0 < lease <= MAX_LEASE_S:
+        raise BadInput(
+            f"{what} must be more than 0 and at most {MAX_LEASE_S:g} seconds, not {lease_s!r}",
+            field="lease_s",
+        )
+    return lease
 
 
 @dataclass(frozen=True)
@@ -178,16 +205,27 @@ def validate(data: Any) -> ClaimRecord:
         raise ValueError(f"field 'state' is {data['state']!r}, not one of {', '.join(STATES)}")
     if not data["holder"] or len(data["holder"]) > 200:
         raise ValueError("field 'holder' must be a non-empty token")
-    if data["fence"] < 1 or data["attempt"] < 1:
-        raise ValueError("fields 'fence' and 'attempt' must be 1 or more")
+    for name in ("fence", "attempt"):
+        if not 1 <= data[name] <= MAX_COUNTER:
+            raise ValueError(f"field {name!r} must be 1 to {MAX_COUNTER}")
     lease = float(data["lease_s"])
-    if not math.isfinite(lease) or lease <= 0:
-        raise ValueError("field 'lease_s' must be a positive number of seconds")
+    if not math.isfinite(lease) or not 0 < lease <= MAX_LEASE_S:
+        raise ValueError(f"field 'lease_s' must be more than 0 and at most {MAX_LEASE_S:g} s")
+    if len(data["note"]) > MAX_NOTE_CHARS:
+        raise ValueError(f"field 'note' is over {MAX_NOTE_CHARS} characters")
+    waiting = data["waiting_for"]
+    if waiting is not None and len(waiting) > MAX_WAITING_FOR_CHARS:
+        raise ValueError(f"field 'waiting_for' is over {MAX_WAITING_FOR_CHARS} characters")
+    head = data["journal_head"]
+    if head is not None and head != "" and not _JOURNAL_HEAD.fullmatch(head):
+        raise ValueError("field 'journal_head' is not a sha256: journal line hash")
     for name in ("since", "renewed_at"):
         try:
-            parse_time(data[name])
-        except ValueError as exc:
-            raise ValueError(f"field {name!r}: {exc}") from exc
+            moment = parse_time(data[name])
+            # renewed_at + lease + skew must still be a time every reader can represent
+            datetime.fromtimestamp(moment.timestamp() + MAX_LEASE_S + MAX_SKEW_S, UTC)
+        except (ValueError, OverflowError, OSError) as exc:
+            raise ValueError(f"field {name!r}: {str(exc)[:200]}") from None
     return ClaimRecord(
         brief=data["brief"],
         desk=data["desk"],
@@ -209,10 +247,14 @@ def parse_record(blob: bytes | None, *, ref: str, sha: str) -> ClaimRecord:
     where = f"{ref} at {sha[:12]}"
     if blob is None:
         raise Corrupt(f"claim {where}: the commit holds no {CLAIM_FILE}", ref=ref)
+    if len(blob) > MAX_CLAIM_BYTES:
+        raise Corrupt(f"claim {where}: {CLAIM_FILE} is over {MAX_CLAIM_BYTES} bytes", ref=ref)
     try:
         record = validate(json.loads(blob))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise Corrupt(f"claim {where}: {CLAIM_FILE} is not JSON ({exc})", ref=ref) from exc
+        raise Corrupt(f"claim {where}: {CLAIM_FILE} is not JSON ({exc})", ref=ref) from None
+    except RecursionError:
+        raise Corrupt(f"claim {where}: {CLAIM_FILE} is nested too deeply", ref=ref) from None
     except ValueError as exc:
         raise Corrupt(f"claim {where}: {exc}", ref=ref) from exc
     if ref != CLAIMS_PREFIX + record.brief:

@@ -25,6 +25,7 @@ from assay.claims.record import (
     CLAIMS_PREFIX,
     ClaimRecord,
     State,
+    check_lease,
     claim_ref,
     format_time,
     now_utc,
@@ -176,8 +177,7 @@ class ClaimStore:
         """
         check_id(brief)
         check_id(desk, what="desk name")
-        if not lease_s > 0:
-            raise BadInput(f"--lease must be a positive number of seconds, not {lease_s!r}")
+        lease_s = check_lease(lease_s)
         holder = holder or new_holder_token()
         stamp = format_time(self.clock())
         fresh = ClaimRecord(

@@ -10,10 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.text import Text
 
 from assay.briefs import Brief, FrontMatter, by_priority, load_brief_dir, parse_brief, render_brief
+from assay.briefs.tree import read_brief_dir, split_briefs
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import fitted_table, out
+from assay.console import err, fitted_table, out
 from assay.errors import BadInput, UsageError
 from assay.ids import check_id
 
@@ -31,6 +33,18 @@ def _load(forge: str | None, directory: str | None) -> dict[str, Brief]:
 
         return load_forge_briefs(forge)
     return load_brief_dir(Path("briefs"))
+
+
+def _files(forge: str | None, directory: str | None) -> dict[str, bytes]:
+    """The brief files to list: a directory's, or those on the forge's main."""
+    if directory is not None or forge is None:
+        return read_brief_dir(Path(directory or "briefs"))
+    from assay.briefs.store import brief_files
+    from assay.forge import MAIN, open_forge
+
+    with open_forge(forge) as handle:
+        head = handle.fetch([MAIN]).get(MAIN)
+        return brief_files(handle, head) if head else {}
 
 
 @click.group("brief")
@@ -132,10 +146,27 @@ def _row(brief: Brief) -> dict[str, object]:
 @click.option("--dir", "directory", default=None, help="Read briefs from this directory.")
 @json_option
 def list_command(forge: str | None, directory: str | None, as_json: bool) -> None:
-    """List briefs, highest priority first."""
-    briefs = by_priority(_load(forge, directory).values())
+    """List briefs, highest priority first.
+
+    A brief file that does not parse is listed as invalid with its reason (exit 65 after
+    the list); it never hides the others.
+    """
+    good, bad = split_briefs(_files(forge, directory))
+    briefs = by_priority(good.values())
+    invalid = [{"source": path, "message": error.message} for path, error in bad.items()]
     if as_json:
-        print_result({"status": "ok", "code": 0, "briefs": [_row(b) for b in briefs]})
+        code = BadInput.code if invalid else 0
+        status = BadInput.status if invalid else "ok"
+        print_result(
+            {
+                "status": status,
+                "code": code,
+                "briefs": [_row(b) for b in briefs],
+                "invalid": invalid,
+            }
+        )
+        if invalid:
+            raise click.exceptions.Exit(BadInput.code)
         return
     rows = [
         (
@@ -150,6 +181,10 @@ def list_command(forge: str | None, directory: str | None, as_json: bool) -> Non
     ]
     headers = ("id", "priority", "desk/labels", "depends on", "verify", "title")
     out.print(fitted_table(headers, rows, drop=("verify", "depends on", "priority")))
+    for item in invalid:
+        err.print(Text(f"invalid: {item['message']}"))
+    if invalid:
+        raise click.exceptions.Exit(BadInput.code)
 
 
 @brief_group.command("show")

@@ -11,6 +11,7 @@ import click
 
 from assay.cli.options import json_option, serve_options
 from assay.console import err, out, print_json
+from assay.evidence.keys import create_key
 from assay.forge.embedded import init_forge
 from assay.forge.serve import ForgeServer
 
@@ -24,12 +25,26 @@ def forge_group() -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @json_option
 def init_command(path: Path, as_json: bool) -> None:
-    """Create an embedded forge at PATH: main with briefs/ and .gitattributes."""
+    """Create an embedded forge at PATH: main with briefs/ and .gitattributes.
+
+    Also makes the gate's signing key, outside the forge, in the gate's state directory
+    ($ASSAY_GATE_STATE, else $ASSAY_STATE/gate), unless one is there already.
+    """
     made = init_forge(path)
+    key = create_key()
     if as_json:
-        print_json({"status": "ok", "code": 0, "path": str(made), "url": f"file://{made}"})
+        print_json(
+            {
+                "status": "ok",
+                "code": 0,
+                "path": str(made),
+                "url": f"file://{made}",
+                "gate_key": str(key),
+            }
+        )
     else:
         out.print(f"forge ready at {made}", markup=False, highlight=False)
+        out.print(f"gate key at {key} (keep it off the forge)", markup=False, highlight=False)
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:

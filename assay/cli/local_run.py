@@ -7,12 +7,13 @@ again resumes from it. These commands are a thin layer over ``assay.runtime``.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
 
-from assay.cli.options import json_option
+from assay.cli.options import forge_option, json_option
 from assay.console import err, fitted_table, out, print_json
 from assay.errors import AssayError, BadInput, Diverged
 from assay.journal import Journal, read_journal, secrets_from_env, step_label
@@ -162,12 +163,46 @@ def _describe(entry: dict[str, Any]) -> str:
     return ""
 
 
+def _history_journal(
+    journal_dir: Path | None, brief: str | None, forge: str | None, scratch: Path
+) -> Journal:
+    if (journal_dir is None) == (brief is None):
+        raise BadInput("history: give exactly one of --journal DIR or --brief ID (with --forge)")
+    if journal_dir is not None:
+        return read_journal(journal_dir)
+    assert brief is not None
+    from assay.evidence.anchors import anchored_branch_journal
+    from assay.forge import open_forge
+    from assay.ids import check_id
+
+    check_id(brief, where="--brief")
+    with open_forge(forge) as handle:
+        return anchored_branch_journal(handle, brief, scratch)[1]
+
+
 @click.command("history")
-@_journal_option
+@click.option(
+    "--journal",
+    "journal_dir",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A local run's journal directory.",
+)
+@click.option(
+    "--brief",
+    default=None,
+    metavar="ID",
+    help="The journal on the brief's branch on --forge, checked against the journal heads "
+    "its claim anchored (a rewrite, truncation or missing segment is exit 6).",
+)
+@forge_option
 @json_option
-def history_command(journal_dir: Path, as_json: bool) -> None:
+def history_command(
+    journal_dir: Path | None, brief: str | None, forge: str | None, as_json: bool
+) -> None:
     """Print every entry of a run's journal (verified first; --json prints JSON lines)."""
-    journal = read_journal(journal_dir)
+    with tempfile.TemporaryDirectory(prefix="assay-history-") as scratch:
+        journal = _history_journal(journal_dir, brief, forge, Path(scratch))
     _report_torn(journal)
     if as_json:
         for entry in journal.entries:

@@ -37,6 +37,12 @@ def _print_report(report: VerifyReport) -> None:
         out.print(Text(f"{record.row}: last lines of its output", style="bold"))
         for line in record.output_tail.splitlines()[-TAIL_SHOWN:]:
             out.print(Text(f"  {line}", style="dim"))
+    if report.pins is not None and report.pins.pinned:
+        out.print(Text(f"pinned from main at {report.pins.base[:12]}:", style="bold"))
+        out.print(Text("  " + ", ".join(report.pins.pinned), style="dim"))
+    if report.pins is not None and report.pins.unpinned:
+        out.print(Text("named by a row but not on main (the branch's own): ", style="yellow"))
+        out.print(Text("  " + ", ".join(report.pins.unpinned), style="dim"))
     if report.env_problems:
         out.print(Text("environment differs from the declared one:", style="red"))
         for line in report.env_problems:
@@ -47,17 +53,31 @@ def _print_report(report: VerifyReport) -> None:
     out.print(Text(f"verify {report.brief} at {report.head_sha[:12]}: {word}"))
 
 
+insecure_option = click.option(
+    "--insecure-unsigned-evidence",
+    "insecure",
+    is_flag=True,
+    help="Sign nothing and accept unsigned evidence records (anyone who can push a ref "
+    "can then forge evidence; the board shows such rows as unsigned).",
+)
+
+
 @click.command("verify")
 @click.argument("brief")
 @click.option(
     "--sha", default=None, metavar="SHA", help="Verify this commit instead of the review's head."
 )
+@insecure_option
 @forge_option
 @json_option
-def verify_command(brief: str, sha: str | None, forge: str | None, as_json: bool) -> None:
+def verify_command(
+    brief: str, sha: str | None, insecure: bool, forge: str | None, as_json: bool
+) -> None:
     """Re-run BRIEF's verify rows on the review's head in a clean tree and record evidence.
 
-    Exit 0 when every row passes in the declared environment, 1 otherwise.
+    Exit 0 when every row passes in the declared environment, 1 otherwise. Records are
+    signed with the gate's key (ASSAY_EVIDENCE_KEY, else evidence.key in the gate's state
+    directory, made on first use).
     """
     check_id(brief, where="BRIEF")
     handle = open_forge(forge)
@@ -76,7 +96,9 @@ def verify_command(brief: str, sha: str | None, forge: str | None, as_json: bool
 
     with handle:
         try:
-            report = verify(handle, brief, sha=sha, on_start=starting, on_row=finished)
+            report = verify(
+                handle, brief, sha=sha, insecure=insecure, on_start=starting, on_row=finished
+            )
         finally:
             status.stop()
     if as_json:
@@ -90,9 +112,12 @@ def verify_command(brief: str, sha: str | None, forge: str | None, as_json: bool
 @click.command("merge")
 @click.argument("brief")
 @click.option("--ff-only", is_flag=True, help="Refuse unless main can fast-forward to the head.")
+@insecure_option
 @forge_option
 @json_option
-def merge_command(brief: str, ff_only: bool, forge: str | None, as_json: bool) -> None:
+def merge_command(
+    brief: str, ff_only: bool, insecure: bool, forge: str | None, as_json: bool
+) -> None:
     """Merge BRIEF's review into main when every row is verified passing at its head.
 
     Exit 1 naming each missing, failing or stale row otherwise; main is left unchanged.
@@ -100,7 +125,7 @@ def merge_command(brief: str, ff_only: bool, forge: str | None, as_json: bool) -
     check_id(brief, where="BRIEF")
     with open_forge(forge) as handle:
         try:
-            result = merge(handle, brief, ff_only=ff_only)
+            result = merge(handle, brief, ff_only=ff_only, insecure=insecure)
         except MergeRefused as refused:
             if as_json:
                 payload = refused.to_json()

@@ -44,6 +44,7 @@ from assay.demo.material import (
 )
 from assay.desks.review import read_review
 from assay.errors import Failed
+from assay.evidence.keys import GATE_STATE_ENV, create_key
 from assay.forge import Forge, ForgeServer, init_forge, open_forge
 from assay.journal.reader import segment_files
 from assay.sweep.engine import run_sweep
@@ -151,6 +152,7 @@ class Stage:
         reset_directory(self.directory)
         material = load_material(self.options.briefs)
         forge_path = init_forge(self.directory / "forge.git")
+        create_key(self.directory / "state" / "gate")  # as `assay forge init` does
         with open_forge(str(forge_path), cache_dir=self.directory / "state" / "seed") as local:
             seed_forge(local, material)
         self.model = real_model()
@@ -168,11 +170,16 @@ class Stage:
 
     # -- helpers that run real commands ---------------------------------------------------
 
-    def _assay(self, *args: str, timeout: float = 60) -> tuple[int, dict[str, Any]]:
+    def _assay(
+        self, *args: str, timeout: float = 60, gate: bool = False
+    ) -> tuple[int, dict[str, Any]]:
+        env = self.fleet.env
+        if gate:  # only the gate's processes are told where its signing key is
+            env = {**env, GATE_STATE_ENV: str(self.directory / "state" / "gate")}
         done = subprocess.run(
             [*ASSAY, *args],
             cwd=self.directory,
-            env=self.fleet.env,
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -235,12 +242,14 @@ class Stage:
     def _gate_worker(self) -> None:
         while (brief := self.gate_queue.get()) is not None:
             code, verified = self._assay(
-                "verify", brief, "--forge", self.report.forge_url, "--json"
+                "verify", brief, "--forge", self.report.forge_url, "--json", gate=True
             )
             if code != 0:
                 self.gate_results.put((brief, "blocked", verified))
                 continue
-            code, merged = self._assay("merge", brief, "--forge", self.report.forge_url, "--json")
+            code, merged = self._assay(
+                "merge", brief, "--forge", self.report.forge_url, "--json", gate=True
+            )
             self.gate_results.put((brief, "merged" if code == 0 else "blocked", merged))
 
     def _take_gate_results(self) -> None:

@@ -9,6 +9,7 @@ append here; the desk loop's ``RunHooks.events()`` and ``assay wake`` read from 
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -25,6 +26,9 @@ LOG_KIND = "events"
 EVENTS_IDENTITY = Identity(name="assay events", email="events@assay.invalid")
 EVENT_KINDS = frozenset({"approve", "reject", "signal", "cancel", "timer"})
 MAX_TEXT = 20_000
+MAX_DATA_BYTES = 16_000  # an event's ``data`` as JSON
+MAX_NAME = 200  # id and actor
+MAX_RECORD_BYTES = 64 * 1024  # the whole record: a bigger one is never read, only skipped
 
 
 def events_ref(brief: str) -> str:
@@ -51,6 +55,11 @@ def validate_record(record: Any, *, where: str) -> Event:
             raise BadInput(f"{where}: field {name!r} must be a string")
     if not record["id"]:
         raise BadInput(f"{where}: field 'id' must not be empty")
+    for name in ("id", "actor"):
+        if len(record[name]) > MAX_NAME:
+            raise BadInput(f"{where}: field {name!r} is over {MAX_NAME} characters")
+    if len(record["at"]) > 64:
+        raise BadInput(f"{where}: field 'at' is not a timestamp")
     if record["event"] not in EVENT_KINDS:
         raise BadInput(
             f"{where}: field 'event' is {record['event']!r}, expected one of "
@@ -61,6 +70,12 @@ def validate_record(record: Any, *, where: str) -> Event:
     data = record.get("data", {})
     if not isinstance(data, Mapping):
         raise BadInput(f"{where}: field 'data' must be an object")
+    try:
+        size = len(json.dumps(data, ensure_ascii=False, default=str))
+    except (TypeError, ValueError, RecursionError):
+        raise BadInput(f"{where}: field 'data' is not plain JSON") from None
+    if size > MAX_DATA_BYTES:
+        raise BadInput(f"{where}: field 'data' is over {MAX_DATA_BYTES} bytes")
     return Event(
         id=record["id"],
         kind=record["event"],
@@ -78,12 +93,8 @@ class EventLog:
         self.forge = forge
         self.brief = check_id(brief)
         self.ref = events_ref(brief)
-        self._log = RefLog(
-            forge, self.ref, kind=LOG_KIND, version=FORMAT_VERSION, validate=self._check
-        )
-
-    def _check(self, record: dict[str, Any]) -> None:
-        validate_record(record, where=self.ref)
+        self._log = RefLog(forge, self.ref, kind=LOG_KIND, version=FORMAT_VERSION)
+        self.skipped: list[str] = []  # notes on the records the last read() skipped
 
     def append(
         self,
@@ -113,19 +124,37 @@ class EventLog:
         return event
 
     def read(self) -> list[Event]:
-        """Every event appended so far, oldest first, each validated.
+        """Every valid event appended so far, oldest first.
 
-        A record that fails validation is ``BadInput`` (exit 65) naming the ref, the
-        commit and the field: an event is input, and nothing consumes a malformed one.
+        A record that fails validation (malformed, oversized) is skipped, never delivered:
+        ``skipped`` then holds one note per record naming the ref, the commit and the
+        field, so one bad record cannot make every run of the brief fail. A log whose
+        history itself is broken (not one record per commit) is ``BadInput`` (65).
         """
         try:
-            entries = self._log.entries()
+            raw = self._log.raw_entries()
         except Corrupt as exc:
             raise BadInput(exc.message, ref=self.ref) from exc
-        return [
-            validate_record(entry.record, where=f"{self.ref} at {entry.commit[:12]}")
-            for entry in entries
-        ]
+        events: list[Event] = []
+        self.skipped = []
+        for commit, blob in raw:
+            where = f"{self.ref} at {commit[:12]}"
+            try:
+                events.append(parse_event(self._log, commit, blob, where=where))
+            except (BadInput, Corrupt) as bad:
+                self.skipped.append(f"skipped: {bad.message}")
+        return events
+
+
+def parse_event(log: RefLog, commit: str, blob: bytes | None, *, where: str) -> Event:
+    """One stored event record, bounded before it is parsed; ``BadInput``/``Corrupt``."""
+    if blob is not None and len(blob) > MAX_RECORD_BYTES:
+        raise BadInput(f"{where}: the record is over {MAX_RECORD_BYTES} bytes")
+    try:
+        record = log.parse(commit, blob)
+    except RecursionError:
+        raise BadInput(f"{where}: the record is nested too deeply") from None
+    return validate_record(record, where=where)
 
 
 def pending(events: list[Event], consumed: set[str], *, kinds: frozenset[str]) -> list[Event]:

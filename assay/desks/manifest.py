@@ -38,6 +38,7 @@ from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field
 
 from assay.briefs.format import Brief, BudgetSpec, StrictModel
 from assay.briefs.yamldoc import YamlDoc, load_yaml, validation_error
+from assay.claims.record import MAX_LEASE_S
 from assay.desks.tools import TOOL_NAMES, ToolPolicy
 from assay.errors import BadInput
 from assay.ids import check_id
@@ -70,7 +71,15 @@ def _argv(value: Any) -> Any:
     return value
 
 
-Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+# Every duration has a ceiling: a lease or timeout past it would overflow a clock (a
+# manifest lease of 1e23 s once crashed the heartbeat thread).
+MAX_TIMEOUT_S = 7 * 86400.0
+Seconds = Annotated[
+    float, BeforeValidator(parse_duration), Field(gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+]
+LeaseSeconds = Annotated[
+    float, BeforeValidator(parse_duration), Field(gt=0, le=MAX_LEASE_S, allow_inf_nan=False)
+]
 
 
 class Takes(StrictModel):
@@ -86,7 +95,7 @@ class RunSpec(StrictModel):
 
     allow: list[str]
     timeout_s: Seconds = 300.0
-    max_output_bytes: Annotated[int, Field(gt=0)] = 64_000
+    max_output_bytes: Annotated[int, Field(gt=0, le=64 * 1024 * 1024)] = 64_000
     env: list[str] = Field(default_factory=list)
 
     @field_validator("allow")
@@ -122,7 +131,7 @@ class DeskManifest(StrictModel):
     model: ModelConfig | None = None
     tools: list[str] = Field(default_factory=list)
     run: RunSpec | None = None
-    lease: Seconds = 300.0
+    lease: LeaseSeconds = 300.0
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     concurrency: Annotated[int, Field(ge=1, le=1000)] = 1
     on_divergence: Literal["fail", "fork"] = "fail"

@@ -36,9 +36,11 @@ class BriefState:
     last_step: str = ""
     last_time: str = ""
     steps: int = 0
+    problem: str = ""  # why the state is ``invalid`` (a bad record, an edited or cut journal)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "problem": self.problem,
             "brief": self.brief,
             "state": self.state,
             "desk": self.desk,
@@ -69,6 +71,7 @@ def resync_table(forge: Forge, *, desk: str | None = None) -> list[BriefState]:
             last_step=row.last_step,
             last_time=iso(row.run_last) if row.run_last else "",
             steps=row.steps,
+            problem=row.status_note if row.state == "invalid" else "",
         )
         for row in sorted(board.rows, key=lambda r: r.id)
     ]

@@ -22,9 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from assay.errors import Busy, Corrupt, Failed
+from assay.evidence.anchors import ClaimAnchors, check_anchors, read_claim_anchors
 from assay.evidence.claimed import Claimed, claimed_from_entries, journal_anchors
 from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, fingerprint
-from assay.evidence.records import EvidenceRecord, gate_key
+from assay.evidence.keys import GATE_STATE_ENV, gate_key, signing_key
+from assay.evidence.pinning import PinPlan, apply_pins, plan_for, safe_python_env
+from assay.evidence.records import EvidenceRecord
 from assay.evidence.reviews import next_version, reviews_ref
 from assay.evidence.rule import MergeDecision, decide
 from assay.evidence.runner import (
@@ -47,7 +50,7 @@ from assay.evidence.source import (
     load_brief,
     resolve_commit,
 )
-from assay.evidence.spec import EnvDecl, RowSpec, env_decl, row_specs
+from assay.evidence.spec import EnvDecl, RowSpec, env_decl, protect_globs, row_specs
 from assay.evidence.store import EvidenceLog, append_records, default_verifier, read_log
 from assay.evidence.table import render_markdown, with_table
 from assay.forge import Forge
@@ -74,6 +77,7 @@ class VerifyReport:
     ran: list[EvidenceRecord] = field(default_factory=list)
     review_updated: bool = False
     timings: dict[str, float] = field(default_factory=dict)
+    pins: PinPlan | None = None
 
     @property
     def passed(self) -> bool:
@@ -92,6 +96,9 @@ class VerifyReport:
             "decision": self.decision.to_json(),
             "ran": [r.to_json() for r in self.ran],
             "review_updated": self.review_updated,
+            "pinned": self.pins.pinned if self.pins else [],
+            "pinned_from": self.pins.base if self.pins else None,
+            "unpinned": list(self.pins.unpinned) if self.pins else [],
         }
 
 
@@ -140,6 +147,8 @@ class _Context:
     env: EnvDecl
     desks: frozenset[str]
     log: EvidenceLog
+    anchors: ClaimAnchors
+    protect: tuple[str, ...] | None = None
 
 
 def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
@@ -149,11 +158,39 @@ def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
     rows = row_specs(brief.verify, source=source)
     env = env_decl(brief.env, source=source)
     log = read_log(forge, brief_id, tip=view.evidence, key=key)
-    return _Context(view=view, rows=rows, env=env, desks=claim_desks(forge, view.claim), log=log)
+    return _Context(
+        view=view,
+        rows=rows,
+        env=env,
+        desks=claim_desks(forge, view.claim),
+        log=log,
+        anchors=read_claim_anchors(forge, brief_id, view.claim),
+        protect=protect_globs(brief),
+    )
+
+
+def _check_journal(
+    forge: Forge, ctx: _Context, journal: Journal, head: str, *, brief_id: str
+) -> None:
+    """Both anchor checks: the gate's own records and the claim history (``Corrupt``).
+
+    The claim's anchors speak for the branch's tip; an older commit (``verify --sha``)
+    legitimately holds a shorter journal.
+    """
+    check_journal_anchors(forge, ctx.log.records, journal, head)
+    if head == ctx.view.head:
+        where = f"{brief_id}: journal at {head[:12]}"
+        check_anchors(journal.entries, journal.head, ctx.anchors, where=where)
 
 
 def _decision(
-    ctx: _Context, records: Sequence[EvidenceRecord], head: str, claimed: Claimed, key: bytes | None
+    ctx: _Context,
+    records: Sequence[EvidenceRecord],
+    head: str,
+    claimed: Claimed,
+    key: bytes | None,
+    *,
+    insecure: bool = False,
 ) -> MergeDecision:
     return decide(
         brief=ctx.view.brief,
@@ -163,7 +200,8 @@ def _decision(
         env=ctx.env,
         claimed=claimed,
         desk_names=ctx.desks,
-        require_signed=key is not None,
+        require_signed=not insecure,
+        key_known=key is not None,
     )
 
 
@@ -192,13 +230,14 @@ def verify(
     sha: str | None = None,
     verifier: str | None = None,
     key: bytes | None = None,
+    insecure: bool = False,
     workdir: Path | None = None,
     on_start: Callable[[RowSpec], None] | None = None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None = None,
 ) -> VerifyReport:
     """Run every verify row of ``brief_id`` on the review's head (or ``sha``) and record it."""
     shield_gate_process()
-    key = gate_key() if key is None else key
+    key = signing_key(key=key, insecure=insecure)
     verifier = verifier or default_verifier()
     timings: dict[str, float] = {}
     started = time.monotonic()
@@ -208,21 +247,37 @@ def verify(
         raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to verify")
     _require_commit(forge, head, brief_id)
     timings["fetch"] = time.monotonic() - started
-    with CleanTree(forge, head, parent=workdir) as tree:
+    with (
+        CleanTree(forge, head, parent=workdir) as tree,
+        tempfile.TemporaryDirectory(prefix="assay-site-", dir=workdir) as site,
+    ):
         timings["checkout"] = time.monotonic() - started - timings["fetch"]
         journal = journal_at(tree, brief_id)
-        check_journal_anchors(forge, ctx.log.records, journal, head)
+        _check_journal(forge, ctx, journal, head, brief_id=brief_id)
         claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
         mark = time.monotonic()
         environ = row_environment()
+        environ.pop(GATE_STATE_ENV, None)  # where the key lives is none of a row's business
         fp = fingerprint(ctx.env, tree, run_env=environ)
         timings["fingerprint"] = time.monotonic() - mark
         problems = [f"declaration: {p}" for p in declaration_problems(ctx.env, fp)]
         desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
         if desk_fp is not None:
             problems += [f"desk vs gate: {line}" for line in diff_fingerprints(desk_fp, fp)]
+        plan = plan_for(
+            forge,
+            head=head,
+            main=ctx.view.main,
+            commands=[row.command for row in ctx.rows],
+            protect=ctx.protect,
+        )
+        if plan is not None:
+            apply_pins(forge, tree, plan)
+        environ = safe_python_env(environ, Path(site))
         # Evidence is committed to the forge: scrub any secret a row found and printed.
-        redactor = Redactor([*withheld_values(), *secrets_from_env(())])
+        redactor = Redactor(
+            [*withheld_values(), *secrets_from_env(()), *([key.decode()] if key else [])]
+        )
         ran: list[EvidenceRecord] = []
         rows_time = 0.0
         for row in ctx.rows:
@@ -245,6 +300,7 @@ def verify(
                 verifier=verifier,
                 journal_head=journal.head,
                 at=_now(),
+                pinned=tuple(plan.pinned) if plan is not None else (),
             )
             ran.append(record)
             if on_row is not None:
@@ -253,7 +309,7 @@ def verify(
     mark = time.monotonic()
     log = append_records(forge, brief_id, ran, key=key, log=ctx.log)
     timings["record"] = time.monotonic() - mark
-    decision = _decision(ctx, log.records, head, claimed, key)
+    decision = _decision(ctx, log.records, head, claimed, key, insecure=insecure)
     mark = time.monotonic()
     updated = head == ctx.view.head and _update_review_table(forge, ctx.view, decision)
     timings["review"] = time.monotonic() - mark
@@ -269,6 +325,7 @@ def verify(
         ran=sealed,
         review_updated=updated,
         timings=timings,
+        pins=plan,
     )
 
 
@@ -313,12 +370,22 @@ class MergeRefused(Failed):
         self.decision = decision
 
 
-def merge_decision(forge: Forge, brief_id: str, *, key: bytes | None = None) -> MergeDecision:
-    """The merge rule at the review's current head, after every integrity check."""
-    return _judge(forge, brief_id, key=gate_key() if key is None else key)[1]
+def merge_decision(
+    forge: Forge, brief_id: str, *, key: bytes | None = None, insecure: bool = False
+) -> MergeDecision:
+    """The merge rule at the review's current head, after every integrity check.
+
+    Without the gate's key at hand (a desk or a sync showing the table), a record's
+    signature is seen but not checked; ``merge`` itself always checks it.
+    """
+    if key is None and not insecure:
+        key = gate_key()
+    return _judge(forge, brief_id, key=key, insecure=insecure)[1]
 
 
-def _judge(forge: Forge, brief_id: str, *, key: bytes | None) -> tuple[_Context, MergeDecision]:
+def _judge(
+    forge: Forge, brief_id: str, *, key: bytes | None, insecure: bool = False
+) -> tuple[_Context, MergeDecision]:
     ctx = _context(forge, brief_id, key)
     head = ctx.view.head
     if head is None:
@@ -326,9 +393,9 @@ def _judge(forge: Forge, brief_id: str, *, key: bytes | None) -> tuple[_Context,
     _require_commit(forge, head, brief_id)
     with tempfile.TemporaryDirectory(prefix="assay-merge-") as scratch:
         journal = journal_from_commit(forge, head, brief_id, Path(scratch))
-        check_journal_anchors(forge, ctx.log.records, journal, head)
+        _check_journal(forge, ctx, journal, head, brief_id=brief_id)
         claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
-    decision = _decision(ctx, ctx.log.records, head, claimed, key)
+    decision = _decision(ctx, ctx.log.records, head, claimed, key, insecure=insecure)
     review = ctx.view.review
     if review is None:
         decision.problems.insert(0, f"there is no review to merge ({reviews_ref(brief_id)})")
@@ -384,12 +451,17 @@ def _merged_main(
 
 
 def merge(
-    forge: Forge, brief_id: str, *, key: bytes | None = None, ff_only: bool = False
+    forge: Forge,
+    brief_id: str,
+    *,
+    key: bytes | None = None,
+    insecure: bool = False,
+    ff_only: bool = False,
 ) -> MergeResult:
     """Move main to the review's head when the merge rule allows it; else ``MergeRefused``."""
-    key = gate_key() if key is None else key
+    key = signing_key(key=key, insecure=insecure)
     for _attempt in range(_MERGE_ATTEMPTS):
-        ctx, decision = _judge(forge, brief_id, key=key)
+        ctx, decision = _judge(forge, brief_id, key=key, insecure=insecure)
         if not decision.allowed:
             raise MergeRefused(decision)
         head = decision.head_sha

@@ -8,7 +8,7 @@ One record per row run by the gate, stored as ``record.json`` in one commit on
      "output_tail": "…", "head_sha": "<commit>", "env_fingerprint": {"python": "3.11.2"},
      "verifier": "gate:ci@host", "journal_head": "sha256:…" | "", "at": "2026-…Z",
      "prev": "sha256:<digest of the previous record>" | "", "digest": "sha256:…",
-     "mac": "hmac-sha256:…"}                                 # mac only with a gate key
+     "mac": "hmac-sha256:…"}                                 # absent only when insecure
 
 Integrity, checked on every read (any failure is ``Corrupt``, exit 6):
 
@@ -18,8 +18,9 @@ Integrity, checked on every read (any failure is ``Corrupt``, exit 6):
   earlier record is detected, even with digests recomputed;
 - the ref's history must be linear, one record per commit (checked by the store), and
   must extend the tip this gate saw last (so rewriting the whole chain is detected too);
-- with a gate key (``ASSAY_EVIDENCE_KEY``, held by the gate and not by desks), ``mac`` is an
-  HMAC of the record: a record forged or re-signed without the key is detected.
+- ``mac`` is an HMAC of the record by the gate's key (``assay.evidence.keys``: held by the
+  gate, not by desks): a record forged or re-signed without the key is detected, and an
+  unsigned record never counts unless the gate runs ``--insecure-unsigned-evidence``.
 """
 
 from __future__ import annotations
@@ -27,17 +28,18 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from assay.errors import Corrupt
+from assay.evidence.keys import KEY_ENV as KEY_ENV
+from assay.evidence.keys import gate_key as gate_key
 
 RECORD_VERSION = 1
 RECORD_FILE = "record.json"
-RECORD_KIND = "evidence"  # the RefLog kind, so generic ref-log readers accept the records
-KEY_ENV = "ASSAY_EVIDENCE_KEY"
+RECORD_KIND = "evidence"
+MAX_PINNED = 100_000  # the RefLog kind, so generic ref-log readers accept the records
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "v": int,
@@ -82,6 +84,7 @@ class EvidenceRecord:
     prev: str = ""
     digest: str = ""
     mac: str = ""
+    pinned: tuple[str, ...] = ()  # paths restored from main before the row ran (sorted)
     v: int = RECORD_VERSION
     kind: str = RECORD_KIND
     signed: bool = field(default=False, compare=False)
@@ -96,6 +99,10 @@ class EvidenceRecord:
         data["env_fingerprint"] = dict(self.env_fingerprint)
         for name in ("digest", "mac", "signed"):
             data.pop(name)
+        if self.pinned:  # absent when empty, so records from before pinning keep their digest
+            data["pinned"] = list(self.pinned)
+        else:
+            data.pop("pinned")
         return data
 
     def to_json(self) -> dict[str, Any]:
@@ -120,21 +127,17 @@ def _mac(key: bytes, body: Mapping[str, Any], digest: str) -> str:
     return "hmac-sha256:" + hmac.new(key, payload, hashlib.sha256).hexdigest()
 
 
-def gate_key(environ: Mapping[str, str] | None = None) -> bytes | None:
-    """The gate's signing key from ``ASSAY_EVIDENCE_KEY``, or None when unset."""
-    value = (os.environ if environ is None else environ).get(KEY_ENV, "")
-    return value.encode() if value else None
-
-
 def seal(record: EvidenceRecord, *, prev: str, key: bytes | None) -> EvidenceRecord:
     """``record`` chained after ``prev``, with its digest (and mac, given a key)."""
-    unsealed = EvidenceRecord(
-        **{**record.body(), "prev": prev, "env_fingerprint": dict(record.env_fingerprint)}
-    )
-    body = unsealed.body()
+    body = {**record.body(), "prev": prev, "env_fingerprint": dict(record.env_fingerprint)}
     digest = _digest(body)
     mac = _mac(key, body, digest) if key else ""
-    return EvidenceRecord(**{**body, "digest": digest, "mac": mac, "signed": bool(key)})
+    return EvidenceRecord(
+        **{**body, "pinned": tuple(body.get("pinned", ()))},
+        digest=digest,
+        mac=mac,
+        signed=bool(key),
+    )
 
 
 def encode(record: EvidenceRecord) -> bytes:
@@ -165,12 +168,21 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
         value = raw.get(name)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise Corrupt(f"{source}: evidence record field {name!r} is missing or mistyped")
-    unknown = set(raw) - set(_FIELDS) - {"mac"}
+    unknown = set(raw) - set(_FIELDS) - {"mac", "pinned"}
     if unknown:
         raise Corrupt(f"{source}: evidence record has unknown fields {sorted(unknown)}")
     fp = raw["env_fingerprint"]
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in fp.items()):
         raise Corrupt(f"{source}: evidence record field 'env_fingerprint' must map str to str")
+    pinned = raw.get("pinned", [])
+    if (
+        not isinstance(pinned, list)
+        or len(pinned) > MAX_PINNED
+        or not all(isinstance(p, str) and len(p) <= 4096 for p in pinned)
+    ):
+        raise Corrupt(
+            f"{source}: evidence record field 'pinned' must list at most {MAX_PINNED} paths"
+        )
     mac = raw.pop("mac", "")
     if not isinstance(mac, str):
         raise Corrupt(f"{source}: evidence record field 'mac' is mistyped")
@@ -186,6 +198,7 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
                 f"{source}: evidence record for row {raw['row']!r} fails its gate signature"
             )
         signed = True
+    raw["pinned"] = tuple(pinned)
     return EvidenceRecord(**raw, digest=digest, mac=mac, signed=signed)
 
 

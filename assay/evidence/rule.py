@@ -2,8 +2,9 @@
 
 A merge is allowed only when every acceptance row has a record that
 
-- was written by the gate (a ``gate:`` verifier that is not the brief's desk; with a gate
-  key configured, signed by it) — a row the desk wrote itself never counts;
+- was written by the gate (a ``gate:`` verifier that is not the brief's desk) and signed by
+  the gate's key (unless the gate runs ``--insecure-unsigned-evidence``) — a row the desk
+  wrote itself, or a record hand-made to look like the gate's, never counts;
 - is for the review's current head commit and for the row's current command;
 - passed (exit 0, not timed out);
 - carries the declared environment: the fingerprint the desk recorded, and one that
@@ -94,14 +95,27 @@ class MergeDecision:
         }
 
 
-def counts(record: EvidenceRecord, *, desk_names: Collection[str], require_signed: bool) -> bool:
-    """Whether a record may count at all: written by the gate, not by the desk."""
+def counts(
+    record: EvidenceRecord,
+    *,
+    desk_names: Collection[str],
+    require_signed: bool,
+    key_known: bool = True,
+) -> bool:
+    """Whether a record may count at all: written and signed by the gate, not by the desk.
+
+    ``key_known=False`` is a reader without the gate's key (the board, a desk rendering its
+    review): it can only see that a record carries a signature, not check it; the merge
+    itself always runs with the key.
+    """
     if not record.verifier.startswith(GATE_PREFIX):
         return False
     name = record.verifier[len(GATE_PREFIX) :]
     if name in desk_names or record.verifier in desk_names:
         return False
-    return record.signed or not require_signed
+    if not require_signed:
+        return True
+    return record.signed if key_known else bool(record.mac)
 
 
 def describe(record: EvidenceRecord) -> str:
@@ -130,6 +144,7 @@ def decide(
     claimed: Claimed | None = None,
     desk_names: Collection[str] = (),
     require_signed: bool = False,
+    key_known: bool = True,
 ) -> MergeDecision:
     """The merge rule. ``records`` are in ref order (oldest first)."""
     claim = claimed or Claimed()
@@ -148,7 +163,7 @@ def decide(
             for r in records
             if r.row == row.id
             and r.brief == brief
-            and counts(r, desk_names=desk_names, require_signed=require_signed)
+            and counts(r, desk_names=desk_names, require_signed=require_signed, key_known=key_known)
         ]
         claimed_row = claim.rows.get(row.id)
         said = claimed_row.result if claimed_row else None

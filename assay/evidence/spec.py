@@ -114,3 +114,11 @@ def env_decl(env: Any, *, source: str = "brief") -> EnvDecl:
         locks=_as_tuple(locks, source=source, name="lock"),
         tools=_tools(_get(env, "tools", None), source=source),
     )
+
+
+def protect_globs(brief: Any) -> tuple[str, ...] | None:
+    """The brief's ``protect:`` globs: None when it has none (the default pins apply)."""
+    value = _get(brief, "protect", None)
+    if value is None:
+        return None
+    return tuple(str(item) for item in value)

@@ -14,6 +14,7 @@ from assay.evidence.rule import MergeDecision, RowStatus, Verdict
 
 BEGIN = "<!-- assay:evidence:begin -->"
 END = "<!-- assay:evidence:end -->"
+_PINNED_SHOWN = 30
 
 
 def _cell(text: str | None) -> str:
@@ -49,7 +50,21 @@ def render_markdown(decision: MergeDecision) -> str:
     for problem in decision.problems:
         lines.append("")
         lines.append(f"- {_cell(problem)}")
+    pinned = pinned_files(decision)
+    if pinned:
+        shown = ", ".join(f"`{_cell(p)}`" for p in pinned[:_PINNED_SHOWN])
+        more = f" and {len(pinned) - _PINNED_SHOWN} more" if len(pinned) > _PINNED_SHOWN else ""
+        lines += ["", f"Files the rows ran as main has them (pinned): {shown}{more}."]
     return "\n".join(lines) + "\n"
+
+
+def pinned_files(decision: MergeDecision) -> list[str]:
+    """Every path the gate restored from main for the rows' current records."""
+    found: set[str] = set()
+    for status in decision.rows:
+        if status.record is not None:
+            found.update(status.record.pinned)
+    return sorted(found)
 
 
 def with_table(body: str, table: str) -> str:

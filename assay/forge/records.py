@@ -109,8 +109,11 @@ class RefLog:
             self._known = True
         return self._tip
 
-    def entries(self, *, fetch: bool = True, after: str | None = None) -> list[LogEntry]:
-        """Every record, oldest first (only those after commit ``after`` when given)."""
+    def raw_entries(
+        self, *, fetch: bool = True, after: str | None = None
+    ) -> list[tuple[str, bytes | None]]:
+        """``(commit, record bytes)`` oldest first, unparsed: for a reader that skips the
+        records it refuses instead of failing on the first (the events log)."""
         tip = self.head(fetch=fetch)
         if tip is None:
             return []
@@ -121,10 +124,18 @@ class RefLog:
             commits = commits[: commits.index(after)]
         commits.reverse()
         blobs = self.forge.read_blobs([(c, self.path) for c in commits])
+        return list(zip(commits, blobs, strict=True))
+
+    def entries(self, *, fetch: bool = True, after: str | None = None) -> list[LogEntry]:
+        """Every record, oldest first (only those after commit ``after`` when given)."""
         return [
             LogEntry(commit, self._parse(commit, blob))
-            for commit, blob in zip(commits, blobs, strict=True)
+            for commit, blob in self.raw_entries(fetch=fetch, after=after)
         ]
+
+    def parse(self, commit: str, blob: bytes | None) -> dict[str, Any]:
+        """One record as ``entries`` parses it (``Corrupt`` naming the commit)."""
+        return self._parse(commit, blob)
 
     def read(self, *, fetch: bool = True) -> list[dict[str, Any]]:
         """Every record, oldest first."""

@@ -178,7 +178,7 @@ def build_bulk_forge(bare: Path, count: int, *, now: datetime | None = None) -> 
                     at=format_time(now),
                 ),
                 prev="",
-                key=None,
+                key=b"bulk-gate-key",  # signed, as the gate signs every record
             )
             stream.commit(
                 f"refs/assay/evidence/{brief}",

@@ -82,7 +82,7 @@ def _counts(forge: Forge) -> EvidenceCounts:
 def test_desk_written_and_stale_records_never_show_as_verified(
     forge_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("ASSAY_EVIDENCE_KEY", raising=False)
+    monkeypatch.setenv("ASSAY_EVIDENCE_KEY", "gate-secret")
     forge, old, head = _scene(forge_path)
     with forge:
         append_records(
@@ -95,32 +95,40 @@ def test_desk_written_and_stale_records_never_show_as_verified(
                 _record("docs", "test -f README.md", old),  # an older head: stale
                 _record("types", "python3 -m mypy calc.py", head),  # an older command: stale
             ],
+            key=b"gate-secret",
         )
         counts = _counts(forge)
     assert (counts.rows, counts.verified, counts.stale, counts.failing) == (4, 1, 2, 0)
     assert counts.label == "1/4 stale 2"
 
 
-def test_a_gate_key_makes_unsigned_records_not_count(
+def test_unsigned_records_never_count_and_show_as_unsigned(
     forge_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ASSAY_EVIDENCE_KEY", raising=False)
     forge, _, head = _scene(forge_path)
     with forge:
         append_records(forge, "calc", [_record("unit", "python3 check.py", head)])
-        assert _counts(forge).verified == 1
+        counts = _counts(forge)
+        assert (counts.verified, counts.unsigned) == (0, 1)  # the insecure choice, visible
+        assert counts.label == "0/4 unsigned 1"
         monkeypatch.setenv("ASSAY_EVIDENCE_KEY", "gate-secret")
         assert _counts(forge).verified == 0  # unsigned: the merge rule would not count it
         append_records(
             forge, "calc", [_record("unit", "python3 check.py", head)], key=b"gate-secret"
         )
-        assert _counts(forge).verified == 1
+        assert (_counts(forge).verified, _counts(forge).unsigned) == (1, 0)
 
 
-def test_without_a_branch_the_review_record_names_the_head(forge_path: Path) -> None:
+def test_without_a_branch_the_review_record_names_the_head(
+    forge_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASSAY_EVIDENCE_KEY", "gate-secret")
     forge, _, head = _scene(forge_path)
     with forge:
-        append_records(forge, "calc", [_record("unit", "python3 check.py", head)])
+        append_records(
+            forge, "calc", [_record("unit", "python3 check.py", head)], key=b"gate-secret"
+        )
         review = forge.commit(
             {
                 "review.json": json.dumps(

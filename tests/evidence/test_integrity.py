@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from assay.claims import ClaimRecord
 from assay.errors import Corrupt
 from assay.evidence.gate import MergeRefused, merge, verify
 from assay.evidence.records import EvidenceRecord, decode, encode, seal
@@ -116,7 +117,16 @@ def test_rows_the_desk_wrote_never_count(tmp_path: Path) -> None:
     head = scene.desk_commit({"calc.py": BAD}, claims={"unit": "pass", "lint": "pass"})
     scene.open_review(head)
     gd = ["--git-dir", str(scene.forge)]
-    claim = json.dumps({"brief": BRIEF, "desk": "coder", "holder": "h1"}).encode()
+    claim = ClaimRecord(
+        brief=BRIEF,
+        desk="coder",
+        holder="h1",
+        fence=1,
+        state="held",
+        since="2026-01-01T00:00:00.000Z",
+        renewed_at="2026-01-01T00:00:00.000Z",
+        lease_s=60.0,
+    ).to_bytes()
     blob = git(*gd, "hash-object", "-w", "--stdin", input=claim)
     tree = git(*gd, "mktree", input=f"100644 blob {blob}\tclaim.json\n".encode())
     git(*gd, "update-ref", f"refs/assay/claims/{BRIEF}", git(*gd, "commit-tree", tree, "-m", "c"))

@@ -1,0 +1,35 @@
+"""A malformed brief committed straight to main is reported for itself, not for all.
+
+``brief list`` used to fail for every brief because of one; now it lists the good ones,
+names the bad file and its field, and exits 65. A desk never takes the bad brief and
+still takes the good one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import AssayRunner
+from tests.forge_fixtures import put_on_main
+
+GOOD = "---\nid: good\ntitle: A good brief\n---\nDo it.\n"
+BAD = (
+    "---\nid: bad\ntitle: A bad brief\n"
+    'verify:\n  - id: unit\n    run: "true"\n    timeout: 1e99\n---\n'
+)
+
+
+def test_brief_list_names_the_bad_brief_and_lists_the_rest(
+    run_assay: AssayRunner, forge_path: Path
+) -> None:
+    put_on_main(forge_path, {"briefs/good.md": GOOD, "briefs/bad.md": BAD})
+    done = run_assay("brief", "list", "--forge", str(forge_path), "--json")
+    assert done.returncode == 65, done.stdout + done.stderr
+    payload = json.loads(done.stdout)
+    assert [b["id"] for b in payload["briefs"]] == ["good"]
+    (invalid,) = payload["invalid"]
+    assert invalid["source"] == "briefs/bad.md" and "timeout" in invalid["message"]
+    table = run_assay("brief", "list", "--forge", str(forge_path))
+    assert table.returncode == 65
+    assert "good" in table.stdout and "briefs/bad.md" in table.stderr
