@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from assay.journal.redact import is_credential_name
+
 _PR_SET_DUMPABLE = 4
 SECRET_LIST_ENV = "ASSAY_SECRET_ENV"
 TAIL_BYTES = 4096
@@ -39,11 +41,6 @@ _DRAIN_GRACE_S = 1.0
 _SHELL_SYNTAX = re.compile(r"[|&;<>()$`*?\[\]{}~\n\\#!]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
-_SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|API_?KEY|PRIVATE|_KEY$|^KEY$|"
-    r"AUTH|COOKIE|SESSION)",
-    re.IGNORECASE,
-)
 _DROPPED_NAMES = frozenset(
     {
         "SSH_AUTH_SOCK",
@@ -71,11 +68,7 @@ def _declared_secret_names(source: Mapping[str, str]) -> frozenset[str]:
 
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable is withheld from rows."""
-    return (
-        name in _DROPPED_NAMES
-        or name.startswith(_DROPPED_PREFIXES)
-        or bool(_SECRET_NAME.search(name))
-    )
+    return name in _DROPPED_NAMES or name.startswith(_DROPPED_PREFIXES) or is_credential_name(name)
 
 
 def row_environment(
