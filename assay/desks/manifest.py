@@ -266,7 +266,9 @@ class DeskManifest(StrictModel):
 
         if self.model is None:
             raise BadInput(f"{self.source}: model: this desk declares no model")
-        return build_model(self.model, base_dir=self.base_dir, workdir=workdir)
+        return build_model(
+            self.model, base_dir=self.base_dir, workdir=workdir, sandbox=self.sandbox_spec()
+        )
 
     def resolve_entry(self) -> Callable[..., Any]:
         """Import a python desk's ``entry`` (its directory is searched first)."""

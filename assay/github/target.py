@@ -6,8 +6,8 @@ is ``$ASSAY_GITHUB_GIT_URL`` when given, else derived from the REST root
 (``https://api.github.com`` -> ``https://github.com/OWNER/REPO.git``,
 ``https://HOST/api/v3`` -> ``https://HOST/OWNER/REPO.git``). The token is read from
 ``$GITHUB_TOKEN`` or from the variable named by ``--token-env`` / ``$ASSAY_GITHUB_TOKEN_ENV``;
-it is never put in a URL, a message or a log: git gets it as an ``http.extraHeader`` scoped
-to the git host.
+it is never put in a URL, a command line, a message or a log: git gets it as an
+``http.extraHeader`` scoped to the git host, in git's own environment.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class GitHubTarget:
         return f"github:{self.slug}"
 
     def git_config(self) -> dict[str, str]:
-        """``git -c`` settings that authenticate to the git host only (never logged)."""
+        """git settings that authenticate to the git host only (never logged; ``run_git``
+        passes them in git's environment, never on its command line)."""
         parts = urlsplit(self.git_url)
         if parts.scheme not in ("http", "https"):
             return {}

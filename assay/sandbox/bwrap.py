@@ -23,6 +23,7 @@ from assay.errors import BadInput, SandboxUnavailable
 from assay.sandbox.spec import GatewayEndpoint, SandboxSpec
 
 HOME = "/tmp/home"
+PROTECTED = (".git", ".assay")
 GATEWAY_SOCKET = "/run/assay/gateway.sock"
 RELAY_SCRIPT = "/run/assay/relay.py"
 _RELAY_SOURCE = Path(__file__).with_name("relay.py")
@@ -142,6 +143,19 @@ def toolchain_paths(names: tuple[str, ...]) -> Iterator[Path]:
             yield Path(os.path.realpath(node)).parent.parent
 
 
+def toolchain_path(names: tuple[str, ...], path: str) -> str:
+    """``path`` with the declared toolchains' bin directories first, so ``python`` inside
+    is the supervisor's interpreter (a venv, pyenv) rather than a shim that is not mounted."""
+    bins: list[str] = []
+    if "python" in names:
+        bins.append(str(Path(sys.executable).parent))
+    node = shutil.which("node") if "node" in names else None
+    if node:
+        bins.append(str(Path(node).parent))
+    parts = [p for p in path.split(os.pathsep) if p]
+    return os.pathsep.join([*dict.fromkeys([*bins, *parts])])
+
+
 def _outside_system(paths: Iterator[Path]) -> list[Path]:
     unique: list[Path] = []
     for path in paths:
@@ -182,6 +196,11 @@ def bwrap_argv(
         args += ["--ro-bind", str(resolved), str(path)]
     work = Path(os.path.realpath(cwd))
     args += ["--bind", str(work), str(work), "--chdir", str(work)]
+    for name in PROTECTED:
+        # The supervisor runs git here with credentials: a hook or a core.fsmonitor written
+        # into .git would run outside the sandbox; the journal is the supervisor's record.
+        if (work / name).exists():
+            args += ["--ro-bind", str(work / name), str(work / name)]
     if spec.network == "gateway" and gateway is not None:
         args += ["--ro-bind", str(gateway.socket_path), GATEWAY_SOCKET]
         args += ["--ro-bind", str(_RELAY_SOURCE), RELAY_SCRIPT]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from assay.sandbox.bwrap import HOME, bwrap_argv, require_sandbox
+from assay.sandbox.bwrap import HOME, bwrap_argv, require_sandbox, toolchain_path
 from assay.sandbox.spec import GatewayEndpoint, SandboxSpec
 
 _CHUNK = 1 << 16
@@ -45,6 +45,7 @@ class ProcessResult:
     head: bytes  # the first max_output_bytes // 2 bytes
     tail: bytes  # the last bytes after head (all of the rest unless truncated)
     sandboxed: bool
+    started: bool = True  # False: the program does not exist (or cannot run) in the sandbox
 
     @property
     def truncated(self) -> bool:
@@ -141,6 +142,7 @@ class SandboxProcess:
         self.started = time.monotonic()
         self.deadline = None if timeout_s is None else self.started + timeout_s
         self.timed_out = False
+        self.unstartable = False
         self._result: ProcessResult | None = None
 
     @property
@@ -190,8 +192,9 @@ class SandboxProcess:
             if self.status is not None:
                 self.status.close()
             self.capture.finish(_DRAIN_GRACE_S)
-        if self.sandboxed and code == 1 and bytes(self.capture.head).startswith(b"bwrap: execvp"):
-            code = 127  # the program does not exist inside the sandbox, as a shell says
+        started = not self.unstartable
+        if code == 1 and bytes(self.capture.head).startswith(b"bwrap: execvp"):
+            code, started = 127, False  # no such program inside the sandbox, as a shell says
         capture = self.capture
         tail = bytes(capture.tail[-capture.tail_limit :]) if capture.tail_limit else b""
         self._result = ProcessResult(
@@ -203,6 +206,7 @@ class SandboxProcess:
             head=bytes(capture.head),
             tail=tail,
             sandboxed=self.sandboxed,
+            started=started,
         )
         return self._result
 
@@ -265,9 +269,10 @@ def start_sandboxed(
     if not argv:
         raise ValueError("start_sandboxed: empty argv")
     environment = dict(env)
-    full, status = list(argv), None
+    full, status, unstartable = list(argv), None, False
     if spec.isolation == "on":
         environment.update(HOME=HOME, TMPDIR="/tmp")
+        environment["PATH"] = toolchain_path(spec.toolchains, environment.get("PATH", os.defpath))
         executable = require_sandbox()
         status, status_writer = os.pipe()
         full = bwrap_argv(
@@ -285,6 +290,8 @@ def start_sandboxed(
             pass_fds=() if status is None else (status_writer,),
         )
     except OSError as exc:
+        # Reported like any other run (exit 127, the reason as output), never raised.
+        unstartable = True
         process = subprocess.Popen(
             ["/bin/sh", "-c", 'printf "%s\\n" "$1"; exit 127', "sh", f"cannot start: {exc}"],
             stdout=subprocess.PIPE,
@@ -301,7 +308,7 @@ def start_sandboxed(
     capture = _Capture(process.stdout, max_output_bytes, output_log)
     if stdin is not None:
         threading.Thread(target=_feed, args=(process, stdin), daemon=True).start()
-    return SandboxProcess(
+    handle = SandboxProcess(
         process,
         capture,
         timeout_s=timeout_s,
@@ -309,6 +316,8 @@ def start_sandboxed(
         init=init,
         status=status_stream,
     )
+    handle.unstartable = unstartable
+    return handle
 
 
 def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
