@@ -131,7 +131,7 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def config_env(config: Mapping[str, str]) -> dict[str, str]:
-    """``config`` as ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` (git 2.31+)."""
+    """``config`` as git's ``GIT_CONFIG_COUNT``/``_KEY_n``/``_VALUE_n`` variables (git 2.31+)."""
     env = {"GIT_CONFIG_COUNT": str(len(config))}
     for index, (key, value) in enumerate(config.items()):
         env[f"GIT_CONFIG_KEY_{index}"] = key

@@ -40,7 +40,7 @@ from assay.forge import Forge
 from assay.journal import read_journal, secrets_from_env, summarize
 from assay.plumbing import Identity
 from assay.runtime import Budget, Event
-from assay.sandbox import run_sandboxed, sandbox_environment
+from assay.sandbox import require_sandbox, run_sandboxed, sandbox_environment
 from assay.sandbox.scan import CheckpointScan
 
 COMMAND_TAIL = 4_000
@@ -252,6 +252,8 @@ class Session:
     ) -> Session:
         sync = BranchSync(forge, brief.id, workdir=workdir, identity=identity)
         worktree = sync.checkout()
+        if desk.kind in ("agent", "command") and desk.sandbox_spec().isolation == "on":
+            require_sandbox()  # SandboxUnavailable (78), saying how to fix, before any work
         secrets = session_secrets(forge, desk)
         hooks = DeskHooks(
             sync=sync,

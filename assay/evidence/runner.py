@@ -15,19 +15,17 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import shlex
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from assay.journal.redact import is_credential_name
 from assay.sandbox import SandboxSpec, run_sandboxed
+from assay.sandbox.shield import make_undumpable
 
-_PR_SET_DUMPABLE = 4
 SECRET_LIST_ENV = "ASSAY_SECRET_ENV"
 TAIL_BYTES = 4096
 TAIL_LINES = 40
@@ -92,20 +90,9 @@ def withheld_values(base: Mapping[str, str] | None = None, *, min_length: int = 
 
 
 def shield_gate_process() -> bool:
-    """Make this process non-dumpable (Linux), so rows cannot read its memory or environ.
-
-    Rows run the branch's code as the gate's user; without this, a row could read the
-    gate's secrets from ``/proc/<gate pid>/environ`` even though its own environment is
-    stripped. ``execve`` resets the flag, so rows themselves are unaffected. Best effort:
-    returns False where ``prctl`` is unavailable.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
+    """Make this process non-dumpable (``assay.sandbox.shield.make_undumpable``), so rows
+    cannot read its memory or environ even when they run unsandboxed."""
+    return make_undumpable()
 
 
 def row_argv(command: str) -> list[str]:
