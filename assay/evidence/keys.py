@@ -4,9 +4,11 @@ Evidence is authenticated by default: every record the gate writes carries an HM
 that only the gate holds, and a merge counts only records whose signature verifies. The key
 is looked up in this order:
 
-1. ``$ASSAY_EVIDENCE_KEY`` (its value is the key; on GitHub, a repository secret that only
-   the gate job reads);
-2. the key file ``evidence.key`` in the gate's state directory: ``$ASSAY_GATE_STATE``, else
+1. ``$ASSAY_EVIDENCE_KEY`` (its value is the key);
+2. the file named by ``$ASSAY_EVIDENCE_KEY_FILE``, read once and then removed (on GitHub a
+   step of its own writes the repository secret there, so no environment of the step that
+   runs rows, nor of any ancestor, holds it);
+3. the key file ``evidence.key`` in the gate's state directory: ``$ASSAY_GATE_STATE``, else
    ``$ASSAY_STATE/gate``, else ``~/.local/state/assay/gate``. It is outside every forge
    and never pushed. ``assay forge init`` creates it; a gate that finds none creates one the
    first time it verifies or merges (records signed by no key, or another one, never count).
@@ -26,6 +28,7 @@ from pathlib import Path
 from assay.errors import BadInput, Unavailable
 
 KEY_ENV = "ASSAY_EVIDENCE_KEY"
+KEY_FILE_ENV = "ASSAY_EVIDENCE_KEY_FILE"
 GATE_STATE_ENV = "ASSAY_GATE_STATE"
 KEY_FILE = "evidence.key"
 INSECURE_FLAG = "--insecure-unsigned-evidence"
@@ -90,9 +93,14 @@ def _read_key_file(path: Path) -> bytes | None:
 
 
 def gate_key(environ: Mapping[str, str] | None = None, *, create: bool = False) -> bytes | None:
-    """The gate's key: ``$ASSAY_EVIDENCE_KEY``, else the key file (made when ``create``)."""
+    """The gate's key: ``$ASSAY_EVIDENCE_KEY``, else ``$ASSAY_EVIDENCE_KEY_FILE`` (taken
+    once), else the state directory's key file (made when ``create``)."""
     env = os.environ if environ is None else environ
     value = env.get(KEY_ENV, "")
+    if not value and env.get(KEY_FILE_ENV):
+        from assay.sandbox.shield import take_secret_file
+
+        value = take_secret_file(env[KEY_FILE_ENV])
     if value:
         return value.encode()
     path = key_path(env)

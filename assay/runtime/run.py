@@ -216,8 +216,19 @@ class Run:
 
     def _durable(self, reason: str) -> None:
         self._last_durable = time.monotonic()
-        if self.hooks is not None:
+        if self.hooks is None:
+            return
+        try:
             self.hooks.durability_point(reason)
+        except Denied as denied:
+            # The hook refused the checkpoint (a secret in the work tree): say so where
+            # the last step was recorded; nothing of it was committed or pushed.
+            entry = {"kind": "denied", "pos": max(self.pos, 1), "step": "checkpoint"}
+            entry.update(name=reason, reason=denied.message, t=utcnow())
+            if denied.details.get("file"):
+                entry["file"] = str(denied.details["file"])
+            self._append(entry)
+            raise
 
     def _count(self, entry: dict[str, Any]) -> None:
         totals = Totals()
