@@ -42,6 +42,8 @@ from tenacity import (
 )
 
 from assay.errors import ForgeUnavailable, Internal
+from assay.odb import ObjectMissing, first_parents, read_refs
+from assay.odb import read_blobs as read_objects
 
 LOG = logging.getLogger("assay.plumbing")
 
@@ -409,10 +411,17 @@ def write_commit(
 
 
 def read_blobs(git_dir: Path, specs: Iterable[str]) -> list[bytes | None]:
-    """Read many ``<rev>:<path>`` blobs with one ``git cat-file --batch``; None if missing."""
+    """Read many ``<rev>:<path>`` blobs; None if missing.
+
+    Revisions given as full object ids are read in this process (:mod:`assay.odb`);
+    anything else (a ref name, an abbreviation) through one ``git cat-file --batch``.
+    """
     wanted = list(specs)
     if not wanted:
         return []
+    pairs = [spec.partition(":")[::2] for spec in wanted]
+    if all(_SHA_RE.fullmatch(rev) for rev, _ in pairs):
+        return read_objects(git_dir, pairs)
     done = run_git(
         ["cat-file", "--batch"], git_dir=git_dir, input="\n".join(wanted).encode() + b"\n"
     )
@@ -435,22 +444,16 @@ def read_blobs(git_dir: Path, specs: Iterable[str]) -> list[bytes | None]:
 
 
 def first_parent_chain(git_dir: Path, tip: str, *, limit: int | None = None) -> list[str]:
-    """Commits from ``tip`` back along first parents, newest first."""
-    args = ["rev-list", "--first-parent"]
-    if limit is not None:
-        args.append(f"--max-count={limit}")
-    done = run_git([*args, tip], git_dir=git_dir)
-    return done.stdout.decode().split()
+    """Commits from ``tip`` back along first parents, newest first (read in process)."""
+    try:
+        return first_parents(git_dir, tip, limit=limit)
+    except ObjectMissing as exc:
+        raise GitError(f"rev-list {tip}: {exc}") from exc
 
 
 def local_refs(git_dir: Path, prefix: str) -> dict[str, str]:
-    """``{ref: sha}`` of a repository's own refs under ``prefix``."""
-    done = run_git(["for-each-ref", "--format=%(objectname) %(refname)", prefix], git_dir=git_dir)
-    refs: dict[str, str] = {}
-    for line in done.stdout.decode().splitlines():
-        sha, name = line.split(" ", 1)
-        refs[name] = sha
-    return refs
+    """``{ref: sha}`` of a repository's own refs under ``prefix`` (read from its ref files)."""
+    return read_refs(git_dir, prefix)
 
 
 # ---------------------------------------------------------------------------- remote
