@@ -197,6 +197,68 @@ def tree_paths(git_dir: Path, commit: str) -> list[str]:
     return sorted(paths)
 
 
+def merged_into(git_dir: Path, tips: Iterable[str], main: str) -> list[str]:
+    """The ``tips`` that are ``main`` or one of its ancestors; unknown ones are not."""
+    repo = repository(git_dir)
+    found = []
+    for tip in tips:
+        try:
+            if tip == main or repo.descendant_of(main, tip):
+                found.append(tip)
+        except (KeyError, ValueError):
+            continue
+    return found
+
+
+def is_commit(git_dir: Path, sha: str) -> bool:
+    """Whether the full object id ``sha`` names a commit in the repository."""
+    import pygit2
+
+    try:
+        return isinstance(repository(git_dir)[sha], pygit2.Commit)
+    except (KeyError, ValueError):
+        return False
+
+
+def has_path(git_dir: Path, commit: str, path: str) -> bool:
+    """Whether ``commit``'s tree holds ``path``; False when the commit is unknown."""
+    import pygit2
+
+    try:
+        tree = repository(git_dir)[commit].peel(pygit2.Tree)
+        tree[path]
+    except (KeyError, ValueError):
+        return False
+    return True
+
+
+def extract(git_dir: Path, commit: str, folder: str, target: Path) -> bool:
+    """Write the files under ``folder`` of ``commit`` below ``target`` (``target/folder/...``);
+    False when the commit or the folder is not there. Paths come from git trees, which
+    cannot hold ``..`` or absolute names; only blobs are written (no links)."""
+    import pygit2
+
+    repo = repository(git_dir)
+    try:
+        node = repo[commit].peel(pygit2.Tree)[folder]
+        tree = repo[node.id]
+    except (KeyError, ValueError):
+        return False
+    if not isinstance(tree, pygit2.Tree):
+        return False
+
+    def walk(node: Any, at: Path) -> None:
+        at.mkdir(parents=True, exist_ok=True)
+        for entry in node:
+            if entry.type_str == "tree":
+                walk(repo[entry.id], at / entry.name)
+            elif entry.type_str == "blob" and entry.filemode != pygit2.enums.FileMode.LINK:
+                (at / entry.name).write_bytes(repo[entry.id].read_raw())
+
+    walk(tree, Path(target) / folder)
+    return True
+
+
 def signature(name: str, email: str, when: float) -> pygit2.Signature:
     import pygit2
 

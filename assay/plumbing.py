@@ -43,7 +43,12 @@ from tenacity import (
 
 from assay.errors import ForgeUnavailable, Internal
 from assay.odb import ObjectMissing, first_parents, read_refs
+from assay.odb import extract as extract_objects
+from assay.odb import has_path as _has_path
+from assay.odb import is_commit as _is_commit
+from assay.odb import merged_into as _merged_into
 from assay.odb import read_blobs as read_objects
+from assay.odb import tree_paths as _tree_paths
 
 LOG = logging.getLogger("assay.plumbing")
 
@@ -449,6 +454,37 @@ def first_parent_chain(git_dir: Path, tip: str, *, limit: int | None = None) -> 
         return first_parents(git_dir, tip, limit=limit)
     except ObjectMissing as exc:
         raise GitError(f"rev-list {tip}: {exc}") from exc
+
+
+def tree_paths(git_dir: Path, commit: str, *, under: str = "") -> list[str]:
+    """Every file path of ``commit`` (under a folder ``under``), like ``ls-tree -r``."""
+    try:
+        return [p for p in _tree_paths(git_dir, commit) if p.startswith(under)]
+    except ObjectMissing as exc:
+        raise GitError(f"ls-tree {commit}: {exc}") from exc
+
+
+def merged_into(git_dir: Path, tips: Sequence[str], main: str) -> list[str]:
+    """The ``tips`` that ``main`` contains (``for-each-ref --merged``), in order."""
+    return _merged_into(git_dir, tips, main)
+
+
+def has_commit(git_dir: Path, sha: str) -> bool:
+    """Whether ``sha`` is a commit in the repository (``cat-file -e`` for an abbreviation)."""
+    if _SHA_RE.fullmatch(sha):
+        return _is_commit(git_dir, sha)
+    done = run_git(["cat-file", "-e", f"{sha}^{{commit}}"], git_dir=git_dir, check=False)
+    return done.returncode == 0
+
+
+def has_path(git_dir: Path, commit: str, path: str) -> bool:
+    """Whether ``commit``'s tree holds ``path`` (a file or a folder)."""
+    return _has_path(git_dir, commit, path)
+
+
+def extract_folder(git_dir: Path, commit: str, folder: str, target: Path) -> bool:
+    """Write ``folder`` of ``commit`` below ``target``; False when it is not there."""
+    return extract_objects(git_dir, commit, folder, target)
 
 
 def local_refs(git_dir: Path, prefix: str) -> dict[str, str]:

@@ -9,9 +9,7 @@ not stop the other briefs: it is kept in ``bad`` and reported, and naming it wit
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,13 +20,14 @@ from typing import Any
 from assay.branch import journal_path
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
 from assay.claims import ClaimStore
+from assay.claims.record import CLAIMS_PREFIX
 from assay.desks.events import EventLog
 from assay.desks.objectives import objective_events
 from assay.desks.review import REVIEW_FILE
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
 from assay.journal import Journal, read_journal
-from assay.plumbing import run_git
+from assay.plumbing import extract_folder, has_path, merged_into, tree_paths
 from assay.runtime.history import History
 
 MAIN = "refs/heads/main"
@@ -121,22 +120,15 @@ def wait_until(journal: Journal | None) -> datetime | None:
 def read_tree_journal(forge: Forge, commit: str, brief_id: str) -> Journal | None:
     """Read (and verify) the journal stored in ``commit``; None when it has none."""
     prefix = journal_path(brief_id)
-    done = run_git(
-        ["archive", "--format=tar", commit, "--", prefix], git_dir=forge.cache, check=False
-    )
-    if done.returncode != 0:
-        return None  # the path does not exist in that commit
     with tempfile.TemporaryDirectory(prefix="assay-journal-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
-            archive.extractall(tmp, filter="data")
+        if not extract_folder(forge.cache, commit, prefix, Path(tmp)):
+            return None  # the path does not exist in that commit
         return read_journal(Path(tmp) / prefix)
 
 
 def _brief_files(forge: Forge, main: str) -> dict[str, bytes]:
-    listing = run_git(
-        ["ls-tree", "-r", "--name-only", main, "--", "briefs/"], git_dir=forge.cache
-    ).stdout.decode()
-    paths = [p for p in listing.splitlines() if is_brief_path(p)]
+    listing = tree_paths(forge.cache, main, under="briefs/")
+    paths = [p for p in listing if is_brief_path(p)]
     blobs = forge.read_blobs([(main, p) for p in paths])
     return {path: blob for path, blob in zip(paths, blobs, strict=True) if blob is not None}
 
@@ -152,17 +144,9 @@ def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[st
     by_sha: dict[str, list[str]] = {}
     for brief, tip in branches.items():
         by_sha.setdefault(tip, []).append(brief)
-    listed = run_git(
-        ["for-each-ref", f"--merged={main}", "--format=%(objectname)", forge.namespace + "/"],
-        git_dir=forge.cache,
-    ).stdout.decode()
-    ancestors = [b for sha in set(listed.split()) for b in by_sha.get(sha, [])]
-    if not ancestors:
-        return set()
-    query = "".join(f"{branches[b]}:{journal_path(b)}\n" for b in ancestors).encode()
-    checked = run_git(["cat-file", "--batch-check"], git_dir=forge.cache, input=query)
-    lines = checked.stdout.decode().splitlines()
-    return {b for b, line in zip(ancestors, lines, strict=True) if not line.endswith("missing")}
+    reached = merged_into(forge.cache, list(by_sha), main)
+    ancestors = [b for sha in reached for b in by_sha[sha]]
+    return {b for b in ancestors if has_path(forge.cache, branches[b], journal_path(b))}
 
 
 def _issue_default_id(source: str) -> str | None:
@@ -201,7 +185,7 @@ def read_view(forge: Forge) -> ForgeView:
     (``forge.extra_briefs()``: a GitHub forge's open issues labelled ``assay``, one
     conditional REST call); a malformed one of either kind is kept in ``bad``.
     """
-    heads = forge.fetch([MAIN, BRANCHES, REVIEWS, EVENTS])  # one round trip
+    heads = forge.fetch([MAIN, BRANCHES, REVIEWS, EVENTS, CLAIMS_PREFIX])  # one round trip
     main = heads.get(MAIN)
     briefs: dict[str, Brief] = {}
     bad: dict[str, AssayError] = {}
@@ -237,7 +221,7 @@ def read_view(forge: Forge) -> ForgeView:
             continue  # an unreadable review proves nothing; read_review reports it
         if state == "merged":
             merged.add(ref.removeprefix(REVIEWS))
-    records, broken = ClaimStore(forge).scan()
+    records, broken = ClaimStore(forge).scan(fetched=heads)
     claims = {record.brief: record for record in records}
     for corrupt in broken:
         # A claim record that fails its check stops only its brief (exit 6 with --brief).

@@ -28,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tests.bench import baseline
 from tests.torture.fleet import Fleet, invariant_problems
 
 _WRAPPER = """#!/bin/sh
@@ -140,12 +141,35 @@ def rows(f: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
 
 
+def side_by_side(before: dict[str, Any], after: dict[str, Any], ref: str) -> list[str]:
+    """Markdown lines: each figure at ``ref`` and now, with the ratio and the target."""
+    lines = [
+        f"| measure | {ref} | this checkout | ratio | target |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for key, label, target in (
+        ("git_per_brief", "git processes per brief", "at most 12"),
+        ("cpu_per_brief", "CPU-seconds per brief (fleet)", "at most 0.3"),
+        ("desk_cpu_per_brief", "of which desk processes", ""),
+        ("server_cpu_per_brief", "of which the forge server", ""),
+        ("briefs_per_min", "briefs per minute", ""),
+    ):
+        old, new = float(before[key]), float(after[key])
+        lines.append(f"| {label} | {old:.2f} | {new:.2f} | {new / old:.2f}x | {target} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--briefs", type=int, default=40)
     parser.add_argument("--desks", type=int, default=4)
     parser.add_argument("--json", action="store_true", help="print the raw figures as JSON")
+    parser.add_argument(
+        "--baseline", metavar="REF", help="also measure commit REF first, side by side"
+    )
     options = parser.parse_args(argv)
+    size = ["--briefs", str(options.briefs), "--desks", str(options.desks)]
+    before = baseline.figures(options.baseline, "cost", size) if options.baseline else None
     figures = measure(briefs=options.briefs, desks=options.desks)
     if options.json:
         print(json.dumps(figures, indent=2))
@@ -153,6 +177,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:<52} {value:>10}  {note}")
     for problem in figures["problems"]:
         print(f"  problem: {problem}")
+    if before is not None:
+        print("\n".join(side_by_side(before, figures, options.baseline)))
 
 
 if __name__ == "__main__":

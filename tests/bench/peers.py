@@ -380,7 +380,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pushes", type=int, default=0, help="only the pushed-step lines")
     options = parser.parse_args(argv)
     if options.pushes:
-        for name, value, note in push_rows(pushes_only(pushes=options.pushes)):
+        pushed = pushes_only(pushes=options.pushes)
+        if options.json:
+            print(json.dumps(pushed, indent=2))
+            return
+        for name, value, note in push_rows(pushed):
             print(f"{name:<52} {value:>14}  {note}")
         return
     if options.profile:
