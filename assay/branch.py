@@ -14,21 +14,23 @@ forge is the truth: :meth:`checkout` makes the work tree exactly the forge's tip
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import assay.odb as odb
 from assay.errors import BadInput, Fenced
 from assay.forge.base import Forge
 from assay.ids import check_id
-from assay.plumbing import GitError, Identity, RefUpdate, fetch, push, run_git
+from assay.plumbing import GitError, Identity, RefUpdate, has_path, merged_into, push
 
 MAIN_REF = "refs/heads/main"
 _REMOTE = "refs/remotes/forge"
-# Settings that must not come from a machine's git config when committing a checkpoint.
-_COMMIT_CONFIG = {
-    "core.hooksPath": "/dev/null",
-    "commit.gpgSign": "false",
+# Repository settings that must not come from a machine's git config when the work tree is
+# staged and checked out (a repository's own config wins over the global one).
+_WORKDIR_CONFIG = {
     "core.autocrlf": "false",
     "core.safecrlf": "false",
+    "core.filemode": "true",
     "gc.auto": "0",
 }
 
@@ -44,7 +46,13 @@ def journal_path(brief: str) -> str:
 
 
 class BranchSync:
-    """The local checkout of ``assay/<brief>`` and its CAS-pushed checkpoints."""
+    """The local checkout of ``assay/<brief>`` and its CAS-pushed checkpoints.
+
+    The work directory's repository borrows the forge cache's objects (``alternates``), so
+    a checkout is one fetch into the cache and a checkpoint is staged, written and committed
+    in this process (libgit2, against the work tree's index, so only changed files are
+    hashed); the push is the one git process of a durability point.
+    """
 
     def __init__(self, forge: Forge, brief: str, *, workdir: Path, identity: Identity) -> None:
         self.forge = forge
@@ -59,78 +67,99 @@ class BranchSync:
     def journal_dir(self) -> Path:
         return self.workdir / journal_path(self.brief)
 
-    def _git(self, *args: str, input: bytes | None = None) -> str:
-        config = {**_COMMIT_CONFIG, **self.forge.git_config}
-        done = run_git(args, cwd=self.workdir, input=input, env=self.identity.env(), config=config)
-        return done.stdout.decode("utf-8", "replace").strip()
+    @property
+    def git_dir(self) -> Path:
+        return self.workdir / ".git"
 
     def checkout(self) -> Path:
         """Make the work directory exactly the forge's ``assay/<brief>`` (or main, when the
         branch does not exist yet) in one fetch; return the work directory."""
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        if not (self.workdir / ".git").exists():
-            run_git(["init", "--quiet", f"--initial-branch=assay/{self.brief}", str(self.workdir)])
-        tracking = f"{_REMOTE}/assay/{self.brief}"
-        try:
-            self._fetch([f"+{self.ref}:{tracking}", f"+{MAIN_REF}:{_REMOTE}/main"])
-        except GitError as exc:
-            if "couldn't find remote ref" not in exc.message:
-                raise
-            # The branch does not exist (yet, or any more): start from main. This second
-            # round trip happens only on a brief's first run.
-            run_git(["update-ref", "-d", tracking], cwd=self.workdir)
-            try:
-                self._fetch([f"+{MAIN_REF}:{_REMOTE}/main"])
-            except GitError as again:
-                if "couldn't find remote ref" not in again.message:
-                    raise
-        remote_branch = self._rev(tracking)
-        base = remote_branch or self._rev(f"{_REMOTE}/main")
+        found = self.forge.fetch([self.ref, MAIN_REF])
+        remote_branch = found.get(self.ref)
+        base = remote_branch or found.get(MAIN_REF)
         if base is None:
             raise BadInput(f"forge {self.forge.display_url} has no main branch to start from")
-        self._git("checkout", "--quiet", "--force", "-B", f"assay/{self.brief}", base)
-        self._git("reset", "--quiet", "--hard", base)
-        self._git("clean", "--quiet", "-d", "--force")
+        self._init()
+        import pygit2
+
+        repo = odb.repository(self.git_dir)
+        target = repo[base].peel(pygit2.Commit)
+        strategy = pygit2.enums.CheckoutStrategy
+        # FORCE: the forge is the truth, local edits go; REMOVE_UNTRACKED: what ``git clean
+        # -d --force`` removed (ignored files stay, as they did).
+        flags = strategy.FORCE | strategy.REMOVE_UNTRACKED
+        repo.checkout_tree(target.tree, strategy=flags)  # type: ignore[no-untyped-call]
+        local = f"refs/heads/assay/{self.brief}"
+        odb.write_ref(self.git_dir, local, base)
+        (self.git_dir / "HEAD").write_text(f"ref: {local}\n", encoding="utf-8")
+        repo.index.read(True)
+        repo.index.read_tree(target.tree)
+        repo.index.write()
+        odb.write_ref(self.git_dir, f"{_REMOTE}/main", found.get(MAIN_REF))
+        odb.write_ref(self.git_dir, f"{_REMOTE}/assay/{self.brief}", remote_branch)
         self.tip = remote_branch
         self._checked_out = True
         return self.workdir
 
-    def _fetch(self, refspecs: list[str]) -> None:
-        fetch(
-            self.workdir / ".git",
-            self.forge.url,
-            refspecs,
-            prune=False,
-            config=self.forge.git_config,
-            policy=self.forge.retry_policy,
-        )
+    def _init(self) -> None:
+        """A repository in the work directory whose objects include the forge cache's."""
+        import pygit2
 
-    def _rev(self, ref: str) -> str | None:
-        done = run_git(
-            ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
-            cwd=self.workdir,
-            check=False,
-        )
-        return done.stdout.decode().strip() or None
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if not (self.git_dir / "HEAD").exists():
+            odb.forget(self.git_dir)
+            pygit2.init_repository(str(self.workdir), initial_head=f"assay/{self.brief}")
+        alternates = self.git_dir / "objects" / "info" / "alternates"
+        cache_objects = str(Path(self.forge.cache).resolve() / "objects")
+        known = alternates.read_text().split("\n") if alternates.exists() else []
+        if cache_objects not in known:
+            alternates.parent.mkdir(parents=True, exist_ok=True)
+            alternates.write_text("\n".join([*filter(None, known), cache_objects]) + "\n")
+            odb.forget(self.git_dir)
+        odb.configure(self.git_dir, _WORKDIR_CONFIG)
 
     def head(self) -> str:
         """The local commit the work directory is at."""
-        head = self._rev("HEAD")
+        head = (
+            odb.read_ref(self.git_dir, "HEAD")
+            if self._checked_out or self.git_dir.exists()
+            else None
+        )
         if head is None:
             raise GitError(f"{self.workdir}: no commit checked out")
         return head
 
     def commit(self, message: str) -> str | None:
-        """Commit the whole work tree as one commit; None when nothing changed."""
+        """Commit the whole work tree as one commit; None when nothing changed.
+
+        Staged like ``git add --all`` (``.gitignore`` honoured) plus the journal even when
+        ignored, against the work tree's index: only files whose stat changed are hashed.
+        """
         if not self._checked_out:
             raise GitError("BranchSync.commit before checkout()")
-        self._git("add", "--all", "--", ".")
-        if self.journal_dir.exists():  # the journal goes in even if a .gitignore says no
-            self._git("add", "--all", "--force", "--", journal_path(self.brief))
-        if not self._git("status", "--porcelain", "--untracked-files=no"):
+        import pygit2
+
+        repo = odb.repository(self.git_dir)
+        index = repo.index
+        index.read(False)
+        index.add_all()
+        journal = journal_path(self.brief)
+        if self.journal_dir.exists() and repo.path_is_ignored(journal + "/000001.jsonl"):
+            for path in sorted(self.journal_dir.rglob("*")):
+                if path.is_file():
+                    index.add(path.relative_to(self.workdir).as_posix())
+        index.write()
+        tree = index.write_tree()
+        parent = self.head()
+        if repo[parent].peel(pygit2.Commit).tree_id == tree:
             return None
-        self._git("commit", "--quiet", "--no-verify", "--allow-empty-message", "-m", message)
-        return self.head()
+        when = time.time()
+        author = odb.signature(self.identity.name, self.identity.email, when)
+        commit = repo.create_commit(
+            None, author, author, message.rstrip("\n") + "\n", tree, [parent]
+        )
+        odb.write_ref(self.git_dir, f"refs/heads/assay/{self.brief}", str(commit))
+        return str(commit)
 
     def push(self) -> str:
         """CAS-push the local head over the tip this holder last pushed; ``Fenced`` if moved."""
@@ -138,7 +167,7 @@ class BranchSync:
         if head == self.tip:
             return head
         result = push(
-            self.workdir / ".git",
+            self.git_dir,
             self.forge.url,
             [RefUpdate(self.ref, head, expected=self.tip)],
             config=self.forge.git_config,
@@ -172,14 +201,6 @@ def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[st
     by_sha: dict[str, list[str]] = {}
     for brief, tip in branches.items():
         by_sha.setdefault(tip, []).append(brief)
-    listed = run_git(
-        ["for-each-ref", f"--merged={main}", "--format=%(objectname)", forge.namespace + "/"],
-        git_dir=forge.cache,
-    ).stdout.decode()
-    ancestors = [b for sha in set(listed.split()) for b in by_sha.get(sha, [])]
-    if not ancestors:
-        return set()
-    query = "".join(f"{branches[b]}:{journal_path(b)}\n" for b in ancestors).encode()
-    checked = run_git(["cat-file", "--batch-check"], git_dir=forge.cache, input=query)
-    lines = checked.stdout.decode().splitlines()
-    return {b for b, line in zip(ancestors, lines, strict=True) if not line.endswith("missing")}
+    reached = merged_into(forge.cache, list(by_sha), main)
+    ancestors = [b for sha in reached for b in by_sha[sha]]
+    return {b for b in ancestors if has_path(forge.cache, branches[b], journal_path(b))}

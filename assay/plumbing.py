@@ -42,6 +42,13 @@ from tenacity import (
 )
 
 from assay.errors import ForgeUnavailable, Internal
+from assay.odb import ObjectMissing, first_parents, read_refs
+from assay.odb import extract as extract_objects
+from assay.odb import has_path as _has_path
+from assay.odb import is_commit as _is_commit
+from assay.odb import merged_into as _merged_into
+from assay.odb import read_blobs as read_objects
+from assay.odb import tree_paths as _tree_paths
 
 LOG = logging.getLogger("assay.plumbing")
 
@@ -419,10 +426,17 @@ def write_commit(
 
 
 def read_blobs(git_dir: Path, specs: Iterable[str]) -> list[bytes | None]:
-    """Read many ``<rev>:<path>`` blobs with one ``git cat-file --batch``; None if missing."""
+    """Read many ``<rev>:<path>`` blobs; None if missing.
+
+    Revisions given as full object ids are read in this process (:mod:`assay.odb`);
+    anything else (a ref name, an abbreviation) through one ``git cat-file --batch``.
+    """
     wanted = list(specs)
     if not wanted:
         return []
+    pairs = [spec.partition(":")[::2] for spec in wanted]
+    if all(_SHA_RE.fullmatch(rev) for rev, _ in pairs):
+        return read_objects(git_dir, pairs)
     done = run_git(
         ["cat-file", "--batch"], git_dir=git_dir, input="\n".join(wanted).encode() + b"\n"
     )
@@ -445,22 +459,47 @@ def read_blobs(git_dir: Path, specs: Iterable[str]) -> list[bytes | None]:
 
 
 def first_parent_chain(git_dir: Path, tip: str, *, limit: int | None = None) -> list[str]:
-    """Commits from ``tip`` back along first parents, newest first."""
-    args = ["rev-list", "--first-parent"]
-    if limit is not None:
-        args.append(f"--max-count={limit}")
-    done = run_git([*args, tip], git_dir=git_dir)
-    return done.stdout.decode().split()
+    """Commits from ``tip`` back along first parents, newest first (read in process)."""
+    try:
+        return first_parents(git_dir, tip, limit=limit)
+    except ObjectMissing as exc:
+        raise GitError(f"rev-list {tip}: {exc}") from exc
+
+
+def tree_paths(git_dir: Path, commit: str, *, under: str = "") -> list[str]:
+    """Every file path of ``commit`` (under a folder ``under``), like ``ls-tree -r``."""
+    try:
+        return [p for p in _tree_paths(git_dir, commit) if p.startswith(under)]
+    except ObjectMissing as exc:
+        raise GitError(f"ls-tree {commit}: {exc}") from exc
+
+
+def merged_into(git_dir: Path, tips: Sequence[str], main: str) -> list[str]:
+    """The ``tips`` that ``main`` contains (``for-each-ref --merged``), in order."""
+    return _merged_into(git_dir, tips, main)
+
+
+def has_commit(git_dir: Path, sha: str) -> bool:
+    """Whether ``sha`` is a commit in the repository (``cat-file -e`` for an abbreviation)."""
+    if _SHA_RE.fullmatch(sha):
+        return _is_commit(git_dir, sha)
+    done = run_git(["cat-file", "-e", f"{sha}^{{commit}}"], git_dir=git_dir, check=False)
+    return done.returncode == 0
+
+
+def has_path(git_dir: Path, commit: str, path: str) -> bool:
+    """Whether ``commit``'s tree holds ``path`` (a file or a folder)."""
+    return _has_path(git_dir, commit, path)
+
+
+def extract_folder(git_dir: Path, commit: str, folder: str, target: Path) -> bool:
+    """Write ``folder`` of ``commit`` below ``target``; False when it is not there."""
+    return extract_objects(git_dir, commit, folder, target)
 
 
 def local_refs(git_dir: Path, prefix: str) -> dict[str, str]:
-    """``{ref: sha}`` of a repository's own refs under ``prefix``."""
-    done = run_git(["for-each-ref", "--format=%(objectname) %(refname)", prefix], git_dir=git_dir)
-    refs: dict[str, str] = {}
-    for line in done.stdout.decode().splitlines():
-        sha, name = line.split(" ", 1)
-        refs[name] = sha
-    return refs
+    """``{ref: sha}`` of a repository's own refs under ``prefix`` (read from its ref files)."""
+    return read_refs(git_dir, prefix)
 
 
 # ---------------------------------------------------------------------------- remote

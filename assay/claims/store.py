@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -93,6 +94,14 @@ class Claim:
         self._record = record
 
 
+@dataclass(frozen=True)
+class PreparedClaim:
+    """A holder's next claim record, committed in the cache, waiting for a push."""
+
+    record: ClaimRecord
+    update: RefUpdate
+
+
 class ClaimStore:
     """Claims of one forge. ``skew_s`` defaults to ``ASSAY_CLAIM_SKEW`` or 30 s.
 
@@ -116,9 +125,18 @@ class ClaimStore:
             return None
         return parse_record(self.forge.read_blob(sha, CLAIM_FILE), ref=ref, sha=sha)
 
-    def scan(self) -> tuple[list[ClaimRecord], list[Corrupt]]:
-        """Every claim in one fetch: the valid records and a Corrupt error per bad one."""
-        refs = self.forge.fetch(CLAIMS_PREFIX)
+    def scan(
+        self, *, fetched: dict[str, str] | None = None
+    ) -> tuple[list[ClaimRecord], list[Corrupt]]:
+        """Every claim in one fetch: the valid records and a Corrupt error per bad one.
+
+        ``fetched``: the ``{ref: sha}`` answer of a fetch the caller already made that
+        included ``refs/assay/claims/`` (the desk's view fetches everything at once).
+        """
+        if fetched is None:
+            refs = self.forge.fetch(CLAIMS_PREFIX)
+        else:
+            refs = {ref: sha for ref, sha in fetched.items() if ref.startswith(CLAIMS_PREFIX)}
         names = sorted(refs)
         blobs = self.forge.read_blobs([(refs[name], CLAIM_FILE) for name in names])
         records: list[ClaimRecord] = []
@@ -257,6 +275,46 @@ class ClaimStore:
             claim._set(record.evolve(sha=commit))
             return claim
 
+    def prepare(self, claim: Claim, changes: dict[str, Any], message: str) -> PreparedClaim:
+        """The holder's next record written as a commit but not pushed: its ``update`` goes
+        into a caller's atomic push beside other refs (the review record), and
+        :meth:`settle` applies that push's answer to the claim."""
+        record = claim.record.evolve(**changes)
+        commit = self.forge.commit(
+            {CLAIM_FILE: record.to_bytes()},
+            parents=[claim.sha],
+            message=message,
+            author=Identity.for_holder(record.desk, record.holder),
+        )
+        return PreparedClaim(record.evolve(sha=commit), RefUpdate(record.ref, commit, claim.sha))
+
+    def settle(self, claim: Claim, prepared: PreparedClaim, result: PushResult) -> bool:
+        """Apply a push that carried ``prepared``: True when it landed; ``Fenced`` when the
+        claim had moved; False when only a sibling ref refused the atomic push."""
+        outcome = result.refs.get(prepared.update.ref, result.outcome)
+        if outcome.ok:
+            with claim.lock:
+                claim._set(prepared.record)
+            return True
+        if outcome.lost:
+            raise self._fenced(claim)
+        return False
+
+    @staticmethod
+    def release_changes(*, done: bool, note: str, now: str) -> dict[str, Any]:
+        state: State = "done" if done else "released"
+        return {"state": state, "renewed_at": now, "waiting_for": None, "note": note}
+
+    @staticmethod
+    def waiting_changes(waiting_for: str, *, now: str) -> dict[str, Any]:
+        if not waiting_for:
+            raise BadInput("waiting_for must name the event or timer")
+        return {"state": "waiting", "waiting_for": waiting_for, "renewed_at": now}
+
+    def now(self) -> str:
+        """The store's clock as a record's time stamp."""
+        return format_time(self.clock())
+
     def _fenced(self, claim: Claim) -> Fenced:
         text = (
             f"claim {claim.brief}: holder {claim.holder[:12]} (fence {claim.fence}) was fenced out"
@@ -278,31 +336,15 @@ class ClaimStore:
 
     def release(self, claim: Claim, *, done: bool = False, note: str = "") -> None:
         """Give the brief back (``released``) or close it (``done``: never claimable again)."""
-        state: State = "done" if done else "released"
+        changes = self.release_changes(done=done, note=note, now=self.now())
         self._holder_push(
-            claim,
-            {
-                "state": state,
-                "renewed_at": format_time(self.clock()),
-                "waiting_for": None,
-                "note": note,
-            },
-            f"claim {claim.brief}: {state} by {claim.desk}",
+            claim, changes, f"claim {claim.brief}: {changes['state']} by {claim.desk}"
         )
 
     def set_waiting(self, claim: Claim, waiting_for: str) -> Claim:
         """Mark the claim ``waiting`` (no process runs, no lease clock) for an event."""
-        if not waiting_for:
-            raise BadInput("waiting_for must name the event or timer")
-        return self._holder_push(
-            claim,
-            {
-                "state": "waiting",
-                "waiting_for": waiting_for,
-                "renewed_at": format_time(self.clock()),
-            },
-            f"claim {claim.brief}: waiting for {waiting_for}",
-        )
+        changes = self.waiting_changes(waiting_for, now=self.now())
+        return self._holder_push(claim, changes, f"claim {claim.brief}: waiting for {waiting_for}")
 
     def adopt(self, brief: str, holder: str) -> Claim:
         """The claim of ``brief`` as held by token ``holder`` (for ``renew``/``release``

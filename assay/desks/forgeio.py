@@ -12,7 +12,7 @@ from typing import Any
 
 from assay.errors import Busy, Corrupt
 from assay.forge import Forge
-from assay.plumbing import Identity, RefUpdate
+from assay.plumbing import Identity, RefUpdate, local_refs
 
 DESK_IDENTITY = Identity(name="assay desk", email="desk@assay.invalid")
 
@@ -28,13 +28,25 @@ def read_json_at_ref(forge: Forge, ref: str, path: str) -> tuple[str, Any] | Non
     sha = ref_sha(forge, ref)
     if sha is None:
         return None
+    return sha, read_json_blob(forge, ref, sha, path)
+
+
+def read_json_blob(forge: Forge, ref: str, sha: str, path: str) -> Any:
+    """The parsed JSON of ``path`` in commit ``sha`` of ``ref`` (already fetched)."""
     raw = forge.read_blob(sha, path)
     if raw is None:
         raise Corrupt(f"{ref} at {sha[:12]} has no {path}")
     try:
-        return sha, json.loads(raw)
+        return json.loads(raw)
     except ValueError as exc:
         raise Corrupt(f"{ref} at {sha[:12]}: {path} is not JSON: {exc}") from exc
+
+
+def fetched_sha(forge: Forge, ref: str) -> str | None:
+    """What ``ref`` pointed at in this forge handle's last fetch that included it (no round
+    trip); a CAS push from it is refused, never wrong, when the ref has moved since."""
+    name = f"{forge.namespace}/{ref}"
+    return local_refs(forge.cache, name).get(name)
 
 
 def cas_write_json(

@@ -23,9 +23,17 @@ from typing import Any
 
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore
+from assay.desks.forgeio import fetched_sha
 from assay.desks.objectives import REQUEUE
 from assay.desks.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
-from assay.desks.review import read_review, render_body, write_review
+from assay.desks.review import (
+    read_review,
+    render_body,
+    review_at,
+    review_update,
+    reviews_ref,
+    write_review,
+)
 from assay.desks.selection import Candidate, Why, queue
 from assay.desks.session import Session, budget_for
 from assay.desks.state import ForgeView, read_view
@@ -172,9 +180,22 @@ class DeskLoop:
             brief, claim, why = taken
             report = self.run_claimed(brief, claim, why)
             reports.append(report)
-            if report.code == Fenced.code or once or only is not None:
+            if report.code == Fenced.code:
                 break
+            if once or only is not None:
+                if not self._arrived_meanwhile(report):
+                    break
+                only = report.brief  # its event came while it ran: wake it now, once
         return reports
+
+    def _arrived_meanwhile(self, report: RunReport) -> bool:
+        """Whether a run that just suspended already has what it waits for: an event that
+        landed while it ran, before its claim said ``waiting`` (so no waker woke it)."""
+        if report.code != Suspended.code or report.status == "requeued":
+            return False
+        view = self.view()
+        record = view.claims.get(report.brief)
+        return record is not None and record.state == "waiting" and view.arrived(report.brief)
 
     def run_claimed(self, brief: Brief, claim: Claim, why: Why) -> RunReport:
         """Run one claimed brief to its next stop and leave claim and review consistent."""
@@ -227,11 +248,7 @@ class DeskLoop:
         redact = Redactor(session.secrets()).text
         report.message = redact(message or _output_message(output))
         report.head_sha = session.head()
-        report.review = self._review(brief, session, report, output, redact=redact)
-        if requeued:
-            self.store.release(session.claim, note="objective: queued for another run")
-        else:
-            self._settle_claim(session.claim, report)
+        self._finish(brief, session, report, output, redact=redact, requeued=requeued)
         return report
 
     def _close_cancelled(self, brief: Brief, claim: Claim) -> RunReport:
@@ -250,6 +267,103 @@ class DeskLoop:
         self.store.release(claim, done=True)
         return report
 
+    def _finish(
+        self,
+        brief: Brief,
+        session: Any,
+        report: RunReport,
+        output: Any,
+        *,
+        redact: Callable[[str], str],
+        requeued: bool,
+    ) -> None:
+        """Write the review record and settle the claim in ONE atomic push of both refs.
+
+        The gate's read for the evidence table also fetched the review ref, so its tip is
+        known without another round trip; if it moved since (the gate or a human wrote it),
+        the atomic push is refused as a whole and the two are written one after the other.
+        """
+        claim = session.claim
+        changes, message = self._claim_changes(claim, report, requeued=requeued)
+        head = session.hooks.pushed_head
+        if head is not None and head != claim.record.journal_head:
+            changes["journal_head"] = head  # anchor the pushed journal head (DESIGN §6)
+        table = evidence_table(self.forge, brief)
+        parent = fetched_sha(self.forge, reviews_ref(brief.id))
+        previous = review_at(self.forge, brief.id, parent)
+        prepared = self.store.prepare(claim, changes, message)
+        updates = [prepared.update]
+        if previous is not None and previous.state == "merged":
+            report.review = "merged"
+        elif not report.head_sha and previous is None:
+            # Nothing was ever pushed (the first checkpoint was refused): no branch to review.
+            report.review = "none"
+        else:
+            state, title, body = self._review_record(brief, session, report, output)
+            update, _ = review_update(
+                self.forge,
+                brief.id,
+                parent=parent,
+                head_sha=report.head_sha,
+                title=title,
+                body=redact(with_table(body, table)),
+                state=state,
+            )
+            updates.append(update)
+            report.review = state
+        if self.store.settle(claim, prepared, self.forge.push(updates, atomic=True)):
+            return
+        report.review = self._review(brief, session, report, output, redact=redact)
+        self._apply_claim_changes(claim, changes, message)
+
+    def _claim_changes(
+        self, claim: Claim, report: RunReport, *, requeued: bool
+    ) -> tuple[dict[str, Any], str]:
+        """How the claim is left after a run: done, released, waiting (or given up)."""
+        now = self.store.now()
+        if requeued:
+            note = "objective: queued for another run"
+            return self.store.release_changes(done=False, note=note, now=now), (
+                f"claim {claim.brief}: released by {claim.desk}"
+            )
+        after = _CLAIM_AFTER.get(report.code, "stuck")
+        if after in ("done", "release"):
+            changes = self.store.release_changes(done=after == "done", note="", now=now)
+            return changes, f"claim {claim.brief}: {changes['state']} by {claim.desk}"
+        if after == "waiting":
+            waiting = report.waiting_for or ("budget" if report.code == 7 else "event")
+            changes = self.store.waiting_changes(waiting, now=now)
+            return changes, f"claim {claim.brief}: waiting for {waiting}"
+        self.given_up.add(claim.brief)
+        note = f"{report.status}: {report.message}"[:300]
+        return self.store.release_changes(done=False, note=note, now=now), (
+            f"claim {claim.brief}: released by {claim.desk}"
+        )
+
+    def _apply_claim_changes(self, claim: Claim, changes: dict[str, Any], message: str) -> None:
+        prepared = self.store.prepare(claim, changes, message)
+        self.store.settle(claim, prepared, self.forge.push([prepared.update]))
+
+    def _review_record(
+        self, brief: Brief, session: Any, report: RunReport, output: Any
+    ) -> tuple[str, str, str]:
+        """(state, title, body without the evidence table) of the review after a run."""
+        outcome = output if isinstance(output, dict) else {}
+        if report.code == 0 and outcome.get("status", "done") == "done":
+            state = "ready"
+        elif report.code in {0, 1, 77}:
+            state = "closed"
+        else:
+            state = "draft"
+        label = {"ready": "", "draft": "[draft] ", "closed": "[closed] "}[state]
+        body = render_body(
+            outcome=report.status if report.code else str(outcome.get("status", "done")),
+            summary_text=str(outcome.get("summary", "")) or report.message,
+            journal=session.summary(),
+            claimed=list(outcome.get("evidence", []) or []),
+        )
+        return state, f"{label}{brief.id}: {brief.title}", body
+
     def _review(
         self,
         brief: Brief,
@@ -259,48 +373,21 @@ class DeskLoop:
         *,
         redact: Callable[[str], str],
     ) -> str:
-        outcome = output if isinstance(output, dict) else {}
-        if report.code == 0 and outcome.get("status", "done") == "done":
-            state = "ready"
-        elif report.code in {0, 1, 77}:
-            state = "closed"
-        else:
-            state = "draft"
         previous = read_review(self.forge, brief.id)
         if previous is not None and previous.state == "merged":
             return "merged"
         if not report.head_sha and previous is None:
-            # Nothing was ever pushed (the first checkpoint was refused): no branch to review.
-            return "none"
-        label = {"ready": "", "draft": "[draft] ", "closed": "[closed] "}[state]
-        body = render_body(
-            outcome=report.status if report.code else str(outcome.get("status", "done")),
-            summary_text=str(outcome.get("summary", "")) or report.message,
-            journal=session.summary(),
-            claimed=list(outcome.get("evidence", []) or []),
-        )
+            return "none"  # nothing was ever pushed (the first checkpoint was refused)
+        state, title, body = self._review_record(brief, session, report, output)
         write_review(
             self.forge,
             brief.id,
             head_sha=report.head_sha,
-            title=f"{label}{brief.id}: {brief.title}",
+            title=title,
             body=redact(with_table(body, evidence_table(self.forge, brief))),
             state=state,
         )
         return state
-
-    def _settle_claim(self, claim: Claim, report: RunReport) -> None:
-        after = _CLAIM_AFTER.get(report.code, "stuck")
-        if after == "done":
-            self.store.release(claim, done=True)
-        elif after == "release":
-            self.store.release(claim)
-        elif after == "waiting":
-            waiting = report.waiting_for or ("budget" if report.code == 7 else "event")
-            self.store.set_waiting(claim, waiting)
-        else:
-            self.given_up.add(claim.brief)
-            self.store.release(claim, note=f"{report.status}: {report.message}"[:300])
 
 
 def evidence_table(forge: Forge, brief: Brief) -> str:

@@ -20,10 +20,11 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from assay.desks.forgeio import DESK_IDENTITY, cas_write_json, read_json_at_ref
+from assay.desks.forgeio import DESK_IDENTITY, cas_write_json, read_json_at_ref, read_json_blob
 from assay.errors import BadInput
 from assay.forge import Forge
 from assay.ids import check_id
+from assay.plumbing import RefUpdate
 
 FORMAT_VERSION = 1
 REVIEW_FILE = "review.json"
@@ -109,6 +110,24 @@ def render_body(
     )
 
 
+def _record(brief: str, *, head_sha: str, title: str, body: str, state: str) -> Review:
+    if state not in STATES:
+        raise BadInput(f"review state {state!r} is not one of {STATES}")
+    return Review(
+        brief=brief,
+        branch=f"assay/{brief}",
+        head_sha=head_sha,
+        title=title,
+        body=body,
+        state=state,
+        updated_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+
+
+def _payload(review: Review) -> bytes:
+    return json.dumps(review.to_json(), indent=2, sort_keys=True).encode() + b"\n"
+
+
 def write_review(
     forge: Forge,
     brief: str,
@@ -120,24 +139,44 @@ def write_review(
     attempts: int = 5,
 ) -> Review:
     """Open or update the review record (CAS; retried on a lost race with a fresh read)."""
-    if state not in STATES:
-        raise BadInput(f"review state {state!r} is not one of {STATES}")
-    review = Review(
-        brief=brief,
-        branch=f"assay/{brief}",
-        head_sha=head_sha,
-        title=title,
-        body=body,
-        state=state,
-        updated_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    )
-    payload = json.dumps(review.to_json(), indent=2, sort_keys=True).encode() + b"\n"
+    review = _record(brief, head_sha=head_sha, title=title, body=body, state=state)
     cas_write_json(
         forge,
         reviews_ref(brief),
-        {REVIEW_FILE: payload},
+        {REVIEW_FILE: _payload(review)},
         message=f"review {brief}: {state} at {head_sha[:12]}",
         author=DESK_IDENTITY,
         attempts=attempts,
     )
     return review
+
+
+def review_update(
+    forge: Forge,
+    brief: str,
+    *,
+    parent: str | None,
+    head_sha: str,
+    title: str,
+    body: str,
+    state: str,
+) -> tuple[RefUpdate, Review]:
+    """The review record as a child commit of ``parent`` (the tip the caller read), not
+    pushed: the update goes into the caller's atomic push (with the claim's settlement)."""
+    review = _record(brief, head_sha=head_sha, title=title, body=body, state=state)
+    commit = forge.commit(
+        {REVIEW_FILE: _payload(review)},
+        parents=[parent] if parent else [],
+        message=f"review {brief}: {state} at {head_sha[:12]}",
+        author=DESK_IDENTITY,
+    )
+    return RefUpdate(reviews_ref(brief), commit, expected=parent), review
+
+
+def review_at(forge: Forge, brief: str, sha: str | None) -> Review | None:
+    """The review record in commit ``sha`` (already fetched), or None when ``sha`` is None."""
+    if sha is None:
+        return None
+    ref = reviews_ref(brief)
+    found = read_json_blob(forge, ref, sha, REVIEW_FILE)
+    return Review.from_json(found, where=f"{ref}:{REVIEW_FILE}")

@@ -46,6 +46,10 @@ from assay.sandbox.scan import CheckpointScan
 COMMAND_TAIL = 4_000
 GROUPED = frozenset({"tool"})  # durability points that may wait for the next push
 GROUP_WINDOW_S = 5.0  # ... for at most this long
+# The brief's events ref is read from the forge at most this often while a run goes on: a
+# signal or cancel reaches the run's next drain point at most this much later, and a run of
+# a few quick model calls pays one fetch instead of one per drain point.
+EVENTS_FRESH_S = 1.0
 
 
 class DeskHooks:
@@ -72,6 +76,8 @@ class DeskHooks:
         if brief is not None and brief.objective is not None and sync.journal_dir.exists():
             self.requeued = requeue_events(read_journal(sync.journal_dir))
         self.fenced = threading.Event()
+        self._delivered: list[Event] | None = None
+        self._delivered_at = 0.0
         self.pushes = 0
         self.last_push = time.monotonic()
         # The journal head the forge holds, anchored by every claim renewal (DESIGN §6);
@@ -118,7 +124,10 @@ class DeskHooks:
             raise
 
     def events(self) -> list[Event]:
-        delivered = self.log.read()
+        now = time.monotonic()
+        if self._delivered is None or now - self._delivered_at >= EVENTS_FRESH_S:
+            self._delivered, self._delivered_at = self.log.read(), now
+        delivered = list(self._delivered)
         if self.brief is not None and self.brief.objective is not None:
             # Raising max_runs on main is the event that ends a wait for "objective".
             journal = (
@@ -368,13 +377,10 @@ class Session:
     def flush(self, reason: str) -> None:
         """A last durability point after the run stopped (Fenced is remembered, not raised).
 
-        It also pushes tool steps still waiting for a group commit, and anchors the pushed
-        journal head in the claim (the record the claim keeps when it is settled)."""
+        It pushes tool steps still waiting for a group commit; the pushed journal head
+        (``hooks.pushed_head``) is anchored in the claim by the desk loop's settlement."""
         with contextlib.suppress(Fenced, Denied):  # Denied: the checkpoint held a secret
             self.hooks.durability_point(f"after run: {reason}")
-            head = self.hooks.pushed_head
-            if head is not None and head != self.claim.record.journal_head:
-                self.store.renew(self.claim, journal_head=head)
 
     def head(self) -> str:
         return str(self.sync.tip or "")

@@ -9,9 +9,7 @@ not stop the other briefs: it is kept in ``bad`` and reported, and naming it wit
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,13 +20,14 @@ from typing import Any
 from assay.branch import journal_path, merged_branches
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
 from assay.claims import ClaimStore
+from assay.claims.record import CLAIMS_PREFIX
 from assay.desks.events import EventLog
 from assay.desks.objectives import objective_events
 from assay.desks.review import REVIEW_FILE
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
 from assay.journal import Journal, read_journal
-from assay.plumbing import run_git
+from assay.plumbing import extract_folder, tree_paths
 from assay.runtime.history import History
 from assay.states import arrival
 
@@ -123,22 +122,15 @@ def wait_until(journal: Journal | None) -> datetime | None:
 def read_tree_journal(forge: Forge, commit: str, brief_id: str) -> Journal | None:
     """Read (and verify) the journal stored in ``commit``; None when it has none."""
     prefix = journal_path(brief_id)
-    done = run_git(
-        ["archive", "--format=tar", commit, "--", prefix], git_dir=forge.cache, check=False
-    )
-    if done.returncode != 0:
-        return None  # the path does not exist in that commit
     with tempfile.TemporaryDirectory(prefix="assay-journal-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
-            archive.extractall(tmp, filter="data")
+        if not extract_folder(forge.cache, commit, prefix, Path(tmp)):
+            return None  # the path does not exist in that commit
         return read_journal(Path(tmp) / prefix)
 
 
 def _brief_files(forge: Forge, main: str) -> dict[str, bytes]:
-    listing = run_git(
-        ["ls-tree", "-r", "--name-only", main, "--", "briefs/"], git_dir=forge.cache
-    ).stdout.decode()
-    paths = [p for p in listing.splitlines() if is_brief_path(p)]
+    listing = tree_paths(forge.cache, main, under="briefs/")
+    paths = [p for p in listing if is_brief_path(p)]
     blobs = forge.read_blobs([(main, p) for p in paths])
     return {path: blob for path, blob in zip(paths, blobs, strict=True) if blob is not None}
 
@@ -179,7 +171,7 @@ def read_view(forge: Forge) -> ForgeView:
     (``forge.extra_briefs()``: a GitHub forge's open issues labelled ``assay``, one
     conditional REST call); a malformed one of either kind is kept in ``bad``.
     """
-    heads = forge.fetch([MAIN, BRANCHES, REVIEWS, EVENTS])  # one round trip
+    heads = forge.fetch([MAIN, BRANCHES, REVIEWS, EVENTS, CLAIMS_PREFIX])  # one round trip
     main = heads.get(MAIN)
     briefs: dict[str, Brief] = {}
     bad: dict[str, AssayError] = {}
@@ -215,7 +207,7 @@ def read_view(forge: Forge) -> ForgeView:
             continue  # an unreadable review proves nothing; read_review reports it
         if state == "merged":
             merged.add(ref.removeprefix(REVIEWS))
-    records, broken = ClaimStore(forge).scan()
+    records, broken = ClaimStore(forge).scan(fetched=heads)
     claims = {record.brief: record for record in records}
     for corrupt in broken:
         # A claim record that fails its check stops only its brief (exit 6 with --brief).

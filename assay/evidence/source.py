@@ -22,7 +22,8 @@ from assay.evidence.store import evidence_ref
 from assay.forge import Forge
 from assay.ids import check_id
 from assay.journal import Journal, read_journal
-from assay.plumbing import run_git
+from assay.plumbing import has_commit as plumbing_has_commit
+from assay.plumbing import run_git, tree_paths
 
 MAIN_REF = "refs/heads/main"
 
@@ -135,8 +136,7 @@ def claim_desks(forge: Forge, claim: str | None) -> frozenset[str]:
 
 
 def has_commit(forge: Forge, sha: str) -> bool:
-    done = run_git(["cat-file", "-e", f"{sha}^{{commit}}"], git_dir=forge.cache, check=False)
-    return done.returncode == 0
+    return plumbing_has_commit(forge.cache, sha)
 
 
 def resolve_commit(forge: Forge, sha: str) -> str:
@@ -185,10 +185,7 @@ def journal_at(tree: Path, brief: str) -> Journal:
 def journal_from_commit(forge: Forge, sha: str, brief: str, into: Path) -> Journal:
     """The journal of ``brief`` at ``sha``, materialised under ``into`` without a checkout."""
     prefix = journal_path(brief)
-    listing = run_git(
-        ["ls-tree", "-r", "--name-only", sha, "--", prefix + "/"], git_dir=forge.cache
-    )
-    names = listing.stdout.decode().splitlines()
+    names = tree_paths(forge.cache, sha, under=prefix + "/")
     blobs = forge.read_blobs([(sha, name) for name in names])
     for name, blob in zip(names, blobs, strict=True):
         if blob is None:

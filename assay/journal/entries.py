@@ -174,6 +174,7 @@ class Denied(Entry):
     name: str = ""
     args: Mapping[str, Any] | None = None
     reason: str | None = None
+    file: str | None = None  # a refused checkpoint: the file holding a secret (never the value)
     t: str = ""
 
 

@@ -223,10 +223,15 @@ class Run:
         except Denied as denied:
             # The hook refused the checkpoint (a secret in the work tree): say so where
             # the last step was recorded; nothing of it was committed or pushed.
-            entry = {"kind": "denied", "pos": max(self.pos, 1), "step": "checkpoint"}
-            entry.update(name=reason, reason=denied.message, t=utcnow())
-            if denied.details.get("file"):
-                entry["file"] = str(denied.details["file"])
+            file = denied.details.get("file")
+            entry = entries.Denied(
+                pos=max(self.pos, 1),
+                step="checkpoint",
+                name=reason,
+                reason=denied.message,
+                file=str(file) if file else None,
+                t=utcnow(),
+            )
             self._append(entry)
             raise
 

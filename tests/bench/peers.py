@@ -33,7 +33,7 @@ from typing import Any
 
 from assay.branch import BranchSync
 from assay.forge import ForgeServer, init_forge, open_forge
-from assay.plumbing import Identity
+from assay.plumbing import Identity, run_git
 from assay.runtime import Event, Run, execute
 from tests.bench import journal as jb
 
@@ -94,6 +94,31 @@ def assay_pushed(work: Path, url: str, n: int, tag: str) -> float:
                 times.append(time.perf_counter() - started)
 
         execute(desk, None, journal_dir=sync.journal_dir, hooks=_PushHooks(sync))
+    finally:
+        forge.close()
+    return statistics.median(times)
+
+
+def bare_push(work: Path, url: str, n: int, tag: str) -> float:
+    """Median seconds of a bare ``git push`` of one ref (a new one-file commit on top of the
+    last) to ``url``: the floor a pushed step is compared with on the same transport."""
+    forge = open_forge(url, cache_dir=work / f"floor-cache-{tag}")
+    try:
+        times: list[float] = []
+        parent: list[str] = []
+        for i in range(n):
+            commit = forge.commit(
+                {"f.txt": f"{tag} {i}".encode()},
+                parents=parent,
+                message="floor",
+                author=Identity("bench", "b@x"),
+            )
+            started = time.perf_counter()
+            run_git(
+                ["push", "--quiet", url, f"{commit}:refs/bench/floor-{tag}"], git_dir=forge.cache
+            )
+            times.append(time.perf_counter() - started)
+            parent = [commit]
     finally:
         forge.close()
     return statistics.median(times)
@@ -188,8 +213,11 @@ def measure(*, quick: bool, progress: Callable[[str], None] = lambda s: None) ->
         figures["assay_local"] = statistics.median(assay_times)
         progress("step overhead: Assay with forge push")
         forge_path = init_forge(work / "forge.git")
-        figures["assay_push_file"] = assay_pushed(work, f"file://{forge_path}", pushes, "file")
+        file_url = f"file://{forge_path}"
+        figures["bare_push_file"] = bare_push(work, file_url, pushes, "file")
+        figures["assay_push_file"] = assay_pushed(work, file_url, pushes, "file")
         with ForgeServer(forge_path) as server:
+            figures["bare_push_http"] = bare_push(work, server.url, pushes, "http")
             figures["assay_push_http"] = assay_pushed(work, server.url, pushes, "http")
         progress("step overhead: DBOS, LangGraph")
         figures["dbos_floor"] = sqlite_floor(work, n // 3)
@@ -230,16 +258,7 @@ def rows(figures: Figures) -> list[tuple[str, str, str]]:
         ("step: SQLite insert + fsync (floor)", fmt_time(floor), "WAL, synchronous=FULL"),
         ("step: raw append + fsync of a line", fmt_time(figures["append_floor"]), ""),
         ("step: Assay local tier", fmt_time(figures["assay_local"]), x("assay_local")),
-        (
-            "step: Assay + push (file://)",
-            fmt_time(figures["assay_push_file"]),
-            "commit + CAS push per step",
-        ),
-        (
-            "step: Assay + push (smart HTTP)",
-            fmt_time(figures["assay_push_http"]),
-            "commit + CAS push per step",
-        ),
+        *push_rows(figures),
         (
             "step: DBOS (SQLite)",
             fmt_time(figures["dbos"]),
@@ -292,6 +311,39 @@ def rows(figures: Figures) -> list[tuple[str, str, str]]:
     return out
 
 
+def push_rows(figures: Figures) -> list[tuple[str, str, str]]:
+    """A pushed step next to a bare push of one ref on the same transport (target 1.2x)."""
+    out = []
+    for transport, key in (("file://", "file"), ("smart HTTP", "http")):
+        bare, step = figures[f"bare_push_{key}"], figures[f"assay_push_{key}"]
+        out.append((f"step: bare git push of one ref ({transport})", fmt_time(bare), "floor"))
+        out.append(
+            (
+                f"step: Assay + push ({transport})",
+                fmt_time(step),
+                f"{step / bare:.2f}x the bare push (target 1.2x); commit + CAS push per step",
+            )
+        )
+    return out
+
+
+def pushes_only(*, pushes: int) -> Figures:
+    """Only the pushed-step figures (``--pushes``): the bare push and Assay on both transports."""
+    work = Path(tempfile.mkdtemp(prefix="assay-bench-push-", dir=os.environ.get("BENCH_DIR")))
+    figures: Figures = {}
+    try:
+        forge_path = init_forge(work / "forge.git")
+        file_url = f"file://{forge_path}"
+        figures["bare_push_file"] = bare_push(work, file_url, pushes, "file")
+        figures["assay_push_file"] = assay_pushed(work, file_url, pushes, "file")
+        with ForgeServer(forge_path) as server:
+            figures["bare_push_http"] = bare_push(work, server.url, pushes, "http")
+            figures["assay_push_http"] = assay_pushed(work, server.url, pushes, "http")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return figures
+
+
 def profile(*, steps: int = 20, top: int = 12) -> str:
     """cProfile of Assay steps: local tier and pushed over smart HTTP (why a step costs what
     it costs); the functions with the most cumulative time."""
@@ -325,7 +377,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="fewer steps, 1,000-step resume only")
     parser.add_argument("--json", action="store_true", help="print the raw figures as JSON")
     parser.add_argument("--profile", action="store_true", help="cProfile Assay's steps instead")
+    parser.add_argument("--pushes", type=int, default=0, help="only the pushed-step lines")
     options = parser.parse_args(argv)
+    if options.pushes:
+        pushed = pushes_only(pushes=options.pushes)
+        if options.json:
+            print(json.dumps(pushed, indent=2))
+            return
+        for name, value, note in push_rows(pushed):
+            print(f"{name:<52} {value:>14}  {note}")
+        return
     if options.profile:
         print(profile())
         return

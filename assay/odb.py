@@ -1,0 +1,273 @@
+"""In-process git: refs read from the ref files, objects read and trees committed by libgit2.
+
+Every git process costs a few milliseconds of start-up and CPU before it does anything, and
+a brief's life used to start about eighty of them, most only to read a ref, a blob or a
+commit's parents, or to stage and commit the work tree. This module does those in the
+calling process; :mod:`assay.plumbing` keeps everything that talks to a remote (fetch and
+the CAS push), where git's own transport and lease semantics are the point.
+
+Refs are read straight from the files git writes (loose ref files, renamed into place
+atomically, then ``packed-refs``); objects through libgit2 (``pygit2``), which reads loose
+objects and packs alike and re-scans the packs when a fetch has added one. ``pygit2`` is
+imported on first use, so commands that never read an object do not pay for it, and each
+thread gets its own repository handle (libgit2 handles are not shared across threads).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pygit2
+
+_SHA = re.compile(r"[0-9a-f]{40}")
+_LOCAL = threading.local()
+
+
+class ObjectMissing(LookupError):
+    """The object (or the commit a path was read from) is not in the repository."""
+
+
+def repository(git_dir: Path) -> pygit2.Repository:
+    """A libgit2 handle on ``git_dir`` for this thread (opened once, then reused)."""
+    import pygit2
+
+    handles: dict[str, pygit2.Repository] | None = getattr(_LOCAL, "handles", None)
+    if handles is None:
+        handles = _LOCAL.handles = {}
+    key = os.fspath(git_dir)
+    handle = handles.get(key)
+    if handle is None:
+        handle = handles[key] = pygit2.Repository(key)
+    return handle
+
+
+def forget(git_dir: Path) -> None:
+    """Drop this thread's handle on ``git_dir`` (a work tree that was re-initialised)."""
+    handles = getattr(_LOCAL, "handles", None)
+    if handles is not None:
+        handles.pop(os.fspath(git_dir), None)
+
+
+# ---------------------------------------------------------------------------- refs
+
+
+def _matches(name: str, pattern: str) -> bool:
+    # for-each-ref's rule: a pattern matches itself and what lies under it as a folder.
+    return name == pattern or name.startswith(pattern if pattern.endswith("/") else pattern + "/")
+
+
+def read_refs(git_dir: Path, pattern: str) -> dict[str, str]:
+    """``{ref: sha}`` of the repository's refs matching ``pattern``, sorted by name.
+
+    Loose ref files win over ``packed-refs`` (git writes the loose file last). Symbolic
+    refs and lock files are skipped, as ``for-each-ref --format=%(objectname)`` would
+    resolve or ignore them for the namespaces Assay reads.
+    """
+    git_dir = Path(git_dir)
+    refs: dict[str, str] = {}
+    try:
+        packed = (git_dir / "packed-refs").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        packed = ""
+    for line in packed.splitlines():
+        if not line or line[0] in "#^":
+            continue
+        sha, _, name = line.partition(" ")
+        if _matches(name, pattern) and _SHA.fullmatch(sha):
+            refs[name] = sha
+    root = git_dir / pattern.rstrip("/")
+    for path in _ref_files(root):
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            continue  # deleted (or replaced by a folder) while we looked
+        if _SHA.fullmatch(text):
+            refs[path.relative_to(git_dir).as_posix()] = text
+    return dict(sorted(refs.items()))
+
+
+def _ref_files(root: Path) -> Iterable[Path]:
+    if root.is_file():
+        if not root.name.endswith(".lock"):
+            yield root
+        return
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if not name.endswith(".lock"):
+                yield Path(folder) / name
+
+
+def read_ref(git_dir: Path, name: str) -> str | None:
+    """The sha ``name`` points at (``HEAD`` followed when symbolic), or None."""
+    git_dir = Path(git_dir)
+    for _ in range(5):
+        try:
+            text = (git_dir / name).read_text(encoding="utf-8").strip()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return read_refs(git_dir, name).get(name)
+        if text.startswith("ref: "):
+            name = text[5:].strip()
+            continue
+        return text if _SHA.fullmatch(text) else None
+    return None
+
+
+def write_ref(git_dir: Path, name: str, sha: str | None) -> None:
+    """Point ``name`` at ``sha`` (None deletes it) in a repository only this process writes
+    (a work tree's own repository): a loose file renamed into place, as git writes one."""
+    path = Path(git_dir) / name
+    if sha is None:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(sha + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+# ---------------------------------------------------------------------------- objects
+
+
+def read_blobs(git_dir: Path, wanted: Iterable[tuple[str, str]]) -> list[bytes | None]:
+    """The bytes of each ``(commit, path)``; None where the commit or the path is missing
+    or the path names something other than a file."""
+    import pygit2
+
+    repo = repository(git_dir)
+    results: list[bytes | None] = []
+    for commit, path in wanted:
+        try:
+            tree = repo[commit].peel(pygit2.Tree)
+            entry = tree[path]
+            blob = repo[entry.id]
+        except (KeyError, ValueError, pygit2.InvalidSpecError):
+            results.append(None)
+            continue
+        results.append(blob.data if isinstance(blob, pygit2.Blob) else None)
+    return results
+
+
+def first_parents(git_dir: Path, tip: str, *, limit: int | None = None) -> list[str]:
+    """Commits from ``tip`` back along first parents, newest first; ``ObjectMissing``."""
+    import pygit2
+
+    repo = repository(git_dir)
+    try:
+        commit = repo[tip].peel(pygit2.Commit)
+    except (KeyError, ValueError) as exc:
+        raise ObjectMissing(f"{tip}: no such commit") from exc
+    chain: list[str] = []
+    while limit is None or len(chain) < limit:
+        chain.append(str(commit.id))
+        ids = commit.parent_ids
+        if not ids:
+            break
+        try:
+            commit = repo[ids[0]].peel(pygit2.Commit)
+        except KeyError as exc:  # a shallow or broken history: say so, as rev-list would
+            raise ObjectMissing(f"{ids[0]}: parent of {chain[-1]} is missing") from exc
+    return chain
+
+
+def tree_paths(git_dir: Path, commit: str) -> list[str]:
+    """Every file path in ``commit``'s tree (``ls-tree -r --name-only``), sorted."""
+    import pygit2
+
+    repo = repository(git_dir)
+    try:
+        tree = repo[commit].peel(pygit2.Tree)
+    except (KeyError, ValueError) as exc:
+        raise ObjectMissing(f"{commit}: no such commit") from exc
+    paths: list[str] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        for entry in node:
+            if entry.type_str == "tree":
+                walk(repo[entry.id], f"{prefix}{entry.name}/")
+            elif entry.type_str == "blob":
+                paths.append(f"{prefix}{entry.name}")
+
+    walk(tree, "")
+    return sorted(paths)
+
+
+def merged_into(git_dir: Path, tips: Iterable[str], main: str) -> list[str]:
+    """The ``tips`` that are ``main`` or one of its ancestors; unknown ones are not."""
+    repo = repository(git_dir)
+    found = []
+    for tip in tips:
+        try:
+            if tip == main or repo.descendant_of(main, tip):
+                found.append(tip)
+        except (KeyError, ValueError):
+            continue
+    return found
+
+
+def is_commit(git_dir: Path, sha: str) -> bool:
+    """Whether the full object id ``sha`` names a commit in the repository."""
+    import pygit2
+
+    try:
+        return isinstance(repository(git_dir)[sha], pygit2.Commit)
+    except (KeyError, ValueError):
+        return False
+
+
+def has_path(git_dir: Path, commit: str, path: str) -> bool:
+    """Whether ``commit``'s tree holds ``path``; False when the commit is unknown."""
+    import pygit2
+
+    try:
+        tree = repository(git_dir)[commit].peel(pygit2.Tree)
+        tree[path]
+    except (KeyError, ValueError):
+        return False
+    return True
+
+
+def extract(git_dir: Path, commit: str, folder: str, target: Path) -> bool:
+    """Write the files under ``folder`` of ``commit`` below ``target`` (``target/folder/...``);
+    False when the commit or the folder is not there. Paths come from git trees, which
+    cannot hold ``..`` or absolute names; only blobs are written (no links)."""
+    import pygit2
+
+    repo = repository(git_dir)
+    try:
+        node = repo[commit].peel(pygit2.Tree)[folder]
+        tree = repo[node.id]
+    except (KeyError, ValueError):
+        return False
+    if not isinstance(tree, pygit2.Tree):
+        return False
+
+    def walk(node: Any, at: Path) -> None:
+        at.mkdir(parents=True, exist_ok=True)
+        for entry in node:
+            if entry.type_str == "tree":
+                walk(repo[entry.id], at / entry.name)
+            elif entry.type_str == "blob" and entry.filemode != pygit2.enums.FileMode.LINK:
+                (at / entry.name).write_bytes(repo[entry.id].read_raw())
+
+    walk(tree, Path(target) / folder)
+    return True
+
+
+def signature(name: str, email: str, when: float) -> pygit2.Signature:
+    import pygit2
+
+    return pygit2.Signature(name, email, int(when), 0)
+
+
+def configure(git_dir: Path, settings: Mapping[str, str]) -> None:
+    """Set repository-level config (which wins over a machine's global config)."""
+    config = repository(git_dir).config
+    for key, value in settings.items():
+        if key not in config or config[key] != value:
+            config[key] = value

@@ -1,0 +1,185 @@
+"""The cost of a brief: ``python -m tests.bench.cost [--briefs N] [--desks N]``.
+
+Prints figures; it is not a timed test. A fleet of real desk processes (``tests.torture.fleet``:
+``assay forge serve`` over smart HTTP, ``assay desk run`` per desk, the scripted model) runs
+N briefs, and this counts:
+
+- git processes per brief: every desk gets a ``git`` wrapper first on its ``PATH`` that
+  notes the subcommand in a file and then runs the real git (the forge server's own git
+  children are not counted; they are the forge's, not the desk's);
+- CPU-seconds per brief for the whole fleet: user + system time of every desk process and
+  of the forge server, each with every child it waited for (git, http-backend), read from
+  ``wait4`` for desks and ``/proc/<pid>/stat`` (utime, stime, cutime, cstime) for the server
+  just before it is stopped.
+
+The breakdown by subcommand says where the processes go.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import stat
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tests.bench import baseline
+from tests.torture.fleet import Fleet, invariant_problems
+
+_WRAPPER = """#!/bin/sh
+skip=
+for a in "$@"; do
+  if [ -n "$skip" ]; then skip=; continue; fi
+  case "$a" in
+    -c|-C) skip=1 ;;
+    -*) ;;
+    *) echo "$a" >> "$ASSAY_GIT_COUNT"; break ;;
+  esac
+done
+exec {git} "$@"
+"""
+
+
+def git_wrapper(directory: Path) -> Path:
+    """A directory whose ``git`` counts its invocations into ``$ASSAY_GIT_COUNT``."""
+    real = shutil.which("git")
+    if real is None:
+        raise SystemExit("git is not on PATH")
+    directory.mkdir(parents=True, exist_ok=True)
+    wrapper = directory / "git"
+    wrapper.write_text(_WRAPPER.format(git=real), encoding="utf-8")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return directory
+
+
+def _proc_cpu(pid: int) -> float:
+    """utime + stime + cutime + cstime of a live process, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(v) for v in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def measure(*, briefs: int, desks: int, keep: bool = False) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="assay-bench-cost-"))
+    fleet = Fleet(root, [f"c{i:04d}" for i in range(briefs)], lease=120)
+    counts = root / "git-count.txt"
+    wrapped = git_wrapper(root / "bin")
+    original_env = fleet.env
+
+    def env(machine: str) -> dict[str, str]:
+        found = original_env(machine)
+        found["PATH"] = f"{wrapped}{os.pathsep}{found.get('PATH', '')}"
+        found["ASSAY_GIT_COUNT"] = str(counts)
+        return found
+
+    fleet.env = env  # type: ignore[method-assign]
+    try:
+        fleet.setup()
+        fleet.serve()
+        assert fleet.server is not None
+        server_cpu_before = _proc_cpu(fleet.server.pid)
+        cpu: list[float] = []
+        started = time.monotonic()
+        for _ in range(desks):
+            fleet.start_desk()
+        deadline = time.monotonic() + 3600
+        pending = list(fleet.desks)
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError("desks still running")
+            for desk in list(pending):
+                pid, status, usage = os.wait4(desk.proc.pid, os.WNOHANG)
+                if pid:
+                    desk.code = os.waitstatus_to_exitcode(status)
+                    desk.proc.returncode = desk.code
+                    cpu.append(usage.ru_utime + usage.ru_stime)
+                    pending.remove(desk)
+            time.sleep(0.05)  # polling the process table, not synchronising with anything
+        total = time.monotonic() - started
+        server_cpu = _proc_cpu(fleet.server.pid) - server_cpu_before
+        load = os.getloadavg()
+        results = fleet.inspect()
+        problems = invariant_problems(fleet, results)
+        commands = Counter(counts.read_text().split()) if counts.exists() else Counter()
+        return {
+            "briefs": briefs,
+            "desks": desks,
+            "total_s": total,
+            "briefs_per_min": briefs / total * 60,
+            "git_per_brief": sum(commands.values()) / briefs,
+            "git_commands": {k: v / briefs for k, v in commands.most_common()},
+            "cpu_per_brief": (sum(cpu) + server_cpu) / briefs,
+            "desk_cpu_per_brief": sum(cpu) / briefs,
+            "server_cpu_per_brief": server_cpu / briefs,
+            "load": " ".join(f"{x:.1f}" for x in load),
+            "problems": problems[:10],
+        }
+    finally:
+        fleet.stop()
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def rows(f: dict[str, Any]) -> list[tuple[str, str, str]]:
+    label = f"cost ({f['briefs']} briefs x {f['desks']} desks)"
+    top = ", ".join(f"{k} {v:.1f}" for k, v in list(f["git_commands"].items())[:8])
+    return [
+        (f"{label}: git processes per brief", f"{f['git_per_brief']:.1f}", top),
+        (
+            f"{label}: CPU-seconds per brief",
+            f"{f['cpu_per_brief']:.3f} s",
+            f"desks {f['desk_cpu_per_brief']:.3f} s + forge server "
+            f"{f['server_cpu_per_brief']:.3f} s; load {f['load']}",
+        ),
+        (f"{label}: briefs per minute", f"{f['briefs_per_min']:.1f}", "smart HTTP"),
+        (f"{label}: invariant problems", str(len(f["problems"])), "must be 0"),
+    ]
+
+
+def side_by_side(before: dict[str, Any], after: dict[str, Any], ref: str) -> list[str]:
+    """Markdown lines: each figure at ``ref`` and now, with the ratio and the target."""
+    lines = [
+        f"| measure | {ref} | this checkout | ratio | target |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for key, label, target in (
+        ("git_per_brief", "git processes per brief", "at most 12"),
+        ("cpu_per_brief", "CPU-seconds per brief (fleet)", "at most 0.3"),
+        ("desk_cpu_per_brief", "of which desk processes", ""),
+        ("server_cpu_per_brief", "of which the forge server", ""),
+        ("briefs_per_min", "briefs per minute", ""),
+    ):
+        old, new = float(before[key]), float(after[key])
+        lines.append(f"| {label} | {old:.2f} | {new:.2f} | {new / old:.2f}x | {target} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--briefs", type=int, default=40)
+    parser.add_argument("--desks", type=int, default=4)
+    parser.add_argument("--json", action="store_true", help="print the raw figures as JSON")
+    parser.add_argument(
+        "--baseline", metavar="REF", help="also measure commit REF first, side by side"
+    )
+    options = parser.parse_args(argv)
+    size = ["--briefs", str(options.briefs), "--desks", str(options.desks)]
+    before = baseline.figures(options.baseline, "cost", size) if options.baseline else None
+    figures = measure(briefs=options.briefs, desks=options.desks)
+    if options.json:
+        print(json.dumps(figures, indent=2))
+    for name, value, note in rows(figures):
+        print(f"{name:<52} {value:>10}  {note}")
+    for problem in figures["problems"]:
+        print(f"  problem: {problem}")
+    if before is not None:
+        print("\n".join(side_by_side(before, figures, options.baseline)))
+
+
+if __name__ == "__main__":
+    main()
