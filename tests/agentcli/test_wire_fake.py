@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from tests.agentcli.clis import cli_path
+from tests.conftest import REPO_ROOT
 from tests.fakes.wire import WireFake, assistant_turns
 from tests.fakes.wire_render import anthropic_events, anthropic_message
 
@@ -216,3 +218,24 @@ def test_models_route_and_unknown_routes() -> None:
         assert httpx.get(fake.url + "/v1/models").json()["data"][0]["id"] == "fake-model"
         assert post(fake, "/v1/embeddings", {}).status_code == 404
         assert [(s.api, s.status) for s in fake.seen] == [("other", 200), ("other", 404)]
+
+
+def test_the_fake_runs_as_a_process_from_a_yaml_script(tmp_path: Path) -> None:
+    script = tmp_path / "script.yaml"
+    script.write_text("turns:\n  - content: from a process\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes", "wire", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        url = process.stdout.readline().strip()
+        reply = httpx.post(url + "/v1/messages", json={"messages": [], "tools": TOOLS}, timeout=30)
+        assert reply.json()["content"][0]["text"] == "from a process"
+        assert process.stderr.readline().strip() == "count=1"
+    finally:
+        process.kill()
+        process.communicate(timeout=30)
