@@ -216,6 +216,10 @@ class CodexProfile(CliProfile):
             "[analytics]",
             "enabled = false",
             "",
+            "[features]",  # no sub-agent threads (parallel model calls) and no goal tools
+            "multi_agent = false",
+            "goals = false",
+            "",
             "[model_providers.assay]",
             'name = "Assay gateway"',
             f"base_url = {_toml(url + '/v1')}",

@@ -163,6 +163,8 @@ def test_codex_runs_a_scripted_session(tmp_path: Path) -> None:
         turns = fake.turn_requests()
         assert [t.turn for t in turns] == [0, 1, 2, 3, 4, 5]
         assert {t.api for t in turns} == {"openai-responses"}
+        offered = {tool.get("name") for tool in turns[0].body["tools"]}  # no sub-agents, goals
+        assert offered == {"exec_command", "write_stdin", "request_user_input", "view_image"}
         assert all(t.headers["authorization"] == f"Bearer {TOKEN}" for t in turns)
         assert sent(turns[2].body, "first-run-ok")
         assert sent(turns[5].body, "hello\nbye")
