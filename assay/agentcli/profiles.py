@@ -134,6 +134,9 @@ class ClaudeCodeProfile(CliProfile):
     def arguments(
         self, base: list[str], *, home: Path, model: str, tools: Sequence[str], mcp_url: str | None
     ) -> list[str]:
+        for tool in tools:  # the lists are comma-joined: a comma would grant a second tool
+            if "," in tool or not tool.strip():
+                raise BadInput(f"tools: {tool!r} is not a Claude Code tool name")
         builtin = [t for t in tools if not t.startswith("mcp__")]
         allowed = list(tools) + ([f"mcp__{MCP_NAME}"] if mcp_url else [])
         options = [

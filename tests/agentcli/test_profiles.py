@@ -187,3 +187,9 @@ def test_a_work_trees_claude_hooks_do_not_run_unless_the_desk_opts_in(tmp_path: 
             memory = "marker 5d1e" in json.dumps(fake.turn_requests()[0].body)
         seen.append(((work / "hook-ran").exists(), memory))
     assert seen == [(False, False), (True, True)]
+
+
+@pytest.mark.parametrize("tool", ["Read,Bash", "", " "])
+def test_a_claude_tool_name_cannot_smuggle_a_second_grant(tool: str, tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match=r"tools: .* is not a Claude Code tool name"):
+        launch("claude-code", tmp_path, tools=["Write", tool])
