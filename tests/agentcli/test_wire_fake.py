@@ -239,3 +239,44 @@ def test_the_fake_runs_as_a_process_from_a_yaml_script(tmp_path: Path) -> None:
     finally:
         process.kill()
         process.communicate(timeout=30)
+
+
+SDK_RESPONSES = """
+import json, sys
+from openai import OpenAI
+client = OpenAI(base_url=sys.argv[1], api_key="t", max_retries=0)
+tools = [{"type": "custom", "name": "apply_patch"}]
+with client.responses.stream(model="m", input="x", tools=tools) as events:
+    kinds = [event.type for event in events]
+    output = events.get_final_response().model_dump()["output"]
+print(json.dumps({"kinds": kinds, "output": output}))
+"""
+
+
+def test_the_openai_sdk_parses_freeform_and_namespaced_calls() -> None:
+    patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"
+    turn = {
+        "tool_calls": [
+            {"name": "apply_patch", "input": patch},
+            {"namespace": "mcp__assay", "name": "note", "arguments": {"text": "x"}},
+        ]
+    }
+    python = cli_path("mini").parent / "python"
+    with WireFake([turn]) as fake:
+        done = subprocess.run(
+            [str(python), "-c", SDK_RESPONSES, fake.openai_base_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    custom, namespaced = got["output"]
+    assert (custom["type"], custom["name"], custom["input"]) == (
+        "custom_tool_call",
+        "apply_patch",
+        patch,
+    )
+    assert (namespaced["namespace"], namespaced["name"]) == ("mcp__assay", "note")
+    assert "response.custom_tool_call_input.delta" in got["kinds"]

@@ -216,6 +216,7 @@ def responses_items(turn: dict[str, Any], number: int) -> list[dict[str, Any]]:
                 {
                     "type": "custom_tool_call",
                     **ids,
+                    "id": f"ctc_fake{number:04d}{index:02d}",
                     "name": call["name"],
                     "input": call["input"],
                     "status": "completed",
