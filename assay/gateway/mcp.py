@@ -26,8 +26,9 @@ it gets 401 before the library sees it. Tool calls are served one at a time in a
 thread, so a journaling bridge sees one sequence and the event loop never blocks on a
 command. Refusals never become transport failures: ``Denied``, ``ToolError`` and any other
 ``AssayError`` come back as ``isError`` results whose text starts with the error's status
-word (``denied: ...``, ``bad_input: ...``); an unexpected exception in a bridge is logged
-and answered ``internal: ...`` without its message, and the server keeps serving.
+word (``denied: ...``, ``bad_input: ...``), a ``Suspension`` as ``suspended: waiting for
+...``; an unexpected exception in a bridge (or a result that is not JSON) is logged and
+answered ``internal: ...`` without its message, and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from starlette.types import Receive, Scope, Send
 
 from assay import __version__
 from assay.desks.tools import ToolBox, ToolError, ToolPolicy, tool_specs
-from assay.errors import AssayError, Denied
+from assay.errors import AssayError, Denied, Suspension
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +206,13 @@ def _mcp_server(bridge: ToolBridge) -> Server[Any]:
         async with serial:
             try:
                 result = await anyio.to_thread.run_sync(bridge.call_tool, params.name, arguments)
+                text = json.dumps(result, ensure_ascii=False)
             except AssayError as exc:
                 return _text_result(f"{exc.status}: {exc.message}", error=True)
+            except Suspension as exc:
+                # The bridge's run is suspending (an approval, say): the desk ends the CLI;
+                # the protocol and the server carry on meanwhile.
+                return _text_result(f"suspended: waiting for {exc.waiting_for}", error=True)
             except Exception as exc:
                 log.exception("MCP tool %r failed", params.name)
                 text = (
@@ -214,8 +220,8 @@ def _mcp_server(bridge: ToolBridge) -> Server[Any]:
                     "see the desk log"
                 )
                 return _text_result(text, error=True)
-        text = json.dumps(result, ensure_ascii=False, sort_keys=True)
-        return _text_result(text, error=False, structured=result)
+        structured = result if isinstance(result, dict) else None
+        return _text_result(text, error=False, structured=structured)
 
     return Server(
         SERVER_NAME, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 
 from assay.desks.tools import ToolBox, ToolPolicy
-from assay.errors import Denied
+from assay.errors import Denied, Suspension
 from assay.gateway.mcp import (
     ToolBoxBridge,
     build_mcp_app,
@@ -283,6 +283,10 @@ class ExplodingBridge(CountingBridge):
     def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if name == "run":
             raise RuntimeError("disk on fire at /home/ci/.netrc")
+        if name == "list_files":
+            return {"files": {object()}}  # not JSON: a bridge bug, not the model's
+        if name == "request_approval":
+            raise Suspension("approval:push")
         return super().call_tool(name, arguments)
 
 
@@ -298,6 +302,12 @@ def test_a_bridge_that_raises_is_an_internal_error_and_the_server_keeps_working(
         assert text_of(result) == "internal: tool 'run' failed (RuntimeError); see the desk log"
         assert "netrc" not in text_of(result)
         assert "disk on fire" in caplog.text
+        unjson = call(url, TOKEN, "list_files", {})
+        assert unjson.is_error
+        assert text_of(unjson) == "internal: tool 'list_files' failed (TypeError); see the desk log"
+        suspended = call(url, TOKEN, "request_approval", {"reason": "push"})
+        assert suspended.is_error
+        assert text_of(suspended) == "suspended: waiting for approval:push"
         again = call(url, TOKEN, "write_file", {"path": "after.txt", "content": "fine"})
         assert not again.is_error
     assert (tree / "after.txt").read_text(encoding="utf-8") == "fine"
