@@ -24,19 +24,25 @@ T = TypeVar("T")
 
 
 @contextlib.contextmanager
-def serve(app: ASGIApp, *, lifespan: str = "on") -> Iterator[str]:
-    """Run ``app`` under uvicorn in a thread; yield ``http://127.0.0.1:<port>``."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+def serve(app: ASGIApp, *, lifespan: str = "on", uds: str | None = None) -> Iterator[str]:
+    """Run ``app`` under uvicorn in a thread; yield ``http://127.0.0.1:<port>`` (or, on the
+    Unix socket ``uds``, ``http://localhost``)."""
+    if uds is None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    else:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(uds)
+        base = "http://localhost"
     # Listening before the thread starts: a client that connects early waits in the backlog.
     sock.listen(64)
-    port = sock.getsockname()[1]
     config = uvicorn.Config(app, lifespan=lifespan, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield base
     finally:
         server.should_exit = True
         thread.join(timeout=30)
@@ -45,7 +51,7 @@ def serve(app: ASGIApp, *, lifespan: str = "on") -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def serve_in_gateway(mcp: McpApp, *, path: str = "/mcp") -> Iterator[str]:
+def serve_in_gateway(mcp: McpApp, *, path: str = "/mcp", uds: str | None = None) -> Iterator[str]:
     """``mcp`` routed at ``path`` of a parent Starlette app whose lifespan enters
     ``mcp.lifespan()``, as the gateway runs it; yields the MCP endpoint's URL."""
     started = threading.Event()
@@ -57,7 +63,7 @@ def serve_in_gateway(mcp: McpApp, *, path: str = "/mcp") -> Iterator[str]:
             yield
 
     parent = Starlette(routes=[Route(path, endpoint=mcp)], lifespan=lifespan)
-    with serve(parent) as base:
+    with serve(parent, uds=uds) as base:
         assert started.wait(30), "the gateway's lifespan did not start"
         yield base + path
 
@@ -68,12 +74,15 @@ def with_client(
     body: Callable[[Client], Awaitable[T]],
     *,
     mode: str = "legacy",
+    uds: str | None = None,
 ) -> T:
-    """Connect the library's client to ``url`` (bearer ``token``) and run ``body`` with it."""
+    """Connect the library's client to ``url`` (bearer ``token``; over the Unix socket
+    ``uds`` when given) and run ``body`` with it."""
 
     async def main() -> T:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        transport = httpx2.AsyncHTTPTransport(uds=uds) if uds else None
+        async with httpx2.AsyncClient(headers=headers, timeout=60, transport=transport) as http:
             transport = streamable_http_client(url, http_client=http)
             async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]
                 return await body(client)

@@ -120,8 +120,13 @@ def test_a_request_without_the_token_is_401_and_reaches_nothing(
     url: str, bridge: CountingBridge, authorization: str | None
 ) -> None:
     headers = {} if authorization is None else {"Authorization": authorization}
-    for body in (INITIALIZE, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
-        response = post(url, body, **headers)
+    modern = {**headers, "MCP-Protocol-Version": "2026-07-28"}  # the library's other entry
+    for body, sent_headers in [
+        (INITIALIZE, headers),
+        ({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers),
+        ({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, modern),
+    ]:
+        response = post(url, body, **sent_headers)
         assert response.status_code == 401
         assert response.headers["www-authenticate"].startswith("Bearer")
         assert TOKEN not in response.text
@@ -324,6 +329,23 @@ def test_denied_from_a_bridge_is_a_tool_error_too(tree: Path) -> None:
 
 
 # -- serving ------------------------------------------------------------------------------
+
+
+def test_served_on_a_unix_socket_as_the_sandbox_relay_reaches_it(
+    tree: Path, bridge: CountingBridge, tmp_path: Path
+) -> None:
+    socket_path = str(tmp_path / "gateway.sock")
+    with serve_in_gateway(build_mcp_app(bridge, token=TOKEN), uds=socket_path) as url:
+        result = call(
+            url, TOKEN, "write_file", {"path": "via-uds", "content": "u"}, uds=socket_path
+        )
+        assert not result.is_error, text_of(result)
+        refused = call(url, TOKEN, "read_file", {"path": "../x"}, uds=socket_path)
+        assert refused.is_error and text_of(refused).startswith("denied: ")
+        with pytest.raises(Exception, match="unhandled errors"):
+            call(url, "wrong", "write_file", {"path": "pwned", "content": "x"}, uds=socket_path)
+    assert (tree / "via-uds").read_text(encoding="utf-8") == "u"
+    assert not (tree / "pwned").exists()
 
 
 def test_requests_before_the_lifespan_is_entered_get_503(bridge: CountingBridge) -> None:
