@@ -28,7 +28,10 @@ def serve(app: ASGIApp, *, lifespan: str = "on", uds: str | None = None) -> Iter
     """Run ``app`` under uvicorn in a thread; yield ``http://127.0.0.1:<port>`` (or, on the
     Unix socket ``uds``, ``http://localhost``)."""
     if uds is None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto=IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted connections only
+        # when the listening socket says it is TCP; without it every response that is
+        # written in two parts waits ~40 ms for a delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.bind(("127.0.0.1", 0))
         base = f"http://127.0.0.1:{sock.getsockname()[1]}"
     else:
