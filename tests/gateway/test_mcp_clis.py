@@ -11,14 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from assay.agentcli.profiles import Launch, get_profile
 from assay.desks.tools import ToolBox, ToolPolicy
 from assay.gateway.mcp import build_mcp_app
 from tests.agentcli.clis import cli_path, run_launch
 from tests.agentcli.test_sessions import sent
-from tests.fakes import wire_render
 from tests.fakes.wire import WireFake
 from tests.gateway.mcp_harness import serve_in_gateway
 from tests.gateway.test_mcp_server import CountingBridge
@@ -29,26 +26,6 @@ POLICY = ToolPolicy(
     run_prefixes=(("echo",),),
 )
 EVIDENCE = {"row": "notes", "result": "pass", "note": "notes.txt exists"}
-
-
-@pytest.fixture
-def namespaced_responses(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Codex offers MCP tools as a Responses ``namespace`` (``mcp__assay``) and routes a
-    ``function_call`` by its ``namespace`` and bare ``name``; the fake's renderer does not
-    emit ``namespace`` yet, so the scripted call's own ``namespace`` is added here."""
-    original = wire_render.responses_items
-
-    def with_namespace(turn: dict[str, Any], number: int) -> list[dict[str, Any]]:
-        items = original(turn, number)
-        calls = iter(turn.get("tool_calls") or [])
-        for item in items:
-            if item["type"] in ("function_call", "custom_tool_call"):
-                namespace = next(calls).get("namespace")
-                if namespace:
-                    item["namespace"] = namespace
-        return items
-
-    monkeypatch.setattr(wire_render, "responses_items", with_namespace)
 
 
 @contextlib.contextmanager
@@ -134,7 +111,6 @@ def test_claude_code_calls_the_desk_tools_through_mcp(tmp_path: Path) -> None:
         assert_session(fake, bridge, workdir, tmp_path)
 
 
-@pytest.mark.usefixtures("namespaced_responses")
 def test_codex_calls_the_desk_tools_through_mcp(tmp_path: Path) -> None:
     binary = cli_path("codex")
     with desk(tmp_path) as (url, bridge, workdir), WireFake(script(codex_call)) as fake:
