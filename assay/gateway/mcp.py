@@ -16,10 +16,12 @@ Running it inside the gateway::
 The library's session manager needs a task group, which ``mcp.lifespan()`` opens and
 closes; Starlette does not run a mounted app's own lifespan, so the parent app must enter
 it (inside an existing lifespan: ``async with mcp.lifespan(): ...``). Until it is entered,
-and after it is left, requests get 503. Served on its own (uvicorn given ``mcp`` as the
-app), the app answers ASGI lifespan events by entering ``lifespan()`` itself. The app
-serves whatever path it is routed at; prefer ``Route("/mcp", ...)`` to ``Mount("/mcp", ...)``,
-which answers ``/mcp`` with a 307 to ``/mcp/`` that not every client follows.
+and after it is left, requests get 503; a GET (an event stream) always gets 405. Served on
+its own (uvicorn given ``mcp`` as the app), the app answers ASGI lifespan events by
+entering ``lifespan()`` itself. The app serves whatever path it is routed at; prefer
+``Route("/mcp", ...)`` to ``Mount("/mcp", ...)``, which answers ``/mcp`` with a 307 to
+``/mcp/`` that not every client follows. A pre-bound TCP socket handed to uvicorn must be
+made with ``IPPROTO_TCP`` (see docs/mcp.md) or each response waits ~40 ms on Nagle.
 
 Every request must carry ``Authorization: Bearer <token>`` (compared in constant time) or
 it gets 401 before the library sees it. Tool calls are served one at a time in a worker
@@ -265,6 +267,17 @@ class McpApp:
             await JSONResponse({"error": "the MCP server is not running"}, 503)(
                 scope, receive, send
             )
+            return
+        if scope["method"] == "GET":
+            # A stateless server never speaks first, and the library would hold a GET's
+            # event stream open until the client goes: 405 says there is none (the spec's
+            # answer), and nothing keeps the gateway from stopping.
+            response = JSONResponse(
+                {"error": "this server offers no event stream"},
+                status_code=405,
+                headers={"Allow": "POST, DELETE"},
+            )
+            await response(scope, receive, send)
             return
         await self._manager.handle_request(scope, receive, send)
 

@@ -160,10 +160,13 @@ def test_an_empty_token_is_refused_at_build_time(bridge: CountingBridge) -> None
         build_mcp_app(bridge, token="")
 
 
-def test_a_foreign_host_header_is_refused(url: str, bridge: CountingBridge) -> None:
+def test_a_foreign_host_or_origin_is_refused(url: str, bridge: CountingBridge) -> None:
     # DNS rebinding: a page on evil.example resolving to 127.0.0.1 still names its own host.
-    response = post(url, INITIALIZE, Authorization=f"Bearer {TOKEN}", Host="evil.example")
-    assert response.status_code in (400, 403, 421)
+    auth = f"Bearer {TOKEN}"
+    assert post(url, INITIALIZE, Authorization=auth, Host="evil.example").status_code == 421
+    assert (
+        post(url, INITIALIZE, Authorization=auth, Origin="http://evil.example").status_code == 403
+    )
     assert bridge.listed == 0
 
 
@@ -250,8 +253,10 @@ def test_arguments_that_are_not_an_object_do_not_break_the_server(url: str) -> N
         "params": {"name": "write_file", "arguments": ["path", "content"]},
     }
     response = post(url, bad, Authorization=auth, **{"MCP-Protocol-Version": "2025-06-18"})
-    assert response.status_code < 500
-    assert "error" in response.json() or response.json()["result"]["isError"]
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] == -32602  # invalid params, from the library
+    garbage = httpx.post(url, content=b"{not json", headers={"Authorization": auth}, timeout=30)
+    assert garbage.status_code == 400
     assert not call(url, TOKEN, "list_files", {}).is_error
 
 
@@ -346,6 +351,14 @@ def test_served_on_a_unix_socket_as_the_sandbox_relay_reaches_it(
             call(url, "wrong", "write_file", {"path": "pwned", "content": "x"}, uds=socket_path)
     assert (tree / "via-uds").read_text(encoding="utf-8") == "u"
     assert not (tree / "pwned").exists()
+
+
+def test_a_get_is_405_at_once_rather_than_a_stream_held_open(url: str) -> None:
+    headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {TOKEN}"}
+    response = httpx.get(url, headers=headers, timeout=10)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST, DELETE"
+    assert httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=10).status_code == 401
 
 
 def test_requests_before_the_lifespan_is_entered_get_503(bridge: CountingBridge) -> None:
