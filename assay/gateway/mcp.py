@@ -16,7 +16,7 @@ Running it inside the gateway::
 The library's session manager needs a task group, which ``mcp.lifespan()`` opens and
 closes; Starlette does not run a mounted app's own lifespan, so the parent app must enter
 it (inside an existing lifespan: ``async with mcp.lifespan(): ...``). Until it is entered,
-and after it is left, requests get 503; after that a GET (an event stream) gets 405. Served on
+and after it is left, requests get 503; while it runs, a GET (an event stream) gets 405. Served on
 its own (uvicorn given ``mcp`` as the app), the app answers ASGI lifespan events by
 entering ``lifespan()`` itself. The app serves whatever path it is routed at; prefer
 ``Route("/mcp", ...)`` to ``Mount("/mcp", ...)``, which answers ``/mcp`` with a 307 to
