@@ -33,7 +33,11 @@ def desk(tmp_path: Path, *, token: str = TOKEN) -> Iterator[tuple[str, CountingB
     """The MCP server over the work tree's ToolBox, routed as the gateway routes it."""
     workdir = tmp_path / "work"
     workdir.mkdir()
-    bridge = CountingBridge(ToolBox(workdir, POLICY), messages=lambda: ["prefer small commits"])
+    bridge = CountingBridge(
+        ToolBox(workdir, POLICY),
+        approver=lambda reason: {"approved": True, "by": "ada", "reason": reason},
+        messages=lambda: ["prefer small commits"],
+    )
     with serve_in_gateway(build_mcp_app(bridge, token=token)) as url:
         yield url, bridge, workdir
 
@@ -58,8 +62,8 @@ def launch(
 
 
 def script(call: Any) -> list[dict[str, Any]]:
-    """Six MCP calls (a path escape and a command off the allowlist among them), then the
-    final answer."""
+    """Nine MCP calls (a path escape, a command off the allowlist and two calls in one turn
+    among them), then the final answer."""
     return [
         {
             "content": "Writing.",
@@ -68,6 +72,13 @@ def script(call: Any) -> list[dict[str, Any]]:
         {"tool_calls": [call("write_file", path="../escaped.txt", content="x")]},
         {"tool_calls": [call("run", command="echo ran-through-mcp")]},
         {"tool_calls": [call("run", command="rm -rf .")]},
+        {
+            "tool_calls": [
+                call("write_file", path="a.txt", content="parallel-a"),
+                call("write_file", path="b.txt", content="parallel-bb"),
+            ]
+        },
+        {"tool_calls": [call("request_approval", reason="publish the notes")]},
         {"tool_calls": [call("check_messages")]},
         {"tool_calls": [call("finish", summary="notes written", evidence=[EVIDENCE])]},
         {"content": "Finished."},
@@ -75,18 +86,25 @@ def script(call: Any) -> list[dict[str, Any]]:
 
 
 def assert_session(fake: WireFake, bridge: CountingBridge, workdir: Path, tmp_path: Path) -> None:
-    assert fake.answered == 7
-    assert bridge.calls == [*("write_file", "write_file", "run", "run", "check_messages", "finish")]
+    assert fake.answered == 9
+    # The two calls of one turn may arrive in either order; each ran once.
+    assert bridge.calls[:4] == ["write_file", "write_file", "run", "run"]
+    assert bridge.calls[4:6] == ["write_file", "write_file"]
+    assert bridge.calls[6:] == ["request_approval", "check_messages", "finish"]
     turns = fake.turn_requests()
     assert sent(turns[1].body, '"bytes":2')
     assert sent(turns[2].body, "denied: path '../escaped.txt' leaves the work tree")
     assert sent(turns[3].body, "ran-through-mcp")
     assert sent(turns[4].body, "denied: command 'rm -rf .'")
-    assert sent(turns[5].body, "prefer small commits")
-    assert sent(turns[6].body, '"finished":true')
+    assert sent(turns[5].body, '"bytes":10') and sent(turns[5].body, '"bytes":11')
+    assert sent(turns[6].body, '"reason":"publish the notes"')
+    assert sent(turns[7].body, "prefer small commits")
+    assert sent(turns[8].body, '"finished":true')
     assert (workdir / "notes.txt").read_text(encoding="utf-8") == "n\n"
+    assert (workdir / "a.txt").read_text(encoding="utf-8") == "parallel-a"
+    assert (workdir / "b.txt").read_text(encoding="utf-8") == "parallel-bb"
     assert not (tmp_path / "escaped.txt").exists()
-    assert sorted(p.name for p in workdir.iterdir()) == ["notes.txt"]
+    assert sorted(p.name for p in workdir.iterdir()) == ["a.txt", "b.txt", "notes.txt"]
 
 
 def claude_call(name: str, **arguments: Any) -> dict[str, Any]:
