@@ -166,3 +166,24 @@ def test_a_real_cli_gets_a_hostile_prompt_verbatim_and_runs_none_of_it(
     assert json.dumps(HOSTILE)[1:-1] in request  # the whole prompt, as the user's text
     assert not list(work.glob("pwned*")) and not list(tmp_path.glob("pwned*"))
     assert TOKEN not in done.stdout + done.stderr
+
+
+def test_a_work_trees_claude_hooks_do_not_run_unless_the_desk_opts_in(tmp_path: Path) -> None:
+    path = cli_path("claude")
+    work, home = tmp_path / "work", tmp_path / "home"
+    (work / ".claude").mkdir(parents=True)
+    home.mkdir()
+    hook = {"type": "command", "command": "touch hook-ran"}
+    settings = {"hooks": {"SessionStart": [{"hooks": [hook]}]}}
+    (work / ".claude" / "settings.json").write_text(json.dumps(settings))
+    (work / "CLAUDE.md").write_text("Project memory marker 5d1e.\n")
+    opt_in = ["claude", "--print", "--setting-sources=user,project", "--", "{prompt}"]
+    seen = []
+    for command in (None, opt_in):
+        with WireFake([{"content": "ok"}]) as fake:
+            got = launch("claude-code", tmp_path, gateway_url=fake.url, command=command)
+            done = run_launch(got, workdir=work, home=home, binary=path)
+            assert done.returncode == 0, done.stderr + done.stdout
+            memory = "marker 5d1e" in json.dumps(fake.turn_requests()[0].body)
+        seen.append(((work / "hook-ran").exists(), memory))
+    assert seen == [(False, False), (True, True)]
