@@ -1,5 +1,6 @@
-"""Serving an ASGI app with uvicorn on 127.0.0.1 from a thread, and talking to the MCP
-server in it with the ``mcp`` library's own client."""
+"""Serving an ASGI app with uvicorn on 127.0.0.1 (or a Unix socket) from a thread, talking
+to the MCP server in it with the ``mcp`` library's own client, and ``CountingBridge``, a
+real ``ToolBoxBridge`` that records what reached it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from assay.gateway.mcp import McpApp
+from assay.desks.tools import ToolBox
+from assay.gateway.mcp import McpApp, ToolBoxBridge
 
 T = TypeVar("T")
 
@@ -104,3 +106,20 @@ def call(url: str, token: str, name: str, arguments: dict[str, Any], **kw: Any) 
 
 def text_of(result: Any) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
+
+
+class CountingBridge(ToolBoxBridge):
+    """A ToolBoxBridge that counts what reached it (the server's token check comes first)."""
+
+    def __init__(self, toolbox: ToolBox, **kw: Any) -> None:
+        super().__init__(toolbox, **kw)
+        self.calls: list[str] = []
+        self.listed = 0
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        self.listed += 1
+        return super().list_tools()
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(name)
+        return super().call_tool(name, arguments)

@@ -17,8 +17,7 @@ from assay.gateway.mcp import build_mcp_app
 from tests.agentcli.clis import cli_path, run_launch
 from tests.agentcli.test_sessions import sent
 from tests.fakes.wire import WireFake
-from tests.gateway.mcp_harness import serve_in_gateway
-from tests.gateway.test_mcp_server import CountingBridge
+from tests.gateway.mcp_harness import CountingBridge, serve_in_gateway
 
 TOKEN = "assay-mcp-cli-token-5d1c"
 POLICY = ToolPolicy(

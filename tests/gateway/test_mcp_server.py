@@ -19,12 +19,18 @@ from mcp import Client
 from assay.desks.tools import ToolBox, ToolPolicy
 from assay.errors import Denied, Suspension
 from assay.gateway.mcp import (
-    ToolBoxBridge,
     build_mcp_app,
     check_arguments,
     desk_tool_descriptors,
 )
-from tests.gateway.mcp_harness import call, serve, serve_in_gateway, text_of, with_client
+from tests.gateway.mcp_harness import (
+    CountingBridge,
+    call,
+    serve,
+    serve_in_gateway,
+    text_of,
+    with_client,
+)
 
 TOKEN = "t0k-" + "9" * 40
 ALL_TOOLS = frozenset({"read_file", "write_file", "list_files", "run", "finish"})
@@ -38,23 +44,6 @@ INITIALIZE = {
         "clientInfo": {"name": "attacker", "version": "0"},
     },
 }
-
-
-class CountingBridge(ToolBoxBridge):
-    """A ToolBoxBridge that counts what reached it (the server's token check comes first)."""
-
-    def __init__(self, toolbox: ToolBox, **kw: Any) -> None:
-        super().__init__(toolbox, **kw)
-        self.calls: list[str] = []
-        self.listed = 0
-
-    def list_tools(self) -> list[dict[str, Any]]:
-        self.listed += 1
-        return super().list_tools()
-
-    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(name)
-        return super().call_tool(name, arguments)
 
 
 @pytest.fixture
