@@ -104,7 +104,7 @@ class ToolBox:
 
     def specs(self) -> list[dict[str, Any]]:
         """OpenAI function-tool schemas of the declared tools, in a stable order."""
-        return [_spec(name, self.policy) for name in TOOL_NAMES if name in self.allowed]
+        return tool_specs(self.policy)
 
     # -- paths ---------------------------------------------------------------------------
 
@@ -286,6 +286,15 @@ class ToolBox:
                 raise ToolError(f"finish: evidence[{index}].note must be a string")
             evidence.append({"row": row_id, "result": result, "note": note})
         return {"finished": True, "summary": summary, "evidence": evidence}
+
+
+def tool_specs(policy: ToolPolicy) -> list[dict[str, Any]]:
+    """OpenAI function-tool schemas of the tools ``policy`` declares, in a stable order.
+
+    The one statement of the tools' arguments: ``ToolBox.specs`` and the MCP server's
+    descriptors both read it.
+    """
+    return [_spec(name, policy) for name in TOOL_NAMES if name in policy.allowed]
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
