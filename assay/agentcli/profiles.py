@@ -1,0 +1,335 @@
+"""The agent CLI profiles: how each CLI is pointed at the model gateway, run unattended in a
+brief's work tree and handed its prompt, and which request fields are volatile.
+
+    profile = get_profile("claude-code")
+    launch = profile.launch(command=None, workdir=tree, home=home, gateway_url=url,
+                            token=token, model="claude-sonnet-4-5", prompt=brief_text,
+                            tools=["Bash", "Read", "Write"], mcp_url=None)
+    # write launch.files, then run launch.argv in `tree` with launch.env + PATH/HOME/LANG,
+    # stdin from /dev/null
+
+``gateway_url`` is the gateway's root (``http://127.0.0.1:PORT``, no ``/v1``): a profile adds
+the path prefix its API client expects. Hostile by default: the prompt is one argv element
+(``{prompt}`` is replaced inside the element that holds it, never through a shell), every
+command a profile builds puts it where the CLI cannot take it for an option, and the token
+is the only key a CLI is given. ``normalise(api, body)`` returns a copy of a request body
+without the fields that change between two runs of the same conversation (ids, timestamps,
+Claude Code's attribution header...), so the gateway can match a resumed CLI's requests
+against the journal. What each CLI sends is written down in docs/agent-cli-profiles.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal
+
+from assay.errors import BadInput
+
+Api = Literal["anthropic", "openai-chat", "openai-responses"]
+PROMPT = "{prompt}"
+MCP_NAME = "assay"  # the name the Assay MCP server is registered under in every CLI
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the desk starts: ``argv`` in the work tree, with ``env`` (plus PATH, HOME and
+    LANG), after writing ``files`` (absolute paths under ``home``; their parents may not
+    exist yet)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    files: dict[Path, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CliProfile:
+    """One agent CLI. Subclasses say how it is configured; this base substitutes the prompt,
+    checks the command and does the normalisation every API shares."""
+
+    name: str
+    api: Api
+    default_command: tuple[str, ...]
+    mcp: bool = True  # whether the CLI can register an MCP server over streamable HTTP
+
+    def launch(
+        self,
+        *,
+        command: Sequence[str] | None,
+        workdir: Path,
+        home: Path,
+        gateway_url: str,
+        token: str,
+        model: str,
+        prompt: str,
+        tools: Sequence[str],
+        mcp_url: str | None,
+    ) -> Launch:
+        base = list(command) if command else list(self.default_command)
+        if not base or not all(isinstance(arg, str) for arg in base):
+            raise BadInput(
+                f"cli.command: the {self.name} profile needs a command (a list of strings)"
+            )
+        url = gateway_url.rstrip("/")
+        argv = self.arguments(base, home=home, model=model, tools=tools, mcp_url=mcp_url)
+        argv = [arg.replace(PROMPT, prompt) for arg in argv]
+        env = self.environment(url=url, home=home, token=token, workdir=workdir)
+        files = self.config_files(url=url, home=home, token=token, model=model, mcp_url=mcp_url)
+        return Launch(argv=argv, env=env, files=files)
+
+    # -- what each profile says ---------------------------------------------------------
+
+    def arguments(
+        self, base: list[str], *, home: Path, model: str, tools: Sequence[str], mcp_url: str | None
+    ) -> list[str]:
+        """The command with the profile's own options added (the prompt not yet in)."""
+        return base
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        raise NotImplementedError
+
+    def config_files(
+        self, *, url: str, home: Path, token: str, model: str, mcp_url: str | None
+    ) -> dict[Path, bytes]:
+        return {}
+
+    # -- replay matching ------------------------------------------------------------------
+
+    volatile_top: ClassVar[frozenset[str]] = frozenset({"metadata", "user"})
+
+    def normalise(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A copy of ``body`` without its volatile fields (see the module docstring)."""
+        out = {k: copy.deepcopy(v) for k, v in body.items() if k not in self.volatile_top}
+        return self.scrub(api, out)
+
+    def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        return body
+
+
+def _options_before_prompt(base: list[str], options: list[str]) -> list[str]:
+    """Insert ``options`` right after the program name, so they stay options whatever the
+    user's command has after it (a ``--`` or the prompt itself)."""
+    return [base[0], *options, *base[1:]]
+
+
+DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+
+
+class ClaudeCodeProfile(CliProfile):
+    """Claude Code (``@anthropic-ai/claude-code``) in print mode against ``/v1/messages``.
+
+    As root it refuses ``--dangerously-skip-permissions``, so the desk's declared tools are
+    both the only built-in tools offered (``--tools``) and the ones granted
+    (``--allowedTools``); the Assay MCP server's tools are granted as ``mcp__assay``.
+    ``--setting-sources=user`` keeps a work tree's ``.claude/settings.json`` (hooks,
+    permissions) out: only the generated HOME's settings apply."""
+
+    volatile_top = frozenset({"metadata"})  # user_id: device id + session id
+
+    def arguments(
+        self, base: list[str], *, home: Path, model: str, tools: Sequence[str], mcp_url: str | None
+    ) -> list[str]:
+        builtin = [t for t in tools if not t.startswith("mcp__")]
+        allowed = list(tools) + ([f"mcp__{MCP_NAME}"] if mcp_url else [])
+        options = [
+            f"--model={model}",
+            f"--tools={','.join(builtin)}",
+            f"--allowedTools={','.join(allowed)}",
+            "--setting-sources=user",
+        ]
+        if mcp_url:
+            options += [f"--mcp-config={home / '.assay-mcp.json'}", "--strict-mcp-config"]
+        return _options_before_prompt(base, options)
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        return {
+            "ANTHROPIC_BASE_URL": url,
+            "ANTHROPIC_API_KEY": token,
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+        }
+
+    def config_files(
+        self, *, url: str, home: Path, token: str, model: str, mcp_url: str | None
+    ) -> dict[Path, bytes]:
+        if not mcp_url:
+            return {}
+        server = {"type": "http", "url": mcp_url, "headers": {"Authorization": f"Bearer {token}"}}
+        text = json.dumps({"mcpServers": {MCP_NAME: server}}, indent=2) + "\n"
+        return {home / ".assay-mcp.json": text.encode()}
+
+    def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        system = body.get("system")
+        if isinstance(system, list):  # the first block is a per-request attribution header
+            body["system"] = [
+                b
+                for b in system
+                if not (
+                    isinstance(b, dict)
+                    and str(b.get("text", "")).startswith("x-anthropic-billing-header:")
+                )
+            ]
+        for message in _items(body.get("messages")):
+            for block in _items(message.get("content") if isinstance(message, dict) else None):
+                if (
+                    isinstance(block, dict)
+                    and block.get("type") == "text"
+                    and "# currentDate" in block.get("text", "")
+                ):
+                    block["text"] = DATE.sub("<date>", block["text"])
+        return body
+
+
+class CodexProfile(CliProfile):
+    """OpenAI's Codex CLI (``@openai/codex``): ``codex exec`` against ``/v1/responses``.
+
+    Everything is in ``$CODEX_HOME/config.toml``: a ``model_providers.assay`` entry with
+    ``wire_api = "responses"`` whose key is read from ``OPENAI_API_KEY`` (the token),
+    approval ``never`` and sandbox ``danger-full-access`` (Assay's sandbox confines the
+    process; Codex's own needs kernel features a container may lack), no update checks, no
+    analytics, and the Assay MCP server under ``mcp_servers.assay``."""
+
+    volatile_top = frozenset({"metadata", "user", "prompt_cache_key", "client_metadata"})
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        return {"CODEX_HOME": str(home / ".codex"), "OPENAI_API_KEY": token}
+
+    def config_files(
+        self, *, url: str, home: Path, token: str, model: str, mcp_url: str | None
+    ) -> dict[Path, bytes]:
+        lines = [
+            f"model = {_toml(model)}",
+            'model_provider = "assay"',
+            'approval_policy = "never"',
+            'sandbox_mode = "danger-full-access"',
+            "check_for_update_on_startup = false",
+            'web_search = "disabled"',
+            "",
+            "[analytics]",
+            "enabled = false",
+            "",
+            "[model_providers.assay]",
+            'name = "Assay gateway"',
+            f"base_url = {_toml(url + '/v1')}",
+            'env_key = "OPENAI_API_KEY"',
+            'wire_api = "responses"',
+            "request_max_retries = 0",  # the gateway retries upstream; a CLI retry is a new call
+            "stream_max_retries = 0",
+        ]
+        if mcp_url:
+            lines += [
+                "",
+                f"[mcp_servers.{MCP_NAME}]",
+                f"url = {_toml(mcp_url)}",
+                'bearer_token_env_var = "OPENAI_API_KEY"',
+            ]
+        return {home / ".codex" / "config.toml": ("\n".join(lines) + "\n").encode()}
+
+    def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        for item in _items(body.get("input")):
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") in ("message", "function_call_output", "custom_tool_call_output"):
+                item.pop("id", None)  # minted by the CLI per run; call_id comes from the model
+            output = item.get("output")
+            if isinstance(output, str):
+                item["output"] = CODEX_RUN_STATS.sub(r"\1<volatile>", output)
+            for part in _items(item.get("content")):
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    part["text"] = CODEX_DATE.sub(r"\1<date>\2", part["text"])
+        return body
+
+
+CODEX_RUN_STATS = re.compile(r"^(Chunk ID: |Wall time: ).*$", re.MULTILINE)
+CODEX_DATE = re.compile(r"(<current_date>)[^<]*(</current_date>)")
+
+
+class MiniSweAgentProfile(CliProfile):
+    """mini-swe-agent (PyPI ``mini-swe-agent``): ``mini`` with its one ``bash`` tool, through
+    litellm against ``/v1/chat/completions``. It runs unattended with ``-y`` and
+    ``--exit-immediately``; litellm's model cost map is read from its package (no fetch),
+    and cost tracking tolerates a model it has no price for (the gateway prices calls).
+    It has no MCP client."""
+
+    def arguments(
+        self, base: list[str], *, home: Path, model: str, tools: Sequence[str], mcp_url: str | None
+    ) -> list[str]:
+        name = model if model.startswith("openai/") else f"openai/{model}"
+        options = [f"--model={name}", f"--output={home / 'trajectory.json'}"]
+        return _options_before_prompt(base, options)
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        return {
+            "OPENAI_BASE_URL": url + "/v1",
+            "OPENAI_API_KEY": token,
+            "MSWEA_CONFIGURED": "true",
+            "MSWEA_COST_TRACKING": "ignore_errors",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_TELEMETRY": "False",
+        }
+
+
+class GenericProfile(CliProfile):
+    """Any other CLI: the common base-URL variables and the token as both keys, nothing else;
+    the desk's ``cli.command`` is required."""
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        return {
+            "ANTHROPIC_BASE_URL": url,
+            "OPENAI_BASE_URL": url + "/v1",
+            "OPENAI_API_BASE": url + "/v1",
+            "ANTHROPIC_API_KEY": token,
+            "OPENAI_API_KEY": token,
+        }
+
+
+def _items(value: Any) -> list[Any]:
+    """``value`` when it is a list (request bodies are untrusted shapes), else nothing."""
+    return value if isinstance(value, list) else []
+
+
+def _toml(value: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's for the characters that matter)."""
+    return json.dumps(value)
+
+
+PROFILES: Mapping[str, CliProfile] = MappingProxyType(
+    {
+        "claude-code": ClaudeCodeProfile(
+            "claude-code",
+            "anthropic",
+            ("claude", "--print", "--output-format=json", "--", PROMPT),
+        ),
+        "codex": CodexProfile(
+            "codex",
+            "openai-responses",
+            ("codex", "exec", "--skip-git-repo-check", "--color=never", "--", PROMPT),
+        ),
+        "mini-swe-agent": MiniSweAgentProfile(
+            "mini-swe-agent",
+            "openai-chat",
+            ("mini", "--yolo", "--exit-immediately", f"--task={PROMPT}"),
+            mcp=False,
+        ),
+        "generic": GenericProfile("generic", "openai-chat", ()),
+    }
+)
+
+
+def get_profile(name: str) -> CliProfile:
+    """The profile called ``name``; ``BadInput`` naming it and the known ones otherwise."""
+    try:
+        return PROFILES[name]
+    except (KeyError, TypeError):
+        known = ", ".join(sorted(PROFILES))
+        raise BadInput(
+            f"cli.profile: unknown agent CLI profile {name!r} (known: {known})"
+        ) from None

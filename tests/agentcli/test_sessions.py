@@ -1,0 +1,214 @@
+"""Each real agent CLI, launched by its profile, completes a scripted multi-call session
+against the scripted upstream directly (no gateway): it writes files, runs commands, sends
+their results back, and ends on the script's final turn. Offline, as whoever runs the
+tests (root in CI)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+from assay.agentcli.profiles import get_profile
+from tests.agentcli.clis import cli_path, run_launch
+from tests.fakes.wire import WireFake
+
+TOKEN = "assay-test-token-7f3e"
+
+
+def launch_for(
+    profile: str, fake: WireFake, tmp_path: Path, *, prompt: str, model: str, tools: list[str]
+) -> tuple[Any, Path, Path]:
+    workdir, home = tmp_path / "work", tmp_path / "home"
+    workdir.mkdir()
+    home.mkdir()
+    launch = get_profile(profile).launch(
+        command=None,
+        workdir=workdir,
+        home=home,
+        gateway_url=fake.url,
+        token=TOKEN,
+        model=model,
+        prompt=prompt,
+        tools=tools,
+        mcp_url=None,
+    )
+    return launch, workdir, home
+
+
+def sent(body: dict[str, Any], text: str) -> bool:
+    """Whether a request's conversation holds ``text`` in some string, looking inside
+    strings that are JSON themselves (mini-swe-agent sends tool output as a JSON object)."""
+
+    def strings(value: Any) -> Any:
+        if isinstance(value, str):
+            yield value
+            with contextlib.suppress(ValueError):
+                yield from strings(json.loads(value))
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+
+    return any(text in s for s in strings(body.get("messages") or body.get("input")))
+
+
+def claude_script(work: Path) -> list[dict[str, Any]]:
+    hello = str(work / "hello.py")
+    return [
+        {
+            "content": "Writing the script.",
+            "tool_calls": [
+                {"name": "Write", "arguments": {"file_path": hello, "content": "print('hello')\n"}}
+            ],
+        },
+        {
+            "tool_calls": [
+                {
+                    "name": "Bash",
+                    "arguments": {
+                        "command": "python3 hello.py > out.txt && echo first-run-ok",
+                        "description": "run",
+                    },
+                }
+            ]
+        },
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(work / "out.txt")}}]},
+        {
+            "tool_calls": [
+                {
+                    "name": "Edit",
+                    "arguments": {"file_path": hello, "old_string": "hello", "new_string": "bye"},
+                }
+            ]
+        },
+        {
+            "tool_calls": [
+                {
+                    "name": "Bash",
+                    "arguments": {
+                        "command": "python3 hello.py >> out.txt && cat out.txt",
+                        "description": "rerun",
+                    },
+                }
+            ]
+        },
+        {"content": "Done: hello.py prints bye."},
+    ]
+
+
+def test_claude_code_runs_a_scripted_session(tmp_path: Path) -> None:
+    binary = cli_path("claude")
+    work = tmp_path / "work"
+    with WireFake(claude_script(work)) as fake:
+        launch, workdir, home = launch_for(
+            "claude-code",
+            fake,
+            tmp_path,
+            prompt="Make hello.py print bye.",
+            model="claude-sonnet-4-5",
+            tools=["Bash", "Read", "Write", "Edit"],
+        )
+        done = run_launch(launch, workdir=workdir, home=home, binary=binary)
+        assert done.returncode == 0, done.stderr + done.stdout
+        assert json.loads(done.stdout)["result"] == "Done: hello.py prints bye."
+        assert fake.answered == 6
+        turns = fake.turn_requests()
+        assert [t.turn for t in turns] == [0, 1, 2, 3, 4, 5]
+        assert {t.api for t in turns} == {"anthropic"}
+        assert all(t.stream and t.headers["x-api-key"] == TOKEN for t in turns)
+        assert sent(turns[2].body, "first-run-ok")
+        assert sent(turns[5].body, "hello\nbye")
+        offered = {tool["name"] for tool in turns[0].body["tools"]}
+        assert offered == {"Bash", "Read", "Write", "Edit"}
+    assert (work / "hello.py").read_text() == "print('bye')\n"
+    assert (work / "out.txt").read_text() == "hello\nbye\n"
+
+
+def codex_script() -> list[dict[str, Any]]:
+    def sh(cmd: str) -> dict[str, Any]:
+        return {"name": "exec_command", "arguments": {"cmd": cmd}}
+
+    return [
+        {
+            "content": "Writing the script.",
+            "tool_calls": [sh("printf \"print('hello')\\n\" > hello.py")],
+        },
+        {"tool_calls": [sh("python3 hello.py > out.txt && echo first-run-ok")]},
+        {"tool_calls": [sh("sed -i s/hello/bye/ hello.py")]},
+        {"tool_calls": [sh("python3 hello.py >> out.txt")]},
+        {"tool_calls": [sh("cat out.txt")]},
+        {"content": "Done: hello.py prints bye."},
+    ]
+
+
+def test_codex_runs_a_scripted_session(tmp_path: Path) -> None:
+    binary = cli_path("codex")
+    with WireFake(codex_script()) as fake:
+        launch, workdir, home = launch_for(
+            "codex",
+            fake,
+            tmp_path,
+            prompt="Make hello.py print bye.",
+            model="gpt-5-codex",
+            tools=["exec_command"],
+        )
+        done = run_launch(launch, workdir=workdir, home=home, binary=binary)
+        assert done.returncode == 0, done.stderr + done.stdout
+        assert "Done: hello.py prints bye." in done.stdout
+        assert fake.answered == 6
+        turns = fake.turn_requests()
+        assert [t.turn for t in turns] == [0, 1, 2, 3, 4, 5]
+        assert {t.api for t in turns} == {"openai-responses"}
+        assert all(t.headers["authorization"] == f"Bearer {TOKEN}" for t in turns)
+        assert sent(turns[2].body, "first-run-ok")
+        assert sent(turns[5].body, "hello\nbye")
+    assert (workdir / "hello.py").read_text() == "print('bye')\n"
+    assert (workdir / "out.txt").read_text() == "hello\nbye\n"
+
+
+def mini_script() -> list[dict[str, Any]]:
+    def sh(cmd: str) -> dict[str, Any]:
+        return {"name": "bash", "arguments": {"command": cmd}}
+
+    return [
+        {
+            "content": "Writing the script.",
+            "tool_calls": [sh("printf \"print('hello')\\n\" > hello.py")],
+        },
+        {
+            "content": "Run it.",
+            "tool_calls": [sh("python3 hello.py > out.txt && echo first-run-ok")],
+        },
+        {"content": "Edit.", "tool_calls": [sh("sed -i s/hello/bye/ hello.py")]},
+        {"content": "Run again.", "tool_calls": [sh("python3 hello.py >> out.txt")]},
+        {"content": "Check.", "tool_calls": [sh("cat out.txt")]},
+        {"content": "Done.", "tool_calls": [sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")]},
+    ]
+
+
+def test_mini_swe_agent_runs_a_scripted_session(tmp_path: Path) -> None:
+    binary = cli_path("mini")
+    with WireFake(mini_script()) as fake:
+        launch, workdir, home = launch_for(
+            "mini-swe-agent",
+            fake,
+            tmp_path,
+            prompt="Make hello.py print bye.",
+            model="fake-model",
+            tools=["bash"],
+        )
+        done = run_launch(launch, workdir=workdir, home=home, binary=binary)
+        assert done.returncode == 0, done.stderr + done.stdout
+        assert fake.answered == 6
+        turns = fake.turn_requests()
+        assert [t.turn for t in turns] == [0, 1, 2, 3, 4, 5]
+        assert {t.api for t in turns} == {"openai-chat"}
+        assert all(t.headers["authorization"] == f"Bearer {TOKEN}" for t in turns)
+        assert sent(turns[2].body, "first-run-ok")
+        assert sent(turns[5].body, "hello\nbye")
+    assert (workdir / "hello.py").read_text() == "print('bye')\n"
+    assert (workdir / "out.txt").read_text() == "hello\nbye\n"
