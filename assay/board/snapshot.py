@@ -15,6 +15,7 @@ from typing import Any
 
 from assay.board.model import Session, parse_time
 from assay.board.sessions import entry_time, sessions
+from assay.journal.summary import agent_step
 
 LIVE_CLAIM_STATES = frozenset({"held"})
 
@@ -193,7 +194,7 @@ def journal_info(
                 steps += 1
                 if entry.get("step") == "model":
                     model_calls += 1
-            last_step = str(entry.get("name") or entry.get("step") or "step")
+            last_step = agent_step(entry) or str(entry.get("name") or entry.get("step") or "step")
             last_step_at = entry_time(entry)
             if entry.get("name") == "evidence.claimed":
                 claimed = _claimed_rows(entry.get("out"))

@@ -184,6 +184,11 @@ def history_command(journal_dir: Path, as_json: bool) -> None:
             str(entry.get("status", "")),
             str(entry.get("t1") or entry.get("t") or entry.get("t0") or ""),
         )
+        # An agent CLI's own tool calls, completed in the request of a gateway model call.
+        for tool in entry.get("tools") or []:
+            what = f"{tool.get('name')} {tool.get('input', '')}".strip()
+            status = "error" if tool.get("error") else "ok"
+            table.add_row("", str(entry.get("pos", "")), "agent", what, status, "")
     out.print(table)
 
 

@@ -34,6 +34,15 @@ def step_label(kind: str, name: str) -> str:
     return kind if not name or name == kind else f"{kind}:{name}"
 
 
+def agent_step(entry: dict[str, Any] | Any) -> str | None:
+    """``agent:Bash`` for a gateway model call whose request completed tool calls of the
+    agent CLI (its result line lists them in ``tools``): the last tool the agent ran."""
+    tools = entry.get("tools") if hasattr(entry, "get") else None
+    if isinstance(tools, list) and tools and isinstance(tools[-1], dict):
+        return f"agent:{tools[-1].get('name', '')}"
+    return None
+
+
 def summarize(journal: Journal) -> JournalSummary:
     """Summarize a verified journal (see ``JournalSummary``)."""
     steps = model_calls = tokens = 0
@@ -51,7 +60,9 @@ def summarize(journal: Journal) -> JournalSummary:
             tokens += int(usage.get("in_tokens", 0)) + int(usage.get("out_tokens", 0))
             usd += float(usage.get("usd", 0.0))
         if kind in {"step", "compensate"}:
-            last_step = step_label(str(entry.get("step", kind)), str(entry.get("name", "")))
+            last_step = agent_step(entry) or step_label(
+                str(entry.get("step", kind)), str(entry.get("name", ""))
+            )
         if kind == "wait":
             waiting_for, status = str(entry.get("for", "")), "waiting"
         elif kind == "budget":

@@ -7,9 +7,10 @@ no tool; it prints that answer's text and exits 0 (an HTTP error: its body on st
 exit 1). With ``side=True`` it sends a token-count side request before each turn
 (Anthropic only), as Claude Code does.
 
-As a process: ``python -m tests.gateway.agent_client`` reads ``AGENT_API`` (anthropic |
-openai-chat | openai-responses), ``AGENT_STREAM`` (1/0), ``AGENT_BASE_URL``, ``AGENT_KEY``,
-``AGENT_PROMPT``, ``AGENT_MODEL`` and optional ``AGENT_SIDE``/``AGENT_MAX_TURNS``.
+As a process (``python tests/gateway/agent_client.py [--api API] [--stream] [--side]
+PROMPT``; it imports nothing of Assay or the tests) it finds the gateway the way the
+``generic`` profile points CLIs at it (``ANTHROPIC_BASE_URL``/``OPENAI_BASE_URL`` and the
+matching ``*_API_KEY``).
 """
 
 from __future__ import annotations
@@ -216,18 +217,42 @@ def request_body(api: str, model: str, items: list[Any], stream: bool) -> dict[s
     }
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """``agent_client.py [--api API] [--stream] [--side] [PROMPT]``; the base URL and key
+    from ``AGENT_BASE_URL``/``AGENT_KEY`` or the variables the generic profile sets."""
     env = os.environ
+    api = env.get("AGENT_API", "anthropic")
+    stream = env.get("AGENT_STREAM") == "1"
+    side = env.get("AGENT_SIDE") == "1"
+    prompt = env.get("AGENT_PROMPT", "go")
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--api":
+            api = args.pop(0)
+        elif arg == "--stream":
+            stream = True
+        elif arg == "--side":
+            side = True
+        else:
+            prompt = arg
+    anthropic = api == "anthropic"
+    base = env.get("AGENT_BASE_URL") or env.get(
+        "ANTHROPIC_BASE_URL" if anthropic else "OPENAI_BASE_URL", ""
+    ).removesuffix("/v1")
+    key = env.get("AGENT_KEY") or env.get(
+        "ANTHROPIC_API_KEY" if anthropic else "OPENAI_API_KEY", ""
+    )
     try:
         transcript = converse(
-            api=env["AGENT_API"],
-            base_url=env["AGENT_BASE_URL"],
-            key=env["AGENT_KEY"],
-            prompt=env.get("AGENT_PROMPT", "go"),
+            api=api,
+            base_url=base,
+            key=key,
+            prompt=prompt,
             cwd=Path.cwd(),
-            stream=env.get("AGENT_STREAM") == "1",
+            stream=stream,
             model=env.get("AGENT_MODEL", "agent-model"),
-            side=env.get("AGENT_SIDE") == "1",
+            side=side,
             max_turns=int(env.get("AGENT_MAX_TURNS", "40")),
         )
     except ApiError as error:
@@ -238,4 +263,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
