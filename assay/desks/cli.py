@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -119,6 +119,22 @@ def launch_cli(launch: Any, *, cwd: Path, home: Path) -> CliProcess:
         start_new_session=True,
     )
     return CliProcess(popen, log)
+
+
+@contextlib.contextmanager
+def cli_home(worktree: Path) -> Iterator[Path]:
+    """A fresh HOME for the CLI beside the work tree (never inside it: not committed).
+
+    Its path is the same for every process that works on the brief here, because CLIs
+    write it into their prompts (Claude Code names its project folder), and a resumed
+    CLI must send what the crashed one sent."""
+    home = worktree.parent / f".{worktree.name}.cli-home"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(mode=0o700, parents=True)
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def restore_tree(worktree: Path, commit: str) -> None:
@@ -218,11 +234,11 @@ class CliRun:
         )
         prompt = brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else "")
         try:
-            with gateway, tempfile.TemporaryDirectory(prefix="assay-cli-home-") as home:
+            with gateway, cli_home(self.worktree) as home:
                 launch = self.profile.launch(
                     command=self.desk.cli.command,
                     workdir=self.worktree,
-                    home=Path(home),
+                    home=home,
                     gateway_url=gateway.url,
                     token=gateway.token,
                     model=self.desk.model.model,
@@ -230,7 +246,7 @@ class CliRun:
                     tools=list(self.desk.tools),
                     mcp_url=gateway.mcp_url,
                 )
-                process = launch_cli(launch, cwd=self.worktree, home=Path(home))
+                process = launch_cli(launch, cwd=self.worktree, home=home)
                 try:
                     code = self.serve(process, gateway, handler, wire)
                 finally:

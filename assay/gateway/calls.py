@@ -11,6 +11,7 @@ upstream that stays down (``Unavailable``, 69) or refuses the key (``Denied``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -102,8 +103,11 @@ class CallHandler:
     def difference(self, recorded: dict[str, Any], request: WireRequest) -> str:
         api: Api = request.api  # type: ignore[assignment]
         current = join(api, request.items, request.rest)
-        found = first_difference(self.normal(api, recorded), self.normal(api, current))
-        return found or ""
+        left, right = self.normal(api, recorded), self.normal(api, current)
+        found = first_difference(left, right)
+        if found is None:
+            return ""
+        return found + _excerpts(_at(left, found), _at(right, found))
 
     def handle(self, call: ModelCall, headers: dict[str, str] | None = None) -> WireReply:
         """Answer ``call``; raise (after answering the CLI) when the run must stop."""
@@ -159,3 +163,26 @@ class CallHandler:
             model=answer.model if answer else "",
             tool_names=tuple(t.name for t in answer.tools) if answer else (),
         )
+
+
+def _at(value: Any, path: str) -> Any:
+    """The value at a ``first_difference`` path (``messages[2].content``), or None."""
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        if part.startswith("["):
+            index = int(part[1:-1])
+            value = value[index] if isinstance(value, list) and index < len(value) else None
+        else:
+            value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _excerpts(recorded: Any, asked: Any, width: int = 40) -> str:
+    """Where two differing strings part: ``: recorded '…ab', asked '…ac'``."""
+    if not isinstance(recorded, str) or not isinstance(asked, str):
+        return ""
+    at = next(
+        (i for i, (a, b) in enumerate(zip(recorded, asked, strict=False)) if a != b),
+        min(len(recorded), len(asked)),
+    )
+    start = max(0, at - width // 2)
+    return f": recorded {recorded[start : at + width]!r}, asked {asked[start : at + width]!r}"

@@ -37,6 +37,9 @@ COUNT_TOKENS = "/v1/messages/count_tokens"
 # Claude Code puts a per-request attribution/billing line in its system prompt (a hash
 # of the request); it is the one part of an otherwise stable system prompt that changes.
 _BILLING = re.compile(r"x-anthropic-billing-header:[^\n]*\n?")
+# Claude Code snapshots `git status` and the recent commits into its system prompt; a
+# resumed CLI sees the desk's own durability commits there, so the snapshot is volatile.
+_GIT_STATUS = re.compile(r"gitStatus: .*", re.DOTALL)
 # Top-level request fields that identify a request or a user, never what is asked.
 _VOLATILE = {
     "anthropic": ("metadata",),
@@ -84,8 +87,9 @@ def normalise(api: Api, body: dict[str, Any]) -> dict[str, Any]:
     """The request with what changes between two runs of the same CLI step removed.
 
     Dropped: the top-level identifying fields of ``_VOLATILE`` (``metadata`` carries
-    Claude Code's per-session user id), Claude Code's billing line in ``system``, and the
-    ``stream_options`` of a chat request. Everything else must match exactly.
+    Claude Code's per-session user id), Claude Code's billing line and its ``gitStatus``
+    snapshot in ``system``, and the ``stream_options`` of a chat request. Everything else
+    must match exactly (a profile's ``normalise`` may drop more).
     """
     out = copy.deepcopy(body)
     for name in _VOLATILE[api]:
@@ -94,18 +98,22 @@ def normalise(api: Api, body: dict[str, Any]) -> dict[str, Any]:
     if api == "anthropic":
         system = out.get("system")
         if isinstance(system, str):
-            out["system"] = _BILLING.sub("", system)
+            out["system"] = _system_text(system)
         elif isinstance(system, list):
             kept = []
             for block in system:
                 if isinstance(block, dict) and isinstance(block.get("text"), str):
-                    text = _BILLING.sub("", block["text"])
+                    text = _system_text(block["text"])
                     if not text.strip():
                         continue
                     block = {**block, "text": text}
                 kept.append(block)
             out["system"] = kept
     return out
+
+
+def _system_text(text: str) -> str:
+    return _GIT_STATUS.sub("gitStatus: (volatile)", _BILLING.sub("", text))
 
 
 def digest(route: str, normal: dict[str, Any]) -> str:
