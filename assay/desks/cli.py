@@ -16,6 +16,7 @@ no process. ``launch_cli`` is the one place a CLI process is started.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import queue
 import shutil
@@ -39,6 +40,7 @@ from assay.plumbing import run_git
 from assay.runtime.wire import WireSession
 
 OUTPUT_TAIL = 4_000
+PR_SET_PDEATHSIG = 1
 FINISH_HINT = (
     "\n\nWhen the brief is done, call the `finish` tool of the `assay` MCP server with a short "
     "`summary` and, for each verify row, an `evidence` item {row, result: pass|fail, note}."
@@ -117,8 +119,18 @@ def launch_cli(launch: Any, *, cwd: Path, home: Path) -> CliProcess:
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
     return CliProcess(popen, log)
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the desk dies, so a crashed desk leaves no CLI working
+    in the tree the next holder takes over (the kernel's PR_SET_PDEATHSIG)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:  # the desk died before prctl took effect
+        os._exit(1)
 
 
 @contextlib.contextmanager

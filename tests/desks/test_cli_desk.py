@@ -6,56 +6,21 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
+from tests.desks.cli_helpers import (
+    KEY,
+    SCRIPT,
+    add_cli_desk,
+    agent_rows,
+    call,
+    processes_in,
+)
 from tests.desks.world import World, brief_text
 from tests.forge_fixtures import wait_until
 from tests.gateway.upstream import WireFake
-
-AGENT = Path(__file__).resolve().parent.parent / "gateway" / "agent_client.py"
-KEY = "sk-desk-upstream-key-5e1b0c"
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
-
-
-SCRIPT = [
-    {"tool_calls": [call("Write", path="hello.txt", content="hello\n")]},
-    {"tool_calls": [call("Bash", command="cat hello.txt")]},
-    {"content": "all done"},
-]
-
-
-def add_cli_desk(world: World, fake: WireFake, *, api: str = "openai-chat", **extra: Any) -> None:
-    model: dict[str, Any] = {"model": "upstream-model", "api_key_env": "ASSAY_TEST_UPSTREAM_KEY"}
-    if api == "anthropic":
-        model.update(adapter="anthropic", base_url=fake.url)
-    else:
-        model.update(adapter="openai", base_url=f"{fake.url}/v1")
-    cli = {"profile": "generic", "command": [sys.executable, str(AGENT), "--api", api, "{prompt}"]}
-    cli.update(extra.pop("cli", {}))
-    manifest = {
-        "name": "cli",
-        "kind": "cli",
-        "takes": {"globs": ["*"]},
-        "cli": cli,
-        "model": {**model, "attempts": 2, "backoff_s": 0},
-        "tools": ["Write", "Bash"],
-        "lease": 30,
-        **extra,
-    }
-    (world.desks / "cli.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
-
-
-@pytest.fixture
-def upstream_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ASSAY_TEST_UPSTREAM_KEY", KEY)
 
 
 def test_a_cli_desk_runs_the_agent_and_journals_every_call(
@@ -75,24 +40,6 @@ def test_a_cli_desk_runs_the_agent_and_journals_every_call(
     assert review is not None and review.state == "ready"
     raw = json.dumps(journal.entries)
     assert KEY not in raw
-
-
-def journal_folder(world: World, brief: str, into: Path) -> Path:
-    """The brief's journal as the forge's branch holds it, extracted into ``into``."""
-    archive = subprocess.run(
-        ["git", f"--git-dir={world.forge_path}", "archive", f"assay/{brief}", ".assay/journal"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    into.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into / ".assay" / "journal" / brief
-
-
-def agent_rows(world: World, brief: str, into: Path) -> list[str]:
-    listed = world.assay("history", "--journal", str(journal_folder(world, brief, into)))
-    assert listed.returncode == 0, listed.stderr
-    return [line for line in listed.stdout.splitlines() if " agent " in line]
 
 
 def test_assay_history_lists_every_tool_call_the_agent_ran(
@@ -117,22 +64,24 @@ CRASH_SCRIPT = [
 ] + [{"content": "done"}]
 
 
-@pytest.mark.parametrize("api", ["openai-responses"])
+@pytest.mark.parametrize("api", ["openai-responses", "anthropic --stream"])
 def test_a_cli_desk_killed_at_three_random_instants_pays_each_call_once(
     world: World, upstream_key: None, tmp_path: Path, api: str
 ) -> None:
     world.add_briefs(brief_text("crash"), brief_text("clean"))
     with WireFake(CRASH_SCRIPT) as fake:
-        add_cli_desk(world, fake, api=api, lease="2s")
+        add_cli_desk(world, fake, api=api.split()[0], stream="--stream" in api, lease="2s")
         clean = world.desk("cli", "--once", "--brief", "clean")
         assert clean.returncode == 0, clean.stderr
         assert fake.count == 10
+        work = world.root / "machine-a" / "work" / "cli" / "crash"
         for threshold in sorted(random.sample(range(1, 10), 3)):
             proc = world.start_desk("cli", "--once", "--brief", "crash")
             wait_until(
                 lambda n=threshold: fake.count >= 10 + n, timeout=60, what=f"call {threshold}"
             )
             world.kill(proc)
+            wait_until(lambda: not processes_in(work), timeout=10, what="the CLI to die too")
             wait_until(lambda: world.claim_expired("crash"), timeout=60, what="the lease to expire")
         final = world.desk("cli", "--once", "--brief", "crash")
         assert final.returncode == 0, final.stderr

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.agentcli.clis import cli_path
-from tests.desks.test_cli_desk import agent_rows
+from tests.desks.cli_helpers import agent_rows, processes_in
 from tests.desks.world import World, brief_text
 from tests.fakes.wire import WireFake
 from tests.forge_fixtures import wait_until
@@ -103,3 +103,88 @@ def test_a_real_cli_killed_at_three_random_instants_pays_each_call_once(
     ).stdout
     assert log == "".join(f"{i}\n" for i in range(9))
     assert len(agent_rows(world, "crash", tmp_path / "x")) == 9
+
+
+def test_claude_code_asks_for_approval_over_mcp_suspends_and_gets_the_answer(
+    world: World, cli_env: None
+) -> None:
+    world.add_briefs(brief_text("ship", body="Ship it after approval."))
+    work = worktree(world, "claude-code", "ship")
+    script = [
+        {
+            "tool_calls": [
+                {"name": "Write", "arguments": {"file_path": str(work / "a.txt"), "content": "a\n"}}
+            ]
+        },
+        {"tool_calls": [{"name": "mcp__assay__request_approval", "arguments": {"reason": "ship"}}]},
+        {
+            "tool_calls": [
+                {
+                    "name": "Bash",
+                    "arguments": {"command": "echo shipped >> a.txt", "description": "ship"},
+                }
+            ]
+        },
+        {"content": "Shipped."},
+    ]
+    with WireFake(script) as fake:
+        add_desk(world, fake, "claude-code", ["Bash", "Write"])
+        waiting = world.desk("claude-code", "--once")
+        assert waiting.returncode == 75, waiting.stdout + waiting.stderr
+        assert fake.answered == 2
+        assert not processes_in(work)  # a suspended run holds no process
+        record = world.claim("ship")
+        assert record is not None and record.waiting_for == "approval"
+        world.event("ship", "approve", text="go ahead", actor="ann")
+        done = world.desk("claude-code", "--once")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert fake.answered == 4  # the two recorded calls were replayed, not paid again
+        answer = fake.turn_requests()[-2].body
+        assert "go ahead" in str(answer["messages"][-1])  # the tool result the agent got
+    tree = subprocess.run(
+        ["git", f"--git-dir={world.forge_path}", "show", "assay/ship:a.txt"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert tree == "a\nshipped\n"
+
+
+def test_steering_reaches_a_real_cli_once(world: World, cli_env: None) -> None:
+    world.add_briefs(brief_text("steer"))
+    work = worktree(world, "claude-code", "steer")
+    script = claude_script(work)[-3:]
+    with WireFake(script) as fake:
+        add_desk(world, fake, "claude-code", ["Bash", "Write"])
+        world.event("steer", "signal", text="prefer tabs", actor="ann")
+        done = world.desk("claude-code", "--once")
+        assert done.returncode == 0, done.stdout + done.stderr
+        bodies = [str(t.body["messages"]) for t in fake.turn_requests()]
+    assert "Steering from ann: prefer tabs" in bodies[0]
+    assert sum("prefer tabs" in b for b in bodies) == 1
+    intents = [e for e in world.journal("steer").entries if e.get("steer")]
+    assert len(intents) == 1
+
+
+def test_a_tool_the_desk_does_not_declare_never_reaches_the_cli(
+    world: World, cli_env: None
+) -> None:
+    world.add_briefs(brief_text("deny"))
+    work = worktree(world, "claude-code", "deny")
+    script = [
+        {
+            "tool_calls": [
+                {"name": "Bash", "arguments": {"command": "touch pwned", "description": "x"}}
+            ]
+        },
+        {"content": "never"},
+    ]
+    with WireFake(script) as fake:
+        add_desk(world, fake, "claude-code", ["Write", "Read"])
+        done = world.desk("claude-code", "--once")
+        assert fake.answered == 1
+    assert done.returncode == 77, done.stdout + done.stderr
+    assert not (work / "pwned").exists()
+    assert "touch pwned" not in world.tree("deny")
+    denied = [e for e in world.journal("deny").entries if e["kind"] == "denied"]
+    assert len(denied) == 1 and "'Bash'" in denied[0]["reason"]
