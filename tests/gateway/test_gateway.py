@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import httpx
+import jsonschema
 import pytest
 
 from assay.errors import Denied, Diverged, Paused, Unavailable
@@ -14,7 +15,10 @@ from assay.gateway.server import Gateway
 from assay.journal import read_journal
 from assay.runtime import Budget, Event, LocalEventStore
 from tests.gateway.harness import APIS, KEY, KEY_ENV, drive
+from tests.conftest import REPO_ROOT
 from tests.gateway.upstream import WireFake
+
+SCHEMA = json.loads((REPO_ROOT / "docs" / "journal-entry.schema.json").read_text())
 
 
 def call(name: str, **arguments: object) -> dict[str, object]:
@@ -144,6 +148,9 @@ def test_a_resumed_cli_is_answered_from_the_journal_byte_for_byte(
     assert all(e["usage"]["in_tokens"] == 100 for e in entries)  # type: ignore[index]
     assert entries[0]["usage"]["usd"] == pytest.approx(0.1 + 0.04)  # type: ignore[index]
     assert entries[0]["stream"] is stream
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    for entry in read_journal(journal).entries:
+        validator.validate(entry)
     done = [t for e in entries for t in e.get("tools", [])]  # type: ignore[attr-defined]
     assert [t["name"] for t in done] == ["Write", "Bash"]
     assert done[1]["output"] == "hello"
@@ -227,7 +234,7 @@ def test_a_divergence_with_fork_carries_on_live(tmp_path: Path) -> None:
         assert fake.count == 3  # the first call replayed, the diverged one paid again
     diverged = [e for e in read_journal(tmp_path / "j").entries if e["kind"] == "diverged"]
     assert len(diverged) == 1
-    assert diverged[0]["pos"] == 2 and diverged[0]["field"] == "input[2].output"
+    assert diverged[0]["pos"] == 2 and diverged[0]["field"].startswith("input[2].output: recorded")
 
 
 # ------------------------------------------------------- budget, steering, errors
