@@ -13,7 +13,6 @@ APIs: ``anthropic`` (``/v1/messages``, ``/v1/messages/count_tokens``), ``openai-
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import re
@@ -91,7 +90,7 @@ def normalise(api: Api, body: dict[str, Any]) -> dict[str, Any]:
     snapshot in ``system``, and the ``stream_options`` of a chat request. Everything else
     must match exactly (a profile's ``normalise`` may drop more).
     """
-    out = copy.deepcopy(body)
+    out = dict(body)  # a shallow copy: only top-level fields and `system` are replaced
     for name in _VOLATILE[api]:
         out.pop(name, None)
     out.pop("stream_options", None)
@@ -374,7 +373,7 @@ def preview(value: Any, limit: int = 200) -> str:
 
 def with_steering(api: Api, items: list[Any], text: str) -> list[Any]:
     """The conversation with ``text`` added as a user message at its end."""
-    items = copy.deepcopy(items)
+    items = list(items)  # a shallow copy: the last user message is replaced, not changed
     if api == "anthropic":
         last = items[-1] if items else None
         if isinstance(last, dict) and last.get("role") == "user":
@@ -384,7 +383,7 @@ def with_steering(api: Api, items: list[Any], text: str) -> list[Any]:
                 if isinstance(content, str)
                 else list(content or [])
             )
-            last["content"] = [*blocks, {"type": "text", "text": text}]
+            items[-1] = {**last, "content": [*blocks, {"type": "text", "text": text}]}
             return items
         return [*items, {"role": "user", "content": [{"type": "text", "text": text}]}]
     if api == "openai-chat":

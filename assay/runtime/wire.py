@@ -99,7 +99,7 @@ class WireSession:
             self.pending[pos] = rec
             for event in (rec.intent or {}).get("steer") or []:
                 run.history.consumed.add(str(event.get("id")))
-        self.contexts: dict[str, list[str]] = {}
+        self.contexts: dict[str, tuple[list[str], list[Any]]] = {}  # node: (refs, items)
         self.store = BlobStore(run.directory)
 
     # ---------------------------------------------------------------- placement
@@ -297,37 +297,47 @@ class WireSession:
 
     # ------------------------------------------------------------ content address
 
-    def _ref(self, item: Any) -> str:
-        data = canonical(self.run.writer.redactor.value(item)).encode("ascii")
-        return digest(data)
+    def _refs(self, items: list[Any], *, store: bool) -> list[str]:
+        """The blob refs of ``items``; a prefix equal to a recent request's reuses its
+        refs (compared as values, which is cheap), so a call hashes only what is new."""
+        run = self.run
+        known: list[str] = []
+        for refs, seen in self.contexts.values():
+            if len(known) < len(seen) <= len(items) and items[: len(seen)] == seen:
+                known = refs
+        fresh = items[len(known) :]
+        if store:
+            return known + [run._msg_ref(item) for item in fresh]
+        redact = run.writer.redactor.value if run.writer is not None else (lambda v: v)
+        return known + [digest(canonical(redact(item)).encode("ascii")) for item in fresh]
 
     def _context(self, items: list[Any]) -> tuple[str, list[str]]:
         run = self.run
-        refs = [run._msg_ref(item) for item in items]
+        refs = self._refs(items, store=True)
         base, known = self._longest_prefix(refs)
         node = run.writer.put_blob({"base": base, "add": refs[known:]})
         new = [r for r in dict.fromkeys([*refs[known:], node]) if r not in run._listed]
         run._listed.update(new)
-        self._remember(node, refs)
+        self._remember(node, refs, items)
         return node, new
 
     def _longest_prefix(self, refs: list[str]) -> tuple[str | None, int]:
         best, length = None, 0
-        for node, known in self.contexts.items():
+        for node, (known, _) in self.contexts.items():
             if length < len(known) <= len(refs) and refs[: len(known)] == known:
                 best, length = node, len(known)
         return best, length
 
-    def _remember(self, node: str, refs: list[str]) -> None:
+    def _remember(self, node: str, refs: list[str], items: list[Any]) -> None:
         self.contexts.pop(node, None)
-        self.contexts[node] = refs
+        self.contexts[node] = (refs, list(items))
         while len(self.contexts) > CONTEXTS_KEPT:
             self.contexts.pop(next(iter(self.contexts)))
 
     def _remember_replayed(self, rec: Recorded, request: WireRequest) -> None:
         node = (rec.intent or {}).get("in")
-        if isinstance(node, str) and self.run.writer is not None:
-            self._remember(node, [self._ref(item) for item in request.items])
+        if isinstance(node, str):
+            self._remember(node, self._refs(request.items, store=False), request.items)
 
     def recorded_body(self, rec: Recorded) -> dict[str, Any]:
         """The request a recorded model call sent (items re-joined from the context)."""
