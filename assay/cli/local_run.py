@@ -208,17 +208,23 @@ def history_command(
         for entry in journal.entries:
             print_json(entry)
         return
-    rows = [
-        (
-            str(entry["seq"]),
-            str(entry.get("pos", "")),
-            entry["kind"],
-            _describe(entry),
-            str(entry.get("status", "")),
-            str(entry.get("t1") or entry.get("t") or entry.get("t0") or ""),
+    rows: list[tuple[str, ...]] = []
+    for entry in journal.entries:
+        rows.append(
+            (
+                str(entry["seq"]),
+                str(entry.get("pos", "")),
+                entry["kind"],
+                _describe(entry),
+                str(entry.get("status", "")),
+                str(entry.get("t1") or entry.get("t") or entry.get("t0") or ""),
+            )
         )
-        for entry in journal.entries
-    ]
+        # An agent CLI's own tool calls, completed in the request of a gateway model call.
+        for tool in entry.get("tools") or []:
+            what = f"{tool.get('name')} {tool.get('input', '')}".strip()
+            status = "error" if tool.get("error") else "ok"
+            rows.append(("", str(entry.get("pos", "")), "agent", what, status, ""))
     table = fitted_table(
         ("seq", "pos", "kind", "what", "status", "time"), rows, drop=("time", "pos")
     )

@@ -409,6 +409,9 @@ def evidence_table(forge: Forge, brief: Brief) -> str:
 
 def _output_message(output: Any) -> str:
     if isinstance(output, dict):
+        error = output.get("error")
+        if not output.get("summary") and isinstance(error, dict):  # a failed run's end
+            return f"{error.get('type', 'Error')}: {error.get('message', '')}"[:300]
         return str(output.get("summary", ""))[:200]
     return ""
 

@@ -4,7 +4,7 @@
 name: coder
 description: Writes small Python changes.
 takes: {labels: [python], ids: [fix-login], globs: ["calc-*"]}
-kind: agent                     # agent | command | python
+kind: agent                     # agent | command | python | cli
 model: {adapter: scripted, script: scripts/coder.yaml}
 tools: [read_file, write_file, list_files, run, finish]
 run:                            # required when `run` is a tool: the allowed command prefixes
@@ -23,7 +23,12 @@ sandbox:                        # what tools, command desks and agent CLIs may r
 
 A ``python`` desk names ``entry: module:function`` (written against the ``Run`` API); a
 ``command`` desk names ``command:`` (argv, or one string split like a shell would, without
-one). This module owns parsing and validating manifests, ``load_desks()`` and
+one). A ``cli`` desk runs an agent CLI behind the model gateway (docs/agent-clis.md): it
+has a ``cli:`` section (``profile``, optional ``command``, ``api``, ``timeout_s``), an
+``openai`` or ``anthropic`` model (the upstream), and its ``tools`` are the CLI's own tool
+names the agent may call plus Assay's tools it may call over MCP.
+
+This module owns parsing and validating manifests, ``load_desks()`` and
 ``DeskManifest.takes_brief()``.
 """
 
@@ -145,13 +150,30 @@ class SandboxSection(StrictModel):
         return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
+class CliSpec(StrictModel):
+    """A ``cli`` desk's agent CLI: its profile, and what overrides the profile's defaults."""
+
+    profile: str
+    command: Annotated[list[str] | None, BeforeValidator(_argv)] = None
+    api: Literal["anthropic", "openai-chat", "openai-responses"] | None = None
+    timeout_s: Seconds = 3600.0
+
+    @field_validator("command")
+    @classmethod
+    def _check_command(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not value[0]):
+            raise ValueError("command must name a program")
+        return value
+
+
 class DeskManifest(StrictModel):
     """One desk definition, validated."""
 
     name: str
     description: str = ""
     takes: Takes = Field(default_factory=Takes)
-    kind: Literal["agent", "command", "python"]
+    kind: Literal["agent", "command", "python", "cli"]
+    cli: CliSpec | None = None
     model: ModelConfig | None = None
     tools: list[str] = Field(default_factory=list)
     run: RunSpec | None = None
@@ -182,8 +204,8 @@ class DeskManifest(StrictModel):
     @classmethod
     def _check_tools(cls, value: list[str]) -> list[str]:
         for tool in value:
-            if tool not in TOOL_NAMES:
-                raise ValueError(f"unknown tool {tool!r} (known: {', '.join(TOOL_NAMES)})")
+            if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}", tool):
+                raise ValueError(f"{tool!r} is not a tool name")
         if len(set(value)) != len(value):
             raise ValueError("a tool is listed twice")
         return value
@@ -246,7 +268,8 @@ class DeskManifest(StrictModel):
         """The ``ToolBox`` policy this manifest declares."""
         run = self.run
         return ToolPolicy(
-            allowed=frozenset(self.tools),
+            allowed=frozenset(t for t in self.tools if t in TOOL_NAMES),  # a cli desk's others
+            # are its CLI's own tools, which the gateway allows and the CLI itself runs
             run_prefixes=tuple(tuple(shlex.split(p)) for p in (run.allow if run else [])),
             run_timeout_s=run.timeout_s if run else 300.0,
             max_output_bytes=run.max_output_bytes if run else 64_000,
@@ -329,6 +352,14 @@ def parse_manifest(text: str, *, source: str, base_dir: Path | None = None) -> D
 
 def _check_kind(manifest: DeskManifest, doc: YamlDoc) -> None:
     kind = manifest.kind
+    if kind != "cli":
+        for tool in manifest.tools:  # a cli desk's tools are also its CLI's own
+            if tool not in TOOL_NAMES:
+                raise doc.bad(["tools"], f"unknown tool {tool!r} (known: {', '.join(TOOL_NAMES)})")
+    if kind == "cli":
+        _check_cli(manifest, doc)
+    elif manifest.cli is not None:
+        raise doc.bad(["cli"], f"only a cli desk has a cli section (this one is {kind})")
     if kind == "agent":
         if manifest.model is None:
             raise doc.bad(["model"], "an agent desk needs a model")
@@ -346,6 +377,21 @@ def _check_kind(manifest: DeskManifest, doc: YamlDoc) -> None:
         raise doc.bad(["run"], "the run tool needs a run section listing allowed command prefixes")
     if "run" not in manifest.tools and manifest.run is not None:
         raise doc.bad(["run"], "a run section without the run tool in tools")
+
+
+def _check_cli(manifest: DeskManifest, doc: YamlDoc) -> None:
+    if manifest.cli is None:
+        raise doc.bad(["kind"], "a cli desk needs a cli section naming its profile")
+    if manifest.model is None or manifest.model.adapter not in ("openai", "anthropic"):
+        raise doc.bad(["model"], "a cli desk needs an openai or anthropic model (its upstream)")
+    try:
+        from assay.agentcli.profiles import get_profile
+    except ImportError:
+        raise doc.bad(["cli", "profile"], "agent CLI profiles are not available") from None
+    try:
+        get_profile(manifest.cli.profile)
+    except BadInput as exc:
+        raise doc.bad(["cli", "profile"], exc.message.removeprefix("cli.profile: ")) from None
 
 
 def load_desks(directory: Path) -> dict[str, DeskManifest]:

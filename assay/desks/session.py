@@ -2,7 +2,7 @@
 
 ``Session.open`` checks out ``assay/<brief>`` (BranchSync), builds the desk's model and
 tools, starts the heartbeat thread, and picks the function the runtime will execute for
-the desk's kind (``agent``, ``command`` or ``python``, wrapped by the objective loop when
+the desk's kind (``agent``, ``cli``, ``command`` or ``python``, wrapped by the objective loop when
 the brief has one). ``DeskHooks`` is the runtime's ``RunHooks``: every durability point is
 a commit of work tree plus journal CAS-pushed to the branch (a refused push is ``Fenced``),
 heartbeats renew the claim, ``ensure_owner`` re-reads the claim ref before effects, and
@@ -304,6 +304,19 @@ class Session:
 
             function = agent
 
+        elif desk.kind == "cli":
+            from assay.desks.cli import check_installed, cli_desk
+
+            check_installed(desk)  # before anything is written
+            tools = ToolBox(worktree, desk.tool_policy(), withheld=secrets)
+            function = cli_desk(
+                desk,
+                worktree=worktree,
+                head=sync.head,
+                secrets=secrets,
+                approval=wants_approval(brief, desk),
+                fingerprint=worktree_fingerprint(brief.env, worktree),
+            )
         elif desk.kind == "command":
             function = command_desk(desk, worktree, withheld=secrets)
         else:

@@ -105,6 +105,14 @@ class StepIntent(Entry):
     status: str = "started"
     args: Mapping[str, Any] | None = None  # tool steps
     context: str | None = field(default=None, metadata=_key("in"))  # model: context node
+    # A gateway model call (``name: wire``, docs/journal.md): which API and route, whether
+    # streamed, the normalised request's digest, the rest of the request, steering added.
+    api: str | None = None
+    route: str | None = None
+    stream: bool | None = None
+    digest: str | None = None
+    req: str | None = None
+    steer: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +133,13 @@ class StepResult(Entry):
     error: Mapping[str, Any] | None = None
     usage: Mapping[str, Any] | None = None
     model: str | None = None
+    # A gateway model call (``name: wire``, docs/journal.md): the answer's HTTP status and
+    # content type, and the agent CLI's own tool calls its request completed.
+    http: int | None = None
+    ctype: str | None = None
+    stream: bool | None = None
+    digest: str | None = None
+    tools: tuple[Mapping[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,6 +221,7 @@ class Diverged(Entry):
     pos: int = 0
     recorded: str = ""
     requested: str = ""
+    field: str | None = None  # a gateway model call: the first request field that differs
     t: str = ""
 
 

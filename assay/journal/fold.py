@@ -33,6 +33,15 @@ def step_label(kind: str, name: str) -> str:
     return kind if not name or name == kind else f"{kind}:{name}"
 
 
+def _agent_step(entry: e.Entry) -> str | None:
+    """``agent:Bash`` for a gateway model call whose request completed tool calls of the
+    agent CLI (its result line lists them in ``tools``): the last tool the agent ran."""
+    tools = entry.tools if isinstance(entry, e.StepResult) else None
+    if tools and isinstance(tools[-1], Mapping):
+        return f"agent:{tools[-1].get('name', '')}"
+    return None
+
+
 def label_of(entry: Mapping[str, Any]) -> str:
     """The label of a positional entry, as divergence messages name it."""
     kind = entry["kind"]
@@ -204,7 +213,7 @@ def _progress(facts: RunFacts, entry: e.Entry, line: dict[str, Any]) -> None:
                 facts.claim_step = line
     if isinstance(entry, e.StepIntent | e.StepResult | e.Compensate):
         step = entry.step if isinstance(entry, e.StepIntent | e.StepResult) else entry.kind
-        facts.last_step = step_label(step, entry.name)
+        facts.last_step = _agent_step(entry) or step_label(step, entry.name)
         facts.last_step_time = entry.time
     if isinstance(entry, e.Wait):
         facts.waiting_for, facts.wait_until = entry.waiting_for, entry.until

@@ -11,7 +11,9 @@ Measures, in one run on this machine, and prints as ONE table:
   smart HTTP (``tests.bench.claims``' functions);
 - scale: 500 briefs and 20 desk processes on the served embedded forge (``tests.bench.scale``);
 - GitHub budget: REST calls per brief lifecycle against the fake GitHub, and the briefs per
-  hour a 1,000-requests-per-hour token allows (``tests.bench.github_budget``).
+  hour a 1,000-requests-per-hour token allows (``tests.bench.github_budget``);
+- the model gateway: overhead per call against calling the upstream directly, replayed
+  calls per second, and a 100-call session resumed after a kill (``tests.bench.gateway``).
 
 Then writes the table, with a description of the machine, under "## Summary" at the top of
 ``docs/benchmarks.md`` (the per-area sections below it are left as they are). ``--quick``
@@ -34,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.bench import github_budget, peers, scale
+from tests.bench import gateway, github_budget, peers, scale
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
 Row = tuple[str, str, str]
@@ -150,8 +152,13 @@ def main(argv: list[str] | None = None) -> None:
         raw["github"] = github_budget.measure(briefs=2 if quick else 5)
         return github_budget.rows(raw["github"])
 
+    def gateway_rows() -> list[Row]:
+        raw["gateway"] = gateway.measure(quick=quick)
+        return gateway.rows(raw["gateway"])
+
     sections = [
         ("peers", peer_rows),
+        ("gateway", gateway_rows),
         ("claims", claim_rows),
         ("scale", scale_rows),
         ("github", github_rows),

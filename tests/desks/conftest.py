@@ -17,3 +17,11 @@ def world(tmp_path: Path, forge_path: Path) -> Iterator[World]:
         yield made
     finally:
         made.stop_all()
+
+
+@pytest.fixture
+def upstream_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upstream key of the cli desks' model (``ASSAY_TEST_UPSTREAM_KEY``)."""
+    from tests.desks.cli_helpers import KEY
+
+    monkeypatch.setenv("ASSAY_TEST_UPSTREAM_KEY", KEY)

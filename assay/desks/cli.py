@@ -1,0 +1,394 @@
+"""The ``cli`` desk kind: an unmodified agent CLI run against the model gateway.
+
+One run: record the work tree's base commit (``compute:cli.base``) and restore the tree to
+it (a resumed CLI starts again from the beginning, so it must find the files as they
+were), start the gateway with the desk's MCP tools mounted, launch the CLI through its
+profile, and serve what it sends on this thread, the run's: model calls go through a
+``CallHandler`` (journaled, replayed, forwarded, refused), MCP tool calls become
+``WireSession`` tool steps (``finish`` records the claim, ``request_approval`` waits for
+approval, ``check_messages`` drains steering). When the CLI exits, ``compute:cli.exit``
+records how, the desk's own approval gate runs if it has one, and ``evidence.claimed``
+records what the agent said it checked. A CLI that asks for something that stops the run
+(budget, approval, an undeclared tool, divergence) is killed first: a suspended run holds
+no process. ``launch_cli`` is the one place a CLI process is started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from assay.desks.agent import brief_prompt, claimed_rows
+from assay.desks.tools import ToolBox
+from assay.errors import AssayError, BadInput, Denied, Failed, Suspended, Suspension
+from assay.gateway.calls import CallHandler, tool_allowed
+from assay.gateway.server import Gateway, ModelCall
+from assay.gateway.upstream import Upstream
+from assay.plumbing import run_git
+from assay.runtime.wire import WireSession
+
+OUTPUT_TAIL = 4_000
+PR_SET_PDEATHSIG = 1
+FINISH_HINT = (
+    "\n\nWhen the brief is done, call the `finish` tool of the `assay` MCP server with a short "
+    "`summary` and, for each verify row, an `evidence` item {row, result: pass|fail, note}."
+)
+
+
+def cli_profile(desk: Any) -> Any:
+    """The desk's profile (``BadInput`` naming the desk file and ``cli.profile``)."""
+    from assay.agentcli.profiles import get_profile
+
+    try:
+        return get_profile(desk.cli.profile)
+    except BadInput as exc:
+        raise BadInput(f"{desk.source}: {exc.message}") from None
+
+
+def check_installed(desk: Any) -> None:
+    """``BadInput`` naming the field when the CLI's program is not on PATH (before any run)."""
+    profile = cli_profile(desk)
+    command = list(desk.cli.command or profile.default_command)
+    where = "cli.command" if desk.cli.command else f"cli.profile ({profile.name}'s default command)"
+    if not command:
+        raise BadInput(f"{desk.source}: cli.command: the {profile.name} profile needs a command")
+    if shutil.which(command[0]) is None:
+        raise BadInput(f"{desk.source}: {where}: {command[0]!r} is not installed (not on PATH)")
+
+
+# ------------------------------------------------------------------------- the process
+
+
+class CliProcess:
+    """A launched CLI: its own process group, output in a file, killed as a group."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+        self.popen = popen
+        self.log = log
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait()
+
+    def tail(self) -> str:
+        self.log.flush()
+        self.log.seek(0, os.SEEK_END)
+        size = self.log.tell()
+        self.log.seek(max(0, size - OUTPUT_TAIL))
+        return self.log.read().decode("utf-8", "replace")
+
+
+def launch_cli(launch: Any, *, cwd: Path, home: Path) -> CliProcess:
+    """Start ``launch.argv`` in ``cwd`` with an environment built from scratch: the
+    profile's variables plus PATH, HOME and LANG, never the desk's own (its keys)."""
+    for path, data in (launch.files or {}).items():
+        target = Path(path)
+        if home.resolve() not in target.resolve().parents:
+            raise BadInput(f"a profile wrote {target} outside the CLI's home")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        **launch.env,
+    }
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the CliProcess
+    popen = subprocess.Popen(
+        list(launch.argv),
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
+    return CliProcess(popen, log)
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the desk dies, so a crashed desk leaves no CLI working
+    in the tree the next holder takes over (the kernel's PR_SET_PDEATHSIG)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:  # the desk died before prctl took effect
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def cli_home(worktree: Path) -> Iterator[Path]:
+    """A fresh HOME for the CLI beside the work tree (never inside it: not committed).
+
+    Its path is the same for every process that works on the brief here, because CLIs
+    write it into their prompts (Claude Code names its project folder), and a resumed
+    CLI must send what the crashed one sent."""
+    home = worktree.parent / f".{worktree.name}.cli-home"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(mode=0o700, parents=True)
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def restore_tree(worktree: Path, commit: str) -> None:
+    """Make the files (not the journal) what they were at ``commit``."""
+    pathspec = ["--", ".", ":(exclude).assay"]
+    run_git(["restore", f"--source={commit}", "--staged", "--worktree", *pathspec], cwd=worktree)
+    run_git(["clean", "-d", "--force", "--quiet", *pathspec], cwd=worktree)
+
+
+# ------------------------------------------------------------------------ MCP tools
+
+
+@dataclass
+class ToolCall:
+    """One MCP tool call waiting for the run thread's answer."""
+
+    name: str
+    arguments: dict[str, Any]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: dict[str, Any] | None = None
+    error: AssayError | None = None
+
+    def answer(self, result: dict[str, Any]) -> None:
+        self.result = result
+        self.done.set()
+
+    def fail(self, error: AssayError) -> None:
+        self.error = error
+        self.done.set()
+
+
+class RunBridge:
+    """The MCP ``ToolBridge`` of a run: each call is handed to the run thread."""
+
+    def __init__(self, calls: queue.Queue[Any], descriptors: list[dict[str, Any]]) -> None:
+        self.calls = calls
+        self.descriptors = descriptors
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        return list(self.descriptors)
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        call = ToolCall(name, dict(arguments))
+        self.calls.put(call)
+        call.done.wait()
+        if call.error is not None:
+            raise call.error
+        return call.result or {}
+
+
+# ---------------------------------------------------------------------- the desk kind
+
+
+@dataclass
+class CliOutcome:
+    exit: int
+    output: str
+    finish: dict[str, Any] | None = None
+
+
+class CliRun:
+    """One CLI session on one run (see the module docstring)."""
+
+    def __init__(self, run: Any, desk: Any, *, worktree: Path, secrets: list[str]) -> None:
+        self.run = run
+        self.desk = desk
+        self.worktree = worktree
+        self.profile = cli_profile(desk)
+        self.toolbox = ToolBox(worktree, desk.tool_policy(), withheld=secrets)
+        self.finish: dict[str, Any] | None = None
+        self.calls_made = 0
+
+    def descriptors(self) -> list[dict[str, Any]]:
+        from assay.gateway.mcp import desk_tool_descriptors
+
+        return desk_tool_descriptors(self.toolbox, approval=True, steering=True)
+
+    def session(self, brief: Any) -> CliOutcome:
+        descriptors = self.descriptors()
+        offered = [d["name"] for d in descriptors]
+        gateway = Gateway()
+        if self.profile.mcp:
+            from assay.gateway.mcp import build_mcp_app
+
+            gateway.mcp_app = build_mcp_app(
+                RunBridge(gateway.calls, descriptors), token=gateway.token
+            )
+        upstream = Upstream(self.desk.model, source=self.desk.source)
+        handler: CallHandler
+        wire = WireSession(self.run, difference=lambda rec, req: handler.difference(rec, req))
+        handler = CallHandler(
+            wire,
+            upstream,
+            price=self.desk.model.price,
+            allowed=lambda name: tool_allowed(name, self.desk.tools, offered),
+            normalise_extra=self.profile.normalise,
+        )
+        prompt = brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else "")
+        try:
+            with gateway, cli_home(self.worktree) as home:
+                launch = self.profile.launch(
+                    command=self.desk.cli.command,
+                    workdir=self.worktree,
+                    home=home,
+                    gateway_url=gateway.url,
+                    token=gateway.token,
+                    model=self.desk.model.model,
+                    prompt=prompt,
+                    tools=list(self.desk.tools),
+                    mcp_url=gateway.mcp_url,
+                )
+                process = launch_cli(launch, cwd=self.worktree, home=home)
+                try:
+                    code = self.serve(process, gateway, handler, wire)
+                finally:
+                    process.kill()
+                    _refuse_waiting(gateway.calls)
+                output = process.tail()
+        finally:
+            upstream.close()
+        if handler.calls == 0 and code != 0:
+            raise BadInput(
+                f"{self.desk.source}: cli.command: the agent CLI exited {code} before calling "
+                f"its model: {output.strip()[-300:]}"
+            )
+        wire.close()
+        return CliOutcome(code, output, self.finish)
+
+    def serve(
+        self, process: CliProcess, gateway: Gateway, handler: CallHandler, wire: WireSession
+    ) -> int:
+        deadline = time.monotonic() + float(self.desk.cli.timeout_s)
+        while True:
+            try:
+                item = gateway.calls.get(timeout=0.05)
+            except queue.Empty:
+                code = process.poll()
+                if code is not None and gateway.calls.empty():
+                    return code
+                if time.monotonic() > deadline:
+                    raise Failed(
+                        f"{self.desk.source}: cli.timeout_s: the agent CLI ran past "
+                        f"{self.desk.cli.timeout_s:g} s and was stopped"
+                    ) from None
+                continue
+            if isinstance(item, ModelCall):
+                handler.handle(item)
+            else:
+                self.tool(item, wire)
+
+    def tool(self, call: ToolCall, wire: WireSession) -> None:
+        from assay.gateway.mcp import check_arguments
+
+        name, args = call.name, call.arguments
+        try:
+            descriptor = next((d for d in self.descriptors() if d["name"] == name), None)
+            if descriptor is None:
+                raise Denied(f"tool {name!r} is not declared by this desk", tool=name)
+            check_arguments(descriptor, args)
+            if name == "request_approval":
+                event = wire.wait_for("approval")
+                kind = getattr(event, "kind", "approve")
+                result = {
+                    "approved": kind == "approve",
+                    "by": getattr(event, "actor", ""),
+                    "text": getattr(event, "text", ""),
+                }
+            elif name == "check_messages":
+                events = wire.signals()
+                result = {"messages": [e.text for e in events if e.kind == "signal"]}
+            else:
+                result = wire.tool(name, args)
+                if name == "finish":
+                    self.finish = {**args, **(result if isinstance(result, dict) else {})}
+        except Suspension as waiting:
+            call.fail(Suspended(f"the run is waiting for {waiting.waiting_for}"))
+            raise
+        except Denied as denied:
+            call.fail(denied)
+            raise
+        except (BadInput, Failed) as problem:  # back to the agent, as agent desks do
+            call.fail(problem)
+            return
+        except AssayError as error:
+            call.fail(error)
+            raise
+        call.answer(result if isinstance(result, dict) else {"result": result})
+
+
+def _refuse_waiting(calls: queue.Queue[Any]) -> None:
+    """Answer whatever the CLI still waits on (the run stopped; the CLI is gone)."""
+    while True:
+        try:
+            item = calls.get_nowait()
+        except queue.Empty:
+            return
+        if isinstance(item, ModelCall):
+            item.refuse(503, "overloaded_error", "assay: the run stopped")
+        else:
+            item.fail(Suspended("the run stopped"))
+
+
+def cli_desk(
+    desk: Any,
+    *,
+    worktree: Path,
+    head: Callable[[], str],
+    secrets: list[str],
+    approval: bool,
+    fingerprint: Callable[[], dict[str, str]],
+) -> Callable[[Any, Any], dict[str, Any]]:
+    """The desk function of a ``cli`` desk (``head``: the work tree's commit now)."""
+
+    def function(run: Any, brief: Any) -> dict[str, Any]:
+        base = run.step("cli.base", lambda: {"commit": head()})
+        restore_tree(worktree, str(base["commit"]))
+        outcome = CliRun(run, desk, worktree=worktree, secrets=secrets).session(brief)
+        ended = run.step(
+            "cli.exit",
+            lambda: {
+                "exit": outcome.exit,
+                "output": outcome.output[-OUTPUT_TAIL:],
+                "finish": outcome.finish,
+            },
+        )
+        finish = ended.get("finish") or {}
+        if approval and ended["exit"] == 0:
+            event = run.wait_for("approval")
+            if getattr(event, "kind", "approve") == "reject":
+                return {
+                    "status": "failed",
+                    "summary": "rejected: " + str(event.text),
+                    "evidence": [],
+                }
+        rows = claimed_rows(brief, finish.get("evidence"))
+        run.step(
+            "evidence.claimed",
+            lambda: {"rows": rows, "env_fingerprint": fingerprint()},
+            kind="compute",
+        )
+        summary = str(finish.get("summary") or ended["output"].strip()[-500:])
+        status = "done" if ended["exit"] == 0 else "failed"
+        return {"status": status, "summary": summary, "evidence": rows, "exit": ended["exit"]}
+
+    return function

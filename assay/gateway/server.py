@@ -1,0 +1,238 @@
+"""The gateway's HTTP side: a starlette app served by uvicorn in a background thread.
+
+It listens on 127.0.0.1 (an ephemeral port, ``Gateway.url``) and on a Unix socket
+(``Gateway.socket_path``, which the sandbox relays to inside its network namespace).
+Every request must present the run's random token as its API key (``x-api-key`` or
+``Authorization: Bearer``), else 401. A model call is parsed, handed to the run thread
+as a ``ModelCall`` through ``Gateway.calls`` and answered with whatever the run thread
+decides (recorded, forwarded, refused); nothing here journals or calls the upstream.
+The MCP app, when given, is served at ``/mcp`` with its own lifespan entered here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import os
+import queue
+import secrets
+import socket
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from assay.errors import Internal
+from assay.gateway.upstream import PASS_HEADERS, Reply
+from assay.gateway.wire import ROUTES, Api, error_body, sse_events
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+@dataclass
+class ModelCall:
+    """One model request waiting for the run thread's answer."""
+
+    api: Api
+    route: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    _loop: asyncio.AbstractEventLoop = field(repr=False)
+    _future: asyncio.Future[Reply] = field(repr=False)
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    def answer(self, reply: Reply) -> None:
+        """Send ``reply`` to the CLI (from any thread; a gone client is ignored)."""
+
+        def settle() -> None:
+            if not self._future.done():
+                self._future.set_result(reply)
+
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the gateway stopped
+            self._loop.call_soon_threadsafe(settle)
+
+    def refuse(self, status: int, kind: str, message: str) -> None:
+        """Answer with an error body in the call's own API shape."""
+        data = json.dumps(error_body(self.api, kind, message)).encode()
+        self.answer(Reply(status, "application/json", data, False))
+
+
+def error_response(api: Api, status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse(error_body(api, kind, message), status_code=status)
+
+
+def presented_token(request: Request) -> str:
+    key = request.headers.get("x-api-key")
+    if key:
+        return key
+    auth = request.headers.get("authorization", "")
+    return auth[7:] if auth[:7].lower() == "bearer " else ""
+
+
+class Gateway:
+    """The loopback server of one run; start it, read ``calls``, ``stop()`` it."""
+
+    def __init__(self, *, token: str | None = None, mcp_app: ASGIApp | None = None) -> None:
+        self.token = token or secrets.token_urlsafe(32)
+        self.calls: queue.Queue[ModelCall] = queue.Queue()
+        self.mcp_app = mcp_app
+        self._dir = Path(tempfile.mkdtemp(prefix="assay-gw-"))
+        self.socket_path = self._dir / "gateway.sock"
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sockets: list[socket.socket] = []
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``: the base URL a CLI is pointed at."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def mcp_url(self) -> str | None:
+        return f"{self.url}/mcp" if self.mcp_app is not None else None
+
+    # ----------------------------------------------------------------- life cycle
+
+    def start(self) -> Gateway:
+        # proto IPPROTO_TCP (not 0) so asyncio sets TCP_NODELAY on accepted connections:
+        # without it a response's body waits for the client's delayed ACK (~40 ms a call).
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        tcp.bind(("127.0.0.1", 0))
+        self.port = int(tcp.getsockname()[1])
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unix.bind(str(self.socket_path))
+        os.chmod(self.socket_path, 0o600)
+        self._sockets = [tcp, unix]
+        config = uvicorn.Config(
+            self.app(),
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=1,
+            h11_max_incomplete_event_size=MAX_BODY_BYTES,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self._server.serve(sockets=self._sockets)),  # type: ignore[union-attr]
+            name="assay-gateway",
+            daemon=True,
+        )
+        self._thread.start()
+        if not self._started():
+            self.stop()
+            raise Internal("the model gateway did not start")
+        return self
+
+    def _started(self) -> bool:
+        assert self._server is not None and self._thread is not None
+        while self._thread.is_alive() and not self._server.started:
+            self._thread.join(0.005)
+        return bool(self._server.started)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        for sock in self._sockets:
+            sock.close()
+        with contextlib.suppress(OSError):
+            self.socket_path.unlink()
+            self._dir.rmdir()
+
+    def __enter__(self) -> Gateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------- the app
+
+    def app(self) -> Starlette:
+        routes = [
+            Route(path, self._endpoint(path, api), methods=["POST"]) for path, api in ROUTES.items()
+        ]
+        if self.mcp_app is not None:
+            routes.append(
+                Route("/mcp", _asgi(self._guarded_mcp), methods=["GET", "POST", "DELETE"])
+            )
+        return Starlette(routes=routes, lifespan=self._lifespan)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        enter = getattr(self.mcp_app, "lifespan", None)
+        if callable(enter):
+            async with enter():
+                yield
+        else:
+            yield
+
+    async def _guarded_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self.mcp_app is not None
+        await self.mcp_app(scope, receive, send)
+
+    def _endpoint(self, route: str, api: Api) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            if not hmac.compare_digest(presented_token(request).encode(), self.token.encode()):
+                return error_response(api, 401, "authentication_error", "invalid API key")
+            raw = await request.body()
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                return error_response(api, 400, "invalid_request_error", "the body is not JSON")
+            if not isinstance(body, dict):
+                return error_response(
+                    api, 400, "invalid_request_error", "the body must be a JSON object"
+                )
+            headers = {n: request.headers[n] for n in PASS_HEADERS if n in request.headers}
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[Reply] = loop.create_future()
+            self.calls.put(ModelCall(api, route, body, headers, loop, future))
+            reply = await future
+            if reply.stream:
+                return StreamingResponse(
+                    _chunks(reply.body), status_code=reply.status, media_type=reply.content_type
+                )
+            return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
+
+        return endpoint
+
+
+def _asgi(app: Callable[[Scope, Receive, Send], Any]) -> Any:
+    """Let a Route call a raw ASGI callable (starlette treats functions as endpoints)."""
+
+    class Wrapped:
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            await app(scope, receive, send)
+
+    return Wrapped()
+
+
+def _chunks(body: bytes) -> Iterator[bytes]:
+    """A recorded event stream sent event by event, byte for byte."""
+    start = 0
+    while start < len(body):
+        end = body.find(b"\n\n", start)
+        end = len(body) if end < 0 else end + 2
+        yield body[start:end]
+        start = end
+
+
+__all__ = ["Gateway", "ModelCall", "sse_events"]

@@ -1,0 +1,142 @@
+"""The desk's real model endpoint, as the gateway calls it: the ``model:`` section of the
+manifest (base URL, key variable, retries honouring ``retry-after``, price).
+
+The key is read from the desk process's environment at call time and sent in the
+upstream's own header (``x-api-key`` for Anthropic, ``Authorization: Bearer`` for OpenAI);
+it is never in a journal, a log or the CLI's environment. A response is read whole (a
+stream as its raw bytes) so it can be recorded and checked before the CLI sees any of it.
+
+Errors at the boundary: refused credentials -> ``Denied`` (77), 429/5xx/transport
+failures that outlast the retries -> ``Unavailable`` (69), a 2xx body that is not the
+API's JSON (or event stream) -> ``Unavailable``. Other 4xx answers are the CLI's business
+and are returned to it as they came.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from assay.errors import BadInput, Denied, Unavailable
+from assay.gateway.wire import Answer, Api, read_answer
+from assay.models.config import AnthropicConfig, OpenAIConfig
+from assay.models.http import RETRY_STATUSES, parse_retry_after, ssl_context
+
+PASS_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
+DEFAULT_BASE = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One HTTP answer, whole: what is recorded and what the CLI is sent."""
+
+    status: int
+    content_type: str
+    body: bytes
+    stream: bool
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+class Upstream:
+    """Forwards one request to the desk's model endpoint (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: OpenAIConfig | AnthropicConfig,
+        *,
+        source: str = "the desk",
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self.source = source
+        self.flavour = config.adapter
+        base = config.base_url or (
+            os.environ.get("ASSAY_MODEL_BASE_URL") if config.adapter == "openai" else None
+        )
+        self.base_url = (base or DEFAULT_BASE[config.adapter]).rstrip("/")
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(config.timeout_s, connect=min(config.timeout_s, 15.0)),
+            transport=transport,
+            verify=ssl_context(),
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def url(self, route: str) -> str:
+        """``/v1/messages`` on the configured base (an OpenAI base already ends in /v1)."""
+        if self.flavour == "openai" and self.base_url.endswith("/v1"):
+            return self.base_url + route.removeprefix("/v1")
+        return self.base_url + route
+
+    def headers(self, given: dict[str, str]) -> dict[str, str]:
+        headers = {"content-type": "application/json"}
+        for name in PASS_HEADERS:
+            if name in given:
+                headers[name] = given[name]
+        key_env = self.config.api_key_env
+        key = os.environ.get(key_env) if key_env else None
+        if self.flavour == "anthropic":
+            assert isinstance(self.config, AnthropicConfig)
+            headers.setdefault("anthropic-version", self.config.anthropic_version)
+            if key:
+                headers["x-api-key"] = key
+        elif key:
+            headers["authorization"] = f"Bearer {key}"
+        return headers
+
+    def forward(
+        self, api: Api, route: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[Reply, Answer | None]:
+        """POST ``body`` (its ``model`` set to the desk's), retrying what is transient."""
+        payload = {**body, "model": self.config.model}
+        stream = bool(body.get("stream"))
+        url, sent = self.url(route), self.headers(headers)
+        what = f"{self.source}: model: {self.config.model} at {self.base_url}"
+        last = ""
+        for attempt in range(1, self.config.attempts + 1):
+            try:
+                response = self._client.post(url, json=payload, headers=sent)
+            except httpx.TransportError as exc:
+                last, wait = f"{type(exc).__name__}", None
+            else:
+                reply = Reply(
+                    response.status_code,
+                    response.headers.get("content-type", "application/json"),
+                    response.content,
+                    stream and response.status_code < 300,
+                )
+                if reply.status not in RETRY_STATUSES:
+                    return reply, self._check(api, reply, what)
+                last, wait = f"HTTP {reply.status}", parse_retry_after(response.headers)
+            if attempt < self.config.attempts:
+                time.sleep(self._delay(attempt, wait))
+        raise Unavailable(f"{what}: unreachable after {self.config.attempts} attempts ({last})")
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return float(min(retry_after, self.config.max_backoff_s))
+        return float(min(self.config.backoff_s * 2 ** (attempt - 1), self.config.max_backoff_s))
+
+    def _check(self, api: Api, reply: Reply, what: str) -> Answer | None:
+        if reply.status in (401, 403):
+            hint = f"; check ${self.config.api_key_env}" if self.config.api_key_env else ""
+            raise Denied(
+                f"{what}: the endpoint refused the credentials (HTTP {reply.status}){hint}"
+            )
+        if reply.status == 404:
+            raise BadInput(f"{what}: no such endpoint (HTTP 404); check model.base_url")
+        if not reply.ok:
+            return None
+        answer = read_answer(api, reply.body, stream=reply.stream)
+        if answer is None:
+            kind = "event stream" if reply.stream else "JSON"
+            raise Unavailable(f"{what}: the answer is not {api} {kind} (HTTP {reply.status})")
+        return answer

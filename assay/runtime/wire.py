@@ -1,0 +1,417 @@
+"""A session of calls made by an outside program (an agent CLI), journaled on one ``Run``.
+
+Desk code asks the ``Run`` for things in an order it controls; an agent CLI does not: it
+may send a side request (a title, a token count) before or after its next turn, and
+concurrently. So a ``WireSession`` matches each call against the session's *not yet
+consumed* recorded calls by label and key (a model call's key is the digest of its
+normalised request; a tool call's, its canonical arguments) instead of by strict position:
+
+- a call equal to a pending recorded one takes that one's position: replayed when the
+  journal holds its result, run live (reusing its intent) when it was in flight;
+- when nothing pending matches but something is pending, the session has diverged: a
+  ``diverged`` entry at the first pending position naming the first differing field
+  (``on_divergence: fork``, then the call runs live), else ``Diverged`` (exit 5);
+- when nothing is pending, the call runs live at the next position.
+
+A session occupies the positions from the one after ``run.pos`` at its start up to the
+position of its end step (``compute:cli.exit``): after ``close()`` the run continues
+positionally from there. A live model call is a durability point *before* it is
+forwarded (intent journaled, work tree and journal pushed) and again after its answer is
+recorded, so a crash costs at most the call in flight.
+
+Journal entries of a model call (``step: model``, ``name: wire``): the intent carries
+``api``, ``route``, ``digest``, ``stream``, ``in`` (the context node: request items
+content-addressed, each stored once, the node naming the longest recorded prefix as its
+``base``), ``req`` (a blob of the request without its items) and ``steer`` (steering
+events delivered with it); the result carries ``out`` (a blob of the raw response bytes:
+a stream's events exactly as sent), ``http``, ``ctype``, ``usage``, ``model`` and
+``tools`` (the tool calls the agent completed in this request).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from assay.errors import Diverged
+from assay.journal import entries
+from assay.journal.blobs import BlobStore
+from assay.journal.format import canonical, digest
+from assay.runtime.history import History, Recorded
+from assay.runtime.run import EndOfHistory, utcnow
+from assay.runtime.types import Event
+
+WIRE = "model:wire"
+END = "compute:cli.exit"
+CONTEXTS_KEPT = 16  # recent context nodes a new request may extend
+
+
+@dataclass(frozen=True)
+class WireRequest:
+    """One model request as the session needs it (built by the gateway)."""
+
+    api: str
+    route: str
+    items: list[Any]  # the conversation, content-addressed one item a blob
+    rest: dict[str, Any]  # the request without its conversation
+    digest: str  # what a recorded call must equal (after normalisation)
+    stream: bool = False
+    tools: list[dict[str, Any]] = field(default_factory=list)  # completed agent tool calls
+    steerable: bool = False  # a main-conversation turn (steering may be added to it)
+
+
+@dataclass(frozen=True)
+class WireReply:
+    """A model answer, live or recorded, with what it cost."""
+
+    status: int
+    content_type: str
+    body: bytes
+    stream: bool
+    in_tokens: int = 0
+    out_tokens: int = 0
+    usd: float = 0.0
+    model: str = ""
+    tool_names: tuple[str, ...] = ()
+    replayed: bool = False
+    denied: str | None = None  # why the answer is refused to the CLI (a ``denied`` entry)
+
+
+# forward(request, steering events) -> the live answer (raises to record nothing)
+Forward = Callable[[WireRequest, list[Event]], WireReply]
+# difference(recorded request body, request) -> the first field that differs
+Difference = Callable[[dict[str, Any], WireRequest], str]
+
+
+class WireSession:
+    """Matches and journals an outside program's calls on ``run`` (module docstring)."""
+
+    def __init__(self, run: Any, *, difference: Difference) -> None:
+        self.run = run
+        self.difference = difference
+        self.start = self.top = int(run.pos)
+        self.pending: dict[int, Recorded] = {}
+        for pos in sorted(p for p in run.history.positions if p > self.start):
+            rec = run.history.positions[pos]
+            if rec.label == END:
+                break
+            self.pending[pos] = rec
+            for event in (rec.intent or {}).get("steer") or []:
+                run.history.consumed.add(str(event.get("id")))
+        self.contexts: dict[str, tuple[list[str], list[Any]]] = {}  # node: (refs, items)
+        self.store = BlobStore(run.directory)
+
+    # ---------------------------------------------------------------- placement
+
+    def _key(self, rec: Recorded) -> str:
+        if rec.label == WIRE:
+            return str((rec.intent or rec.result or {}).get("digest", ""))
+        source = rec.intent or rec.other or {}
+        return canonical(source.get("args") or {}) if rec.label.startswith("tool:") else ""
+
+    def _place(
+        self, label: str, key: str, describe: Callable[[Recorded], str]
+    ) -> tuple[int, Recorded | None]:
+        for pos in sorted(self.pending):
+            rec = self.pending[pos]
+            if rec.label == label and self._key(rec) == key:
+                del self.pending[pos]
+                self.top = max(self.top, pos)
+                return pos, rec
+        if self.pending:
+            first = min(self.pending)
+            self._diverge(first, self.pending[first], label, describe(self.pending[first]))
+        self.top += 1
+        return self.top, None
+
+    def _diverge(self, pos: int, rec: Recorded, requested: str, field: str) -> None:
+        run = self.run
+        message = f"call {pos} was recorded as {rec.label}, the agent asked for {requested}" + (
+            f" (first difference: {field})" if field else ""
+        )
+        if run.on_divergence != "fork" or run.writer is None:
+            raise Diverged(message, pos=pos, recorded=rec.label, requested=requested, field=field)
+        run._append(
+            entries.Diverged(
+                pos=pos, recorded=rec.label, requested=requested, field=field, t=_now()
+            )
+        )
+        run.history.archive_from(pos)
+        run.history.consumed = History.build(run.journal_entries()).consumed
+        self.pending.clear()
+        self.top = max(self.top, pos - 1)
+
+    def close(self) -> None:
+        """The program ended: recorded calls it did not make are a divergence; then the
+        run continues positionally after the session."""
+        if self.pending:
+            first = min(self.pending)
+            self._diverge(first, self.pending[first], "the end of the session", "")
+        self.run.pos = self.top
+
+    # --------------------------------------------------------------- tool steps
+
+    def tool(self, name: str, args: dict[str, Any]) -> Any:
+        """``run.tool(name, args)`` at the position this call matches."""
+        label = f"tool:{name}"
+        pos, _ = self._place(label, canonical(args), lambda rec: _args_difference(rec, args))
+        return self._at(pos, lambda: self.run.tool(name, args))
+
+    def wait_for(self, event: str) -> Any:
+        pos, _ = self._place(f"wait:{event}", "", lambda rec: "")
+        return self._at(pos, lambda: self.run.wait_for(event))
+
+    def signals(self) -> list[Event]:
+        pos, _ = self._place("signals", "", lambda rec: "")
+        return self._at(pos, self.run.signals)  # type: ignore[no-any-return]
+
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """A compute step inside the session (its key is its name)."""
+        pos, _ = self._place(f"compute:{name}", "", lambda rec: "")
+        return self._at(pos, lambda: self.run.step(name, fn))
+
+    def _at(self, pos: int, fn: Callable[[], Any]) -> Any:
+        self.run.pos = pos - 1
+        try:
+            return fn()
+        finally:
+            self.run.pos = self.top
+
+    # -------------------------------------------------------------- model calls
+
+    def call(
+        self, request: WireRequest, forward: Forward, *, check: Callable[[WireReply], str | None]
+    ) -> WireReply:
+        """One model call: replayed from the journal when recorded, else forwarded.
+
+        ``check`` refuses an answer (an undeclared tool): the answer is still recorded (it
+        was paid for), a ``denied`` entry follows, and the reply carries ``denied``.
+        Budget exhaustion raises ``Paused`` before anything is forwarded.
+        """
+        pos, rec = self._place(WIRE, request.digest, lambda r: self._describe(r, request))
+        run = self.run
+        run.pos = pos
+        try:
+            if rec is not None and rec.result is not None:
+                self._remember_replayed(rec, request)
+                return self._replayed(rec)
+            return self._live(pos, rec, request, forward, check)
+        finally:
+            run.pos = self.top
+
+    def _replayed(self, rec: Recorded) -> WireReply:
+        result = rec.result or {}
+        out = result.get("out") or {}
+        body = self.store.get(str(out.get("blob")), where=f"step {rec.pos}")
+        usage = result.get("usage") or {}
+        denied = rec.other.get("reason") if rec.other and rec.other["kind"] == "denied" else None
+        return WireReply(
+            status=int(result.get("http", 200)),
+            content_type=str(result.get("ctype", "application/json")),
+            body=body,
+            stream=bool(result.get("stream")),
+            in_tokens=int(usage.get("in_tokens", 0)),
+            out_tokens=int(usage.get("out_tokens", 0)),
+            usd=float(usage.get("usd", 0.0)),
+            model=str(result.get("model", "")),
+            replayed=True,
+            denied=str(denied) if denied is not None else None,
+        )
+
+    def _live(
+        self,
+        pos: int,
+        rec: Recorded | None,
+        request: WireRequest,
+        forward: Forward,
+        check: Callable[[WireReply], str | None],
+    ) -> WireReply:
+        run = self.run
+        if run.replay_only:
+            raise EndOfHistory(pos)
+        run._check_budget("model")
+        key = f"{run.run_id}:{pos}"
+        if rec is not None and rec.intent is not None:
+            steer = [Event.from_json(e) for e in rec.intent.get("steer") or []]
+            key = str(rec.intent.get("key") or key)
+            t0 = str(rec.intent.get("t0") or _now())
+        else:
+            steer = self._steering() if request.steerable else []
+            t0 = _now()
+            run._append(self._intent(pos, key, t0, request, steer))
+        run._durable("model")  # the work tree as of this call is on the forge first
+        reply = forward(request, steer)
+        assert run.writer is not None
+        ref = run.writer.put_blob(reply.body)
+        blobs = [] if ref in run._listed else [ref]
+        run._listed.update(blobs)
+        usage = {"in_tokens": reply.in_tokens, "out_tokens": reply.out_tokens, "usd": reply.usd}
+        entry = entries.StepResult(
+            pos=pos,
+            step="model",
+            name="wire",
+            status="ok",
+            key=key,
+            out={"blob": ref},
+            digest=request.digest,
+            http=reply.status,
+            ctype=reply.content_type,
+            stream=reply.stream,
+            usage=usage,
+            model=reply.model,
+            t0=t0,
+            t1=_now(),
+            tools=tuple(request.tools) if request.tools else None,
+            blobs=tuple(blobs),
+        )
+        run._count(run._append(entry))
+        refusal = check(reply)
+        if refusal is not None:
+            run._append(
+                entries.Denied(pos=pos, step="model", name="wire", reason=refusal, t=_now())
+            )
+        run._durable("model")
+        return _with_denied(reply, refusal)
+
+    def _intent(
+        self, pos: int, key: str, t0: str, request: WireRequest, steer: list[Event]
+    ) -> entries.StepIntent:
+        run = self.run
+        assert run.writer is not None
+        node, blobs = self._context(request.items)
+        req = run.writer.put_blob(request.rest)
+        if req not in run._listed:
+            blobs.append(req)
+            run._listed.add(req)
+        return entries.StepIntent(
+            pos=pos,
+            step="model",
+            name="wire",
+            key=key,
+            t0=t0,
+            api=request.api,
+            route=request.route,
+            digest=request.digest,
+            stream=request.stream,
+            req=req,
+            context=node,
+            blobs=tuple(blobs),
+            steer=[e.to_json() for e in steer] if steer else None,
+        )
+
+    def _steering(self) -> list[Event]:
+        run = self.run
+        fresh: list[Event] = []
+        for event in run._events():
+            if event.kind == "signal" and event.id not in run.history.consumed:
+                run.history.consumed.add(event.id)
+                fresh.append(event)
+        return fresh
+
+    # ------------------------------------------------------------ content address
+
+    def _refs(self, items: list[Any], *, store: bool) -> list[str]:
+        """The blob refs of ``items``; a prefix equal to a recent request's reuses its
+        refs (compared as values, which is cheap), so a call hashes only what is new."""
+        run = self.run
+        known: list[str] = []
+        for refs, seen in self.contexts.values():
+            if len(known) < len(seen) <= len(items) and items[: len(seen)] == seen:
+                known = refs
+        fresh = items[len(known) :]
+        if store:
+            return known + [run._msg_ref(item) for item in fresh]
+        redact = run.writer.redactor.value if run.writer is not None else (lambda v: v)
+        return known + [digest(canonical(redact(item)).encode("ascii")) for item in fresh]
+
+    def _context(self, items: list[Any]) -> tuple[str, list[str]]:
+        run = self.run
+        refs = self._refs(items, store=True)
+        base, known = self._longest_prefix(refs)
+        node = run.writer.put_blob({"base": base, "add": refs[known:]})
+        new = [r for r in dict.fromkeys([*refs[known:], node]) if r not in run._listed]
+        run._listed.update(new)
+        self._remember(node, refs, items)
+        return node, new
+
+    def _longest_prefix(self, refs: list[str]) -> tuple[str | None, int]:
+        best, length = None, 0
+        for node, (known, _) in self.contexts.items():
+            if length < len(known) <= len(refs) and refs[: len(known)] == known:
+                best, length = node, len(known)
+        return best, length
+
+    def _remember(self, node: str, refs: list[str], items: list[Any]) -> None:
+        self.contexts.pop(node, None)
+        self.contexts[node] = (refs, list(items))
+        while len(self.contexts) > CONTEXTS_KEPT:
+            self.contexts.pop(next(iter(self.contexts)))
+
+    def _remember_replayed(self, rec: Recorded, request: WireRequest) -> None:
+        node = (rec.intent or {}).get("in")
+        if isinstance(node, str):
+            self._remember(node, self._refs(request.items, store=False), request.items)
+
+    def recorded_body(self, rec: Recorded) -> dict[str, Any]:
+        """The request a recorded model call sent (items re-joined from the context)."""
+        intent = rec.intent or {}
+        rest = json.loads(self.store.get(str(intent.get("req")), where=f"step {rec.pos}"))
+        refs: list[str] = []
+        node = intent.get("in")
+        chain: list[list[str]] = []
+        while isinstance(node, str):
+            value = json.loads(self.store.get(node, where=f"step {rec.pos}"))
+            chain.append(list(value.get("add") or []))
+            node = value.get("base")
+        for added in reversed(chain):
+            refs.extend(added)
+        items = [json.loads(self.store.get(r, where=f"step {rec.pos}")) for r in refs]
+        key = "input" if intent.get("api") == "openai-responses" else "messages"
+        return {**rest, key: items}
+
+    def _describe(self, rec: Recorded, request: WireRequest) -> str:
+        if rec.label != WIRE or rec.intent is None:
+            return ""
+        return self.difference(self.recorded_body(rec), request)
+
+
+def first_difference(recorded: Any, current: Any, path: str = "") -> str | None:
+    """The first field (``messages[3].content``) where two JSON values differ, or None."""
+    if isinstance(recorded, dict) and isinstance(current, dict):
+        for key in sorted(set(recorded) | set(current)):
+            where = f"{path}.{key}" if path else str(key)
+            if key not in recorded or key not in current:
+                return where
+            found = first_difference(recorded[key], current[key], where)
+            if found is not None:
+                return found
+        return None
+    if isinstance(recorded, list) and isinstance(current, list):
+        for index, (left, right) in enumerate(zip(recorded, current, strict=False)):
+            found = first_difference(left, right, f"{path}[{index}]")
+            if found is not None:
+                return found
+        if len(recorded) != len(current):
+            return f"{path}[{min(len(recorded), len(current))}]"
+        return None
+    return None if recorded == current else (path or "(the body)")
+
+
+def _args_difference(rec: Recorded, args: dict[str, Any]) -> str:
+    recorded = (rec.intent or rec.other or {}).get("args") or {}
+    return first_difference(recorded, args) or ""
+
+
+def _with_denied(reply: WireReply, reason: str | None) -> WireReply:
+    if reason is None:
+        return reply
+    return replace(reply, denied=reason)
+
+
+def _now() -> str:
+    return utcnow()
+
+
+__all__ = ["END", "WIRE", "WireReply", "WireRequest", "WireSession", "first_difference"]

@@ -1,0 +1,110 @@
+"""Bad input to a ``cli`` desk: each a typed error with its exit code and a message naming
+the desk file and field, and nothing half-written (no branch, or a journal that verifies)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.desks.cli_helpers import SCRIPT, add_cli_desk
+from tests.desks.world import World, brief_text
+from tests.gateway.upstream import WireFake
+
+
+def set_cli(world: World, **fields: object) -> Path:
+    path = world.desks / "cli.yaml"
+    manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
+    manifest["cli"].update(fields)
+    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    return path
+
+
+def test_an_unknown_profile_is_refused_naming_the_field(world: World, upstream_key: None) -> None:
+    world.add_briefs(brief_text("b1"))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake)
+        path = set_cli(world, profile="teleporter")
+        done = world.desk("cli", "--once")
+        assert fake.received == 0
+    assert done.returncode == 65
+    assert str(path) in done.stderr and "cli.profile" in done.stderr
+    assert "teleporter" in done.stderr and "claude-code" in done.stderr
+    assert world.branch_tip("b1") is None and world.claim("b1") is None
+
+
+def test_a_cli_that_is_not_installed_is_refused_before_anything_runs(
+    world: World, upstream_key: None
+) -> None:
+    world.add_briefs(brief_text("b1"))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake)
+        set_cli(world, command=["no-such-agent-cli-xyz", "{prompt}"])
+        done = world.desk("cli", "--once")
+        assert fake.received == 0
+    assert done.returncode == 65, done.stdout + done.stderr
+    out = done.stdout + done.stderr
+    assert "cli.yaml: cli.command" in out and "'no-such-agent-cli-xyz' is not installed" in out
+    assert world.branch_tip("b1") is None
+    record = world.claim("b1")
+    assert record is not None and record.state == "released"
+
+
+def test_a_cli_that_exits_at_once_is_bad_input_naming_its_command(
+    world: World, upstream_key: None
+) -> None:
+    world.add_briefs(brief_text("b1"))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake)
+        set_cli(world, command=["sh", "-c", "echo unknown option --frobnicate >&2; exit 2"])
+        done = world.desk("cli", "--once")
+        assert fake.received == 0
+    assert done.returncode == 65, done.stdout + done.stderr
+    out = done.stdout + done.stderr
+    assert "cli.yaml: cli.command: the agent CLI exited 2 before calling its model" in out
+    assert "--frobnicate" in out
+    journal = world.journal("b1")  # what reached the forge verifies, and has no end
+    assert not [e for e in journal.entries if e["kind"] == "end"]
+
+
+def test_a_cli_that_hangs_is_stopped_at_its_timeout(world: World, upstream_key: None) -> None:
+    world.add_briefs(brief_text("b1"))
+    marker = "assay-hang-test-4f1c"
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake)
+        set_cli(world, command=[sys.executable, "-c", f"import time; time.sleep(600)  # {marker}"])
+        set_cli(world, timeout_s="2s")
+        done = world.desk("cli", "--once")
+    assert done.returncode == 1, done.stdout + done.stderr
+    (end,) = [e for e in world.journal("b1").entries if e["kind"] == "end"]
+    assert "cli.yaml: cli.timeout_s: the agent CLI ran past 2 s" in end["message"]
+    review = world.review("b1")
+    assert review is not None and review.state == "closed"
+    assert "cli.timeout_s" in review.body
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _mentions(p, marker)]
+
+
+def _mentions(proc: Path, needle: str) -> bool:
+    try:
+        return needle in (proc / "cmdline").read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("fault", ["500", "garbage"])
+def test_an_upstream_that_fails_is_unavailable_naming_the_model(
+    world: World, upstream_key: None, fault: str
+) -> None:
+    world.add_briefs(brief_text("b1"))
+    with WireFake(SCRIPT, fail_first=10, fail_status=500) as fake:
+        if fault == "garbage":
+            fake.fail_first, fake.garbage = 0, True
+        add_cli_desk(world, fake)
+        done = world.desk("cli", "--once")
+    assert done.returncode == 69, done.stdout + done.stderr
+    out = done.stdout + done.stderr
+    assert "cli.yaml: model: upstream-model" in out
+    journal = world.journal("b1")
+    assert not [e for e in journal.entries if e.get("name") == "wire" and e["status"] == "ok"]

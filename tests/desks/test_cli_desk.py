@@ -1,0 +1,98 @@
+"""The ``cli`` desk kind through ``assay desk run`` on an embedded forge: a real agent
+process (the test agent client, through the ``generic`` profile) behind the gateway."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.desks.cli_helpers import (
+    KEY,
+    SCRIPT,
+    add_cli_desk,
+    agent_rows,
+    call,
+    processes_in,
+)
+from tests.desks.world import World, brief_text
+from tests.forge_fixtures import wait_until
+from tests.gateway.upstream import WireFake
+
+
+def test_a_cli_desk_runs_the_agent_and_journals_every_call(
+    world: World, upstream_key: None
+) -> None:
+    world.add_briefs(brief_text("greet", body="Write hello.txt."))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake)
+        done = world.desk("cli", "--once")
+        assert done.returncode == 0, done.stderr
+        assert fake.count == 3
+    assert world.tree("greet").keys() >= {"hello.txt"}
+    journal = world.journal("greet")
+    wires = [e for e in journal.entries if e.get("name") == "wire" and e["status"] == "ok"]
+    assert len(wires) == 3
+    review = world.review("greet")
+    assert review is not None and review.state == "ready"
+    raw = json.dumps(journal.entries)
+    assert KEY not in raw
+
+
+def test_assay_history_lists_every_tool_call_the_agent_ran(
+    world: World, upstream_key: None, tmp_path: Path
+) -> None:
+    world.add_briefs(brief_text("greet", body="Write hello.txt."))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake, api="anthropic")
+        assert world.desk("cli", "--once").returncode == 0
+    rows = agent_rows(world, "greet", tmp_path / "x")
+    assert len(rows) == 2
+    assert "Write" in rows[0] and "hello.txt" in rows[0]
+    assert "Bash" in rows[1] and "cat hello.txt" in rows[1]
+    status = world.assay("status", "--forge", world.url, "--json")
+    assert status.returncode == 0, status.stderr
+    (row,) = json.loads(status.stdout)["briefs"]
+    assert row["model_calls"] == 3 and row["tokens"] == 360
+
+
+CRASH_SCRIPT = [
+    {"tool_calls": [call("Bash", command=f"echo step {i} >> log.txt")]} for i in range(9)
+] + [{"content": "done"}]
+
+
+@pytest.mark.parametrize("api", ["openai-responses", "anthropic --stream"])
+def test_a_cli_desk_killed_at_three_random_instants_pays_each_call_once(
+    world: World, upstream_key: None, tmp_path: Path, api: str
+) -> None:
+    world.add_briefs(brief_text("crash"), brief_text("clean"))
+    with WireFake(CRASH_SCRIPT) as fake:
+        add_cli_desk(world, fake, api=api.split()[0], stream="--stream" in api, lease="2s")
+        clean = world.desk("cli", "--once", "--brief", "clean")
+        assert clean.returncode == 0, clean.stderr
+        assert fake.count == 10
+        work = world.root / "machine-a" / "work" / "cli" / "crash"
+        for threshold in sorted(random.sample(range(1, 10), 3)):
+            proc = world.start_desk("cli", "--once", "--brief", "crash")
+            wait_until(
+                lambda n=threshold: fake.count >= 10 + n, timeout=60, what=f"call {threshold}"
+            )
+            world.kill(proc)
+            wait_until(lambda: not processes_in(work), timeout=10, what="the CLI to die too")
+            wait_until(lambda: world.claim_expired("crash"), timeout=60, what="the lease to expire")
+        final = world.desk("cli", "--once", "--brief", "crash")
+        assert final.returncode == 0, final.stderr
+        paid = fake.count - 10
+    assert 10 <= paid <= 10 + 3
+    assert world.tree("crash") == world.tree("clean")
+    log = subprocess.run(
+        ["git", f"--git-dir={world.forge_path}", "show", "assay/crash:log.txt"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert log == "".join(f"step {i}\n" for i in range(9))
+    assert len(agent_rows(world, "crash", tmp_path / "x")) == 9

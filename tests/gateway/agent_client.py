@@ -1,0 +1,266 @@
+"""A minimal agent CLI for tests: the loop every agent CLI runs, in each wire API.
+
+It sends the conversation, runs the tool calls of the answer in its working directory
+(``Write {path, content}`` writes a file, ``Bash {command}`` runs ``sh -c``; any other
+tool answers "unknown tool"), appends the results and asks again until an answer calls
+no tool; it prints that answer's text and exits 0 (an HTTP error: its body on stderr,
+exit 1). With ``side=True`` it sends a token-count side request before each turn
+(Anthropic only), as Claude Code does.
+
+As a process (``python tests/gateway/agent_client.py [--api API] [--stream] [--side]
+PROMPT``; it imports nothing of Assay or the tests) it finds the gateway the way the
+``generic`` profile points CLIs at it (``ANTHROPIC_BASE_URL``/``OPENAI_BASE_URL`` and the
+matching ``*_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROUTES = {
+    "anthropic": "/v1/messages",
+    "openai-chat": "/v1/chat/completions",
+    "openai-responses": "/v1/responses",
+}
+TOOLS = [
+    {"name": "Write", "description": "write a file", "parameters": {"type": "object"}},
+    {"name": "Bash", "description": "run a command", "parameters": {"type": "object"}},
+]
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {body}")
+        self.status = status
+        self.body = body
+
+
+@dataclass
+class Transcript:
+    raw: list[bytes] = field(default_factory=list)  # every answer body, as received
+    final: str = ""
+    tools_run: list[str] = field(default_factory=list)
+
+
+def run_tool(name: str, args: dict[str, Any], cwd: Path) -> str:
+    if name == "Write":
+        target = cwd / str(args["path"])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(str(args["content"]), encoding="utf-8")
+        return f"wrote {args['path']}"
+    if name == "Bash":
+        done = subprocess.run(
+            ["sh", "-c", str(args["command"])], cwd=cwd, capture_output=True, text=True, timeout=60
+        )
+        return (done.stdout + done.stderr).strip() or f"exit {done.returncode}"
+    return f"unknown tool {name}"
+
+
+def _events(raw: bytes) -> list[dict[str, Any]]:
+    found = []
+    for block in raw.decode().split("\n\n"):
+        for line in block.split("\n"):
+            if line.startswith("data:"):
+                data = line[5:].strip()
+                if data and data != "[DONE]":
+                    found.append(json.loads(data))
+    return found
+
+
+def parse(
+    api: str, raw: bytes, stream: bool
+) -> tuple[str, list[tuple[str, str, dict[str, Any]]], Any]:
+    """(text, [(id, name, args)], the assistant item(s) to append) of an answer."""
+    if api == "anthropic":
+        if stream:
+            blocks: list[dict[str, Any]] = []
+            for event in _events(raw):
+                if event["type"] == "content_block_start":
+                    blocks.append(dict(event["content_block"]))
+                    blocks[-1]["_json"] = ""
+                elif event["type"] == "content_block_delta":
+                    delta = event["delta"]
+                    if delta["type"] == "text_delta":
+                        blocks[-1]["text"] = blocks[-1].get("text", "") + delta["text"]
+                    else:
+                        blocks[-1]["_json"] += delta["partial_json"]
+            for block in blocks:
+                text = block.pop("_json")
+                if block["type"] == "tool_use":
+                    block["input"] = json.loads(text or "{}")
+            content = blocks
+        else:
+            content = json.loads(raw)["content"]
+        text = "".join(b.get("text", "") for b in content if b["type"] == "text")
+        calls = [(b["id"], b["name"], b["input"]) for b in content if b["type"] == "tool_use"]
+        return text, calls, {"role": "assistant", "content": content}
+    if api == "openai-chat":
+        if stream:
+            message: dict[str, Any] = {"role": "assistant", "content": ""}
+            for event in _events(raw):
+                for choice in event.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    message["content"] += delta.get("content") or ""
+                    for call in delta.get("tool_calls") or []:
+                        message.setdefault("tool_calls", []).append(
+                            {k: v for k, v in call.items() if k != "index"}
+                        )
+        else:
+            message = json.loads(raw)["choices"][0]["message"]
+        calls = [
+            (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in message.get("tool_calls") or []
+        ]
+        return str(message.get("content") or ""), calls, message
+    if stream:
+        output = next(e for e in _events(raw) if e["type"] == "response.completed")["response"][
+            "output"
+        ]
+    else:
+        output = json.loads(raw)["output"]
+    text = "".join(
+        part.get("text", "")
+        for item in output
+        if item["type"] == "message"
+        for part in item["content"]
+    )
+    calls = [
+        (i["call_id"], i["name"], json.loads(i["arguments"]))
+        for i in output
+        if i["type"] == "function_call"
+    ]
+    return text, calls, output
+
+
+def results(api: str, done: list[tuple[str, str]]) -> list[Any]:
+    if api == "anthropic":
+        blocks = [{"type": "tool_result", "tool_use_id": i, "content": out} for i, out in done]
+        return [{"role": "user", "content": blocks}]
+    if api == "openai-chat":
+        return [{"role": "tool", "tool_call_id": i, "content": out} for i, out in done]
+    return [{"type": "function_call_output", "call_id": i, "output": out} for i, out in done]
+
+
+def converse(
+    *,
+    api: str,
+    base_url: str,
+    key: str,
+    prompt: str,
+    cwd: Path,
+    stream: bool = False,
+    model: str = "agent-model",
+    side: bool = False,
+    max_turns: int = 40,
+) -> Transcript:
+    """Run the agent loop to its end (``ApiError`` on an HTTP error answer)."""
+    transcript = Transcript()
+    headers = {"x-api-key": key} if api == "anthropic" else {"authorization": f"Bearer {key}"}
+    if api == "anthropic":
+        headers["anthropic-version"] = "2023-06-01"
+    items: list[Any] = [{"role": "user", "content": prompt}]
+    with httpx.Client(base_url=base_url, headers=headers, timeout=120) as client:
+        for _ in range(max_turns):
+            if side and api == "anthropic":
+                client.post("/v1/messages/count_tokens", json={"model": model, "messages": items})
+            body = request_body(api, model, items, stream)
+            answer = client.post(ROUTES[api], json=body)
+            if answer.status_code >= 300:
+                raise ApiError(answer.status_code, answer.text)
+            transcript.raw.append(answer.content)
+            text, calls, assistant = parse(api, answer.content, stream)
+            items += assistant if isinstance(assistant, list) else [assistant]
+            if not calls:
+                transcript.final = text
+                return transcript
+            done = []
+            for call_id, name, args in calls:
+                transcript.tools_run.append(name)
+                done.append((call_id, run_tool(name, args, cwd)))
+            items += results(api, done)
+    transcript.final = "gave up"
+    return transcript
+
+
+def request_body(api: str, model: str, items: list[Any], stream: bool) -> dict[str, Any]:
+    if api == "anthropic":
+        tools = [
+            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+            for t in TOOLS
+        ]
+        return {
+            "model": model,
+            "max_tokens": 1024,
+            "messages": items,
+            "tools": tools,
+            "stream": stream,
+            "metadata": {"user_id": os.urandom(4).hex()},
+        }
+    if api == "openai-chat":
+        tools = [{"type": "function", "function": t} for t in TOOLS]
+        return {"model": model, "messages": items, "tools": tools, "stream": stream}
+    tools = [{"type": "function", **t} for t in TOOLS]
+    return {
+        "model": model,
+        "input": items,
+        "tools": tools,
+        "stream": stream,
+        "prompt_cache_key": os.urandom(4).hex(),
+    }
+
+
+def main(argv: list[str]) -> int:
+    """``agent_client.py [--api API] [--stream] [--side] [PROMPT]``; the base URL and key
+    from ``AGENT_BASE_URL``/``AGENT_KEY`` or the variables the generic profile sets."""
+    env = os.environ
+    api = env.get("AGENT_API", "anthropic")
+    stream = env.get("AGENT_STREAM") == "1"
+    side = env.get("AGENT_SIDE") == "1"
+    prompt = env.get("AGENT_PROMPT", "go")
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--api":
+            api = args.pop(0)
+        elif arg == "--stream":
+            stream = True
+        elif arg == "--side":
+            side = True
+        else:
+            prompt = arg
+    anthropic = api == "anthropic"
+    base = env.get("AGENT_BASE_URL") or env.get(
+        "ANTHROPIC_BASE_URL" if anthropic else "OPENAI_BASE_URL", ""
+    ).removesuffix("/v1")
+    key = env.get("AGENT_KEY") or env.get(
+        "ANTHROPIC_API_KEY" if anthropic else "OPENAI_API_KEY", ""
+    )
+    try:
+        transcript = converse(
+            api=api,
+            base_url=base,
+            key=key,
+            prompt=prompt,
+            cwd=Path.cwd(),
+            stream=stream,
+            model=env.get("AGENT_MODEL", "agent-model"),
+            side=side,
+            max_turns=int(env.get("AGENT_MAX_TURNS", "40")),
+        )
+    except ApiError as error:
+        print(error.body, file=sys.stderr)
+        return 1
+    print(transcript.final)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
