@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from assay.board.model import BoardState, BriefRow, EvidenceCounts
-from assay.board.snapshot import BriefInfo, ClaimInfo, EvidenceInfo, ForgeSnapshot, JournalInfo
+from assay.board.snapshot import ClaimInfo, EvidenceInfo, ForgeSnapshot, JournalInfo
 from assay.states import Facts, State, classify
 
 DEFAULT_SKEW_S = 30.0
@@ -100,13 +100,6 @@ def _review(snapshot: ForgeSnapshot, brief: str) -> str:
     return f"refs/assay/reviews/{brief}" + (f" ({state})" if state else "")
 
 
-def _invalid(brief: BriefInfo | None, journal: JournalInfo | None) -> str:
-    """Why a record of this brief failed validation ("" when every record is sound)."""
-    if brief is not None and brief.problem:
-        return brief.problem
-    return f"journal: {journal.problem}" if journal is not None and journal.problem else ""
-
-
 def board_from_snapshot(
     snapshot: ForgeSnapshot,
     *,
@@ -119,14 +112,14 @@ def board_from_snapshot(
 
     require_signed = gate_key() is not None  # as the gate's merge rule: unsigned never counts
     rows: list[BriefRow] = []
-    for brief_id in sorted(set(snapshot.briefs) | set(snapshot.claims)):
+    for brief_id in sorted(set(snapshot.briefs) | set(snapshot.claims) | set(snapshot.invalid)):
         brief = snapshot.briefs.get(brief_id)
         claim = snapshot.claims.get(brief_id)
         journal = snapshot.journals.get(brief_id)
         # The review's current head: the branch's tip, else the review record's head_sha.
         head = snapshot.branch(brief_id) or snapshot.review_heads.get(brief_id, "")
         status = snapshot.statuses.get(brief_id, {})
-        invalid = _invalid(brief, journal)
+        invalid = snapshot.invalid_reason(brief_id)
         note = invalid or (str(status.get("note", "")) if status else "")
         info = journal or JournalInfo()
         evidence = evidence_counts(
