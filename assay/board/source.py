@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -292,6 +292,53 @@ def _events(batch: GitBatch, ref: str, sha: str) -> list[EventInfo]:
     return found
 
 
+@dataclass
+class _Parts:
+    """What the per-ref readers fill, brief by brief."""
+
+    claims: dict[str, ClaimInfo] = field(default_factory=dict)
+    journals: dict[str, JournalInfo] = field(default_factory=dict)
+    evidence: dict[str, list[EvidenceInfo]] = field(default_factory=dict)
+    reviews: dict[str, str] = field(default_factory=dict)
+    review_states: dict[str, str] = field(default_factory=dict)
+    review_heads: dict[str, str] = field(default_factory=dict)
+    events: dict[str, list[EventInfo]] = field(default_factory=dict)
+    statuses: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    invalid: dict[str, AssayError] = field(default_factory=dict)
+
+
+_PREFIXES = (CLAIMS, BRANCHES, EVIDENCE, REVIEWS, EVENTS, STATUS)
+
+
+def _read_ref(batch: GitBatch, parts: _Parts, ref: str, sha: str, *, journals: bool) -> None:
+    """Decode one ref's record(s) with its owner's decoder; a failure marks its brief."""
+    prefix = next((p for p in _PREFIXES if ref.startswith(p)), None)
+    if prefix is None:
+        return
+    brief = _suffix(ref, prefix)
+    try:
+        if prefix == CLAIMS:
+            parts.claims[brief] = _claim(batch, ref, sha)
+        elif prefix == EVIDENCE:
+            parts.evidence[brief] = _evidence(batch, sha, brief)
+        elif prefix == EVENTS:
+            parts.events[brief] = _events(batch, ref, sha)
+        elif prefix == REVIEWS:
+            parts.reviews[brief] = sha
+            review = _review(batch, ref, sha)
+            parts.review_states[brief], parts.review_heads[brief] = review.state, review.head_sha
+        elif prefix == STATUS:
+            raw = record_of(batch, sha)
+            if isinstance(raw, Mapping):
+                parts.statuses[brief] = raw
+        elif journals:
+            entries, head, problem = journal_entries(batch, sha, brief)
+            if entries or problem:
+                parts.journals[brief] = journal_info(entries, head=head, problem=problem)
+    except AssayError as error:
+        parts.invalid[brief] = error
+
+
 def snapshot_from_cache(
     url: str,
     cache: Any,
@@ -301,73 +348,21 @@ def snapshot_from_cache(
     journals: bool = True,
 ) -> ForgeSnapshot:
     """Read a snapshot of ``refs`` (already fetched into ``cache``)."""
-    briefs: dict[str, BriefInfo] = {}
-    claims: dict[str, ClaimInfo] = {}
-    journal_map: dict[str, JournalInfo] = {}
-    evidence: dict[str, list[EvidenceInfo]] = {}
-    reviews: dict[str, str] = {}
-    review_states: dict[str, str] = {}
-    review_heads: dict[str, str] = {}
-    events: dict[str, list[EventInfo]] = {}
-    statuses: dict[str, Mapping[str, Any]] = {}
-    invalid: dict[str, AssayError] = {}
+    parts = _Parts()
     main = refs.get(MAIN, "")
     with GitBatch(cache) as batch:
         briefs = _brief_infos(batch, main, Path(cache))
         templates = _templates(batch, main)
         for ref, sha in sorted(refs.items()):
-            if ref.startswith(CLAIMS):
-                brief = _suffix(ref, CLAIMS)
-                try:
-                    claims[brief] = _claim(batch, ref, sha)
-                except AssayError as error:
-                    invalid[brief] = error
-            elif ref.startswith(BRANCHES) and journals:
-                brief = _suffix(ref, BRANCHES)
-                entries, head, problem = journal_entries(batch, sha, brief)
-                if entries or problem:
-                    journal_map[brief] = journal_info(entries, head=head, problem=problem)
-            elif ref.startswith(EVIDENCE):
-                brief = _suffix(ref, EVIDENCE)
-                try:
-                    evidence[brief] = _evidence(batch, sha, brief)
-                except AssayError as error:
-                    invalid[brief] = error
-            elif ref.startswith(REVIEWS):
-                brief = _suffix(ref, REVIEWS)
-                reviews[brief] = sha
-                try:
-                    review = _review(batch, ref, sha)
-                except AssayError as error:
-                    invalid[brief] = error
-                    continue
-                review_states[brief], review_heads[brief] = review.state, review.head_sha
-            elif ref.startswith(EVENTS):
-                brief = _suffix(ref, EVENTS)
-                try:
-                    events[brief] = _events(batch, ref, sha)
-                except AssayError as error:
-                    invalid[brief] = error
-            elif ref.startswith(STATUS):
-                raw = record_of(batch, sha)
-                if isinstance(raw, Mapping):
-                    statuses[_suffix(ref, STATUS)] = raw
+            _read_ref(batch, parts, ref, sha, journals=journals)
     return ForgeSnapshot(
         url=url,
         main=main,
         refs=dict(refs),
         briefs=briefs,
-        claims=claims,
-        journals=journal_map,
-        evidence=evidence,
-        reviews=reviews,
-        review_states=review_states,
-        review_heads=review_heads,
-        events=events,
-        statuses=statuses,
         templates=templates,
-        invalid=invalid,
         round_trips=round_trips,
+        **vars(parts),
     )
 
 
