@@ -5,6 +5,9 @@ process exit code and whose ``status`` is the word ``--json`` output carries::
 
     AssayError (70 internal)
     ├── Failed (1)                 finished and failed: a verify row failed, a desk gave up
+    │   ├── StepError              a step's body raised (assay.runtime.types)
+    │   ├── MergeRefused           the merge rule refused (assay.evidence.gate)
+    │   └── GitHubRefused          GitHub refused a write (assay.github.rest)
     ├── UsageError (2)             bad command line
     ├── Busy (3)                   nothing claimable, or the claim is held by another holder
     ├── Fenced (4)                 this holder lost its claim to a newer one; nothing written
@@ -12,11 +15,18 @@ process exit code and whose ``status`` is the word ``--json`` output carries::
     ├── Corrupt (6)                a journal, claim or record failed its integrity check
     ├── Paused (7)                 a budget is exhausted; resumable once raised
     ├── BadInput (65)              malformed brief, manifest, config, event or flag
+    │   ├── JournalVersionError    a journal written by a newer Assay (assay.journal.reader)
+    │   ├── StepOutputError        a step's output fails its declared shape (runtime.types)
+    │   ├── ToolError              malformed tool arguments, for the model (assay.desks.tools)
+    │   └── GitHubNotFound         no such GitHub resource (assay.github.rest)
     ├── Unavailable (69)           forge or model unreachable after retries; nothing lost
     │   └── ForgeUnavailable (69)
+    │       └── TransportError     git could not reach the forge (assay.plumbing)
     ├── Internal (70)              a bug
+    │   └── GitError               git refused in a way Assay did not expect (assay.plumbing)
     ├── Suspended (75)             waiting for an event, timer or approval
     ├── Denied (77)                an undeclared tool or effect, or an actor without permission
+    │   └── GitHubDenied           the token may not do that (assay.github.rest)
     └── SandboxUnavailable (78)    bubblewrap is missing or cannot create namespaces here
 
 ``Suspension`` is deliberately *not* in this tree: it derives from ``BaseException`` so

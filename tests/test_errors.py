@@ -41,3 +41,24 @@ def test_suspension_escapes_except_exception() -> None:
         except Exception:
             caught_by_desk_code = True
     assert not caught_by_desk_code
+
+
+def test_every_public_error_class_is_drawn_in_the_tree() -> None:
+    """errors.py's docstring draws the whole tree, classes defined elsewhere included."""
+    import importlib
+    import pkgutil
+
+    import assay
+
+    for module in pkgutil.walk_packages(assay.__path__, "assay."):
+        importlib.import_module(module.name)
+    pending: list[type[errors.AssayError]] = [errors.AssayError]
+    found: list[type[errors.AssayError]] = []
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    drawing = errors.__doc__ or ""
+    missing = [c.__name__ for c in found if not c.__name__.startswith("_")]
+    missing = [name for name in missing if f" {name} " not in drawing.replace("\n", " \n")]
+    assert missing == []

@@ -7,8 +7,12 @@ journals and the evidence and review refs; ``render_markdown`` / ``render_html``
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from assay.board.model import BoardState, BriefRow, EvidenceCounts, Session, Totals
-from assay.board.render import render_html, render_markdown
+
+if TYPE_CHECKING:
+    from assay.board.render import render_html, render_markdown
 
 __all__ = [
     "BoardState",
@@ -19,3 +23,13 @@ __all__ = [
     "render_html",
     "render_markdown",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The renderers (and Jinja2) load on first use: the desks read the forge through
+    # ``assay.board.source`` and must not pay for templates at start-up.
+    if name in {"render_html", "render_markdown"}:
+        from assay.board import render
+
+        return getattr(render, name)
+    raise AttributeError(f"module 'assay.board' has no attribute {name!r}")

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from assay.board.model import BoardState, BriefRow, EvidenceCounts
-from assay.board.snapshot import BriefInfo, ClaimInfo, EvidenceInfo, ForgeSnapshot, JournalInfo
+from assay.board.snapshot import ClaimInfo, EvidenceInfo, ForgeSnapshot, JournalInfo
 from assay.states import Facts, State, classify
 
 DEFAULT_SKEW_S = 30.0
@@ -109,15 +109,6 @@ def _review(snapshot: ForgeSnapshot, brief: str) -> str:
     return f"refs/assay/reviews/{brief}" + (f" ({state})" if state else "")
 
 
-def _invalid(brief: BriefInfo | None, journal: JournalInfo | None, claim: ClaimInfo | None) -> str:
-    """Why a record of this brief failed validation ("" when every record is sound)."""
-    if brief is not None and brief.problem:
-        return brief.problem
-    if claim is not None and claim.problem:
-        return f"claim: {claim.problem}"
-    return f"journal: {journal.problem}" if journal is not None and journal.problem else ""
-
-
 def board_from_snapshot(
     snapshot: ForgeSnapshot,
     *,
@@ -131,74 +122,78 @@ def board_from_snapshot(
     # As the gate's merge rule: unsigned records never count. Without the gate's key here a
     # signature is seen but cannot be checked (the merge checks it).
     key_known = gate_key() is not None
-    rows: list[BriefRow] = []
-    for brief_id in sorted(set(snapshot.briefs) | set(snapshot.claims)):
-        brief = snapshot.briefs.get(brief_id)
-        claim = snapshot.claims.get(brief_id)
-        journal = snapshot.journals.get(brief_id)
-        # The review's current head: the branch's tip, else the review record's head_sha.
-        head = snapshot.branch(brief_id) or snapshot.review_heads.get(brief_id, "")
-        status = snapshot.statuses.get(brief_id, {})
-        invalid = _invalid(brief, journal, claim)
-        note = invalid or (str(status.get("note", "")) if status else "")
-        info = journal or JournalInfo()
-        evidence = evidence_counts(
-            brief.rows if brief else (),
-            snapshot.evidence.get(brief_id, ()),
-            dict(info.claimed),
-            head,
-            brief=brief_id,
-            commands=brief.commands if brief else (),
-            desk_names={claim.desk, claim.holder} - {""} if claim else (),
-            key_known=key_known,
-        )
-        state = brief_state(
-            claim,
-            journal,
-            on_main=brief is not None,
-            now=as_of,
-            skew_s=skew_s,
-            merged=snapshot.is_merged(brief_id),
-            review=snapshot.review_states.get(brief_id, ""),
-            refused=evidence.failing > 0,
-            cancelled=snapshot.cancelled(brief_id),
-            invalid=invalid,
-        )
-        rows.append(
-            BriefRow(
-                id=brief_id,
-                title=brief.title if brief else "",
-                state=state.value,
-                desk=(claim.desk if claim else "") or (brief.desk if brief else ""),
-                holder=claim.holder if claim else "",
-                fence=claim.fence if claim else info.fence,
-                attempt=claim.attempt if claim else 0,
-                lease_s=claim.lease_s if claim else 0.0,
-                renewed_at=claim.renewed_at if claim and claim.state == "held" else None,
-                waiting_for=(claim.waiting_for if claim else "") or info.waiting_for,
-                last_step=info.last_step,
-                last_step_at=info.last_step_at,
-                last_kind=info.last_kind,
-                steps=info.steps,
-                model_calls=info.model_calls,
-                tokens_in=info.tokens_in,
-                tokens_out=info.tokens_out,
-                usd=info.usd,
-                evidence=evidence,
-                review=_review(snapshot, brief_id),
-                run_started=info.first_at,
-                run_last=info.last_at,
-                sessions=info.sessions,
-                status_note=note,
-                journal_head=info.head,
-            )
-        )
+    ids = sorted(set(snapshot.briefs) | set(snapshot.claims) | set(snapshot.invalid))
     return BoardState(
         forge=snapshot.url,
         main=snapshot.main,
         as_of=as_of,
-        rows=tuple(rows),
+        rows=tuple(
+            _row(snapshot, brief_id, as_of=as_of, skew_s=skew_s, key_known=key_known)
+            for brief_id in ids
+        ),
         as_of_source="now" if now is not None else "forge",
+    )
+
+
+def _row(
+    snapshot: ForgeSnapshot, brief_id: str, *, as_of: datetime, skew_s: float, key_known: bool
+) -> BriefRow:
+    """One brief's row: its state by the one classification, its journal's figures."""
+    brief = snapshot.briefs.get(brief_id)
+    claim = snapshot.claims.get(brief_id)
+    journal = snapshot.journals.get(brief_id)
+    info = journal or JournalInfo()
+    invalid = snapshot.invalid_reason(brief_id)
+    status = snapshot.statuses.get(brief_id, {})
+    evidence = evidence_counts(
+        brief.rows if brief else (),
+        snapshot.evidence.get(brief_id, ()),
+        dict(info.claimed),
+        # The review's current head: the branch's tip, else the review record's head_sha.
+        snapshot.branch(brief_id) or snapshot.review_heads.get(brief_id, ""),
+        brief=brief_id,
+        commands=brief.commands if brief else (),
+        desk_names={claim.desk, claim.holder} - {""} if claim else (),
+        key_known=key_known,
+    )
+    state = brief_state(
+        claim,
+        journal,
+        on_main=brief is not None,
+        now=as_of,
+        skew_s=skew_s,
+        merged=snapshot.is_merged(brief_id),
+        review=snapshot.review_states.get(brief_id, ""),
+        refused=evidence.failing > 0,
+        cancelled=snapshot.cancelled(brief_id),
+        invalid=invalid,
+    )
+    return BriefRow(
+        id=brief_id,
+        title=brief.title if brief else "",
+        state=state.value,
+        desk=(claim.desk if claim else "") or (brief.desk if brief else ""),
+        holder=claim.holder if claim else "",
+        fence=claim.fence if claim else info.fence,
+        attempt=claim.attempt if claim else 0,
+        lease_s=claim.lease_s if claim else 0.0,
+        renewed_at=claim.renewed_at if claim and claim.state == "held" else None,
+        waiting_for=(claim.waiting_for if claim else "") or info.waiting_for,
+        last_step=info.last_step,
+        last_step_at=info.last_step_at,
+        last_kind=info.last_kind,
+        steps=info.steps,
+        model_calls=info.model_calls,
+        tokens_in=info.tokens_in,
+        tokens_out=info.tokens_out,
+        usd=info.usd,
+        evidence=evidence,
+        review=_review(snapshot, brief_id),
+        run_started=info.first_at,
+        run_last=info.last_at,
+        sessions=info.sessions,
+        status_note=invalid or (str(status.get("note", "")) if status else ""),
+        journal_head=info.head,
     )
 
 

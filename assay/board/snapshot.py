@@ -56,6 +56,24 @@ class ClaimInfo:
             self.renewed_at, self.lease_s, now=now, skew_s=skew_s
         )
 
+    @classmethod
+    def from_record(cls, record: Any) -> ClaimInfo:
+        """The board's view of a ``ClaimRecord`` the claims module's decoder accepted."""
+        return cls(
+            brief=record.brief,
+            desk=record.desk,
+            holder=record.holder,
+            fence=record.fence,
+            state=record.state,
+            since=parse_time(record.since),
+            renewed_at=parse_time(record.renewed_at),
+            lease_s=float(record.lease_s),
+            waiting_for=record.waiting_for or "",
+            attempt=record.attempt,
+            sha=record.sha,
+            record=record,
+        )
+
     def live(self, now: datetime, skew_s: float) -> bool:
         return self.state in LIVE_CLAIM_STATES and not self.expired(now, skew_s)
 
@@ -94,6 +112,7 @@ class EventInfo:
     at: datetime | None = None
     actor: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)
+    record: Any = None  # the runtime ``Event`` the events decoder returned
 
     def satisfies(self, waiting_for: str) -> bool:
         """Whether this event ends a wait for ``waiting_for``: the rule of the runtime's
@@ -133,11 +152,23 @@ class ForgeSnapshot:
     statuses: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     templates: Mapping[str, str] = field(default_factory=dict)  # board_templates/ on main
     merged: frozenset[str] = frozenset()  # briefs whose branch journal reached main
+    invalid: Mapping[str, AssayError] = field(default_factory=dict)  # brief -> its decoder's error
     round_trips: int = 0
 
     def branch(self, brief: str) -> str:
         """The sha of ``assay/<brief>``, or "" when there is no such branch."""
         return self.refs.get(f"refs/heads/assay/{brief}", "")
+
+    def invalid_reason(self, brief: str) -> str:
+        """Why a record of ``brief`` failed its owner's decoder ("" when all are sound):
+        its file on main, its claim, events, evidence or review record, or its journal."""
+        info = self.briefs.get(brief)
+        if info is not None and info.problem:
+            return info.problem
+        if brief in self.invalid:
+            return self.invalid[brief].message
+        journal = self.journals.get(brief)
+        return f"journal: {journal.problem}" if journal is not None and journal.problem else ""
 
     def is_merged(self, brief: str) -> bool:
         """Whether the brief's work reached main: its branch journal, or a merged review."""

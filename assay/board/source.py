@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,8 @@ from assay.board.snapshot import (
     JournalInfo,
     journal_info,
 )
-from assay.errors import AssayError
+from assay.errors import AssayError, Corrupt
+from assay.evidence.anchors import anchor_problem
 
 CLAIMS = "refs/assay/claims/"
 EVENTS = "refs/assay/events/"
@@ -40,10 +41,6 @@ REVIEWS = "refs/assay/reviews/"
 STATUS = "refs/assay/status/"
 BRANCHES = "refs/heads/assay/"
 MAIN = "refs/heads/main"
-
-# Records on one-record-per-commit refs may be named by the module that writes them; these
-# are the names tried, in order, for the JSON record in each commit's tree.
-RECORD_FILES = ("record.json", "event.json", "status.json", "claim.json")
 
 
 @dataclass(frozen=True)
@@ -68,16 +65,13 @@ def read_commit(batch: GitBatch, sha: str) -> Commit | None:
     return Commit(tree=tree, parents=tuple(parents))
 
 
-def record_of(batch: GitBatch, sha: str, names: tuple[str, ...] = RECORD_FILES) -> Any:
-    """The JSON record in commit ``sha``'s tree, or None."""
-    for name in names:
-        data = batch.blob(f"{sha}:{name}")
-        if data is not None:
-            try:
-                return json.loads(data.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                return None
-    return None
+def record_of(batch: GitBatch, sha: str) -> Any:
+    """The ``record.json`` a ``RefLog`` commit holds (a status record), or None."""
+    data = batch.blob(f"{sha}:record.json")
+    try:
+        return json.loads(data.decode("utf-8")) if data is not None else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
 
 
 def history(batch: GitBatch, sha: str, *, limit: int = 10_000) -> Iterator[str]:
@@ -93,43 +87,6 @@ def history(batch: GitBatch, sha: str, *, limit: int = 10_000) -> Iterator[str]:
 
 def _suffix(ref: str, prefix: str) -> str:
     return ref[len(prefix) :]
-
-
-def _float(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def claim_from_json(brief: str, data: Any, *, sha: str) -> ClaimInfo:
-    """A ``ClaimInfo`` from a ``claim.json`` object (DESIGN §5).
-
-    The claims package's own decoder judges it first: a record it refuses (a lease of
-    1e23 s, a fence past 2**53, a time past year 9999) is state ``invalid`` with the reason,
-    for its brief alone, and never reaches the clock arithmetic below.
-    """
-    from assay.claims.record import validate
-
-    try:
-        validate(data)
-    except (ValueError, OverflowError, RecursionError) as exc:
-        return ClaimInfo(brief=brief, state="invalid", sha=sha, problem=str(exc)[:300])
-    raw: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
-    return ClaimInfo(
-        brief=str(raw.get("brief") or brief),
-        desk=str(raw.get("desk") or ""),
-        holder=str(raw.get("holder") or ""),
-        fence=_int(raw.get("fence")),
-        state=str(raw.get("state") or ""),
-        since=parse_time(raw.get("since")),
-        renewed_at=parse_time(raw.get("renewed_at")),
-        lease_s=_float(raw.get("lease_s")),
-        waiting_for=str(raw.get("waiting_for") or ""),
-        attempt=_int(raw.get("attempt")),
-        sha=sha,
-    )
 
 
 def journal_entries(batch: GitBatch, sha: str, brief: str) -> tuple[list[dict[str, Any]], str, str]:
@@ -266,20 +223,18 @@ def _templates(batch: GitBatch, main: str) -> dict[str, str]:
 def _evidence(batch: GitBatch, sha: str, brief: str) -> list[EvidenceInfo]:
     """Every record on the brief's evidence ref, oldest first, each checked by the evidence
     package's own decoder (digest, and the gate's signature when ``ASSAY_EVIDENCE_KEY`` is
-    set): a record it refuses is left out, so it can never show as verified."""
+    set): a record it refuses is ``Corrupt``, and the brief is shown ``invalid``."""
     # Imported here: the waker reads snapshots too, and never evidence.
     from assay.evidence.records import decode, gate_key
 
     key = gate_key()
     records: list[EvidenceInfo] = []
     for commit in history(batch, sha):
+        source = f"{EVIDENCE}{brief} {commit[:12]}"
         data = batch.blob(f"{commit}:record.json")
         if data is None:
-            continue
-        try:
-            record = decode(data, source=f"{EVIDENCE}{brief} {commit[:12]}", key=key)
-        except AssayError:
-            continue
+            raise Corrupt(f"{source}: the commit holds no record.json")
+        record = decode(data, source=source, key=key)
         records.append(
             EvidenceInfo(
                 row=record.row,
@@ -293,50 +248,104 @@ def _evidence(batch: GitBatch, sha: str, brief: str) -> list[EvidenceInfo]:
     return records
 
 
-def _valid_event(raw: Mapping[str, Any], where: str) -> bool:
-    """The desk's own event decoder judges each record: a malformed or oversized one is
-    skipped here as the desk skips it, so no sweep wakes a brief for it."""
+def _claim(batch: GitBatch, ref: str, sha: str) -> ClaimInfo:
+    """The claim at ``sha``, decoded by the claims module's own strict decoder."""
+    from assay.claims.record import CLAIM_FILE, parse_record
+
+    return ClaimInfo.from_record(parse_record(batch.blob(f"{sha}:{CLAIM_FILE}"), ref=ref, sha=sha))
+
+
+def _review(batch: GitBatch, ref: str, sha: str) -> Any:
+    """The review record at ``sha``, decoded by the gate's review decoder."""
+    from assay.evidence.reviews import REVIEW_FILE, parse_review
+
+    where = f"{ref} at {sha[:12]}"
+    data = batch.blob(f"{sha}:{REVIEW_FILE}")
+    if data is None:
+        raise Corrupt(f"{where}: the commit holds no {REVIEW_FILE}")
+    return parse_review(data, where=where, commit=sha)
+
+
+def _events(batch: GitBatch, ref: str, sha: str) -> list[EventInfo]:
+    """Every event on the ref, oldest first, each checked by the desk's events decoder.
+
+    A malformed or oversized record is skipped, as the desk's own reader skips it: it is
+    never delivered, so no sweep may wake a brief for it, and it does not stop the brief's
+    other events (anyone who can push an event could otherwise wedge the brief)."""
     from assay.desks.events import MAX_RECORD_BYTES, validate_record
-    from assay.errors import BadInput
-    from assay.runtime import Event
 
-    try:
-        if len(json.dumps(raw, default=str)) > MAX_RECORD_BYTES:
-            return False
-        nested = raw.get("event")
-        if isinstance(nested, Mapping):
-            Event.from_json(dict(nested), where=where)
-        else:
-            validate_record(raw, where=where)
-    except (BadInput, ValueError, TypeError, RecursionError):
-        return False
-    return True
-
-
-def _events(batch: GitBatch, sha: str) -> list[EventInfo]:
     found: list[EventInfo] = []
     for commit in history(batch, sha):
-        raw = record_of(batch, commit)
-        if not isinstance(raw, Mapping) or not _valid_event(raw, commit):
+        where = f"{ref} at {commit[:12]}"
+        data = batch.blob(f"{commit}:record.json")
+        try:
+            if data is not None and len(data) > MAX_RECORD_BYTES:
+                continue
+            event = validate_record(json.loads(data) if data is not None else None, where=where)
+        except (AssayError, UnicodeDecodeError, ValueError, RecursionError):
             continue
-        # The desk's event log stores the event's kind in ``event`` (``kind`` is the log's
-        # own); a record may also nest the whole event object under ``event``.
-        nested = raw.get("event")
-        event: Mapping[str, Any] = nested if isinstance(nested, Mapping) else raw
-        ident = event.get("id")
-        kind = nested if isinstance(nested, str) else event.get("kind")
-        if isinstance(ident, str) and isinstance(kind, str):
-            found.append(
-                EventInfo(
-                    id=ident,
-                    kind=kind,
-                    at=parse_time(event.get("at")),
-                    actor=str(event.get("actor", "")),
-                    data=dict(event["data"]) if isinstance(event.get("data"), Mapping) else {},
-                )
+        found.append(
+            EventInfo(
+                id=event.id,
+                kind=event.kind,
+                at=parse_time(event.at),
+                actor=event.actor,
+                data=dict(event.data),
+                record=event,
             )
+        )
     found.reverse()
     return found
+
+
+@dataclass
+class _Parts:
+    """What the per-ref readers fill, brief by brief."""
+
+    claims: dict[str, ClaimInfo] = field(default_factory=dict)
+    journals: dict[str, JournalInfo] = field(default_factory=dict)
+    evidence: dict[str, list[EvidenceInfo]] = field(default_factory=dict)
+    reviews: dict[str, str] = field(default_factory=dict)
+    review_states: dict[str, str] = field(default_factory=dict)
+    review_heads: dict[str, str] = field(default_factory=dict)
+    events: dict[str, list[EventInfo]] = field(default_factory=dict)
+    statuses: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    invalid: dict[str, AssayError] = field(default_factory=dict)
+
+
+_PREFIXES = (CLAIMS, BRANCHES, EVIDENCE, REVIEWS, EVENTS, STATUS)
+
+
+def _read_ref(batch: GitBatch, parts: _Parts, ref: str, sha: str, *, journals: bool) -> None:
+    """Decode one ref's record(s) with its owner's decoder; a failure marks its brief."""
+    prefix = next((p for p in _PREFIXES if ref.startswith(p)), None)
+    if prefix is None:
+        return
+    brief = _suffix(ref, prefix)
+    try:
+        if prefix == CLAIMS:
+            parts.claims[brief] = _claim(batch, ref, sha)
+        elif prefix == EVIDENCE:
+            parts.evidence[brief] = _evidence(batch, sha, brief)
+        elif prefix == EVENTS:
+            parts.events[brief] = _events(batch, ref, sha)
+        elif prefix == REVIEWS:
+            parts.reviews[brief] = sha
+            review = _review(batch, ref, sha)
+            parts.review_states[brief], parts.review_heads[brief] = review.state, review.head_sha
+        elif prefix == STATUS:
+            raw = record_of(batch, sha)
+            if isinstance(raw, Mapping):
+                parts.statuses[brief] = raw
+        elif journals:
+            entries, head, problem = journal_entries(batch, sha, brief)
+            claim = parts.claims.get(brief)  # claims/ sorts before heads/: read already
+            if not problem and claim is not None and claim.record is not None:
+                problem = anchor_problem(claim.record.to_json(), entries, head, claim_sha=claim.sha)
+            if entries or problem:
+                parts.journals[brief] = journal_info(entries, head=head, problem=problem)
+    except AssayError as error:
+        parts.invalid[brief] = error
 
 
 def snapshot_from_cache(
@@ -346,83 +355,24 @@ def snapshot_from_cache(
     *,
     round_trips: int = 1,
     journals: bool = True,
-    claim_decoder: Callable[[str, bytes, str], Any] | None = None,
 ) -> ForgeSnapshot:
     """Read a snapshot of ``refs`` (already fetched into ``cache``)."""
-    briefs: dict[str, BriefInfo] = {}
-    claims: dict[str, ClaimInfo] = {}
-    journal_map: dict[str, JournalInfo] = {}
-    evidence: dict[str, list[EvidenceInfo]] = {}
-    reviews: dict[str, str] = {}
-    review_states: dict[str, str] = {}
-    review_heads: dict[str, str] = {}
-    events: dict[str, list[EventInfo]] = {}
-    statuses: dict[str, Mapping[str, Any]] = {}
+    parts = _Parts()
     main = refs.get(MAIN, "")
-    from assay.evidence.anchors import anchor_problem
-
-    claim_json: dict[str, tuple[Any, str]] = {}  # for the journal's anchor check
     with GitBatch(cache) as batch:
         briefs = _brief_infos(batch, main, Path(cache))
         templates = _templates(batch, main)
         for ref, sha in sorted(refs.items()):
-            if ref.startswith(CLAIMS):
-                brief = _suffix(ref, CLAIMS)
-                data = batch.blob(f"{sha}:claim.json")
-                try:
-                    raw = json.loads(data) if data else None
-                except (UnicodeDecodeError, json.JSONDecodeError):
-                    raw = None
-                claim_json[brief] = (raw, sha)
-                claim = claim_from_json(brief, raw, sha=sha)
-                if claim_decoder is not None and data is not None:
-                    claim = _with_record(claim, claim_decoder(brief, data, sha))
-                claims[brief] = claim
-            elif ref.startswith(BRANCHES) and journals:
-                brief = _suffix(ref, BRANCHES)
-                entries, head, problem = journal_entries(batch, sha, brief)
-                if not problem and brief in claim_json:  # claims/ sorts before heads/
-                    raw_claim, claim_sha = claim_json[brief]
-                    problem = anchor_problem(raw_claim, entries, head, claim_sha=claim_sha)
-                if entries or problem:
-                    journal_map[brief] = journal_info(entries, head=head, problem=problem)
-            elif ref.startswith(EVIDENCE):
-                evidence[_suffix(ref, EVIDENCE)] = _evidence(batch, sha, _suffix(ref, EVIDENCE))
-            elif ref.startswith(REVIEWS):
-                reviews[_suffix(ref, REVIEWS)] = sha
-                review = record_of(batch, sha, ("review.json", "record.json"))
-                if isinstance(review, Mapping) and isinstance(review.get("state"), str):
-                    review_states[_suffix(ref, REVIEWS)] = review["state"]
-                if isinstance(review, Mapping) and isinstance(review.get("head_sha"), str):
-                    review_heads[_suffix(ref, REVIEWS)] = review["head_sha"]
-            elif ref.startswith(EVENTS):
-                events[_suffix(ref, EVENTS)] = _events(batch, sha)
-            elif ref.startswith(STATUS):
-                raw = record_of(batch, sha)
-                if isinstance(raw, Mapping):
-                    statuses[_suffix(ref, STATUS)] = raw
+            _read_ref(batch, parts, ref, sha, journals=journals)
     return ForgeSnapshot(
         url=url,
         main=main,
         refs=dict(refs),
         briefs=briefs,
-        claims=claims,
-        journals=journal_map,
-        evidence=evidence,
-        reviews=reviews,
-        review_states=review_states,
-        review_heads=review_heads,
-        events=events,
-        statuses=statuses,
         templates=templates,
         round_trips=round_trips,
+        **vars(parts),
     )
-
-
-def _with_record(claim: ClaimInfo, record: Any) -> ClaimInfo:
-    from dataclasses import replace
-
-    return replace(claim, record=record)
 
 
 FETCH_ALL = ("refs/heads/", "refs/assay/")
@@ -432,7 +382,8 @@ def read_snapshot(
     forge: Any,
     *,
     only_brief: str | None = None,
-    claim_decoder: Callable[[str, bytes, str], Any] | None = None,
+    journals: bool = True,
+    extra_briefs: bool = True,
 ) -> ForgeSnapshot:
     """Fetch once and read a snapshot of ``forge`` (only one brief's refs with ``only_brief``)."""
     if only_brief is None:
@@ -457,10 +408,10 @@ def read_snapshot(
         forge.cache,
         refs,
         round_trips=1,
-        claim_decoder=claim_decoder,
+        journals=journals,
     )
     snapshot = replace(snapshot, merged=frozenset(merged))
-    return with_extra_briefs(snapshot, forge)
+    return with_extra_briefs(snapshot, forge) if extra_briefs else snapshot
 
 
 def with_extra_briefs(snapshot: ForgeSnapshot, forge: Any) -> ForgeSnapshot:

@@ -377,6 +377,23 @@ class ClaimStore:
         ):
             raise self._fenced(claim)
 
+    def stuck_update(
+        self, record: ClaimRecord, *, by: str, note: str, author: Identity | None = None
+    ) -> RefUpdate:
+        """The compare-and-swap update marking ``record`` stuck, not yet pushed: a sweep
+        batches many of them (and ref deletions) into one non-atomic push
+        (``assay.sweep.apply``); ``mark_stuck`` pushes one. Either way the record is
+        ``record.evolve(state="stuck", note="<by>: <note>")``, parent the record's commit."""
+        check_id(by, what="sweeper name")
+        stuck = record.evolve(state="stuck", note=f"{by}: {note}" if note else by)
+        commit = self.forge.commit(
+            {CLAIM_FILE: stuck.to_bytes()},
+            parents=[record.sha],
+            message=f"claim {record.brief}: stuck ({by})",
+            author=author or Identity(name=by, email=f"{by}@sweep.assay.invalid"),
+        )
+        return RefUpdate(record.ref, commit, expected=record.sha)
+
     def mark_stuck(
         self, record: ClaimRecord, *, by: str, note: str, require_expired: bool = True
     ) -> ClaimRecord:
@@ -389,13 +406,11 @@ class ClaimStore:
             require_expired and not record.expired(skew_s=self.skew_s, now=self.clock())
         ):
             raise self._busy(record)
-        stuck = record.evolve(state="stuck", note=f"{by}: {note}" if note else by)
-        commit, result = self._push(
-            stuck,
-            record.sha,
-            f"claim {record.brief}: stuck ({by})",
-            author=Identity(name=by, email=f"{by}@sweep.assay.invalid"),
-        )
+        update = self.stuck_update(record, by=by, note=note)
+        result = self.forge.push([update])
+        if not result.ok and not result.lost:
+            raise GitError(f"{record.ref}: push refused: {result.detail}")
         if result.lost:
             raise Busy(f"claim {record.brief} changed while {by} was marking it stuck")
-        return stuck.evolve(sha=commit)
+        note = f"{by}: {note}" if note else by
+        return record.evolve(state="stuck", note=note, sha=str(update.new))

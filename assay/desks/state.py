@@ -9,7 +9,6 @@ not stop the other briefs: it is kept in ``bad`` and reported, and naming it wit
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,24 +16,16 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from assay.branch import journal_path, merged_branches
+from assay.branch import journal_path
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
-from assay.claims import ClaimStore
-from assay.claims.record import CLAIMS_PREFIX
 from assay.desks.events import EventLog
 from assay.desks.objectives import objective_events
-from assay.desks.review import REVIEW_FILE
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
 from assay.journal import Journal, read_journal
 from assay.plumbing import extract_folder, tree_paths
 from assay.runtime.history import History
 from assay.states import arrival
-
-MAIN = "refs/heads/main"
-BRANCHES = "refs/heads/assay/"
-REVIEWS = "refs/assay/reviews/"
-EVENTS = "refs/assay/events/"
 
 
 @dataclass
@@ -171,8 +162,11 @@ def read_view(forge: Forge) -> ForgeView:
     (``forge.extra_briefs()``: a GitHub forge's open issues labelled ``assay``, one
     conditional REST call); a malformed one of either kind is kept in ``bad``.
     """
-    heads = forge.fetch([MAIN, BRANCHES, REVIEWS, EVENTS, CLAIMS_PREFIX])  # one round trip
-    main = heads.get(MAIN)
+    from assay.board.source import read_snapshot
+
+    # One fetch; every claim, event and review record decoded by its owner's strict decoder.
+    snapshot = read_snapshot(forge, journals=False, extra_briefs=False)
+    main = snapshot.main or None
     briefs: dict[str, Brief] = {}
     bad: dict[str, AssayError] = {}
     if main is not None:
@@ -192,54 +186,24 @@ def read_view(forge: Forge) -> ForgeView:
             check_dependencies(briefs.values())
         except AssayError as error:
             bad[str(error.details.get("source", "briefs/"))] = error
-    branches = {
-        ref.removeprefix(BRANCHES): sha for ref, sha in heads.items() if ref.startswith(BRANCHES)
-    }
-    reviews = {ref: sha for ref, sha in heads.items() if ref.startswith(REVIEWS)}
-    merged = merged_branches(forge, branches, main) if main is not None else set()
-    names = sorted(reviews)
-    for ref, raw in zip(
-        names, forge.read_blobs([(reviews[r], REVIEW_FILE) for r in names]), strict=True
-    ):
-        try:
-            state = json.loads(raw or b"{}").get("state")
-        except ValueError:
-            continue  # an unreadable review proves nothing; read_review reports it
-        if state == "merged":
-            merged.add(ref.removeprefix(REVIEWS))
-    records, broken = ClaimStore(forge).scan(fetched=heads)
-    claims = {record.brief: record for record in records}
-    for corrupt in broken:
-        # A claim record that fails its check stops only its brief (exit 6 with --brief).
-        ref = str(corrupt.details.get("ref", ""))
-        brief_id = ref.rsplit("/", 1)[-1] if ref else ""
+    for brief_id, refused in sorted(snapshot.invalid.items()):
+        # A record that fails its check stops only its brief; --brief names the error.
         if brief_id in briefs:
-            bad[ref] = corrupt
+            bad[str(refused.details.get("ref") or brief_id)] = refused
             del briefs[brief_id]
-    cancelled: set[str] = set()
-    event_refs = [ref for ref in heads if ref.startswith(EVENTS)]
+    branches = {brief: snapshot.branch(brief) for brief in snapshot.branches()}
     view = ForgeView(
         forge=forge,
         main=main,
         briefs=briefs,
         bad=bad,
-        claims=claims,
+        claims={brief: claim.record for brief, claim in snapshot.claims.items()},
         branches=branches,
-        merged=merged,
-        cancelled=cancelled,
+        merged={brief for brief in set(branches) | set(briefs) if snapshot.is_merged(brief)},
+        cancelled={brief for brief in briefs if snapshot.cancelled(brief)},
         issues=issues,
     )
-    for ref in event_refs:
-        brief_id = ref.removeprefix(EVENTS)
-        if brief_id not in briefs:
-            continue
-        try:
-            events = view.events(brief_id)
-        except BadInput as error:
-            # A malformed event stops only its own brief; --brief names the error (65).
-            bad[ref] = error
-            del briefs[brief_id]
-            continue
-        if any(e.kind == "cancel" for e in events):
-            cancelled.add(brief_id)
+    view._events = {
+        brief: [event.record for event in events] for brief, events in snapshot.events.items()
+    }
     return view

@@ -7,8 +7,9 @@ meanwhile loses its lease check alone (reported ``skipped``) and the others land
 records of the actions that landed go in a second push, each chained on the status tip the
 sweep read (a lost race there falls back to ``RefLog.append``, which re-reads and retries).
 
-The claim commit is the one ``ClaimStore.mark_stuck`` writes: ``ClaimRecord.evolve(state=
-"stuck", note=...)`` as ``claim.json``, parent the record's commit, authored by the sweeper.
+The claim commit is ``ClaimStore.stuck_update``'s, the one ``mark_stuck`` pushes:
+``ClaimRecord.evolve(state="stuck", note=...)`` as ``claim.json``, parent the record's
+commit, authored by the sweeper.
 """
 
 from __future__ import annotations
@@ -63,10 +64,11 @@ def apply_plan(
     author: Any,
 ) -> Applied:
     """Claim updates and ref deletions in one push, then status records in a second."""
-    from assay.claims.record import CLAIM_FILE
+    from assay.claims import ClaimStore
     from assay.forge.records import RECORD_PATH, RefLog
     from assay.plumbing import RefUpdate
 
+    store = ClaimStore(forge)
     applied = Applied(outcomes=["done"] * len(actions), landed=[True] * len(actions))
     first: dict[str, tuple[int, Any]] = {}  # ref -> (action index, RefUpdate)
     for index, action in enumerate(actions):
@@ -76,14 +78,8 @@ def apply_plan(
                 applied.outcomes[index] = "skipped: the claim record could not be read"
                 applied.landed[index] = False
                 continue
-            stuck = record.evolve(state="stuck", note=f"{by}: {action.note}")
-            commit = forge.commit(
-                {CLAIM_FILE: stuck.to_bytes()},
-                parents=[record.sha],
-                message=f"claim {record.brief}: stuck ({by})",
-                author=author,
-            )
-            first[record.ref] = (index, RefUpdate(record.ref, commit, expected=record.sha))
+            update = store.stuck_update(record, by=by, note=action.note, author=author)
+            first[record.ref] = (index, update)
         elif action.action == "delete-ref":
             sha = str(action.detail.get("sha", ""))
             first[action.ref] = (index, RefUpdate(action.ref, None, expected=sha or None))

@@ -22,7 +22,6 @@ from typing import Any
 from assay.board.model import iso
 from assay.board.snapshot import ForgeSnapshot
 from assay.board.source import read_snapshot
-from assay.errors import AssayError
 from assay.ids import check_id
 from assay.sweep.apply import apply_plan
 from assay.sweep.plan import Action, plan
@@ -84,18 +83,9 @@ def _identity(by: str) -> Any:
     return Identity(name=by, email=f"{by}@sweep.assay.invalid")
 
 
-def _decode_claim(brief: str, blob: bytes, sha: str) -> Any:
-    from assay.claims.record import CLAIMS_PREFIX, parse_record
-
-    try:
-        return parse_record(blob, ref=CLAIMS_PREFIX + brief, sha=sha)
-    except AssayError:
-        return None  # a corrupt claim is shown, never acted on
-
-
 def take_snapshot(forge: Any, *, only_brief: str | None = None) -> ForgeSnapshot:
     """Everything a sweep reads, in one fetch (only one brief's refs with ``only_brief``)."""
-    return read_snapshot(forge, only_brief=only_brief, claim_decoder=_decode_claim)
+    return read_snapshot(forge, only_brief=only_brief)
 
 
 def _orphans_reported(snapshot: ForgeSnapshot, forge: Any) -> frozenset[str]:

@@ -76,8 +76,8 @@ def _status(state: str, note: str, *, claim: ClaimInfo | None, **extra: Any) -> 
 def plan_stuck(snapshot: ForgeSnapshot, policy: StuckClaimsPolicy, now: datetime) -> list[Action]:
     actions = []
     for brief, claim in sorted(snapshot.claims.items()):
-        if not claim.expired(now, policy.skew_s):
-            continue
+        if not claim.expired(now, policy.skew_s) or snapshot.is_merged(brief):
+            continue  # live, or its work already reached main: nothing to resume
         journal = snapshot.journals.get(brief)
         last = journal.last_step if journal and journal.last_step else "(no step recorded)"
         last_at = journal.last_step_at if journal else None

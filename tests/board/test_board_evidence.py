@@ -131,8 +131,19 @@ def test_without_a_branch_the_review_record_names_the_head(
         )
         review = forge.commit(
             {
+                # A complete review record: the read model decodes it with the gate's
+                # strict decoder (a partial one makes the brief invalid).
                 "review.json": json.dumps(
-                    {"v": 1, "brief": "calc", "head_sha": head, "state": "merged"}
+                    {
+                        "v": 1,
+                        "brief": "calc",
+                        "branch": "assay/calc",
+                        "head_sha": head,
+                        "title": "calc",
+                        "body": "",
+                        "state": "merged",
+                        "updated_at": "2026-01-01T00:00:00Z",
+                    }
                 ).encode()
             },
             parents=[],
