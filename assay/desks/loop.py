@@ -208,6 +208,8 @@ class DeskLoop:
             message = error.message
         finally:
             session.close()
+        for note in getattr(session.hooks.log, "skipped", ()):
+            self.on_progress(f"{brief.id}: event {note}")  # never delivered to the run
         if code != Fenced.code and not session.fenced:
             # Entries written after the last durability point (a ``denied`` entry, a
             # drained signal) reach the forge before the claim says the run stopped.
