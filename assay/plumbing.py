@@ -203,6 +203,8 @@ _MISSING_PATTERNS = (
     "access denied or repository not exported",
     "returned error: 404",
 )
+# git falls back to WebDAV pushes when an HTTP server does not speak git's smart HTTP
+_NOT_GIT_PATTERNS = ("git-http-push failed",)
 
 
 def failure(args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> GitError:
@@ -211,6 +213,8 @@ def failure(args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> Gi
     lowered = stderr.lower()
     brief = " ".join(a for a in args[:2])
     last = stderr.splitlines()[-1] if stderr else f"exit {done.returncode}"
+    if any(p in lowered for p in _NOT_GIT_PATTERNS):
+        return _Unreachable(f"git {brief}: not a git forge (no smart HTTP there): {last}")
     if any(p in lowered for p in _MISSING_PATTERNS):
         # A wrong URL is not transient; it still means "the forge is not reachable".
         return _Unreachable(f"git {brief}: the forge has no repository there: {last}")
