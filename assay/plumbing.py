@@ -41,7 +41,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from assay.errors import ForgeUnavailable, Internal
+from assay.errors import ForgeUnavailable, Internal, Unavailable
 
 LOG = logging.getLogger("assay.plumbing")
 
@@ -167,8 +167,24 @@ def run_git(
     except OSError as exc:  # git itself missing: nothing a retry can fix
         raise GitError(f"cannot run git: {exc}") from exc
     if check and done.returncode != 0:
+        no_space_here(args, done)
         raise failure(args, done)
     return done
+
+
+class NoSpace(Unavailable):
+    """A local disk (the forge cache, a work tree) is full: 69, nothing was half-done."""
+
+
+_LOCAL_SPACE = ("no space left on device", "disk quota exceeded")
+
+
+def no_space_here(args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> None:
+    """``NoSpace`` when a local git command failed for want of disk space."""
+    stderr = done.stderr.decode("utf-8", "replace")
+    if any(pattern in stderr.lower() for pattern in _LOCAL_SPACE):
+        last = stderr.strip().splitlines()[-1] if stderr.strip() else "no space"
+        raise NoSpace(f"git {args[0]}: no space left on device: {last}")
 
 
 _TRANSPORT_PATTERNS = (
