@@ -75,7 +75,7 @@ def record_of(batch: GitBatch, sha: str, names: tuple[str, ...] = RECORD_FILES) 
         if data is not None:
             try:
                 return json.loads(data.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
                 return None
     return None
 
@@ -162,7 +162,7 @@ def journal_entries(batch: GitBatch, sha: str, brief: str) -> tuple[list[dict[st
                 return entries, prev, f"corrupt: {where}: checksum mismatch"
             try:
                 entry = json.loads(line)
-            except (UnicodeDecodeError, json.JSONDecodeError):
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
                 return entries, prev, f"corrupt: {where}: not JSON"
             if not isinstance(entry, dict) or entry.get("prev", "") != prev:
                 return entries, prev, f"corrupt: {where}: the hash chain is broken"
@@ -371,7 +371,7 @@ def snapshot_from_cache(
                 data = batch.blob(f"{sha}:claim.json")
                 try:
                     raw = json.loads(data) if data else None
-                except (UnicodeDecodeError, json.JSONDecodeError):
+                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
                     raw = None
                 claim_json[brief] = (raw, sha)
                 claim = claim_from_json(brief, raw, sha=sha)
