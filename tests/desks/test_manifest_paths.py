@@ -54,3 +54,21 @@ def test_an_error_never_quotes_a_foreign_file_as_a_field_name(tmp_path: Path) ->
     with pytest.raises(BadInput) as raised:
         load_script(secret)
     assert "SECRETHASH" not in raised.value.message
+
+
+@pytest.mark.parametrize("lease", ["99999999999999999999999", "1e23", "31d"])
+def test_a_lease_past_the_bound_is_65_naming_the_field(
+    run_assay: AssayRunner, forge_path: Path, tmp_path: Path, lease: str
+) -> None:
+    desks = tmp_path / "desks"
+    (desks / "scripts").mkdir(parents=True)
+    (desks / "scripts" / "s.yaml").write_text("responses: []\n")
+    (desks / "coder.yaml").write_text(
+        MANIFEST.format(script="scripts/s.yaml") + f"lease: {lease}\n"
+    )
+    put_on_main(forge_path, {"briefs/b1.md": BRIEF})
+    done = run_assay(
+        "desk", "run", "coder", "--forge", str(forge_path), "--desks", str(desks), "--once"
+    )
+    assert done.returncode == 65, done.stdout + done.stderr
+    assert "lease" in done.stderr and "Traceback" not in done.stderr
