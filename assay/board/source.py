@@ -360,6 +360,7 @@ def snapshot_from_cache(
     statuses: dict[str, Mapping[str, Any]] = {}
     main = refs.get(MAIN, "")
     from assay.evidence.anchors import anchor_problem
+    from assay.sweep.apply import status_problem
 
     claim_json: dict[str, tuple[Any, str]] = {}  # for the journal's anchor check
     with GitBatch(cache) as batch:
@@ -400,7 +401,12 @@ def snapshot_from_cache(
             elif ref.startswith(STATUS):
                 raw = record_of(batch, sha)
                 if isinstance(raw, Mapping):
-                    statuses[_suffix(ref, STATUS)] = raw
+                    problem = status_problem(raw)  # the status decoder: quarantine, not 70
+                    statuses[_suffix(ref, STATUS)] = (
+                        {"v": 1, "state": "invalid", "note": f"status record refused: {problem}"}
+                        if problem
+                        else raw
+                    )
     return ForgeSnapshot(
         url=url,
         main=main,

@@ -25,6 +25,7 @@ from assay.errors import AssayError, Internal
 from assay.evidence.records import decode, encode, seal
 from assay.evidence.reviews import parse_review
 from assay.forge.records import RefLog
+from assay.sweep.apply import MAX_STATUS_BYTES, status_problem
 from tests.evidence.test_records import _record
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -54,7 +55,17 @@ EVENT = {
     "at": "2026-01-01T00:00:00Z",
     "data": {},
 }
-STATUS = {"v": 1, "kind": "status", "brief": "b1", "state": "stuck", "note": "", "by": "s"}
+STATUS = {
+    "v": 1,
+    "kind": "status",
+    "brief": "b1",
+    "state": "stuck",
+    "note": "",
+    "by": "s",
+    "fence": 1,
+    "at": "2026-01-01T00:00:00Z",
+    "sweep": "abc",
+}
 REVIEW = {
     "v": 1,
     "brief": "b1",
@@ -146,9 +157,14 @@ def test_event_decoder(blob: bytes) -> None:
 def test_status_decoder(blob: bytes) -> None:
     log = RefLog(_NoForge(), "refs/assay/status/b1", kind="status")  # type: ignore[arg-type]
     try:
-        log.parse("0" * 40, blob)
+        record = log.parse("0" * 40, blob)
     except Exception as error:
         typed(error)
+    else:
+        # The board's and the sweep's decoder: a reason to quarantine it, or "", never raising.
+        problem = status_problem(record)
+        assert isinstance(problem, str)
+        assert problem or len(blob) <= MAX_STATUS_BYTES
 
 
 @FUZZ
