@@ -41,7 +41,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from assay.errors import ForgeUnavailable, Internal
+from assay.errors import ForgeUnavailable, Internal, Unavailable
 from assay.odb import ObjectMissing, first_parents, read_refs
 from assay.odb import extract as extract_objects
 from assay.odb import has_path as _has_path
@@ -184,8 +184,24 @@ def run_git(
     except OSError as exc:  # git itself missing: nothing a retry can fix
         raise GitError(f"cannot run git: {exc}") from exc
     if check and done.returncode != 0:
+        no_space_here(args, done)
         raise failure(args, done)
     return done
+
+
+class NoSpace(Unavailable):
+    """A local disk (the forge cache, a work tree) is full: 69, nothing was half-done."""
+
+
+_LOCAL_SPACE = ("no space left on device", "disk quota exceeded")
+
+
+def no_space_here(args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> None:
+    """``NoSpace`` when a local git command failed for want of disk space."""
+    stderr = done.stderr.decode("utf-8", "replace")
+    if any(pattern in stderr.lower() for pattern in _LOCAL_SPACE):
+        last = stderr.strip().splitlines()[-1] if stderr.strip() else "no space"
+        raise NoSpace(f"git {args[0]}: no space left on device: {last}")
 
 
 _TRANSPORT_PATTERNS = (
@@ -220,6 +236,8 @@ _MISSING_PATTERNS = (
     "access denied or repository not exported",
     "returned error: 404",
 )
+# git falls back to WebDAV pushes when an HTTP server does not speak git's smart HTTP
+_NOT_GIT_PATTERNS = ("git-http-push failed",)
 
 
 def failure(args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> GitError:
@@ -228,6 +246,8 @@ def failure(args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> Gi
     lowered = stderr.lower()
     brief = " ".join(a for a in args[:2])
     last = stderr.splitlines()[-1] if stderr else f"exit {done.returncode}"
+    if any(p in lowered for p in _NOT_GIT_PATTERNS):
+        return _Unreachable(f"git {brief}: not a git forge (no smart HTTP there): {last}")
     if any(p in lowered for p in _MISSING_PATTERNS):
         # A wrong URL is not transient; it still means "the forge is not reachable".
         return _Unreachable(f"git {brief}: the forge has no repository there: {last}")

@@ -33,6 +33,7 @@ from assay.board.snapshot import (
 )
 from assay.errors import AssayError, Corrupt
 from assay.evidence.anchors import anchor_problem
+from assay.sweep.apply import status_problem
 
 CLAIMS = "refs/assay/claims/"
 EVENTS = "refs/assay/events/"
@@ -70,7 +71,7 @@ def record_of(batch: GitBatch, sha: str) -> Any:
     data = batch.blob(f"{sha}:record.json")
     try:
         return json.loads(data.decode("utf-8")) if data is not None else None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
 
 
@@ -119,7 +120,7 @@ def journal_entries(batch: GitBatch, sha: str, brief: str) -> tuple[list[dict[st
                 return entries, prev, f"corrupt: {where}: checksum mismatch"
             try:
                 entry = json.loads(line)
-            except (UnicodeDecodeError, json.JSONDecodeError):
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
                 return entries, prev, f"corrupt: {where}: not JSON"
             if not isinstance(entry, dict) or entry.get("prev", "") != prev:
                 return entries, prev, f"corrupt: {where}: the hash chain is broken"
@@ -336,7 +337,12 @@ def _read_ref(batch: GitBatch, parts: _Parts, ref: str, sha: str, *, journals: b
         elif prefix == STATUS:
             raw = record_of(batch, sha)
             if isinstance(raw, Mapping):
-                parts.statuses[brief] = raw
+                problem = status_problem(raw)  # the status decoder: quarantined, never 70
+                parts.statuses[brief] = (
+                    {"v": 1, "state": "invalid", "note": f"status record refused: {problem}"}
+                    if problem
+                    else raw
+                )
         elif journals:
             entries, head, problem = journal_entries(batch, sha, brief)
             claim = parts.claims.get(brief)  # claims/ sorts before heads/: read already

@@ -9,6 +9,7 @@ tree so that any field can be traced back to its line, and turns a pydantic
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,14 +66,22 @@ class YamlDoc:
         return BadInput(f"{self.source} line {line}: {where}{message}", source=self.source)
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
 def format_path(parts: Sequence[str | int]) -> str:
-    """``("verify", 0, "run")`` -> ``verify[0].run``."""
+    """``("verify", 0, "run")`` -> ``verify[0].run``.
+
+    A key that is not a plain field name is shown as ``<key>``: an error message never
+    quotes a file's contents beyond its own format (a "key" may be any line of any file).
+    """
     text = ""
     for part in parts:
         if isinstance(part, int):
             text += f"[{part}]"
         else:
-            text += f".{part}" if text else str(part)
+            name = part if _PLAIN_KEY.fullmatch(part) else "<key>"
+            text += f".{name}" if text else name
     return text
 
 

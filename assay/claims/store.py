@@ -14,9 +14,10 @@ whether the brief is busy (held and live, waiting, done: ``Busy``, exit 3).
 
 from __future__ import annotations
 
+import builtins
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -377,23 +378,6 @@ class ClaimStore:
         ):
             raise self._fenced(claim)
 
-    def stuck_update(
-        self, record: ClaimRecord, *, by: str, note: str, author: Identity | None = None
-    ) -> RefUpdate:
-        """The compare-and-swap update marking ``record`` stuck, not yet pushed: a sweep
-        batches many of them (and ref deletions) into one non-atomic push
-        (``assay.sweep.apply``); ``mark_stuck`` pushes one. Either way the record is
-        ``record.evolve(state="stuck", note="<by>: <note>")``, parent the record's commit."""
-        check_id(by, what="sweeper name")
-        stuck = record.evolve(state="stuck", note=f"{by}: {note}" if note else by)
-        commit = self.forge.commit(
-            {CLAIM_FILE: stuck.to_bytes()},
-            parents=[record.sha],
-            message=f"claim {record.brief}: stuck ({by})",
-            author=author or Identity(name=by, email=f"{by}@sweep.assay.invalid"),
-        )
-        return RefUpdate(record.ref, commit, expected=record.sha)
-
     def mark_stuck(
         self, record: ClaimRecord, *, by: str, note: str, require_expired: bool = True
     ) -> ClaimRecord:
@@ -401,16 +385,58 @@ class ClaimStore:
 
         ``Busy`` when the claim is live, or when it changed since ``record`` was read.
         """
+        (stuck,) = self.mark_stuck_batch([(record, note)], by=by, require_expired=require_expired)
+        return stuck
+
+    def stuck_commit(self, record: ClaimRecord, *, by: str, note: str) -> ClaimRecord:
+        """The stuck record ``mark_stuck`` would push, committed but not pushed (its ``sha``
+        is the new commit, its parent ``record.sha``)."""
         check_id(by, what="sweeper name")
-        if record.state != "held" or (
-            require_expired and not record.expired(skew_s=self.skew_s, now=self.clock())
-        ):
-            raise self._busy(record)
-        update = self.stuck_update(record, by=by, note=note)
-        result = self.forge.push([update])
-        if not result.ok and not result.lost:
-            raise GitError(f"{record.ref}: push refused: {result.detail}")
+        stuck = record.evolve(state="stuck", note=f"{by}: {note}" if note else by)
+        commit = self.forge.commit(
+            {CLAIM_FILE: stuck.to_bytes()},
+            parents=[record.sha],
+            message=f"claim {record.brief}: stuck ({by})",
+            author=Identity(name=by, email=f"{by}@sweep.assay.invalid"),
+        )
+        return stuck.evolve(sha=commit)
+
+    def mark_stuck_batch(
+        self,
+        items: Sequence[tuple[ClaimRecord, str]],
+        *,
+        by: str,
+        also: Sequence[RefUpdate] = (),
+        require_expired: bool = True,
+    ) -> builtins.list[ClaimRecord]:
+        """Mark every ``(record, note)`` stuck in ONE atomic push, with ``also`` beside them.
+
+        ``also`` carries what must land with the claims (a sweep's status records and its
+        log entry): everything lands, or nothing does, so a crash or a lost race never
+        leaves a claim marked without its record. ``Busy`` (nothing written) when a claim
+        is live or changed since it was read, or another ref in ``also`` moved.
+        """
+        marked: builtins.list[ClaimRecord] = []
+        for record, note in items:
+            if record.state != "held" or (
+                require_expired and not record.expired(skew_s=self.skew_s, now=self.clock())
+            ):
+                raise self._busy(record)
+            marked.append(self.stuck_commit(record, by=by, note=note))
+        updates = [
+            RefUpdate(record.ref, stuck.sha, expected=record.sha)
+            for (record, _), stuck in zip(items, marked, strict=True)
+        ]
+        if not updates and not also:
+            return []
+        result = self.forge.push([*updates, *also], atomic=True)
         if result.lost:
-            raise Busy(f"claim {record.brief} changed while {by} was marking it stuck")
-        note = f"{by}: {note}" if note else by
-        return record.evolve(state="stuck", note=note, sha=str(update.new))
+            moved = sorted(ref for ref, outcome in result.refs.items() if outcome.lost)
+            raise Busy(
+                f"{by}: nothing marked stuck: {', '.join(moved) or 'a ref'} changed since "
+                "it was read",
+                refs=moved,
+            )
+        if not result.ok:
+            raise GitError(f"{by}: the stuck-claims push was refused: {result.detail}")
+        return marked

@@ -163,6 +163,7 @@ def list_command(forge: str | None, directory: str | None, as_json: bool) -> Non
                 "code": code,
                 "briefs": [_row(b) for b in briefs],
                 "invalid": invalid,
+                **({"message": "; ".join(i["message"] for i in invalid)} if invalid else {}),
             }
         )
         if invalid:

@@ -59,7 +59,7 @@ def init_command(directory: Path, force: bool, as_json: bool) -> None:
     """
     result = init_repository(directory, force=force)
     if as_json:
-        _emit({"target": str(directory), "files": result.rows()})
+        _emit({"target": str(directory), "files": result.rows(), "secrets": [_GATE_SECRET]})
         return
     table = Table("file", "action")
     for row in result.rows():
@@ -69,6 +69,15 @@ def init_command(directory: Path, force: bool, as_json: bool) -> None:
         f"{len(result.written)} written, {len(result.overwritten)} overwritten, "
         f"{len(result.unchanged)} unchanged in {directory}"
     )
+    out.print(
+        f"the gate signs evidence with the repository secret {_GATE_SECRET}: set it once, e.g. "
+        f"`openssl rand -hex 32 | gh secret set {_GATE_SECRET}`",
+        markup=False,
+        highlight=False,
+    )
+
+
+_GATE_SECRET = "ASSAY_EVIDENCE_KEY"  # read by assay-gate.yml's job only
 
 
 @click.group("github")

@@ -11,6 +11,7 @@ with the next brief unless ``--once``.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import threading
@@ -42,6 +43,7 @@ from assay.evidence import with_table
 from assay.evidence.gate import review_table
 from assay.forge import Forge
 from assay.journal import Redactor
+from assay.plumbing import NoSpace
 from assay.runtime import execute
 
 # How each run outcome leaves the claim and the review.
@@ -212,9 +214,10 @@ class DeskLoop:
                 store=self.store,
                 holder=self.holder,
             )
-        except AssayError as error:
-            # Could not even start (a bad model config, the forge went away): give the
-            # brief back at once rather than let it sit under a lease nobody renews.
+        except (AssayError, OSError) as raised:
+            # Could not even start (a bad model config, the forge went away, a full disk):
+            # give the brief back at once rather than let it sit under a lease nobody renews.
+            error = no_space(raised)
             self.given_up.add(brief.id)
             self.store.release(claim, note=f"{error.status}: {error.message}"[:300])
             return RunReport(brief.id, why.value, error.status, error.code, message=error.message)
@@ -224,11 +227,14 @@ class DeskLoop:
             output, waiting_for = result.output, result.waiting_for
             steps = int(result.steps)
             message = ""
-        except AssayError as error:
+        except (AssayError, OSError) as raised:
+            error = no_space(raised)
             code, status, output, waiting_for, steps = error.code, error.status, None, None, 0
             message = error.message
         finally:
             session.close()
+        for note in getattr(session.hooks.log, "skipped", ()):
+            self.on_progress(f"{brief.id}: event {note}")  # never delivered to the run
         if code != Fenced.code and not session.fenced:
             # Entries written after the last durability point (a ``denied`` entry, a
             # drained signal) reach the forge before the claim says the run stopped.
@@ -388,6 +394,15 @@ class DeskLoop:
             state=state,
         )
         return state
+
+
+def no_space(raised: AssayError | OSError) -> AssayError:
+    """An ``OSError`` for want of disk space as ``NoSpace`` (69); other ``OSError``s re-raised."""
+    if isinstance(raised, AssayError):
+        return raised
+    if raised.errno in (errno.ENOSPC, errno.EDQUOT):
+        return NoSpace(f"no space left on device: {raised.filename or ''}".rstrip(": "))
+    raise raised
 
 
 def evidence_table(forge: Forge, brief: Brief) -> str:

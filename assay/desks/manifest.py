@@ -298,6 +298,9 @@ class DeskManifest(StrictModel):
 
         if self.model is None:
             raise BadInput(f"{self.source}: model: this desk declares no model")
+        script = getattr(self.model, "script", None)
+        if isinstance(script, str):
+            inside_desks(self.base_dir, script, field="model.script", source=self.source)
         return build_model(
             self.model, base_dir=self.base_dir, workdir=workdir, sandbox=self.sandbox_spec()
         )
@@ -324,6 +327,20 @@ class DeskManifest(StrictModel):
         return function  # type: ignore[no-any-return]
 
 
+def inside_desks(base_dir: Path, relative: str, *, field: str, source: str) -> Path:
+    """``base_dir / relative``, refused (``BadInput`` naming the field, never the file's
+    contents) unless it stays inside the desks directory once symlinks are resolved."""
+    root = base_dir.resolve()
+    target = (root / relative).resolve()
+    if PurePosixPath(relative).is_absolute() or not target.is_relative_to(root):
+        raise BadInput(
+            f"{source}: {field}: {relative!r} is outside the desks directory {root}",
+            source=source,
+            field=field,
+        )
+    return target
+
+
 def parse_manifest(text: str, *, source: str, base_dir: Path | None = None) -> DeskManifest:
     """Parse one manifest; ``source`` (e.g. ``desks/coder.yaml``) names it in errors.
 
@@ -347,6 +364,9 @@ def parse_manifest(text: str, *, source: str, base_dir: Path | None = None) -> D
         raise doc.bad(["name"], f"{manifest.name!r} does not match the file name {stem[0]!r}")
     manifest._source = source
     manifest._base_dir = base_dir if base_dir is not None else Path(source).parent
+    script = getattr(manifest.model, "script", None)
+    if isinstance(script, str) and (PurePosixPath(script).is_absolute() or ".." in script):
+        raise doc.bad(["model", "script"], "the script must be a path inside the desks directory")
     return manifest
 
 

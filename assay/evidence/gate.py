@@ -12,6 +12,7 @@ at the review's *current* head, and moves main to it with one atomic compare-and
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import tempfile
 import time
@@ -273,39 +274,33 @@ def verify(
         )
         if plan is not None:
             apply_pins(forge, tree, plan)
-        environ = safe_python_env(environ, Path(site))
-        # Evidence is committed to the forge: scrub any secret a row found and printed.
-        redactor = Redactor(
-            [*withheld_values(), *secrets_from_env(()), *([key.decode()] if key else [])]
+        template = EvidenceRecord(
+            brief=brief_id,
+            row="",
+            command="",
+            exit=0,
+            timed_out=False,
+            seconds=0.0,
+            output_sha256="",
+            output_bytes=0,
+            output_tail="",
+            head_sha=head,
+            env_fingerprint=fp,
+            verifier=verifier,
+            journal_head=journal.head,
+            at="",
+            pinned=tuple(plan.pinned) if plan is not None else (),
         )
-        ran: list[EvidenceRecord] = []
-        rows_time = 0.0
-        for row in ctx.rows:
-            if on_start is not None:
-                on_start(row)
-            result = run_row(row.command, cwd=tree, timeout_s=row.timeout_s, env=environ)
-            rows_time += result.seconds
-            record = EvidenceRecord(
-                brief=brief_id,
-                row=row.id,
-                command=row.command,
-                exit=result.exit,
-                timed_out=result.timed_out,
-                seconds=result.seconds,
-                output_sha256=result.output_sha256,
-                output_bytes=result.output_bytes,
-                output_tail=redactor.text(result.output_tail),
-                head_sha=head,
-                env_fingerprint=fp,
-                verifier=verifier,
-                journal_head=journal.head,
-                at=_now(),
-                pinned=tuple(plan.pinned) if plan is not None else (),
-            )
-            ran.append(record)
-            if on_row is not None:
-                on_row(row, record)
-    timings["rows"] = rows_time
+        ran = _run_rows(
+            ctx.rows,
+            tree=tree,
+            environ=safe_python_env(environ, Path(site)),
+            template=template,
+            key=key,
+            on_start=on_start,
+            on_row=on_row,
+        )
+    timings["rows"] = sum(record.seconds for record in ran)
     mark = time.monotonic()
     log = append_records(forge, brief_id, ran, key=key, log=ctx.log)
     timings["record"] = time.monotonic() - mark
@@ -327,6 +322,44 @@ def verify(
         timings=timings,
         pins=plan,
     )
+
+
+def _run_rows(
+    rows: Sequence[RowSpec],
+    *,
+    tree: Path,
+    environ: dict[str, str],
+    template: EvidenceRecord,
+    key: bytes | None,
+    on_start: Callable[[RowSpec], None] | None,
+    on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
+) -> list[EvidenceRecord]:
+    """Run each row in ``tree`` and make its (unsealed) record from ``template``."""
+    # Evidence is committed to the forge: scrub any secret a row found and printed.
+    redactor = Redactor(
+        [*withheld_values(), *secrets_from_env(()), *([key.decode()] if key else [])]
+    )
+    ran: list[EvidenceRecord] = []
+    for row in rows:
+        if on_start is not None:
+            on_start(row)
+        result = run_row(row.command, cwd=tree, timeout_s=row.timeout_s, env=environ)
+        record = dataclasses.replace(
+            template,
+            row=row.id,
+            command=row.command,
+            exit=result.exit,
+            timed_out=result.timed_out,
+            seconds=result.seconds,
+            output_sha256=result.output_sha256,
+            output_bytes=result.output_bytes,
+            output_tail=redactor.text(result.output_tail),
+            at=_now(),
+        )
+        ran.append(record)
+        if on_row is not None:
+            on_row(row, record)
+    return ran
 
 
 class MergeOutcome(enum.Enum):

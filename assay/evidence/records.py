@@ -38,8 +38,9 @@ from assay.evidence.keys import gate_key as gate_key
 
 RECORD_VERSION = 1
 RECORD_FILE = "record.json"
-RECORD_KIND = "evidence"
-MAX_PINNED = 100_000  # the RefLog kind, so generic ref-log readers accept the records
+RECORD_KIND = "evidence"  # the RefLog kind, so generic ref-log readers accept the records
+MAX_PINNED = 100_000
+MAX_RECORD_BYTES = 8 * 1024 * 1024  # a record keeps a 4 KiB tail; one near this is not a record
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "v": int,
@@ -149,10 +150,14 @@ def encode(record: EvidenceRecord) -> bytes:
 
 def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRecord:
     """Parse and check one record; ``Corrupt`` naming ``source`` and the field on any flaw."""
+    if len(data) > MAX_RECORD_BYTES:
+        raise Corrupt(f"{source}: evidence record is over {MAX_RECORD_BYTES} bytes")
     try:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise Corrupt(f"{source}: evidence record is not JSON: {exc}") from exc
+    except RecursionError:
+        raise Corrupt(f"{source}: evidence record is nested too deeply") from None
     if not isinstance(raw, dict):
         raise Corrupt(f"{source}: evidence record is not a JSON object")
     version = raw.get("v")

@@ -56,12 +56,19 @@ class ReviewRecord:
         return json.dumps(self.to_json(), indent=2, sort_keys=True).encode() + b"\n"
 
 
+MAX_REVIEW_BYTES = 4 * 1024 * 1024
+
+
 def parse_review(data: bytes, *, where: str, commit: str = "") -> ReviewRecord:
     """A validated review record; ``BadInput`` naming ``where`` and the field otherwise."""
+    if len(data) > MAX_REVIEW_BYTES:
+        raise BadInput(f"{where}: review record is over {MAX_REVIEW_BYTES} bytes")
     try:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInput(f"{where}: review record is not JSON: {exc}") from exc
+    except RecursionError:
+        raise BadInput(f"{where}: review record is nested too deeply") from None
     if not isinstance(raw, Mapping):
         raise BadInput(f"{where}: a review record must be a JSON object")
     if raw.get("v") != REVIEW_VERSION:

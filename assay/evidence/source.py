@@ -126,7 +126,7 @@ def claim_desks(forge: Forge, claim: str | None) -> frozenset[str]:
         return frozenset()
     try:
         raw: Any = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return frozenset()
     if not isinstance(raw, dict):
         return frozenset()

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from assay.errors import BadInput
 from assay.forge.base import Forge
+from assay.forge.http import HttpForge
 
 _URL_SCHEMES = ("file://", "git://", "http://", "https://", "ssh://")
 
@@ -43,6 +44,8 @@ def open_forge(spec: str | None, *, cache_dir: Path | None = None) -> Forge:
     if spec.startswith("file://"):
         path = _local_path(spec[len("file://") :])
         return Forge(f"file://{path}", cache_dir=cache_dir)
+    if spec.startswith(("http://", "https://")):
+        return HttpForge(spec, cache_dir=cache_dir)
     if spec.startswith(_URL_SCHEMES):
         return Forge(spec, cache_dir=cache_dir)
     if "://" in spec:

@@ -156,6 +156,8 @@ class RefLog:
             record = json.loads(blob)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise Corrupt(f"{where}: {self.path} is not JSON: {exc}", ref=self.ref) from exc
+        except RecursionError:
+            raise Corrupt(f"{where}: {self.path} is nested too deeply", ref=self.ref) from None
         try:
             self.check(record)
         except BadInput as exc:

@@ -161,6 +161,20 @@ class GitHubApi:
         )
         return int(made["id"])
 
+    def check_runs(self, head_sha: str, *, name: str) -> list[dict[str, Any]]:
+        """The check runs named ``name`` on commit ``head_sha``."""
+        found = self.rest.get(
+            f"{self.base}/commits/{quote(head_sha, safe='')}/check-runs",
+            params={"check_name": name, "per_page": 100},
+        )
+        runs = found.get("check_runs", []) if isinstance(found, dict) else []
+        return [run for run in runs if isinstance(run, dict)]
+
+    def workflow_run(self, run_id: int) -> dict[str, Any]:
+        """One workflow run (its ``path`` names the workflow file it ran)."""
+        found = self.rest.get(f"{self.base}/actions/runs/{int(run_id)}")
+        return found if isinstance(found, dict) else {}
+
     def dispatch(self, workflow: str, *, ref: str = "main", inputs: dict[str, str]) -> None:
         """``workflow_dispatch``: the one way a GITHUB_TOKEN run can start another workflow."""
         self.rest.post(

@@ -18,6 +18,7 @@ so a desk on a fresh runner edits the same comment and never opens a second pull
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -34,6 +35,19 @@ MIRROR_PREFIX = "refs/assay/github/"
 MIRROR_KIND = "github-mirror"
 CLAIM_LABEL = "assay:claimed"
 CHECK_NAME = "assay/evidence"
+GATE_WORKFLOW = ".github/workflows/assay-gate.yml"
+
+
+def gate_external_id(brief: str, environ: Mapping[str, str] | None = None) -> str:
+    """``<brief>:<workflow run id>``: which run of which workflow published the check run.
+
+    ``merge`` looks the run up and accepts the check only from a run of the gate workflow,
+    so a look-alike ``assay/evidence`` check made by any other workflow never counts.
+    """
+    run_id = (os.environ if environ is None else environ).get("GITHUB_RUN_ID", "").strip()
+    return f"{brief}:{run_id}" if run_id.isdigit() else brief
+
+
 MIRROR_IDENTITY = Identity(name="assay github mirror", email="github-mirror@assay.invalid")
 _INTS = ("issue", "comment_id", "pull")
 _STRS = (
@@ -322,7 +336,7 @@ class GitHubMirror:
             title=f"{brief}: {'verified' if passed else 'not verified'}",
             summary=summary,
             text=evidence_table(rows),
-            external_id=brief,
+            external_id=gate_external_id(brief),
         )
         state.check_runs[head_sha] = run_id
         self._save(state, f"mirror evidence of {brief} at {head_sha[:12]}")

@@ -22,9 +22,10 @@ from assay.claims import ClaimStore
 from assay.desks.review import read_review
 from assay.errors import Failed
 from assay.evidence.gate import merge_decision
+from assay.evidence.keys import KEY_ENV, gate_key
 from assay.github.forge import GitHubForge
 from assay.github.issues import load_issue_briefs
-from assay.github.mirror import GitHubMirror, review_body
+from assay.github.mirror import CHECK_NAME, GATE_WORKFLOW, GitHubMirror, review_body
 
 PARTS = ("claims", "reviews", "evidence")
 
@@ -106,6 +107,31 @@ def sync(
     return report
 
 
+def gate_check_problems(forge: GitHubForge, brief: str, head_sha: str) -> list[str]:
+    """Why ``head_sha`` lacks an ``assay/evidence`` check run from the gate workflow.
+
+    The name alone proves nothing (any workflow can make a check run called that): the run
+    must be a success whose ``external_id`` names a workflow run of ``GATE_WORKFLOW``, as
+    GitHub itself reports that run.
+    """
+    seen: list[str] = []
+    for check in forge.api.check_runs(head_sha, name=CHECK_NAME):
+        external = str(check.get("external_id") or "")
+        named, _, run_id = external.rpartition(":")
+        if named != brief or not run_id.isdigit():
+            seen.append(f"check run {check.get('id')} names no gate workflow run")
+            continue
+        run = forge.api.workflow_run(int(run_id))
+        if run.get("path") != GATE_WORKFLOW:
+            seen.append(f"check run {check.get('id')} came from {run.get('path') or 'no workflow'}")
+            continue
+        if check.get("conclusion") == "success":
+            return []
+        seen.append(f"the gate's check run {check.get('id')} is {check.get('conclusion')}")
+    detail = f" ({'; '.join(seen)})" if seen else ""
+    return [f"no successful {CHECK_NAME} check run from {GATE_WORKFLOW} at {head_sha[:12]}{detail}"]
+
+
 def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
     """Merge ``brief``'s pull request when the merge rule allows it at the current head.
 
@@ -113,12 +139,20 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
     head (``expectedHeadOid``), so a push after the judgement makes GitHub refuse. Returns
     ``(head_sha, actions)``; ``Failed`` (exit 1) names every blocking row otherwise.
     """
-    decision = merge_decision(forge, brief)
-    if not decision.allowed:
+    key = gate_key()
+    if key is None:
         raise Failed(
-            f"{brief}: merge refused at {decision.head_sha[:12]}: "
-            + "; ".join(decision.blocking()),
-            blocking=decision.blocking(),
+            f"{brief}: merge refused: the gate's key ({KEY_ENV}, a repository secret only the "
+            "gate job reads) is not set here, so no evidence signature can be checked"
+        )
+    decision = merge_decision(forge, brief, key=key)
+    blocking = decision.blocking()
+    if decision.allowed:
+        blocking += gate_check_problems(forge, brief, decision.head_sha)
+    if blocking:
+        raise Failed(
+            f"{brief}: merge refused at {decision.head_sha[:12]}: " + "; ".join(blocking),
+            blocking=blocking,
         )
     mirror = GitHubMirror(forge)
     state = mirror.state(brief)

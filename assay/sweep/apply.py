@@ -1,15 +1,16 @@
-"""Carrying out a sweep's plan in a constant number of pushes, whatever the number of briefs.
+"""Carrying out a sweep's plan in ONE atomic push, whatever the number of briefs.
 
-Marking 150 claims stuck one push at a time costs 150 round trips (and each push of a
-cache holding thousands of refs is slow). Instead every claim update of a sweep goes in
-**one** non-atomic push, each ref with its own compare-and-swap lease: a claim a desk renewed
-meanwhile loses its lease check alone (reported ``skipped``) and the others land. The status
-records of the actions that landed go in a second push, each chained on the status tip the
-sweep read (a lost race there falls back to ``RefLog.append``, which re-reads and retries).
+Every write of a sweep goes in one push: the claims it marks stuck (``ClaimStore.
+mark_stuck_batch``, each with its compare-and-swap on the claim the sweep read), the refs it
+deletes, one status record per acting brief (chained on the status tip the sweep read), the
+orphans record and the sweep's own log entry. The push is atomic: a SIGKILL at any instant
+leaves either all of it on the forge or none of it, so no claim is ever marked stuck
+without its status and log entry (the next sweep plans again what did not land). A ref that
+moved since the snapshot (a desk renewed its claim) makes the whole push lose; the engine
+then reads again and re-plans, which drops the claim that is live now.
 
-The claim commit is ``ClaimStore.stuck_update``'s, the one ``mark_stuck`` pushes:
-``ClaimRecord.evolve(state="stuck", note=...)`` as ``claim.json``, parent the record's
-commit, authored by the sweeper.
+The claim commit is the one ``ClaimStore.stuck_commit`` writes: ``ClaimRecord.evolve(state=
+"stuck", note=...)`` as ``claim.json``, parent the record's commit, authored by the sweeper.
 """
 
 from __future__ import annotations
@@ -33,6 +34,37 @@ class Applied:
     outcomes: list[str] = field(default_factory=list)
     pushes: int = 0
     landed: list[bool] = field(default_factory=list)
+    log_commit: str = ""
+
+
+MAX_STATUS_BYTES = 64 * 1024
+_STATUS_TEXT = {"state": 64, "note": 4000, "by": 200, "at": 64, "sweep": 64, "brief": 200}
+
+
+def status_problem(record: Mapping[str, Any]) -> str:
+    """Why a stored status record is refused ("" when it is fine): the one status decoder.
+
+    Readers (the board, the sweep's planning) quarantine a refused record for its brief
+    instead of reading a megabyte note or a number where a word belongs.
+    """
+    try:
+        size = len(json.dumps(record, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return "not plain JSON"
+    if size > MAX_STATUS_BYTES:
+        return f"over {MAX_STATUS_BYTES} bytes"
+    if record.get("v") != 1:
+        return "field 'v' is not 1"
+    for name, limit in _STATUS_TEXT.items():
+        value = record.get(name, "")
+        if not isinstance(value, str) or len(value) > limit:
+            return f"field {name!r} must be text of at most {limit} characters"
+    fence = record.get("fence", 0)
+    if fence is not None and (
+        isinstance(fence, bool) or not isinstance(fence, int) or not 0 <= fence <= 2**53
+    ):
+        return "field 'fence' must be a fence number"
+    return ""
 
 
 def status_record(action: Action, *, by: str, at: str, sweep: str) -> dict[str, Any]:
@@ -48,9 +80,51 @@ def status_record(action: Action, *, by: str, at: str, sweep: str) -> dict[str, 
     }
 
 
-def _encode(record: Mapping[str, Any]) -> bytes:
+def encode_record(record: Mapping[str, Any]) -> bytes:
     # RefLog's own encoding of a record (sorted keys, compact), so RefLog reads it back.
     return json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass
+class _Batch:
+    stuck: list[tuple[Any, str]] = field(default_factory=list)  # (ClaimRecord, note)
+    updates: dict[str, Any] = field(default_factory=dict)  # ref -> RefUpdate (not claims)
+
+
+def _record_commit(
+    forge: Any,
+    snapshot: ForgeSnapshot,
+    ref: str,
+    record: Mapping[str, Any],
+    *,
+    tips: dict[str, str],
+    author: Any,
+    message: str,
+) -> None:
+    from assay.forge.records import RECORD_PATH
+
+    parent = tips.get(ref, snapshot.refs.get(ref))
+    tips[ref] = forge.commit(
+        {RECORD_PATH: encode_record(record)},
+        parents=[parent] if parent else [],
+        message=message,
+        author=author,
+    )
+
+
+def planned_outcomes(actions: list[Action], dispatched: Mapping[int, str]) -> list[str]:
+    """What each action's outcome is once the sweep's one push lands."""
+    outcomes: list[str] = []
+    for index, action in enumerate(actions):
+        if action.action == "mark-stuck" and (action.claim is None or action.claim.record is None):
+            outcomes.append("skipped: the claim record could not be read")
+        elif action.action == "delete-ref":
+            outcomes.append("deleted")
+        elif action.action == "report-orphan":
+            outcomes.append("reported")
+        else:
+            outcomes.append(dispatched.get(index, "done"))
+    return outcomes
 
 
 def apply_plan(
@@ -62,77 +136,59 @@ def apply_plan(
     at: Any,
     sweep: str,
     author: Any,
+    outcomes: list[str],
+    records: Mapping[str, Mapping[str, Any]],
 ) -> Applied:
-    """Claim updates and ref deletions in one push, then status records in a second."""
-    from assay.claims import ClaimStore
-    from assay.forge.records import RECORD_PATH, RefLog
+    """Everything in one atomic push; ``Busy`` (nothing written) when a ref moved.
+
+    ``outcomes`` are the actions' outcomes as they will stand once the push lands (known
+    beforehand: the push is all or nothing); ``records`` are log records to append, by
+    ref (the sweep log entry, the orphans record), each chained on the snapshot's tip.
+    """
+    from assay.claims.store import ClaimStore
     from assay.plumbing import RefUpdate
 
-    store = ClaimStore(forge)
-    applied = Applied(outcomes=["done"] * len(actions), landed=[True] * len(actions))
-    first: dict[str, tuple[int, Any]] = {}  # ref -> (action index, RefUpdate)
+    applied = Applied(
+        outcomes=list(outcomes), landed=[not o.startswith("skipped") for o in outcomes]
+    )
+    batch = _Batch()
+    stamp = iso(at)
+    tips: dict[str, str] = {}
     for index, action in enumerate(actions):
-        if action.action == "mark-stuck":
-            record = action.claim.record if action.claim else None
-            if record is None:
-                applied.outcomes[index] = "skipped: the claim record could not be read"
-                applied.landed[index] = False
-                continue
-            update = store.stuck_update(record, by=by, note=action.note, author=author)
-            first[record.ref] = (index, update)
+        if action.action == "mark-stuck" and applied.landed[index]:
+            assert action.claim is not None
+            batch.stuck.append((action.claim.record, action.note))
         elif action.action == "delete-ref":
             sha = str(action.detail.get("sha", ""))
-            first[action.ref] = (index, RefUpdate(action.ref, None, expected=sha or None))
-        elif action.action == "report-orphan":
-            applied.outcomes[index] = "reported"
-    if first:
-        result = forge.push([update for _, update in first.values()], atomic=False)
-        applied.pushes += 1
-        for ref, (index, update) in first.items():
-            outcome = result.refs.get(ref, result.outcome)
-            if not outcome.ok:
-                applied.landed[index] = False
-                applied.outcomes[index] = (
-                    "skipped: the ref changed since the sweep read it"
-                    if outcome.lost
-                    else f"refused: {outcome.value}"
-                )
-            elif update.new is None:
-                applied.outcomes[index] = "deleted"
-
-    stamp = iso(at)
-    tips: dict[str, str | None] = {}
-    second: dict[str, list[tuple[int, Any, dict[str, Any]]]] = {}
+            batch.updates[action.ref] = RefUpdate(action.ref, None, expected=sha or None)
     for index, action in enumerate(actions):
         if action.status is None or not applied.landed[index]:
             continue
-        ref = STATUS_PREFIX + action.brief
         record = status_record(action, by=by, at=stamp, sweep=sweep)
-        parent = tips.get(ref, snapshot.refs.get(ref))
-        commit = forge.commit(
-            {RECORD_PATH: _encode(record)},
-            parents=[parent] if parent else [],
-            message=f"status {action.brief}: {record['state']} ({by})",
+        _record_commit(
+            forge,
+            snapshot,
+            STATUS_PREFIX + action.brief,
+            record,
+            tips=tips,
             author=author,
+            message=f"status {action.brief}: {record['state']} ({by})",
         )
-        expected = snapshot.refs.get(ref)
-        tips[ref] = commit
-        second.setdefault(ref, []).append((index, (commit, expected), record))
-    if second:
-        updates = [
-            RefUpdate(ref, entries[-1][1][0], expected=entries[0][1][1])
-            for ref, entries in second.items()
-        ]
-        result = forge.push(updates, atomic=False)
-        applied.pushes += 1
-        for ref, entries in second.items():
-            outcome = result.refs.get(ref, result.outcome)
-            if outcome.ok:
-                continue
-            # Someone else wrote this status meanwhile: append on top of theirs instead.
-            log = RefLog(forge, ref, kind="status")
-            for _, _, record in entries:
-                body = {k: v for k, v in record.items() if k not in ("v", "kind")}
-                log.append(body, author=author, message=f"status {record['brief']}")
-                applied.pushes += 2
+    for ref, log_record in records.items():
+        _record_commit(
+            forge,
+            snapshot,
+            ref,
+            log_record,
+            tips=tips,
+            author=author,
+            message=f"{log_record['kind']} {sweep} ({by})",
+        )
+    for ref, commit in tips.items():
+        batch.updates[ref] = RefUpdate(ref, commit, expected=snapshot.refs.get(ref))
+    ClaimStore(forge).mark_stuck_batch(
+        batch.stuck, by=by, also=list(batch.updates.values()), require_expired=False
+    )
+    applied.pushes += 1
+    applied.log_commit = next((tips[ref] for ref in records if ref in tips), "")
     return applied

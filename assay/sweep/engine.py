@@ -1,10 +1,11 @@
 """The ``assay sweep`` engine: one fetch, plan, act, record what was done on the forge.
 
 A sweep reads every claim, branch, event, status and evidence ref in one fetch, plans with
-``assay.sweep.plan`` and then acts. Every action is recorded on the forge: claims through
-``ClaimStore.mark_stuck`` (a CAS push, so a desk that renewed meanwhile wins), the brief's
-honest status as a record on ``refs/assay/status/<brief>``, and the whole sweep as one record
-on ``refs/assay/sweeps/log`` naming who swept, when, and each action with its outcome.
+``assay.sweep.plan`` and then acts. Every action is recorded on the forge, all of it in one
+atomic push (``assay.sweep.apply``): claims through ``ClaimStore.mark_stuck_batch`` (a CAS
+per claim, so a desk that renewed meanwhile wins and the sweep re-plans), the brief's honest
+status as a record on ``refs/assay/status/<brief>``, and the whole sweep as one record on
+``refs/assay/sweeps/log`` naming who swept, when, and each action with its outcome.
 A sweep that finds nothing to do writes nothing, which is what makes it idempotent.
 """
 
@@ -22,12 +23,14 @@ from typing import Any
 from assay.board.model import iso
 from assay.board.snapshot import ForgeSnapshot
 from assay.board.source import read_snapshot
+from assay.errors import Busy
 from assay.ids import check_id
-from assay.sweep.apply import apply_plan
+from assay.sweep.apply import apply_plan, planned_outcomes
 from assay.sweep.plan import Action, plan
 from assay.sweep.policy import SweepPolicy, WakerPolicy
 
 SWEEP_LOG = "refs/assay/sweeps/log"
+_ATTEMPTS = 5  # plans per sweep when refs keep moving under it
 ORPHAN_LOG = "refs/assay/sweeps/orphans"
 
 # (brief, desk, forge url, policy) -> pid of the woken desk process
@@ -118,29 +121,74 @@ def run_sweep(
     actor = check_id(by or default_actor(), what="sweeper name")
     if only_brief is not None:
         check_id(only_brief)
-    snapshot = take_snapshot(forge, only_brief=only_brief)
+    sweep_id = uuid.uuid4().hex[:16]
     moment = now or datetime.now(UTC)
-    reported = _orphans_reported(snapshot, forge)
-    actions = plan(snapshot, policies, moment, fix=fix, reported_orphans=reported)
-    if only_brief is not None:
-        actions = [a for a in actions if a.brief == only_brief and a.kind != "orphans"]
-    report = SweepReport(
-        sweep=uuid.uuid4().hex[:16],
-        by=actor,
-        at=moment,
-        dry_run=dry_run,
-        claims=len(snapshot.claims),
-        actions=actions,
-        round_trips=snapshot.round_trips,
-    )
-    if not dry_run and actions:
-        _apply(forge, snapshot, report, policies, reported, dispatcher)
+    dispatched: set[str] = set()
+    trips = 0
+    for _attempt in range(_ATTEMPTS):
+        snapshot = take_snapshot(forge, only_brief=only_brief)
+        trips += snapshot.round_trips
+        reported = _orphans_reported(snapshot, forge)
+        actions = plan(snapshot, policies, moment, fix=fix, reported_orphans=reported)
+        if only_brief is not None:
+            actions = [a for a in actions if a.brief == only_brief and a.kind != "orphans"]
+        report = SweepReport(
+            sweep=sweep_id,
+            by=actor,
+            at=moment,
+            dry_run=dry_run,
+            claims=len(snapshot.claims),
+            actions=actions,
+            round_trips=trips,
+        )
+        if dry_run or not actions:
+            break
+        try:
+            _apply(forge, snapshot, report, policies, reported, dispatcher, dispatched)
+            break
+        except Busy:
+            # A claim, status or log moved since the snapshot (a desk renewed): nothing was
+            # written; read again and plan again, which leaves the live claim alone.
+            trips = report.round_trips + 1
+            continue
+    else:
+        raise Busy(f"sweep {sweep_id}: the forge kept moving under {_ATTEMPTS} plans; try again")
     report.seconds = time.monotonic() - started
     return report
 
 
 def _policy(policies: Sequence[SweepPolicy], name: str) -> SweepPolicy | None:
     return next((p for p in policies if p.name == name), None)
+
+
+def _dispatch(
+    forge: Any,
+    actions: list[Action],
+    policies: Sequence[SweepPolicy],
+    dispatcher: Dispatcher | None,
+    done: set[str],
+) -> dict[int, str]:
+    """Start the woken desks (each brief once per sweep, across re-plans)."""
+    # Wakes are dispatched first, before anything is written: the woken desk's start-up is
+    # most of the wake latency, so it overlaps with recording the wake. Two wakers racing
+    # for one event at most start two desks, and the claim's CAS acquire lets one through.
+    dispatched: dict[int, str] = {}
+    for index, action in enumerate(actions):
+        if action.action != "wake":
+            continue
+        policy = _policy(policies, action.sweeper)
+        waker = policy if isinstance(policy, WakerPolicy) else WakerPolicy(kind="waker")
+        desk = action.claim.desk if action.claim else ""
+        if waker.dispatch == "local" and dispatcher is not None and desk:
+            if action.brief in done:
+                dispatched[index] = "dispatched"
+                continue
+            done.add(action.brief)
+            pid = dispatcher(action.brief, desk, str(forge.url), waker)
+            dispatched[index] = f"dispatched pid {pid}" if pid else "dispatched"
+        else:
+            dispatched[index] = "recorded (dispatch: none)"
+    return dispatched
 
 
 def _apply(
@@ -150,25 +198,37 @@ def _apply(
     policies: Sequence[SweepPolicy],
     reported: frozenset[str],
     dispatcher: Dispatcher | None,
+    dispatched_briefs: set[str],
 ) -> None:
-    from assay.forge.records import RefLog
-
+    """Every write of the sweep in one atomic push (``Busy`` when a ref moved meanwhile)."""
     author = _identity(report.by)
-    # Wakes are dispatched first, before anything is written: the woken desk's start-up is
-    # most of the wake latency, so it overlaps with recording the wake. Two wakers racing
-    # for one event at most start two desks, and the claim's CAS acquire lets one through.
-    dispatched: dict[int, str] = {}
-    for index, action in enumerate(report.actions):
-        if action.action != "wake":
-            continue
-        policy = _policy(policies, action.sweeper)
-        waker = policy if isinstance(policy, WakerPolicy) else WakerPolicy(kind="waker")
-        desk = action.claim.desk if action.claim else ""
-        if waker.dispatch == "local" and dispatcher is not None and desk:
-            pid = dispatcher(action.brief, desk, str(forge.url), waker)
-            dispatched[index] = f"dispatched pid {pid}" if pid else "dispatched"
-        else:
-            dispatched[index] = "recorded (dispatch: none)"
+    dispatched = _dispatch(forge, report.actions, policies, dispatcher, dispatched_briefs)
+    outcomes = planned_outcomes(report.actions, dispatched)
+    at = iso(report.at)
+    report.outcomes = outcomes
+    records: dict[str, dict[str, Any]] = {}
+    new_orphans = [
+        a.ref
+        for a, outcome in zip(report.actions, outcomes, strict=True)
+        if a.action == "report-orphan"
+    ]
+    if new_orphans:
+        records[ORPHAN_LOG] = {
+            "v": 1,
+            "kind": "orphans",
+            "refs": sorted(reported | set(new_orphans)),
+            "by": report.by,
+            "at": at,
+            "sweep": report.sweep,
+        }
+    records[SWEEP_LOG] = {
+        "v": 1,
+        "kind": "sweep",
+        "sweep": report.sweep,
+        "by": report.by,
+        "at": at,
+        "actions": report.to_json()["actions"],
+    }
     applied = apply_plan(
         forge,
         snapshot,
@@ -177,39 +237,8 @@ def _apply(
         at=report.at,
         sweep=report.sweep,
         author=author,
+        outcomes=outcomes,
+        records=records,
     )
-    trips = applied.pushes
-    for index, outcome in dispatched.items():
-        landed = applied.landed[index]
-        applied.outcomes[index] = outcome if landed else f"{outcome}; {applied.outcomes[index]}"
-    report.outcomes = applied.outcomes
-    new_orphans = [
-        a.ref
-        for a, landed in zip(report.actions, applied.landed, strict=True)
-        if a.action == "report-orphan" and landed
-    ]
-    if new_orphans:
-        RefLog(forge, ORPHAN_LOG, kind="orphans").append(
-            {
-                "refs": sorted(reported | set(new_orphans)),
-                "by": report.by,
-                "at": iso(report.at),
-                "sweep": report.sweep,
-            },
-            author=author,
-            message=f"sweep {report.sweep}: {len(new_orphans)} new orphan(s)",
-        )
-        trips += 2
-    entry = RefLog(forge, SWEEP_LOG, kind="sweep").append(
-        {
-            "sweep": report.sweep,
-            "by": report.by,
-            "at": iso(report.at),
-            "actions": report.to_json()["actions"],
-        },
-        author=author,
-        message=f"sweep {report.sweep}: {len(report.actions)} action(s) by {report.by}",
-    )
-    trips += 2
-    report.recorded = entry.commit
-    report.round_trips += trips
+    report.recorded = applied.log_commit
+    report.round_trips += applied.pushes

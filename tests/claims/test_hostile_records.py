@@ -127,3 +127,28 @@ def test_one_hostile_claim_does_not_wedge_the_others(
     assert json.loads(sweep.stdout)["claims"] == 2
     board = run_assay("board", *forge, cwd=forge_path.parent)
     assert board.returncode != 70, board.stderr
+
+
+def test_an_oversized_status_record_is_quarantined_for_its_brief(
+    run_assay: AssayRunner, forge_path: Path
+) -> None:
+    put_on_main(forge_path, {f"briefs/{b}.md": BRIEF.format(id=b) for b in ("good", "bad")})
+    forge = ["--forge", str(forge_path)]
+    assert run_assay("claim", "acquire", "good", "--desk", "coder", *forge).returncode == 0
+    record = {"v": 1, "kind": "status", "brief": "bad", "state": "working", "note": "x" * 1_000_000}
+    blob = _git(forge_path, "hash-object", "-w", "--stdin", input=json.dumps(record).encode())
+    tree = _git(forge_path, "mktree", input=f"100644 blob {blob}\trecord.json\n".encode())
+    _git(
+        forge_path,
+        "update-ref",
+        "refs/assay/status/bad",
+        _git(forge_path, "commit-tree", tree, "-m", "s"),
+    )
+    status = run_assay("status", "--json", *forge)
+    assert status.returncode == 0, status.stderr
+    rows = {row["id"]: row for row in json.loads(status.stdout)["briefs"]}
+    assert rows["good"]["state"] == "held"
+    assert "status record refused" in rows["bad"]["status_note"]
+    assert len(status.stdout) < 100_000  # the megabyte note is not shown
+    sweep = run_assay("sweep", "--json", *forge)
+    assert sweep.returncode == 0, sweep.stderr

@@ -143,7 +143,7 @@ def test_cancel_closes_a_waiting_run_and_skips_an_unclaimed_brief(world: World) 
     assert world.claim("b2") is None
 
 
-def test_a_malformed_event_is_65_for_its_brief_only(world: World) -> None:
+def test_a_malformed_event_is_skipped_with_a_note_and_never_delivered(world: World) -> None:
     world.add_briefs(brief_text("b1", priority=5), brief_text("b2"))
     world.add_desk("coder", [finish()])
     record = {
@@ -165,8 +165,10 @@ def test_a_malformed_event_is_65_for_its_brief_only(world: World) -> None:
         )
         assert forge.push([RefUpdate("refs/assay/events/b1", commit, expected=None)]).ok
     named = world.desk("coder", "--brief", "b1")
-    assert named.returncode == 65
+    assert named.returncode == 0, named.stdout + named.stderr
     assert "refs/assay/events/b1" in named.stderr and "'event'" in named.stderr
+    assert "skipped" in named.stderr
+    assert not [e for e in world.journal("b1").entries if '"e1"' in json.dumps(e)]
     assert [r.brief for r in world.run_here("coder")] == ["b2"]
 
 

@@ -125,6 +125,7 @@ class FakeGitHub(PullsMixin):
         self.comments: dict[int, dict[str, Any]] = {}
         self.reviews: dict[int, list[dict[str, Any]]] = {}
         self.check_runs: dict[int, dict[str, Any]] = {}
+        self.workflow_runs: dict[int, dict[str, Any]] = {}
         self.dispatches: list[dict[str, Any]] = []
         self._ids = 1000
         self._numbers = 0
@@ -298,6 +299,7 @@ class FakeGitHub(PullsMixin):
             ("POST", repo + r"/check-runs", self._checks_create),
             ("PATCH", repo + r"/check-runs/(?P<cid>\d+)", self._checks_update),
             ("GET", repo + r"/commits/(?P<ref>.+)/check-runs", self._checks_list),
+            ("GET", repo + r"/actions/runs/(?P<rid>\d+)", self._workflow_run),
             ("GET", repo + r"/collaborators/(?P<username>[^/]+)/permission", self._permission),
             (
                 "POST",
@@ -693,6 +695,43 @@ class FakeGitHub(PullsMixin):
             run["status"] = "completed"
             run["completed_at"] = run["completed_at"] or now()
         return Reply(200, self._check_view(run))
+
+    def add_workflow_run(
+        self,
+        path: str,
+        *,
+        head_sha: str = "",
+        event: str = "workflow_dispatch",
+        conclusion: str | None = "success",
+    ) -> int:
+        """A run of the workflow file ``path`` (what GitHub Actions would have started)."""
+        uid = self._next_id()
+        self.workflow_runs[uid] = {
+            "id": uid,
+            "node_id": f"WFR_{uid}",
+            "name": path.rsplit("/", 1)[-1],
+            "path": path,
+            "head_sha": head_sha or "0" * 40,
+            "head_branch": "main",
+            "event": event,
+            "status": "completed" if conclusion else "in_progress",
+            "conclusion": conclusion,
+            "run_number": len(self.workflow_runs) + 1,
+            "workflow_id": 1,
+            "url": f"{self.api_url}/repos/{self.slug}/actions/runs/{uid}",
+            "html_url": f"https://github.com/{self.slug}/actions/runs/{uid}",
+            "created_at": now(),
+            "updated_at": now(),
+        }
+        return uid
+
+    def _workflow_run(self, *, rid: str, **_: Any) -> Reply:
+        run = self.workflow_runs.get(int(rid))
+        if run is None:
+            raise HttpError(404, "Not Found")
+        view = self.contract.skeleton("workflow-run")
+        view.update(run)
+        return Reply(200, view)
 
     def _checks_list(self, *, ref: str, query: dict[str, str], **_: Any) -> Reply:
         sha = self.ref(ref) or self.ref(f"refs/heads/{ref}") or ref

@@ -23,6 +23,7 @@ from typing import Any
 # The operations the GitHub adapter (and the tests that drive the fake) call.
 OPERATIONS = (
     "actions/create-workflow-dispatch",
+    "actions/get-workflow-run",
     "checks/create",
     "checks/list-for-ref",
     "checks/update",

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import AssayRunner
@@ -81,14 +82,44 @@ def test_init_then_a_desk_pass_and_the_gate_on_github(
     assert early.returncode == 1 and "merge refused" in early.stderr, early.stderr
     assert pull["merged"] is False
 
+    # The gate job: a run of the gate workflow (GitHub sets GITHUB_RUN_ID in it).
+    gate_run = fake_github.add_workflow_run(".github/workflows/assay-gate.yml")
+    env["GITHUB_RUN_ID"] = str(gate_run)
     verified = assay("verify", gate["inputs"]["brief"], "--sha", gate["inputs"]["sha"])
     assert verified["passed"] is True
+
+    # A look-alike: another workflow posts a green `assay/evidence` check on the head.
+    evil_run = fake_github.add_workflow_run(".github/workflows/evil.yml", event="pull_request")
+    posted = httpx.post(
+        f"{fake_github.api_url}/repos/acme/widgets/check-runs",
+        headers={"Authorization": "Bearer ghs-bot"},
+        json={
+            "name": "assay/evidence",
+            "head_sha": verified["head_sha"],
+            "status": "completed",
+            "conclusion": "success",
+            "external_id": f"{BRIEF}:{evil_run}",
+        },
+        timeout=30,
+    )
+    assert posted.status_code == 201, posted.text
+    fooled = run_assay("github", "merge", BRIEF, cwd=repo, env=env)
+    assert fooled.returncode == 1, fooled.stdout + fooled.stderr
+    assert "evil.yml" in fooled.stderr and "assay-gate.yml" in fooled.stderr
+    assert pull["merged"] is False
+
     published = assay("github", "sync", "--only", "evidence")
     assert published["actions"] == {BRIEF: ["check+"]}
     assert published["rest"]["charged"] == 1
-    (check,) = fake_github.check_runs.values()
+    (check,) = [
+        c
+        for c in fake_github.check_runs.values()
+        if c["external_id"] != posted.json()["external_id"]
+    ]
     assert (check["name"], check["conclusion"]) == ("assay/evidence", "success")
     assert check["head_sha"] == verified["head_sha"]
+    assert check["external_id"] == f"{BRIEF}:{gate_run}"
+    del env["GITHUB_RUN_ID"]
 
     quiet = assay("github", "sync", "--only", "evidence")
     assert quiet["actions"] == {BRIEF: []} and quiet["rest"]["calls"] == 0

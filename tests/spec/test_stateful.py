@@ -434,10 +434,14 @@ class ClaimProtocol(RuleBasedStateMachine):
     def do_sweep(self, data: st.DataObject) -> None:
         self.step("sweep")
         assert self.sweeper is not None
-        for record in self.sweeper.list():
-            if record.state == "held" and self.sweeper.status(record) == "expired":
-                with contextlib.suppress(Busy):
-                    self.sweeper.mark_stuck(record, by="sweeper", note="lease expired")
+        expired = [
+            (record, "lease expired")
+            for record in self.sweeper.list()
+            if record.state == "held" and self.sweeper.status(record) == "expired"
+        ]
+        # As `assay sweep` does: every expired claim in one atomic push, or none of them.
+        with contextlib.suppress(Busy):
+            self.sweeper.mark_stuck_batch(expired, by="sweeper")
 
     # --------------------------------------------------------------- invariants
 
