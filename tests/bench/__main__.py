@@ -10,6 +10,7 @@ Measures, in one run on this machine, and prints as ONE table:
 - claims: acquire latency with 16 contenders against a bare ``git push`` (the floor) over
   smart HTTP (``tests.bench.claims``' functions);
 - scale: 500 briefs and 20 desk processes on the served embedded forge (``tests.bench.scale``);
+- sandbox: one tool call in bubblewrap against a bare ``subprocess.run`` (``tests.bench.sandbox``);
 - GitHub budget: REST calls per brief lifecycle against the fake GitHub, and the briefs per
   hour a 1,000-requests-per-hour token allows (``tests.bench.github_budget``).
 
@@ -34,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.bench import github_budget, peers, scale
+from tests.bench import github_budget, peers, sandbox, scale
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
 Row = tuple[str, str, str]
@@ -150,8 +151,13 @@ def main(argv: list[str] | None = None) -> None:
         raw["github"] = github_budget.measure(briefs=2 if quick else 5)
         return github_budget.rows(raw["github"])
 
+    def sandbox_rows() -> list[Row]:
+        raw["sandbox"] = sandbox.measure(runs=10 if quick else 100)
+        return sandbox.rows(raw["sandbox"])
+
     sections = [
         ("peers", peer_rows),
+        ("sandbox", sandbox_rows),
         ("claims", claim_rows),
         ("scale", scale_rows),
         ("github", github_rows),
