@@ -241,6 +241,9 @@ def register(root: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Resume every waiting run whose event or timer has arrived."""
+        from assay.sandbox.shield import make_undumpable
+
+        make_undumpable()  # before any secret is read: nothing beside us may read our environ
         from assay.desks.loop import exit_code
         from assay.desks.resync import wake
 
