@@ -135,7 +135,7 @@ class SandboxProcess:
         status: IO[bytes] | None = None,
     ) -> None:
         self.process = process
-        self.init = init
+        self.init = init  # a pidfd of the namespace's init
         self.status = status
         self.capture = capture
         self.sandboxed = sandboxed
@@ -189,6 +189,7 @@ class SandboxProcess:
             self.kill()
             code = self.process.wait()
             _await_exit(self.init, _NAMESPACE_GRACE_S)
+            self.init = None
             if self.status is not None:
                 self.status.close()
             self.capture.finish(_DRAIN_GRACE_S)
@@ -219,31 +220,34 @@ class SandboxProcess:
 
 
 def _namespace_init(stream: IO[bytes]) -> int | None:
-    """The pid (outside) of the namespace's init, from bwrap's first JSON status line.
+    """A pidfd of the namespace's init, from bwrap's first JSON status line (``child-pid``).
 
-    The stream stays open until the process ends: bwrap writes its exit status there too,
-    and a closed pipe would kill it with SIGPIPE."""
+    Opened at once, while bwrap still holds that child, so a reused pid cannot be mistaken
+    for it later. The stream stays open until the process ends: bwrap writes its exit
+    status there too, and a closed pipe would kill it with SIGPIPE."""
     line = stream.readline()
     try:
         pid = json.loads(line).get("child-pid")
     except ValueError:
         return None  # bwrap failed before it cloned: nothing to wait for
-    return pid if isinstance(pid, int) else None
-
-
-def _await_exit(pid: int | None, timeout_s: float) -> None:
-    """Wait until ``pid`` has exited; for a PID namespace's init that means every process
-    in it is gone (the kernel reaps them before init's own exit is reported)."""
-    if pid is None:
-        return
+    if not isinstance(pid, int):
+        return None
     try:
-        handle = os.pidfd_open(pid)
+        return os.pidfd_open(pid)
     except ProcessLookupError:
+        return None  # already gone
+
+
+def _await_exit(pidfd: int | None, timeout_s: float) -> None:
+    """Wait until the process behind ``pidfd`` has exited, then close it; for a PID
+    namespace's init that means every process in it is gone (the kernel kills and reaps
+    them before init's own exit is reported)."""
+    if pidfd is None:
         return
     try:
-        select.select([handle], [], [], timeout_s)
+        select.select([pidfd], [], [], timeout_s)
     finally:
-        os.close(handle)
+        os.close(pidfd)
 
 
 def start_sandboxed(
