@@ -259,3 +259,24 @@ def test_missing_or_broken_bubblewrap_is_a_typed_error_saying_how_to_fix(
     # Declared unsandboxed, it runs without bubblewrap, and says so.
     result = run(tmp_path, ["/bin/echo", "bare"], spec=SandboxSpec(network="host", isolation="off"))
     assert result.output() == "bare\n" and not result.sandboxed  # type: ignore[attr-defined]
+
+
+def test_the_supervisors_git_and_journal_stay_read_only_inside(tmp_path: Path) -> None:
+    # The supervisor runs git in this tree with credentials in its environment: a hook or a
+    # core.fsmonitor planted in .git would run outside the sandbox.
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".assay" / "journal").mkdir(parents=True)
+    config_before = (tmp_path / ".git" / "config").read_text()
+    script = (
+        "echo 'touch pwned' > .git/hooks/post-commit || echo hook-refused; "
+        "git config core.fsmonitor 'touch pwned' || echo config-refused; "
+        "echo forged > .assay/journal/000001.jsonl || echo journal-refused; "
+        "echo fine > work.txt"
+    )
+    result = run(tmp_path, ["/bin/sh", "-c", script])
+    output = result.output()  # type: ignore[attr-defined]
+    assert "hook-refused" in output and "config-refused" in output
+    assert "journal-refused" in output and (tmp_path / "work.txt").read_text() == "fine\n"
+    assert not (tmp_path / ".git" / "hooks" / "post-commit").exists()
+    assert (tmp_path / ".git" / "config").read_text() == config_before
+    assert not (tmp_path / ".assay" / "journal" / "000001.jsonl").exists()
