@@ -68,3 +68,11 @@ def test_the_supervisor_can_make_itself_undumpable() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_row_never_gets_a_secret_copied_under_a_harmless_name() -> None:
+    from assay.evidence.runner import row_environment
+
+    source = {"GITHUB_TOKEN": "canary-token-1234", "GH_COPY": "x canary-token-1234", "LANG": "C"}
+    env = row_environment(source)
+    assert "GITHUB_TOKEN" not in env and "GH_COPY" not in env and env["LANG"] == "C"
