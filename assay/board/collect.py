@@ -192,9 +192,14 @@ def _row(
         run_started=info.first_at,
         run_last=info.last_at,
         sessions=info.sessions,
-        status_note=invalid or (str(status.get("note", "")) if status else ""),
+        status_note=_note(invalid or (str(status.get("note", "")) if status else ""), info),
         journal_head=info.head,
     )
+
+
+def _note(note: str, info: JournalInfo) -> str:
+    """The row's note; a run whose agent code ran unconfined says so first."""
+    return f"unsandboxed run; {note}".rstrip("; ") if info.unsandboxed else note
 
 
 def collect_board(

@@ -101,6 +101,7 @@ class JournalInfo:
     sessions: tuple[Session, ...] = ()
     claimed: Mapping[str, str] = field(default_factory=dict)  # row -> "pass" | "fail"
     problem: str = ""  # set when the journal failed its integrity check
+    unsandboxed: bool = False  # a start entry records network host or isolation off
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,7 @@ def journal_info(
         sessions=facts.sessions,
         claimed=_claimed_rows(facts.claim_step),
         problem=problem,
+        unsandboxed=facts.unsandboxed,
     )
 
 

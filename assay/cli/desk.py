@@ -134,7 +134,7 @@ def register(root: click.Group) -> None:
         """Take the highest-priority claimable brief this desk takes, run it, repeat.
 
         Exit codes: 0 done, 1 failed, 3 nothing claimable, 4 fenced, 7 paused,
-        65 bad input, 69 unavailable, 75 waiting, 77 denied.
+        65 bad input, 69 unavailable, 75 waiting, 77 denied, 78 no sandbox.
         """
         from assay.sandbox.shield import make_undumpable
 
@@ -242,6 +242,9 @@ def register(root: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Resume every waiting run whose event or timer has arrived."""
+        from assay.sandbox.shield import make_undumpable
+
+        make_undumpable()  # before any secret is read: nothing beside us may read our environ
         from assay.desks.loop import exit_code
         from assay.desks.resync import wake
 

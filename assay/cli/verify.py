@@ -79,6 +79,9 @@ def verify_command(
     signed with the gate's key (ASSAY_EVIDENCE_KEY, else evidence.key in the gate's state
     directory, made on first use).
     """
+    from assay.sandbox.shield import make_undumpable
+
+    make_undumpable()  # before open_forge reads the token: rows must not reach our environ
     check_id(brief, where="BRIEF")
     handle = open_forge(forge)
 

@@ -365,6 +365,12 @@ class Session:
         return self.worktree / journal_path(self.brief.id)
 
     def run_options(self) -> dict[str, Any]:
+        # Agent and command desks run agent-chosen code: the journal says how it was confined.
+        start = (
+            {"sandbox": self.desk.sandbox_spec().to_json()}
+            if self.desk.kind in ("agent", "command")
+            else {}
+        )
         return {
             "journal_dir": self.journal_dir,
             "fence": self.hooks.claim.fence,
@@ -374,6 +380,7 @@ class Session:
             "budget": budget_for(self.brief, self.desk),
             "secrets": self.secrets(),
             "on_divergence": self.desk.on_divergence,
+            "start": start,
         }
 
     def secrets(self) -> list[str]:

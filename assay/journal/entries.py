@@ -88,6 +88,7 @@ class Entry:
 class Start(Entry):
     KIND = "start"
     input: Packed | None = field(default=None, metadata=_key("in"))
+    sandbox: Mapping[str, Any] | None = None  # how the run's agent code was confined
     t: str = ""
 
 

@@ -134,6 +134,7 @@ class RunFacts:
     claim_step: dict[str, Any] | None = None  # the latest ok ``evidence.claimed`` step
     sessions: tuple[Session, ...] = ()
     fence_went_back: tuple[int, ...] = ()  # seq of each line whose fence is below an earlier
+    unsandboxed: bool = False  # a start entry records network host or isolation off
 
     @property
     def last_pos(self) -> int:
@@ -167,6 +168,8 @@ def fold(lines: Iterable[Mapping[str, Any]]) -> RunFacts:
         sessions.see(entry, moment)
         _positions(facts, entry, line)
         _progress(facts, entry, line)
+        if isinstance(entry, e.Start) and isinstance(entry.sandbox, Mapping):
+            facts.unsandboxed = entry.sandbox.get("sandboxed") is False
     for rec in facts.positions.values():
         facts.consumed.update(_event_ids(rec))
     facts.sessions = sessions.done()

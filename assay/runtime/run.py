@@ -77,6 +77,7 @@ class Run:
         self.budget = budget
         self.on_divergence = on_divergence
         self.history = History.build(journal.entries)
+        self.start_fields: dict[str, Any] = {}
         self.pos = 0
         self._state: Any = None
         self._compensations: list[tuple[str, Callable[[], Any]]] = []
@@ -107,8 +108,12 @@ class Run:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         run_id: str | None = None,
         fsync: bool = True,
+        start: dict[str, Any] | None = None,
     ) -> Run:
         """Open (or create) the run journaled in ``journal_dir`` for execution.
+
+        ``start``: fields added to the ``start`` entry when this open begins the run
+        (the desk records its sandbox there: ``{"sandbox": SandboxSpec.to_json()}``).
 
         Verifies the journal (``Corrupt`` on damage), drops a torn last line, refuses a
         fence lower than the journal's (``Fenced``) and records a ``takeover`` when the
@@ -138,6 +143,7 @@ class Run:
             budget=budget or Budget(),
             on_divergence=on_divergence,
         )
+        run.start_fields = dict(start or {})
         if fence > journal.fence:
             previous = journal.fence
             writer.fence = fence

@@ -24,6 +24,7 @@ from pathlib import Path
 from assay.errors import Denied
 
 MIN_SECRET = 6  # shorter values would match ordinary text everywhere
+WINDOW = 8 << 20  # bytes of a file scanned at once
 _WHITESPACE = re.compile(rb"\s+")
 
 
@@ -115,28 +116,45 @@ class CheckpointScan:
                     f"checkpoint refused: the file name {name!r} holds a secret ({encoding})"
                 )
             path = root / name
-            data = self._read(path)
-            if data is None:
-                continue
-            encoding = find_secret(data, self.table)
-            if encoding is not None:
-                raise Denied(
-                    f"checkpoint refused: {name} holds the value of a secret ({encoding})",
-                    file=name,
-                )
+            for data in self._windows(path):
+                encoding = find_secret(data, self.table)
+                if encoding is not None:
+                    raise Denied(
+                        f"checkpoint refused: {name} holds the value of a secret ({encoding})",
+                        file=name,
+                    )
         self._journal_offsets.update(self._pending)
 
+    def _windows(self, path: Path) -> Iterator[bytes]:
+        """``path``'s bytes in overlapping windows: constant memory for a huge file, and a
+        secret (even spaced out) straddling two windows is still whole in one of them."""
+        data = self._read(path)
+        if data is not None:
+            yield data
+            return
+        try:
+            with open(path, "rb") as handle:
+                overlap = 8 * max((len(n.data) for n in self.table), default=0)
+                previous = b""
+                while chunk := handle.read(WINDOW):
+                    yield previous + chunk
+                    previous = chunk[-overlap:]
+        except OSError:
+            return
+
     def _read(self, path: Path) -> bytes | None:
+        """A symlink's target or a journal segment's new bytes (``b""`` for what is not a
+        regular file); None for a regular file, which ``_windows`` reads in pieces."""
         try:
             if path.is_symlink():
                 return os.readlink(path).encode("utf-8", "surrogateescape")
             if not path.is_file():
-                return None
+                return b""
             if self.journal_dir is not None and path.parent == self.journal_dir:
                 return self._journal_tail(path)
-            return path.read_bytes()
-        except OSError:
             return None
+        except OSError:
+            return b""
 
     def _journal_tail(self, path: Path) -> bytes:
         """The journal bytes added since the last scan (segments only grow)."""

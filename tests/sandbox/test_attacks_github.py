@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -60,7 +61,10 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
         socket.create_server(("127.0.0.1", 0)) as listener,
     ):
         fake.seed_main({"README.md": "widgets\n"})
-        number = _open_issue(fake, "Probe the desk.\n")
+        issue = (
+            "---\nverify:\n  - id: probe\n    run: python probe.py\n    timeout: 120\n---\nProbe.\n"
+        )
+        number = _open_issue(fake, issue)
         probe = probe_source(
             port=listener.getsockname()[1],
             outside_writes=outside,
@@ -129,6 +133,32 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
         assert escapee_gone(trees[0]) and host_escapees() == []
         # The claim was renewed during the probe: pushes really happened meanwhile.
         assert fake.ref(f"refs/assay/claims/{brief}") is not None
+        # The gate, as the shipped workflow runs it: the token and the evidence key arrive
+        # as files it reads and removes; the row runs the same probe.
+        token_file, key_file = tmp_path / "token", tmp_path / "key"
+        token_file.write_text(TOKEN)
+        key_file.write_text(CANARIES["ASSAY_EVIDENCE_KEY"])
+        gate_env = {
+            "GITHUB_API_URL": fake.api_url,
+            "ASSAY_STATE": str(tmp_path / "gate-state"),
+            "ASSAY_GITHUB_TOKEN_FILE": str(token_file),
+            "ASSAY_EVIDENCE_KEY_FILE": str(key_file),
+        }
+        verified = run_assay(
+            "verify", brief, "--json", "--forge", f"github:{fake.slug}", env=gate_env, timeout=240
+        )
+        assert verified.returncode in (0, 1), verified.stdout + verified.stderr
+        assert not token_file.exists() and not key_file.exists()
+        shown = subprocess.run(
+            ["git", "show", f"refs/assay/evidence/{brief}:record.json"],
+            cwd=fake.bare,
+            capture_output=True,
+            check=True,
+        )
+        record = json.loads(shown.stdout)
+        assert record["mac"], "the key from the file signed the record"
+        assert_clean_report(probe_report(record["output_tail"]), outside)
+        assert host_escapees() == []
         forms = canary_forms()
         assert objects_holding(fake.bare, forms) == []
         for repo in sorted(
@@ -136,6 +166,8 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
         ):
             assert objects_holding(repo, forms) == [], repo
         assert files_holding(state, forms) == []
+        assert files_holding(tmp_path / "gate-state", forms) == []
         assert files_holding(desks, forms) == []
-        assert not any(form.decode() in done.stdout + done.stderr for form in forms)
+        logs = done.stdout + done.stderr + verified.stdout + verified.stderr
+        assert not any(form.decode() in logs for form in forms)
     assert not fake.violations, fake.violations

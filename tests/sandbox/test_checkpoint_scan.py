@@ -119,3 +119,18 @@ def test_every_encoding_has_a_needle_and_short_values_are_ignored() -> None:
     kinds = {needle.encoding for needle in needles("~~~canary???>>>")}  # "+" and "/" in base64
     assert {"raw", "reversed", "base64", "base64url", "hex", "url-encoding"} <= kinds
     assert not CheckpointScan(["1", "yes"])  # would match ordinary text everywhere
+
+
+@pytest.mark.parametrize("form", ["raw", "spaced"])
+def test_a_secret_straddling_two_windows_of_a_big_file_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    from assay.sandbox import scan as module
+
+    monkeypatch.setattr(module, "WINDOW", 64)  # a "big" file is then a small one
+    text = ENCODINGS[form](SECRET)
+    (tmp_path / "big.bin").write_bytes(b"x" * 50 + text.encode() + b"y" * 500)
+    with pytest.raises(Exception, match=r"big\.bin holds the value of a secret"):
+        CheckpointScan([SECRET]).check(tmp_path, ["big.bin"])
+    (tmp_path / "clean.bin").write_bytes(b"x" * 5000)
+    CheckpointScan([SECRET]).check(tmp_path, ["clean.bin"])
