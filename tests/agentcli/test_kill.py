@@ -12,13 +12,19 @@ import pytest
 
 from assay.agentcli.profiles import get_profile
 from tests.agentcli.clis import cli_path, start_launch
-from tests.agentcli.test_sessions import claude_script, codex_script
+from tests.agentcli.test_sessions import claude_script, codex_script, mini_script
 from tests.fakes.wire import WireFake
 
 # binary, model, tools, and hello.py once the script's turns 0-2 ran (Codex edits at turn 2)
 CASES = {
     "claude-code": ("claude", "claude-sonnet-4-5", ["Bash", "Read", "Write", "Edit"], "hello"),
     "codex": ("codex", "gpt-5-codex", ["exec_command"], "bye"),
+    "mini-swe-agent": ("mini", "fake-model", ["bash"], "bye"),
+}
+SCRIPTS = {
+    "claude-code": claude_script,
+    "codex": lambda work: codex_script(),
+    "mini-swe-agent": lambda work: mini_script(),
 }
 
 
@@ -28,7 +34,7 @@ def test_sigkill_during_a_held_call(profile: str, tmp_path: Path) -> None:
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     home.mkdir()
-    script = claude_script(work) if profile == "claude-code" else codex_script()
+    script = SCRIPTS[profile](work)
     with WireFake(script) as fake:
         fake.hold(at_turn=3)
         launch = get_profile(profile).launch(

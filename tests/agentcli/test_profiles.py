@@ -89,6 +89,8 @@ def test_a_hostile_prompt_stays_one_argument_and_the_token_stays_off_the_command
     assert f"--x={HOSTILE}!" in got.argv
     assert all(TOKEN not in arg for arg in got.argv)
     assert got.argv[0] == "agent"  # the profile's options never precede the program
+    odd = launch(name, tmp_path, prompt="P", model="m{prompt}", command=["agent", "{prompt}"])
+    assert "P" in odd.argv and not any("mP" in arg for arg in odd.argv)
 
 
 def test_codex_config_cannot_be_rewritten_by_a_model_name_or_url(tmp_path: Path) -> None:
