@@ -14,8 +14,8 @@ from assay.errors import Denied, Diverged, Paused, Unavailable
 from assay.gateway.server import Gateway
 from assay.journal import read_journal
 from assay.runtime import Budget, Event, LocalEventStore
-from tests.gateway.harness import APIS, KEY, KEY_ENV, drive
 from tests.conftest import REPO_ROOT
+from tests.gateway.harness import APIS, KEY, KEY_ENV, drive
 from tests.gateway.upstream import WireFake
 
 SCHEMA = json.loads((REPO_ROOT / "docs" / "journal-entry.schema.json").read_text())
@@ -192,16 +192,41 @@ def test_the_conversation_is_stored_once_per_message(tmp_path: Path) -> None:
     assert total < 40_000
 
 
-def test_side_requests_in_another_order_still_match(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("first", "then"), [("before", "after"), ("concurrent", "concurrent")])
+def test_side_requests_in_another_order_still_match(tmp_path: Path, first: str, then: str) -> None:
     journal = tmp_path / "j"
     with WireFake(SCRIPT) as fake:
-        first = drive(journal, fake, api="anthropic", cwd=tmp_path / "a", side=True)
-        assert first.error is None
+        recorded = drive(journal, fake, api="anthropic", cwd=tmp_path / "a", side=first)
+        assert recorded.error is None and recorded.client_error is None
         paid = fake.count
-        second = drive(journal, fake, api="anthropic", cwd=tmp_path / "b", side=False)
-        # the side requests recorded but not asked again are a divergence at the end
-        assert isinstance(second.error, Diverged)
-        assert fake.count == paid
+        resumed = drive(journal, fake, api="anthropic", cwd=tmp_path / "b", side=then)
+        assert resumed.error is None and resumed.client_error is None
+        assert fake.count == paid  # every call, side requests included, answered from the journal
+    assert resumed.handler.replayed == 6
+    routes = [e["route"] for e in read_journal(journal).entries if e.get("status") == "started"]
+    assert routes.count("/v1/messages/count_tokens") == 3
+
+
+def test_side_requests_the_resumed_cli_no_longer_sends_are_skipped(tmp_path: Path) -> None:
+    journal = tmp_path / "j"
+    with WireFake(SCRIPT) as fake:
+        drive(journal, fake, api="anthropic", cwd=tmp_path / "a", side="before")
+        paid = fake.count
+        resumed = drive(journal, fake, api="anthropic", cwd=tmp_path / "b")
+        assert resumed.error is None and fake.count == paid
+    assert resumed.handler.replayed == 3
+
+
+def test_a_turn_the_resumed_cli_no_longer_sends_is_a_divergence(tmp_path: Path) -> None:
+    journal = tmp_path / "j"
+    with WireFake(SCRIPT) as fake:
+        drive(journal, fake, api="anthropic", cwd=tmp_path / "a")
+        resumed = drive(journal, fake, api="anthropic", cwd=tmp_path / "b", max_turns=1)
+        assert fake.count == 3
+    assert isinstance(resumed.error, Diverged)
+    assert "call 2 was recorded as model:wire, the agent asked for the end of the session" in (
+        resumed.error.message
+    )
 
 
 # ------------------------------------------------------------------- divergence
