@@ -96,3 +96,22 @@ def test_a_cli_desk_killed_at_three_random_instants_pays_each_call_once(
     ).stdout
     assert log == "".join(f"step {i}\n" for i in range(9))
     assert len(agent_rows(world, "crash", tmp_path / "x")) == 9
+
+
+def test_a_spent_budget_pauses_the_cli_desk_until_main_raises_it(
+    world: World, upstream_key: None
+) -> None:
+    world.add_briefs(brief_text("pay", budget={"model_calls": 2}))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake, api="anthropic")
+        paused = world.desk("cli", "--once")
+        assert paused.returncode == 7, paused.stdout + paused.stderr
+        assert fake.count == 2
+        record = world.claim("pay")
+        assert record is not None and record.state == "waiting" and record.waiting_for == "budget"
+        world.add_briefs(brief_text("pay", budget={"model_calls": 5}))
+        done = world.desk("cli", "--once")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert fake.count == 3  # the two paid calls replayed, the refused one paid once
+    budget = [e for e in world.journal("pay").entries if e["kind"] == "budget"]
+    assert len(budget) == 1 and budget[0]["limit"] == "model_calls"
