@@ -22,6 +22,7 @@ from assay.errors import (
     ForgeUnavailable,
     Internal,
     Paused,
+    SandboxUnavailable,
     Suspended,
     Suspension,
     Unavailable,
@@ -74,6 +75,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         execute_run,
         load_target,
     )
+    from assay.sandbox import SandboxSpec, run_sandboxed, start_sandboxed
 
 __version__ = "0.1.0"
 
@@ -106,6 +108,7 @@ _LAZY: dict[str, str] = {
     "Run": "assay.runtime",
     "RunHooks": "assay.runtime",
     "RunResult": "assay.runtime",
+    "SandboxSpec": "assay.sandbox",
     "ToolBox": "assay.desks",
     "VerifyReport": "assay.evidence",
     "build_model": "assay.models",
@@ -123,7 +126,9 @@ _LAZY: dict[str, str] = {
     "open_forge": "assay.forge",
     "parse_brief": "assay.briefs",
     "read_journal": "assay.journal",
+    "run_sandboxed": "assay.sandbox",
     "secrets_from_env": "assay.journal",
+    "start_sandboxed": "assay.sandbox",
     "summarize": "assay.journal",
     "verify": "assay.evidence",
 }
@@ -167,6 +172,8 @@ __all__ = [
     "Run",
     "RunHooks",
     "RunResult",
+    "SandboxSpec",
+    "SandboxUnavailable",
     "Suspended",
     "Suspension",
     "ToolBox",
@@ -189,7 +196,9 @@ __all__ = [
     "open_forge",
     "parse_brief",
     "read_journal",
+    "run_sandboxed",
     "secrets_from_env",
+    "start_sandboxed",
     "summarize",
     "verify",
 ]

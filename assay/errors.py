@@ -16,7 +16,8 @@ process exit code and whose ``status`` is the word ``--json`` output carries::
     │   └── ForgeUnavailable (69)
     ├── Internal (70)              a bug
     ├── Suspended (75)             waiting for an event, timer or approval
-    └── Denied (77)                an undeclared tool or effect, or an actor without permission
+    ├── Denied (77)                an undeclared tool or effect, or an actor without permission
+    └── SandboxUnavailable (78)    bubblewrap is missing or cannot create namespaces here
 
 ``Suspension`` is deliberately *not* in this tree: it derives from ``BaseException`` so
 that desk code's ``except Exception`` cannot swallow a suspension by accident. The runtime
@@ -115,6 +116,17 @@ class Denied(AssayError):
     status = "denied"
 
 
+class SandboxUnavailable(AssayError):
+    """Agent or branch code cannot be confined on this machine (EX_CONFIG, 78).
+
+    The message says how to fix it: install bubblewrap, allow unprivileged user namespaces
+    (Ubuntu's AppArmor setting), or declare ``sandbox: {network: host, isolation: off}``.
+    """
+
+    code = 78
+    status = "sandbox_unavailable"
+
+
 class Suspension(BaseException):
     """Raised inside a run to unwind to the process boundary while it waits.
 
@@ -141,4 +153,5 @@ EXIT_CODES: dict[str, int] = {
     "internal": Internal.code,
     "suspended": Suspended.code,
     "denied": Denied.code,
+    "sandbox_unavailable": SandboxUnavailable.code,
 }

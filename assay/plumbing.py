@@ -130,6 +130,15 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def config_env(config: Mapping[str, str]) -> dict[str, str]:
+    """``config`` as git's ``GIT_CONFIG_COUNT``/``_KEY_n``/``_VALUE_n`` variables (git 2.31+)."""
+    env = {"GIT_CONFIG_COUNT": str(len(config))}
+    for index, (key, value) in enumerate(config.items()):
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    return env
+
+
 def run_git(
     args: Sequence[str],
     *,
@@ -143,12 +152,13 @@ def run_git(
 ) -> subprocess.CompletedProcess[bytes]:
     """Run one git command; raise :class:`GitError` (or a transport error) when it fails.
 
-    ``config`` values are passed as ``-c`` options but never echoed into error messages,
-    so a forge adapter may pass credentials (an ``http.extraHeader``) through it.
+    ``config`` values reach git through its own environment (``config_env``), never its
+    command line (which every process can read in ``/proc/<pid>/cmdline``) and never
+    error messages, so a forge adapter may pass credentials (an ``http.extraHeader``).
     """
     argv = ["git"]
-    for key, value in (config or {}).items():
-        argv += ["-c", f"{key}={value}"]
+    if config:
+        env = {**(env or {}), **config_env(config)}
     if git_dir is not None:
         argv.append(f"--git-dir={git_dir}")
     argv += list(args)

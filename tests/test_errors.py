@@ -23,6 +23,7 @@ from assay import errors
         (errors.Internal, 70, "internal"),
         (errors.Suspended, 75, "suspended"),
         (errors.Denied, 77, "denied"),
+        (errors.SandboxUnavailable, 78, "sandbox_unavailable"),
     ],
 )
 def test_each_error_carries_its_code(cls: type[errors.AssayError], code: int, status: str) -> None:

@@ -49,6 +49,8 @@ PUBLIC = [
     "Run",
     "RunHooks",
     "RunResult",
+    "SandboxSpec",
+    "SandboxUnavailable",
     "Suspended",
     "Suspension",
     "ToolBox",
@@ -71,7 +73,9 @@ PUBLIC = [
     "open_forge",
     "parse_brief",
     "read_journal",
+    "run_sandboxed",
     "secrets_from_env",
+    "start_sandboxed",
     "summarize",
     "verify",
 ]

@@ -151,7 +151,7 @@ def board_from_snapshot(
                 run_started=info.first_at,
                 run_last=info.last_at,
                 sessions=info.sessions,
-                status_note=note,
+                status_note=f"unsandboxed run; {note}".rstrip("; ") if info.unsandboxed else note,
                 journal_head=info.head,
             )
         )

@@ -86,6 +86,7 @@ class JournalInfo:
     sessions: tuple[Session, ...] = ()
     claimed: Mapping[str, str] = field(default_factory=dict)  # row -> "pass" | "fail"
     problem: str = ""  # set when the journal failed its integrity check
+    unsandboxed: bool = False  # a start entry records network host or isolation off
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,7 @@ def journal_info(
     waiting_for = ""
     wait_until: datetime | None = None
     fence = 0
+    unsandboxed = False
     times = [moment for moment in (entry_time(e) for e in entries) if moment is not None]
     for entry in entries:
         kind = str(entry.get("kind", ""))
@@ -205,6 +207,8 @@ def journal_info(
         elif kind in {"wake", "end", "takeover", "start"}:
             waiting_for = ""
             wait_until = None
+        if kind == "start" and isinstance(entry.get("sandbox"), Mapping):
+            unsandboxed = entry["sandbox"].get("sandboxed") is False
     last = entries[-1] if entries else {}
     return JournalInfo(
         entries=len(entries),
@@ -226,6 +230,7 @@ def journal_info(
         sessions=sessions(entries),
         claimed=claimed,
         problem=problem,
+        unsandboxed=unsandboxed,
     )
 
 

@@ -135,6 +135,9 @@ def register(root: click.Group) -> None:
         Exit codes: 0 done, 1 failed, 3 nothing claimable, 4 fenced, 7 paused,
         65 bad input, 69 unavailable, 75 waiting, 77 denied.
         """
+        from assay.sandbox.shield import make_undumpable
+
+        make_undumpable()  # before any secret is read: nothing beside us may read our environ
         from assay.desks.loop import DeskLoop, default_holder, exit_code, run_slots
         from assay.errors import BadInput
 
@@ -184,6 +187,9 @@ def register(root: click.Group) -> None:
         """
         import signal as signals
 
+        from assay.sandbox.shield import make_undumpable
+
+        make_undumpable()  # before any secret is read: nothing beside us may read our environ
         from assay.desks.resync import wake
         from assay.desks.waker import Waker
         from assay.forge import ForgeServer
@@ -235,6 +241,9 @@ def register(root: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Resume every waiting run whose event or timer has arrived."""
+        from assay.sandbox.shield import make_undumpable
+
+        make_undumpable()  # before any secret is read: nothing beside us may read our environ
         from assay.desks.loop import exit_code
         from assay.desks.resync import wake
 

@@ -59,6 +59,9 @@ def verify_command(brief: str, sha: str | None, forge: str | None, as_json: bool
 
     Exit 0 when every row passes in the declared environment, 1 otherwise.
     """
+    from assay.sandbox.shield import make_undumpable
+
+    make_undumpable()  # before open_forge reads the token: rows must not reach our environ
     check_id(brief, where="BRIEF")
     handle = open_forge(forge)
 

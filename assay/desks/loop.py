@@ -269,6 +269,9 @@ class DeskLoop:
         previous = read_review(self.forge, brief.id)
         if previous is not None and previous.state == "merged":
             return "merged"
+        if not report.head_sha and previous is None:
+            # Nothing was ever pushed (the first checkpoint was refused): no branch to review.
+            return "none"
         label = {"ready": "", "draft": "[draft] ", "closed": "[closed] "}[state]
         body = render_body(
             outcome=report.status if report.code else str(outcome.get("status", "done")),

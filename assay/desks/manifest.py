@@ -14,6 +14,11 @@ lease: 5m                       # seconds, or a duration like 90s / 5m / 1h
 budget: {steps: 60, model_calls: 30, usd: 1.0}
 concurrency: 1
 on_divergence: fail             # fail | fork
+sandbox:                        # what tools, command desks and agent CLIs may reach
+  network: none                 # none (default) | gateway (the coming cli kind's default) | host
+  isolation: on                 # off: no bubblewrap at all (needs network: host; unsandboxed)
+  read_only: [/opt/data]        # extra paths visible read-only (relative: from this file)
+  toolchains: [python, node]    # prefixes the commands need outside /usr (default: python)
 ```
 
 A ``python`` desk names ``entry: module:function`` (written against the ``Run`` API); a
@@ -48,6 +53,7 @@ from assay.errors import BadInput
 from assay.ids import check_id
 from assay.models.base import ModelAdapter
 from assay.models.config import ModelConfig
+from assay.sandbox import SandboxSpec
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
 _UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -117,6 +123,24 @@ class RunSpec(StrictModel):
         return value
 
 
+Toolchain = Literal["python", "node"]
+
+
+class SandboxSection(StrictModel):
+    """The ``sandbox:`` section: the network and paths agent-run code may reach."""
+
+    network: Literal["none", "gateway", "host"] | None = None
+    isolation: Literal["on", "off"] = "on"
+    read_only: list[str] = Field(default_factory=list)
+    toolchains: list[Toolchain] = Field(default_factory=lambda: list[Toolchain](["python"]))
+
+    @field_validator("isolation", mode="before")
+    @classmethod
+    def _check_isolation(cls, value: Any) -> Any:
+        # YAML reads a bare on/off as a boolean.
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+
 class CliSpec(StrictModel):
     """A ``cli`` desk's agent CLI: its profile, and what overrides the profile's defaults."""
 
@@ -155,6 +179,7 @@ class DeskManifest(StrictModel):
     system_prompt: str = ""
     compact_at: Annotated[float, Field(gt=0, le=1)] = 0.8
     approval: bool = False  # every brief waits for ``assay approve`` before ``finish``
+    sandbox: SandboxSection = Field(default_factory=SandboxSection)
     _source: str = PrivateAttr(default="")
     _base_dir: Path = PrivateAttr(default=Path("."))
 
@@ -241,6 +266,21 @@ class DeskManifest(StrictModel):
             max_output_bytes=run.max_output_bytes if run else 64_000,
             env=tuple(run.env if run else ()),
             secrets=tuple(self.secrets),
+            sandbox=self.sandbox_spec(),
+        )
+
+    def sandbox_spec(self) -> SandboxSpec:
+        """The ``SandboxSpec`` of this desk's tools, command and agent CLI.
+
+        ``network`` defaults to ``none`` (``gateway`` for the ``cli`` kind, which talks to
+        its model through the desk's gateway only)."""
+        section = self.sandbox
+        default = "gateway" if str(self.kind) == "cli" else "none"
+        return SandboxSpec(
+            network=section.network or default,  # type: ignore[arg-type]
+            isolation=section.isolation,
+            read_only=tuple(self.base_dir / p for p in section.read_only),
+            toolchains=tuple(section.toolchains),
         )
 
     def build_model(self, *, workdir: Path | None = None) -> ModelAdapter:
@@ -249,7 +289,9 @@ class DeskManifest(StrictModel):
 
         if self.model is None:
             raise BadInput(f"{self.source}: model: this desk declares no model")
-        return build_model(self.model, base_dir=self.base_dir, workdir=workdir)
+        return build_model(
+            self.model, base_dir=self.base_dir, workdir=workdir, sandbox=self.sandbox_spec()
+        )
 
     def resolve_entry(self) -> Callable[..., Any]:
         """Import a python desk's ``entry`` (its directory is searched first)."""
@@ -286,6 +328,11 @@ def parse_manifest(text: str, *, source: str, base_dir: Path | None = None) -> D
     except ValidationError as exc:
         raise validation_error(exc, doc) from None
     _check_kind(manifest, doc)
+    if manifest.sandbox.isolation == "off" and manifest.sandbox.network != "host":
+        raise doc.bad(
+            ["sandbox", "network"],
+            "isolation: off runs without a sandbox; declare network: host with it",
+        )
     stem = PurePosixPath(source).name.rsplit(".", 1)
     if len(stem) == 2 and stem[1] in ("yaml", "yml") and stem[0] != manifest.name:
         raise doc.bad(["name"], f"{manifest.name!r} does not match the file name {stem[0]!r}")

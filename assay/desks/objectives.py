@@ -16,9 +16,7 @@ resumed elsewhere replays the same attempts against the same limits.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,8 +103,11 @@ def run_judge(
     timeout: float,
     secrets: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """Run the judge in a fresh clone of ``sha`` from the forge; never through a shell."""
+    """Run the judge in a fresh clone of ``sha`` from the forge, in the sandbox the gate's
+    rows get (no network, the clone its only writable path); never through a shell."""
+    from assay.evidence.runner import gate_sandbox
     from assay.plumbing import run_git
+    from assay.sandbox import run_sandboxed
 
     tmp = Path(tempfile.mkdtemp(prefix="assay-judge-"))
     try:
@@ -116,25 +117,20 @@ def run_judge(
             ["fetch", "--quiet", "--depth=1", forge.url, sha], cwd=tree, config=forge.git_config
         )
         run_git(["checkout", "--quiet", "--detach", sha], cwd=tree)
-        started = time.monotonic()
-        try:
-            done = subprocess.run(
-                argv,
-                cwd=tree,
-                env=judge_environment(secrets),
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-            code, output = done.returncode, done.stdout + done.stderr
-        except subprocess.TimeoutExpired:
+        result = run_sandboxed(
+            argv,
+            cwd=tree,
+            env=judge_environment(secrets),
+            spec=gate_sandbox(),
+            timeout_s=timeout,
+            max_output_bytes=2 * JUDGE_TAIL,
+        )
+        code, output = result.exit, result.last(JUDGE_TAIL)
+        if result.timed_out:
             code, output = 124, f"judge timed out after {timeout:.0f} s"
-        except OSError as exc:
-            code, output = 127, f"judge could not start: {exc}"
         return {
             "exit": code,
-            "seconds": round(time.monotonic() - started, 3),
+            "seconds": result.seconds,
             "tail": output[-JUDGE_TAIL:],
             "head_sha": sha,
         }

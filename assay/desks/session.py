@@ -15,11 +15,10 @@ import contextlib
 import fcntl
 import json
 import os
-import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -36,11 +35,13 @@ from assay.desks.objectives import (
     with_objective,
 )
 from assay.desks.tools import ToolBox
-from assay.errors import Fenced, Internal
+from assay.errors import Denied, Fenced, Internal
 from assay.forge import Forge
 from assay.journal import read_journal, secrets_from_env, summarize
 from assay.plumbing import Identity
 from assay.runtime import Budget, Event
+from assay.sandbox import require_sandbox, run_sandboxed, sandbox_environment
+from assay.sandbox.scan import CheckpointScan
 
 COMMAND_TAIL = 4_000
 GROUPED = frozenset({"tool"})  # durability points that may wait for the next push
@@ -58,8 +59,11 @@ class DeskHooks:
         claim: Claim,
         events: EventLog,
         brief: Brief | None = None,
+        scan: CheckpointScan | None = None,
     ) -> None:
         self.sync = sync
+        self.scan = scan
+        self.refused: Denied | None = None
         self.store = store
         self.claim = claim
         self.log = events
@@ -82,6 +86,14 @@ class DeskHooks:
             # the next model step's push (or the timer's). Losing it to a crash costs only
             # running the tool again; a model step is always pushed before the next one.
             return
+        if self.refused is not None:
+            raise self.refused
+        if self.scan is not None:
+            try:
+                self.scan.check_worktree(self.sync.workdir)
+            except Denied as denied:
+                self.refused = denied  # nothing of this work tree is pushed any more
+                raise
         try:
             self.sync.sync(f"{self.claim.brief}: {reason}")
         except Fenced:
@@ -143,6 +155,20 @@ def lock_workdir(workroot: Path, brief: str) -> tuple[Path, IO[bytes]]:
             continue
         return workroot / name, handle
     raise Internal(f"{workroot}: cannot lock a work directory for {brief}")
+
+
+def clear_stale_git_locks(workdir: Path) -> None:
+    """Remove the ``*.lock`` files a SIGKILLed git left in a work directory's repository.
+
+    Only the holder of the work directory's flock (``lock_workdir``) runs git there, so
+    once this process holds it any lock file is a dead process's, and would make every
+    commit of the new holder fail."""
+    git_dir = workdir / ".git"
+    if not git_dir.is_dir():
+        return
+    for stale in [*git_dir.glob("*.lock"), *(git_dir / "refs").rglob("*.lock")]:
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
 
 
 def last_line_sum(journal_dir: Path) -> str | None:
@@ -221,6 +247,7 @@ class Session:
         identity = Identity.for_holder(desk.name, holder)
         workdir, lock = lock_workdir(workroot, brief.id)
         try:
+            clear_stale_git_locks(workdir)
             return cls._open(forge, brief, claim, desk, store, workdir, identity, lock)
         except BaseException:
             lock.close()
@@ -240,12 +267,19 @@ class Session:
     ) -> Session:
         sync = BranchSync(forge, brief.id, workdir=workdir, identity=identity)
         worktree = sync.checkout()
+        if desk.kind in ("agent", "command") and desk.sandbox_spec().isolation == "on":
+            require_sandbox()  # SandboxUnavailable (78), saying how to fix, before any work
+        secrets = session_secrets(forge, desk)
         hooks = DeskHooks(
-            sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id), brief=brief
+            sync=sync,
+            store=store,
+            claim=claim,
+            events=EventLog(forge, brief.id),
+            brief=brief,
+            scan=CheckpointScan(secrets, journal_dir=sync.journal_dir),
         )
         model = tools = None
         function: Callable[[Any, Brief], Any]
-        secrets = session_secrets(forge, desk)
         if desk.kind == "agent":
             model = desk.build_model(workdir=worktree)
             tools = ToolBox(worktree, desk.tool_policy(), withheld=secrets)
@@ -290,7 +324,7 @@ class Session:
                 fingerprint=worktree_fingerprint(brief.env, worktree),
             )
         elif desk.kind == "command":
-            function = command_desk(desk, worktree)
+            function = command_desk(desk, worktree, withheld=secrets)
         else:
             function = in_directory(desk.resolve_entry(), worktree)
         if brief.objective is not None and desk.kind != "agent":
@@ -337,6 +371,12 @@ class Session:
         return self.worktree / journal_path(self.brief.id)
 
     def run_options(self) -> dict[str, Any]:
+        # Agent and command desks run agent-chosen code: the journal says how it was confined.
+        start = (
+            {"sandbox": self.desk.sandbox_spec().to_json()}
+            if self.desk.kind in ("agent", "command")
+            else {}
+        )
         return {
             "journal_dir": self.journal_dir,
             "fence": self.hooks.claim.fence,
@@ -346,6 +386,7 @@ class Session:
             "budget": budget_for(self.brief, self.desk),
             "secrets": self.secrets(),
             "on_divergence": self.desk.on_divergence,
+            "start": start,
         }
 
     def secrets(self) -> list[str]:
@@ -364,7 +405,7 @@ class Session:
 
         It also pushes tool steps still waiting for a group commit, and anchors the pushed
         journal head in the claim (the record the claim keeps when it is settled)."""
-        with contextlib.suppress(Fenced):
+        with contextlib.suppress(Fenced, Denied):  # Denied: the checkpoint held a secret
             self.hooks.durability_point(f"after run: {reason}")
             head = self.hooks.pushed_head
             if head is not None and head != self.claim.record.journal_head:
@@ -395,36 +436,39 @@ def in_directory(
     return wrapped
 
 
-def command_desk(desk: Any, worktree: Path) -> Callable[[Any, Brief], Any]:
-    """A ``command`` desk: its argv runs once in the work tree, as one recorded step.
+def command_desk(
+    desk: Any, worktree: Path, *, withheld: Iterable[str] = ()
+) -> Callable[[Any, Brief], Any]:
+    """A ``command`` desk: its argv runs once in the work tree, in the desk's sandbox, as
+    one recorded step.
 
-    The brief reaches the command as a file named by ``ASSAY_BRIEF_FILE`` (never through a
-    shell or the argv), so brief text cannot become a command.
+    The brief reaches the command as a read-only file named by ``ASSAY_BRIEF_FILE`` (never
+    through a shell or the argv), so brief text cannot become a command.
     """
     argv = list(desk.command or [])
     timeout = float(desk.command_timeout_s)
+    # The desk's own files (a script beside the manifest) are readable, not writable.
+    spec = desk.sandbox_spec().with_read_only(Path(desk.base_dir).resolve())
 
     def function(run: Any, brief: Brief) -> Any:
         def body() -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="assay-brief-") as tmp:
                 brief_file = Path(tmp) / f"{brief.id}.md"
                 brief_file.write_text(f"# {brief.title}\n\n{brief.body}", encoding="utf-8")
-                env = {
-                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                    "ASSAY_BRIEF_ID": brief.id,
-                    "ASSAY_BRIEF_FILE": str(brief_file),
-                }
-                done = subprocess.run(
+                env = sandbox_environment(
+                    secrets=desk.secrets,
+                    withheld=withheld,
+                    extra={"ASSAY_BRIEF_ID": brief.id, "ASSAY_BRIEF_FILE": str(brief_file)},
+                )
+                done = run_sandboxed(
                     argv,
                     cwd=worktree,
                     env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
-                    check=False,
+                    spec=spec.with_read_only(Path(tmp)),
+                    timeout_s=timeout,
+                    max_output_bytes=2 * COMMAND_TAIL,
                 )
-            tail = (done.stdout + done.stderr)[-COMMAND_TAIL:]
-            return {"exit": done.returncode, "tail": tail}
+            return {"exit": done.exit, "tail": done.last(COMMAND_TAIL)}
 
         result = run.step("command", body, kind="compute")
         status = "done" if result["exit"] == 0 else "failed"

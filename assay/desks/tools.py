@@ -15,34 +15,28 @@ holds ``..``, reaches through a symlink out of the tree or into ``.git``/``.assa
 command that does not start with one of the allowed prefixes. Malformed arguments are
 ``ToolError`` (a ``BadInput``), which an agent loop may hand back to the model.
 
-``run`` splits its command with ``shlex`` and executes the argv directly (never a shell),
-in the work tree, in its own process group killed on timeout, with an environment holding
-only a few harmless variables plus the ones the manifest passes, never a secret.
+``run`` splits its command with ``shlex`` and executes the argv directly (never a shell)
+in the sandbox (``assay.sandbox``): the work tree its only writable path, its own PID
+namespace killed whole when the call ends, the network the manifest's ``sandbox:`` allows,
+and an environment holding only a few harmless variables plus the ones the manifest
+passes, never a secret.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
-import signal
-import subprocess
-import tempfile
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from assay.errors import BadInput, Denied
+from assay.sandbox import SandboxSpec, run_sandboxed, sandbox_environment
 
 TOOL_NAMES: tuple[str, ...] = ("read_file", "write_file", "list_files", "run", "finish")
 
-# Variables a command may see by default: enough for compilers and test runners, and none
-# that carries a credential. HOME is deliberately absent (~/.netrc, ~/.git-credentials).
-BASE_ENV: tuple[str, ...] = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "TMPDIR")
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE|CREDENTIAL")
 PROTECTED_DIRS: frozenset[str] = frozenset({".git", ".assay"})
 
 
@@ -63,6 +57,7 @@ class ToolPolicy:
     max_list_entries: int = 5_000
     env: tuple[str, ...] = ()
     secrets: tuple[str, ...] = field(default=())
+    sandbox: SandboxSpec = field(default_factory=SandboxSpec)
 
 
 def _text_arg(args: dict[str, Any], name: str, *, required: bool = True, default: str = "") -> str:
@@ -210,62 +205,28 @@ class ToolBox:
 
     def command_env(self) -> dict[str, str]:
         """The environment ``run`` gives a command: harmless names plus declared ones."""
-        secret_names = set(self.policy.secrets)
-        env: dict[str, str] = {}
-        for name in (*BASE_ENV, *self.policy.env):
-            if name in secret_names or _SECRET_NAME.search(name.upper()):
-                continue
-            value = os.environ.get(name)
-            if value is None or any(secret in value for secret in self._withheld):
-                continue
-            env[name] = value
-        env.setdefault("PATH", os.defpath)
-        return env
+        return sandbox_environment(
+            self.policy.env, secrets=self.policy.secrets, withheld=self._withheld
+        )
 
     def _tool_run(self, args: dict[str, Any]) -> dict[str, Any]:
         command = _text_arg(args, "command")
         argv = self.check_command(command)
-        timeout = self.policy.run_timeout_s
-        started = time.monotonic()
-        with tempfile.TemporaryFile() as sink:
-            try:
-                process = subprocess.Popen(
-                    argv,
-                    cwd=self.root,
-                    env=self.command_env(),
-                    stdin=subprocess.DEVNULL,
-                    stdout=sink,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                return {
-                    "command": shlex.join(argv),
-                    "exit": 127,
-                    "timed_out": False,
-                    "seconds": 0.0,
-                    "output": f"cannot start {argv[0]!r}: {exc.strerror or exc}",
-                    "truncated": False,
-                }
-            timed_out = False
-            try:
-                code: int | None = process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(process)
-                process.wait()
-                code = None
-            finally:
-                # Children that outlived the command (daemonised test servers...) go too.
-                _kill_group(process)
-            output, truncated = _bounded(sink, self.policy.max_output_bytes)
+        result = run_sandboxed(
+            argv,
+            cwd=self.root,
+            env=self.command_env(),
+            spec=self.policy.sandbox,
+            timeout_s=self.policy.run_timeout_s,
+            max_output_bytes=self.policy.max_output_bytes,
+        )
         return {
             "command": shlex.join(argv),
-            "exit": code,
-            "timed_out": timed_out,
-            "seconds": round(time.monotonic() - started, 3),
-            "output": output,
-            "truncated": truncated,
+            "exit": None if result.timed_out else result.exit,
+            "timed_out": result.timed_out,
+            "seconds": result.seconds,
+            "output": result.output(),
+            "truncated": result.truncated,
         }
 
     def _tool_finish(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -295,29 +256,6 @@ def tool_specs(policy: ToolPolicy) -> list[dict[str, Any]]:
     descriptors both read it.
     """
     return [_spec(name, policy) for name in TOOL_NAMES if name in policy.allowed]
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-
-
-def _bounded(sink: Any, limit: int) -> tuple[str, bool]:
-    """Head and tail of the captured output within ``limit`` bytes."""
-    size = sink.seek(0, os.SEEK_END)
-    sink.seek(0)
-    if size <= limit:
-        return sink.read().decode("utf-8", errors="replace"), False
-    head = sink.read(limit // 2)
-    sink.seek(size - (limit - len(head)))
-    tail = sink.read()
-    skipped = size - len(head) - len(tail)
-    text = (
-        head.decode("utf-8", errors="replace")
-        + f"\n[... {skipped} bytes of output skipped ...]\n"
-        + tail.decode("utf-8", errors="replace")
-    )
-    return text, True
 
 
 def _spec(name: str, policy: ToolPolicy) -> dict[str, Any]:

@@ -120,9 +120,18 @@ def _mac(key: bytes, body: Mapping[str, Any], digest: str) -> str:
     return "hmac-sha256:" + hmac.new(key, payload, hashlib.sha256).hexdigest()
 
 
+KEY_FILE_ENV = "ASSAY_EVIDENCE_KEY_FILE"
+
+
 def gate_key(environ: Mapping[str, str] | None = None) -> bytes | None:
-    """The gate's signing key from ``ASSAY_EVIDENCE_KEY``, or None when unset."""
-    value = (os.environ if environ is None else environ).get(KEY_ENV, "")
+    """The gate's signing key from ``ASSAY_EVIDENCE_KEY``, or from the file named by
+    ``ASSAY_EVIDENCE_KEY_FILE`` (read once, then removed), or None when neither is set."""
+    source = os.environ if environ is None else environ
+    value = source.get(KEY_ENV, "")
+    if not value and source.get(KEY_FILE_ENV):
+        from assay.sandbox.shield import take_secret_file
+
+        value = take_secret_file(source[KEY_FILE_ENV])
     return value.encode() if value else None
 
 

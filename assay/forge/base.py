@@ -85,8 +85,8 @@ def _drop_namespace(cache: Path, namespace: str) -> None:
 class Forge:
     """The git layer of a forge: fetch, read, commit and CAS-push against one remote.
 
-    ``config`` is passed to every git command as ``-c`` options (for example an
-    ``http.extraHeader`` with a token); it never appears in messages or logs.
+    ``config`` is passed to every git command in its environment (for example an
+    ``http.extraHeader`` with a token); it never appears in argv, messages or logs.
     """
 
     kind: str = "git"
@@ -198,7 +198,8 @@ class Forge:
 
     @property
     def git_config(self) -> dict[str, str]:
-        """The ``-c`` options this forge passes to git (for callers with their own repo)."""
+        """The git settings this forge passes to git (for callers with their own repo);
+        ``run_git`` puts them in git's environment, never on its command line."""
         return dict(self._config)
 
     @property

@@ -5,9 +5,10 @@ Enterprise Server and the tests set it; default ``https://api.github.com``); the
 is ``$ASSAY_GITHUB_GIT_URL`` when given, else derived from the REST root
 (``https://api.github.com`` -> ``https://github.com/OWNER/REPO.git``,
 ``https://HOST/api/v3`` -> ``https://HOST/OWNER/REPO.git``). The token is read from
-``$GITHUB_TOKEN`` or from the variable named by ``--token-env`` / ``$ASSAY_GITHUB_TOKEN_ENV``;
-it is never put in a URL, a message or a log: git gets it as an ``http.extraHeader`` scoped
-to the git host.
+``$GITHUB_TOKEN`` or from the variable named by ``--token-env`` / ``$ASSAY_GITHUB_TOKEN_ENV``
+(else from the file ``$ASSAY_GITHUB_TOKEN_FILE`` names, removed once read);
+it is never put in a URL, a command line, a message or a log: git gets it as an
+``http.extraHeader`` scoped to the git host, in git's own environment.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from assay.errors import BadInput
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_TOKEN_ENV = "GITHUB_TOKEN"
+TOKEN_FILE_ENV = "ASSAY_GITHUB_TOKEN_FILE"
 _SLUG = re.compile(r"(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))/(?P<repo>[A-Za-z0-9._-]{1,100})")
 
 
@@ -46,7 +48,8 @@ class GitHubTarget:
         return f"github:{self.slug}"
 
     def git_config(self) -> dict[str, str]:
-        """``git -c`` settings that authenticate to the git host only (never logged)."""
+        """git settings that authenticate to the git host only (never logged; ``run_git``
+        passes them in git's environment, never on its command line)."""
         parts = urlsplit(self.git_url)
         if parts.scheme not in ("http", "https"):
             return {}
@@ -101,6 +104,10 @@ def resolve_target(
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise BadInput(f"--token-env {name!r}: not an environment variable name")
     token = env.get(name, "")
+    if not token and env.get(TOKEN_FILE_ENV):
+        from assay.sandbox.shield import take_secret_file
+
+        token = take_secret_file(env[TOKEN_FILE_ENV])  # a workflow's file, removed once read
     if not token:
         raise BadInput(f"--forge {spec}: no GitHub token in ${name} (set it, or pass --token-env)")
     return GitHubTarget(owner, repo, api_url, git_url, token, name)

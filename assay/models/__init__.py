@@ -28,6 +28,8 @@ from assay.models.config import (
 if TYPE_CHECKING:  # httpx costs ~0.1 s to import; only the HTTP adapters need it at run time
     import httpx
 
+    from assay.sandbox import SandboxSpec
+
 
 def parse_model_config(
     config: Any, *, source: str = "model"
@@ -54,11 +56,13 @@ def build_model(
     base_dir: Path,
     workdir: Path | None = None,
     transport: httpx.BaseTransport | None = None,
+    sandbox: SandboxSpec | None = None,
 ) -> ModelAdapter:
     """The adapter for ``config`` (a validated config or a plain mapping).
 
     ``base_dir`` anchors relative paths (a scripted model's script); ``workdir`` is where a
-    ``command`` model runs (the brief's work tree; ``base_dir`` when not given);
+    ``command`` model runs (the brief's work tree; ``base_dir`` when not given), in the
+    ``sandbox`` given (the desk's; default: no network) with ``base_dir`` read-only;
     ``transport`` lets tests route HTTP adapters through an in-process transport.
     """
     parsed = parse_model_config(config)
@@ -73,7 +77,9 @@ def build_model(
     if isinstance(parsed, CommandConfig):
         from assay.models.command import CommandModel
 
-        return CommandModel(parsed, workdir=workdir or base_dir)
+        return CommandModel(
+            parsed, workdir=workdir or base_dir, sandbox=sandbox, program_dir=base_dir
+        )
     from assay.models.scripted import ScriptedModel
 
     return ScriptedModel(parsed, base_dir=base_dir)

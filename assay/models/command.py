@@ -3,25 +3,24 @@
 The conversation is rendered as plain text and handed to the program on stdin (or in a
 file whose path replaces an argv element that is exactly ``{prompt_file}``). The argv comes
 from the manifest and is executed directly, never through a shell, in the work tree the
-desk binds (``workdir``), with a small environment plus the variables the manifest names.
+desk binds (``workdir``), in the desk's sandbox (``assay.sandbox``: the work tree the only
+writable path, the prompt file read-only), with a small environment plus the variables the
+manifest names (never a credential-named one).
 The program's output becomes the assistant message; the files it changed are committed by
 the desk's next recorded step.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import tempfile
 from pathlib import Path
 
 from assay.errors import BadInput, Failed
 from assay.models.base import Message, ModelReply, ToolSpec, Usage, estimate_tokens
 from assay.models.config import CommandConfig
+from assay.sandbox import SandboxSpec, run_sandboxed, sandbox_environment
 
 PROMPT_FILE = "{prompt_file}"
-_BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "TMPDIR")
 
 
 def render_transcript(messages: list[Message]) -> str:
@@ -43,15 +42,24 @@ class CommandModel:
 
     name = "command"
 
-    def __init__(self, config: CommandConfig, *, workdir: Path) -> None:
+    def __init__(
+        self,
+        config: CommandConfig,
+        *,
+        workdir: Path,
+        sandbox: SandboxSpec | None = None,
+        program_dir: Path | None = None,
+    ) -> None:
         self.config = config
         self.context_window = config.context_window
         self.workdir = workdir
+        spec = SandboxSpec() if sandbox is None else sandbox
+        # The program's own files (a script beside the manifest) are readable, not writable.
+        self.sandbox = spec.with_read_only(program_dir.resolve()) if program_dir else spec
 
     def environment(self) -> dict[str, str]:
         """What the program sees: a few harmless variables plus the declared ones."""
-        names = (*_BASE_ENV, *self.config.env)
-        return {name: os.environ[name] for name in names if name in os.environ}
+        return sandbox_environment(self.config.env)
 
     def complete(
         self, messages: list[Message], *, tools: list[ToolSpec] | None = None
@@ -71,7 +79,7 @@ class CommandModel:
                 else:
                     argv.append(str(prompt_path))
                 stdin_text = None
-            output, code = self._execute(argv, stdin_text)
+            output, code = self._execute(argv, stdin_text, Path(scratch))
         if code is None:
             raise Failed(f"agent command {argv[0]} timed out after {self.config.timeout_s:g} s")
         if code != 0:
@@ -80,28 +88,19 @@ class CommandModel:
         usage = Usage(estimate_tokens(messages), len(output) // 4, 0.0)
         return ModelReply(message=message, usage=usage, model=argv[0], stop="stop")
 
-    def _execute(self, argv: list[str], stdin_text: str | None) -> tuple[str, int | None]:
-        try:
-            process = subprocess.Popen(
-                argv,
-                cwd=self.workdir,
-                env=self.environment(),
-                stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise BadInput(f"command model: cannot start {argv[0]!r}: {exc}") from exc
-        try:
-            out, _ = process.communicate(
-                input=stdin_text.encode("utf-8") if stdin_text is not None else None,
-                timeout=self.config.timeout_s,
-            )
-            code: int | None = process.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            out, _ = process.communicate()
-            code = None
-        limit = self.config.max_output_bytes
-        return out[-limit:].decode("utf-8", errors="replace"), code
+    def _execute(
+        self, argv: list[str], stdin_text: str | None, scratch: Path
+    ) -> tuple[str, int | None]:
+        result = run_sandboxed(
+            argv,
+            cwd=self.workdir,
+            env=self.environment(),
+            spec=self.sandbox.with_read_only(scratch),
+            timeout_s=self.config.timeout_s,
+            max_output_bytes=2 * self.config.max_output_bytes,
+            stdin=stdin_text.encode("utf-8") if stdin_text is not None else None,
+        )
+        if not result.started:
+            raise BadInput(f"command model: cannot start {argv[0]!r}: {result.output().strip()}")
+        code = None if result.timed_out else result.exit
+        return result.last(self.config.max_output_bytes), code

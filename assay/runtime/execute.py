@@ -56,7 +56,7 @@ def execute_run(run: Run, fn: DeskFunction, input: Any) -> RunResult:
     start = run.history.start
     if start is None:
         packed, blobs = run.writer.pack(given)
-        entry: dict[str, Any] = {"kind": "start", "in": packed, "t": utcnow()}
+        entry: dict[str, Any] = {**run.start_fields, "kind": "start", "in": packed, "t": utcnow()}
         if blobs:
             entry["blobs"] = blobs
         run.history.start = run.writer.append(entry)

@@ -76,6 +76,7 @@ class Run:
         self.budget = budget
         self.on_divergence = on_divergence
         self.history = History.build(journal.entries)
+        self.start_fields: dict[str, Any] = {}
         self.pos = 0
         self._state: Any = None
         self._compensations: list[tuple[str, Callable[[], Any]]] = []
@@ -106,8 +107,12 @@ class Run:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         run_id: str | None = None,
         fsync: bool = True,
+        start: dict[str, Any] | None = None,
     ) -> Run:
         """Open (or create) the run journaled in ``journal_dir`` for execution.
+
+        ``start``: fields added to the ``start`` entry when this open begins the run
+        (the desk records its sandbox there: ``{"sandbox": SandboxSpec.to_json()}``).
 
         Verifies the journal (``Corrupt`` on damage), drops a torn last line, refuses a
         fence lower than the journal's (``Fenced``) and records a ``takeover`` when the
@@ -137,6 +142,7 @@ class Run:
             budget=budget or Budget(),
             on_divergence=on_divergence,
         )
+        run.start_fields = dict(start or {})
         if fence > journal.fence:
             previous = journal.fence
             writer.fence = fence
@@ -223,8 +229,19 @@ class Run:
 
     def _durable(self, reason: str) -> None:
         self._last_durable = time.monotonic()
-        if self.hooks is not None:
+        if self.hooks is None:
+            return
+        try:
             self.hooks.durability_point(reason)
+        except Denied as denied:
+            # The hook refused the checkpoint (a secret in the work tree): say so where
+            # the last step was recorded; nothing of it was committed or pushed.
+            entry = {"kind": "denied", "pos": max(self.pos, 1), "step": "checkpoint"}
+            entry.update(name=reason, reason=denied.message, t=utcnow())
+            if denied.details.get("file"):
+                entry["file"] = str(denied.details["file"])
+            self._append(entry)
+            raise
 
     def _count(self, entry: dict[str, Any]) -> None:
         totals = Totals()

@@ -10,6 +10,7 @@ Measures, in one run on this machine, and prints as ONE table:
 - claims: acquire latency with 16 contenders against a bare ``git push`` (the floor) over
   smart HTTP (``tests.bench.claims``' functions);
 - scale: 500 briefs and 20 desk processes on the served embedded forge (``tests.bench.scale``);
+- sandbox: one tool call in bubblewrap against a bare ``subprocess.run`` (``tests.bench.sandbox``);
 - GitHub budget: REST calls per brief lifecycle against the fake GitHub, and the briefs per
   hour a 1,000-requests-per-hour token allows (``tests.bench.github_budget``);
 - the model gateway: overhead per call against calling the upstream directly, replayed
@@ -36,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.bench import gateway, github_budget, peers, scale
+from tests.bench import gateway, github_budget, peers, sandbox, scale
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
 Row = tuple[str, str, str]
@@ -156,9 +157,14 @@ def main(argv: list[str] | None = None) -> None:
         raw["gateway"] = gateway.measure(quick=quick)
         return gateway.rows(raw["gateway"])
 
+    def sandbox_rows() -> list[Row]:
+        raw["sandbox"] = sandbox.measure(runs=10 if quick else 100)
+        return sandbox.rows(raw["sandbox"])
+
     sections = [
         ("peers", peer_rows),
         ("gateway", gateway_rows),
+        ("sandbox", sandbox_rows),
         ("claims", claim_rows),
         ("scale", scale_rows),
         ("github", github_rows),

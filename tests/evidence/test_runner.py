@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shlex
@@ -11,6 +12,8 @@ import sys
 import time
 import tracemalloc
 from pathlib import Path
+
+import pytest
 
 from assay.evidence.runner import (
     TAIL_BYTES,
@@ -22,27 +25,6 @@ from assay.evidence.runner import (
 from tests.forge_fixtures import wait_until
 
 PY = shlex.quote(sys.executable)
-
-
-def _started(pid: int) -> str | None:
-    """The start time of ``pid`` (field 22 of its stat), which tells a reused pid apart."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except FileNotFoundError:
-        return None
-
-
-def _gone(pid: int, started: str | None = None) -> bool:
-    """True once ``pid`` no longer runs: absent, a zombie, or the pid reused by another process.
-
-    On a busy machine pids wrap quickly, so a kill test compares the start time it first saw.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    fields = stat.rsplit(")", 1)[1].split()
-    return fields[0] in {"Z", "X"} or (started is not None and fields[19] != started)
 
 
 def test_plain_rows_run_without_a_shell_and_shell_rows_with_sh() -> None:
@@ -72,34 +54,44 @@ def test_rows_run_in_the_given_tree(tmp_path: Path) -> None:
 def test_a_missing_program_is_a_failed_row(tmp_path: Path) -> None:
     result = run_row("no-such-program-assay --x", cwd=tmp_path, timeout_s=30)
     assert result.exit == 127
-    assert "cannot start" in result.output_tail
+    assert "no-such-program-assay: No such file" in result.output_tail
 
 
-def test_a_hanging_row_is_killed_with_its_whole_group_at_the_timeout(tmp_path: Path) -> None:
-    pidfile = tmp_path / "child.pid"
-    command = f"sleep 300 & echo $! > {shlex.quote(str(pidfile))}; echo started; wait"
+# A background process holds a lock: pids inside the row's PID namespace mean nothing
+# outside it, but a lock that can be taken proves its holder is gone.
+_HOLDER = "setsid flock child.lock sh -c 'touch ready; exec sleep 300' & "
+_READY = "while [ ! -e ready ]; do :; done; "
+
+
+def _lock_is_free(lock: Path) -> bool:
+    with open(lock, "a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+
+def test_a_hanging_row_is_killed_with_its_whole_namespace_at_the_timeout(tmp_path: Path) -> None:
+    command = _HOLDER + _READY + "echo started; wait"
     started = time.monotonic()
-    result = run_row(command, cwd=tmp_path, timeout_s=1.0)
+    result = run_row(command, cwd=tmp_path, timeout_s=2.0)
     assert time.monotonic() - started < 60  # killed at its timeout, not after sleep 300
     assert result.timed_out
     assert result.exit == -9
     assert not result.passed
     assert "started" in result.output_tail
-    pid = int(pidfile.read_text())
-    wait_until(lambda: _gone(pid), timeout=30, what=f"pid {pid} to be killed")
+    assert (tmp_path / "ready").exists() and _lock_is_free(tmp_path / "child.lock")
 
 
 def test_a_row_leaving_a_background_process_finishes_and_the_process_is_killed(
     tmp_path: Path,
 ) -> None:
-    pidfile = tmp_path / "child.pid"
-    command = f"sleep 300 & echo $! > {shlex.quote(str(pidfile))}; echo done"
-    result = run_row(command, cwd=tmp_path, timeout_s=60)
+    result = run_row(_HOLDER + _READY + "echo done", cwd=tmp_path, timeout_s=60)
     assert result.exit == 0
     assert not result.timed_out
     assert result.seconds < 30
-    pid = int(pidfile.read_text())
-    wait_until(lambda: _gone(pid), timeout=30, what=f"pid {pid} to be killed")
+    assert _lock_is_free(tmp_path / "child.lock")
 
 
 def test_fifty_megabytes_of_output_are_digested_with_a_bounded_tail(tmp_path: Path) -> None:
@@ -201,12 +193,15 @@ def test_declared_secrets_are_withheld_and_listed_for_scrubbing(tmp_path: Path) 
     assert sorted(withheld_values(base)) == ["declared-secret-value", "tok-123456789"]
 
 
-def test_an_interrupted_gate_takes_its_running_row_down_with_it(tmp_path: Path) -> None:
-    pidfile = tmp_path / "row.pid"
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+def test_an_interrupted_or_killed_gate_takes_its_running_row_down_with_it(
+    tmp_path: Path, how: signal.Signals
+) -> None:
+    row = _HOLDER + _READY + "wait"
     probe = (
         "from pathlib import Path\n"
         "from assay.evidence.runner import run_row\n"
-        f"run_row('sleep 300 & echo $! > {pidfile}; wait', cwd=Path('.'), timeout_s=120)\n"
+        f"run_row({row!r}, cwd=Path('.'), timeout_s=120)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     gate = subprocess.Popen(
@@ -218,16 +213,15 @@ def test_an_interrupted_gate_takes_its_running_row_down_with_it(tmp_path: Path) 
         text=True,
     )
     try:
-        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the row")
-        row_pid = int(pidfile.read_text())
-        row_started = _started(row_pid)
-        gate.send_signal(signal.SIGINT)
+        wait_until(lambda: (tmp_path / "ready").exists(), what="the row")
+        assert not _lock_is_free(tmp_path / "child.lock")
+        gate.send_signal(how)
         _, stderr = gate.communicate(timeout=30)
     finally:
         if gate.poll() is None:
             gate.kill()
             gate.communicate()
-    assert "KeyboardInterrupt" in stderr
-    wait_until(
-        lambda: _gone(row_pid, row_started), timeout=30, what=f"row pid {row_pid} to be killed"
-    )
+    if how == signal.SIGINT:
+        assert "KeyboardInterrupt" in stderr
+    # SIGKILL leaves the gate no last word: bwrap dies with it, and the namespace with bwrap.
+    wait_until(lambda: _lock_is_free(tmp_path / "child.lock"), timeout=30, what="the row's end")

@@ -15,8 +15,8 @@ AGENT = """\
 import os, pathlib, sys
 prompt = sys.stdin.read() if len(sys.argv) < 2 else pathlib.Path(sys.argv[-1]).read_text()
 pathlib.Path("changed.txt").write_text(prompt)
-print("agent saw", len(prompt), "chars; key:", os.environ.get("AGENT_KEY", "-"),
-      "secret:", os.environ.get("NOT_PASSED", "-"))
+print("agent saw", len(prompt), "chars; mode:", os.environ.get("AGENT_MODE", "-"),
+      "secret:", os.environ.get("NOT_PASSED", "-"), "key:", os.environ.get("AGENT_KEY", "-"))
 """
 
 
@@ -38,16 +38,18 @@ CONVERSATION = [
 def test_prompt_on_stdin_runs_in_the_work_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("AGENT_MODE", "m1")
     monkeypatch.setenv("AGENT_KEY", "k1")
     monkeypatch.setenv("NOT_PASSED", "s1")
-    model = command_model(tmp_path, env=["AGENT_KEY"])
+    # Declared, but a credential by its name: only the supervisor holds those.
+    model = command_model(tmp_path, env=["AGENT_MODE", "AGENT_KEY"])
     reply = model.complete(CONVERSATION)
     written = (tmp_path / "work" / "changed.txt").read_text()
     assert "## system\n\nYou are a coder." in written
     assert "$(touch pwned)" in written  # the text arrived verbatim...
     assert not list((tmp_path / "work").glob("pwned*"))  # ...and no shell ever ran it
     assert reply.message["role"] == "assistant"
-    assert "key: k1 secret: -" in reply.message["content"]
+    assert "mode: m1 secret: - key: -" in reply.message["content"]
     assert reply.stop == "stop"
 
 

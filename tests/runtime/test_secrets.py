@@ -45,7 +45,8 @@ def test_a_secret_handled_by_every_kind_of_step_is_in_no_journal_file(
 def test_without_configuration_the_same_run_would_leak(
     tmp_path: Path, run_assay: AssayRunner
 ) -> None:
-    # proves the test above can fail: the desk really writes the value somewhere
+    # proves the test above can fail: the desk really writes the value somewhere (held by a
+    # variable whose name does not say "credential", so only configuration would hide it)
     journal = tmp_path / "j"
     args = [
         "run",
@@ -55,5 +56,16 @@ def test_without_configuration_the_same_run_would_leak(
         "--model",
         desk("small.py:make_echo_model"),
     ]
-    assert run_assay(*args, env={"SECRET_TOKEN": SECRET}).returncode == 0
+    env = {"PLAIN_VALUE": SECRET, "LEAKY_ENV": "PLAIN_VALUE"}
+    assert run_assay(*args, env=env).returncode == 0
     assert any(SECRET.encode() in p.read_bytes() for p in journal.rglob("*") if p.is_file())
+
+
+def test_a_variable_named_like_a_credential_is_redacted_without_configuration(
+    tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    journal = tmp_path / "j"
+    args = ["run", desk("small.py:leaky"), "--journal", str(journal)]
+    args += ["--model", desk("small.py:make_echo_model")]
+    assert run_assay(*args, env={"SECRET_TOKEN": SECRET}).returncode == 0
+    assert not any(SECRET.encode() in p.read_bytes() for p in journal.rglob("*") if p.is_file())

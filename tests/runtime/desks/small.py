@@ -100,8 +100,9 @@ def booking(run: Run, input: Any) -> Any:
 
 def leaky(run: Run, input: Any) -> Any:
     """Handles a secret everywhere it could leak: outputs, messages, checkpoints, effects."""
-    token = run.step("read-token", lambda: os.environ["SECRET_TOKEN"])
+    name = os.environ.get("LEAKY_ENV", "SECRET_TOKEN")  # the variable holding the value
+    token = run.step("read-token", lambda: os.environ[name])
     reply = run.model([{"role": "user", "content": f"use {token} please " + "x" * 3000}])
     run.checkpoint({"token": token, "reply": reply.message})
-    run.effect("post", lambda key: {"sent": f"Bearer {os.environ['SECRET_TOKEN']}"})
+    run.effect("post", lambda key: {"sent": f"Bearer {os.environ[name]}"})
     return {"said": reply.message["content"][:40]}

@@ -1,0 +1,357 @@
+"""The one process runner of Assay: every agent-chosen or branch-chosen command runs here.
+
+``start_sandboxed`` starts ``argv`` inside bubblewrap (see ``assay.sandbox.bwrap``) in its
+own session and process group, with exactly the environment it is given (built from
+scratch by the caller: ``assay.sandbox.environ``), stdin closed or fed from bytes, stdout
+and stderr as one stream read in chunks: a sha256 of every byte, a byte count, and a
+bounded head and tail, so a process printing gigabytes costs constant memory.
+``run_sandboxed`` is the same to completion or timeout. Killing it (timeout, ``kill()``,
+an exception, the supervisor's death) ends the PID namespace and so everything in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from assay.sandbox.bwrap import HOME, bwrap_argv, require_sandbox, toolchain_path
+from assay.sandbox.spec import GatewayEndpoint, SandboxSpec
+
+_CHUNK = 1 << 16
+_DRAIN_GRACE_S = 2.0
+_NAMESPACE_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """What one sandboxed process produced."""
+
+    exit: int  # the return code; negative for a signal (-9 after a timeout's kill)
+    timed_out: bool
+    seconds: float
+    output_sha256: str  # "sha256:<hex>" of every byte of stdout + stderr
+    output_bytes: int
+    head: bytes  # the first max_output_bytes // 2 bytes
+    tail: bytes  # the last bytes after head (all of the rest unless truncated)
+    sandboxed: bool
+    started: bool = True  # False: the program does not exist (or cannot run) in the sandbox
+
+    @property
+    def truncated(self) -> bool:
+        return self.output_bytes > len(self.head) + len(self.tail)
+
+    @property
+    def passed(self) -> bool:
+        return self.exit == 0 and not self.timed_out
+
+    def output(self) -> str:
+        """Head and tail as text, with a marker for the bytes in between."""
+        head = self.head.decode("utf-8", "replace")
+        tail = self.tail.decode("utf-8", "replace")
+        if not self.truncated:
+            return (self.head + self.tail).decode("utf-8", "replace")
+        skipped = self.output_bytes - len(self.head) - len(self.tail)
+        return f"{head}\n[... {skipped} bytes of output skipped ...]\n{tail}"
+
+    def last(self, limit: int, *, lines: int | None = None) -> str:
+        """The last ``limit`` bytes (and at most ``lines`` lines) of the output."""
+        data = (self.head + self.tail) if not self.truncated else self.tail
+        text = data[-limit:].decode("utf-8", "replace")
+        return text if lines is None else "\n".join(text.splitlines()[-lines:])
+
+
+class _Capture:
+    """Reads one stream to its end: digest, count, head and rolling tail."""
+
+    def __init__(self, stream: IO[bytes], limit: int, log: Path | None) -> None:
+        self.stream = stream
+        self.head_limit = max(0, limit // 2)
+        self.tail_limit = max(0, limit - self.head_limit)
+        self.digest = hashlib.sha256()
+        self.total = 0
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.log = log
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        sink = open(self.log, "ab") if self.log is not None else None  # noqa: SIM115
+        try:
+            while True:
+                chunk = self.stream.read1(_CHUNK)  # type: ignore[attr-defined]
+                if not chunk:
+                    break
+                self._add(chunk)
+                if sink is not None:
+                    sink.write(chunk)
+                    sink.flush()
+        except (OSError, ValueError):
+            pass  # closed under us after the drain grace: what was read is kept
+        finally:
+            if sink is not None:
+                sink.close()
+
+    def _add(self, chunk: bytes) -> None:
+        self.digest.update(chunk)
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > 2 * self.tail_limit + _CHUNK:
+            del self.tail[: len(self.tail) - self.tail_limit]
+
+    def finish(self, grace_s: float) -> None:
+        self.thread.join(grace_s)
+        with contextlib.suppress(OSError):
+            self.stream.close()
+        self.thread.join(1.0)
+
+
+class SandboxProcess:
+    """A started sandboxed process (an agent CLI, a row, a tool command)."""
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        capture: _Capture,
+        *,
+        timeout_s: float | None,
+        sandboxed: bool,
+        init: int | None = None,
+        status: IO[bytes] | None = None,
+    ) -> None:
+        self.process = process
+        self.init = init
+        self.status = status
+        self.capture = capture
+        self.sandboxed = sandboxed
+        self.started = time.monotonic()
+        self.deadline = None if timeout_s is None else self.started + timeout_s
+        self.timed_out = False
+        self.unstartable = False
+        self._result: ProcessResult | None = None
+
+    @property
+    def pid(self) -> int:
+        """The pid of bubblewrap (outside the namespace): its group is the whole sandbox."""
+        return self.process.pid
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def kill(self) -> None:
+        """Kill everything: bwrap's group; its namespace dies with it (``--die-with-parent``)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit code, or None if still running after ``timeout`` seconds.
+
+        Past the process's own deadline it is killed and marked ``timed_out``.
+        """
+        limits = [t for t in (timeout, self._remaining()) if t is not None]
+        try:
+            return self.process.wait(timeout=min(limits) if limits else None)
+        except subprocess.TimeoutExpired:
+            remaining = self._remaining()
+            if remaining is not None and remaining <= 0:
+                self.timed_out = True
+                self.kill()
+                return self.process.wait()
+            return None
+
+    def _remaining(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def result(self) -> ProcessResult:
+        """Wait for the end (or the deadline), kill what is left, and report."""
+        if self._result is not None:
+            return self._result
+        try:
+            while self.wait() is None:
+                pass
+        finally:
+            # Nothing started inside may outlive the call, whatever happened.
+            self.kill()
+            code = self.process.wait()
+            _await_exit(self.init, _NAMESPACE_GRACE_S)
+            if self.status is not None:
+                self.status.close()
+            self.capture.finish(_DRAIN_GRACE_S)
+        started = not self.unstartable
+        if code == 1 and bytes(self.capture.head).startswith(b"bwrap: execvp"):
+            code, started = 127, False  # no such program inside the sandbox, as a shell says
+        capture = self.capture
+        tail = bytes(capture.tail[-capture.tail_limit :]) if capture.tail_limit else b""
+        self._result = ProcessResult(
+            exit=code,
+            timed_out=self.timed_out,
+            seconds=round(time.monotonic() - self.started, 3),
+            output_sha256="sha256:" + capture.digest.hexdigest(),
+            output_bytes=capture.total,
+            head=bytes(capture.head),
+            tail=tail,
+            sandboxed=self.sandboxed,
+            started=started,
+        )
+        return self._result
+
+    def __enter__(self) -> SandboxProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+        self.result()
+
+
+def _namespace_init(stream: IO[bytes]) -> int | None:
+    """The pid (outside) of the namespace's init, from bwrap's first JSON status line.
+
+    The stream stays open until the process ends: bwrap writes its exit status there too,
+    and a closed pipe would kill it with SIGPIPE."""
+    line = stream.readline()
+    try:
+        pid = json.loads(line).get("child-pid")
+    except ValueError:
+        return None  # bwrap failed before it cloned: nothing to wait for
+    return pid if isinstance(pid, int) else None
+
+
+def _await_exit(pid: int | None, timeout_s: float) -> None:
+    """Wait until ``pid`` has exited; for a PID namespace's init that means every process
+    in it is gone (the kernel reaps them before init's own exit is reported)."""
+    if pid is None:
+        return
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        select.select([handle], [], [], timeout_s)
+    finally:
+        os.close(handle)
+
+
+def start_sandboxed(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    spec: SandboxSpec,
+    timeout_s: float | None,
+    max_output_bytes: int,
+    gateway: GatewayEndpoint | None = None,
+    stdin: bytes | None = None,
+    output_log: Path | None = None,
+) -> SandboxProcess:
+    """Start ``argv`` in the sandbox ``spec`` describes; see the module docstring.
+
+    ``env`` is the whole environment (bwrap passes it through; nothing is inherited, and
+    no value appears on a command line). ``HOME`` and ``TMPDIR`` point into the private
+    ``/tmp``. ``output_log`` also receives every byte of output as it arrives. A program
+    that does not exist inside the sandbox exits 127. ``SandboxUnavailable`` (78) when
+    bubblewrap cannot run here and the spec does not say ``isolation: off``.
+    """
+    if not argv:
+        raise ValueError("start_sandboxed: empty argv")
+    environment = dict(env)
+    full, status, unstartable = list(argv), None, False
+    if spec.isolation == "on":
+        environment.update(HOME=HOME, TMPDIR="/tmp")
+        environment["PATH"] = toolchain_path(spec.toolchains, environment.get("PATH", os.defpath))
+        executable = require_sandbox()
+        status, status_writer = os.pipe()
+        full = bwrap_argv(
+            executable, full, cwd=cwd, spec=spec, gateway=gateway, status_fd=status_writer
+        )
+    try:
+        process = subprocess.Popen(
+            full,
+            cwd=cwd,
+            env=environment,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=() if status is None else (status_writer,),
+        )
+    except OSError as exc:
+        # Reported like any other run (exit 127, the reason as output), never raised.
+        unstartable = True
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", 'printf "%s\\n" "$1"; exit 127', "sh", f"cannot start: {exc}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        if status is not None:
+            os.close(status_writer)
+    status_stream = os.fdopen(status, "rb") if status is not None else None
+    init = _namespace_init(status_stream) if status_stream is not None else None
+    assert process.stdout is not None
+    capture = _Capture(process.stdout, max_output_bytes, output_log)
+    if stdin is not None:
+        threading.Thread(target=_feed, args=(process, stdin), daemon=True).start()
+    handle = SandboxProcess(
+        process,
+        capture,
+        timeout_s=timeout_s,
+        sandboxed=spec.sandboxed,
+        init=init,
+        status=status_stream,
+    )
+    handle.unstartable = unstartable
+    return handle
+
+
+def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
+    assert process.stdin is not None
+    with contextlib.suppress(OSError):
+        process.stdin.write(data)
+    with contextlib.suppress(OSError):
+        process.stdin.close()
+
+
+def run_sandboxed(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    spec: SandboxSpec,
+    timeout_s: float | None,
+    max_output_bytes: int,
+    gateway: GatewayEndpoint | None = None,
+    stdin: bytes | None = None,
+) -> ProcessResult:
+    """Run ``argv`` to its end or its timeout in the sandbox; everything it started dies."""
+    process = start_sandboxed(
+        argv,
+        cwd=cwd,
+        env=env,
+        spec=spec,
+        timeout_s=timeout_s,
+        max_output_bytes=max_output_bytes,
+        gateway=gateway,
+        stdin=stdin,
+    )
+    try:
+        return process.result()
+    except BaseException:
+        process.kill()
+        raise

@@ -1,0 +1,176 @@
+"""The checkpoint scan: no secret value, in any common encoding, reaches a pushed commit.
+
+Redaction keeps raw values out of journal lines; it cannot see a secret the agent wrote
+into a file, reversed it, or base64-encoded it. Before every checkpoint commit the desk's
+hook calls ``CheckpointScan.check()``: every file the commit would change (its name and
+its contents; for journal segments, only the bytes added since the last scan) is searched
+for each secret as raw text, base64 and base64url (at every alignment, so a secret inside
+a longer encoded string such as an ``Authorization: Basic`` header is found), hex (either
+case), URL-encoding and reversed, each also with the file's whitespace removed (a secret
+spaced out or split across lines). A hit raises ``Denied`` naming the file and the
+encoding, never the value.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import urllib.parse
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from assay.errors import Denied
+
+MIN_SECRET = 6  # shorter values would match ordinary text everywhere
+_WHITESPACE = re.compile(rb"\s+")
+
+
+@dataclass(frozen=True)
+class Needle:
+    encoding: str
+    data: bytes
+
+
+def _base64_cores(raw: bytes, *, urlsafe: bool) -> Iterator[bytes]:
+    """The characters of ``raw``'s base64 that do not depend on its neighbours, for each of
+    the three alignments it can have inside a longer encoded string."""
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    for shift in range(3):
+        encoded = encode(b"\0" * shift + raw)
+        whole_groups = (shift + len(raw)) // 3
+        core = encoded[4 if shift else 0 : 4 * whole_groups]
+        if len(core) >= 8:
+            yield core
+
+
+def needles(secret: str) -> list[Needle]:
+    """Every form of ``secret`` the scan looks for."""
+    raw = secret.encode("utf-8")
+    found = [Needle("raw", raw), Needle("reversed", raw[::-1])]
+    found += [Needle("base64", core) for core in _base64_cores(raw, urlsafe=False)]
+    found += [Needle("base64url", core) for core in _base64_cores(raw, urlsafe=True)]
+    found += [Needle("hex", raw.hex().encode()), Needle("hex", raw.hex().upper().encode())]
+    for quoted in {urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)}:
+        found.append(Needle("url-encoding", quoted.encode()))
+    unique: dict[bytes, Needle] = {}
+    for needle in found:
+        unique.setdefault(needle.data, needle)
+    return list(unique.values())
+
+
+def find_secret(data: bytes, table: list[Needle]) -> str | None:
+    """The encoding of the first secret form in ``data`` (also with whitespace removed)."""
+    squeezed = _WHITESPACE.sub(b"", data)
+    for needle in table:
+        if needle.data in data:
+            return needle.encoding
+        if needle.data in squeezed:
+            return f"{needle.encoding}, spaced"
+    return None
+
+
+class CheckpointScan:
+    """Scans what a checkpoint would commit; one per desk session (it remembers how much of
+    each journal segment it has already read)."""
+
+    def __init__(self, secrets: Iterable[str], *, journal_dir: Path | None = None) -> None:
+        values = sorted({s for s in secrets if s and len(s) >= MIN_SECRET}, key=len, reverse=True)
+        self.table = [needle for value in values for needle in needles(value)]
+        self.journal_dir = journal_dir
+        self._journal_offsets: dict[Path, int] = {}
+        self._pending: dict[Path, int] = {}
+        self._blobs_seen: set[str] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.table)
+
+    def check_worktree(self, root: Path) -> None:
+        """``check`` every path the next checkpoint of ``root`` would commit: what ``git
+        status`` reports, plus the journal's new lines and blobs (committed even when a
+        ``.gitignore`` says otherwise)."""
+        if not self.table:
+            return
+        names = changed_paths(root)
+        if self.journal_dir is not None and self.journal_dir.is_dir():
+            for path in sorted(self.journal_dir.rglob("*")):
+                name = path.relative_to(root).as_posix()
+                if path.parent.name == "blobs" and name in self._blobs_seen:
+                    continue  # blobs are content-addressed: once scanned, always clean
+                names.append(name)
+        self.check(root, dict.fromkeys(names))
+        self._blobs_seen.update(n for n in names if "/blobs/" in n)
+
+    def check(self, root: Path, changed: Iterable[str]) -> None:
+        """``Denied`` (77) naming the first of ``changed`` (paths under ``root``) that holds a
+        secret in its name or contents."""
+        if not self.table:
+            return
+        self._pending = {}
+        for name in changed:
+            encoding = find_secret(name.encode("utf-8", "surrogateescape"), self.table)
+            if encoding is not None:
+                raise Denied(
+                    f"checkpoint refused: the file name {name!r} holds a secret ({encoding})"
+                )
+            path = root / name
+            data = self._read(path)
+            if data is None:
+                continue
+            encoding = find_secret(data, self.table)
+            if encoding is not None:
+                raise Denied(
+                    f"checkpoint refused: {name} holds the value of a secret ({encoding})",
+                    file=name,
+                )
+        self._journal_offsets.update(self._pending)
+
+    def _read(self, path: Path) -> bytes | None:
+        try:
+            if path.is_symlink():
+                return os.readlink(path).encode("utf-8", "surrogateescape")
+            if not path.is_file():
+                return None
+            if self.journal_dir is not None and path.parent == self.journal_dir:
+                return self._journal_tail(path)
+            return path.read_bytes()
+        except OSError:
+            return None
+
+    def _journal_tail(self, path: Path) -> bytes:
+        """The journal bytes added since the last scan (segments only grow)."""
+        offset = self._journal_offsets.get(path, 0)
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            if size < offset:
+                offset = 0
+            handle.seek(offset)
+            data = handle.read()
+        # Re-read the last partial line next time: a secret may straddle two scans.
+        cut = data.rfind(b"\n") + 1
+        self._pending[path] = offset + cut
+        return data
+
+
+def changed_paths(root: Path) -> list[str]:
+    """Paths (relative, POSIX) that ``git add --all`` in ``root`` would stage: modified,
+    added, renamed and untracked files, not ignored ones."""
+    from assay.plumbing import run_git
+
+    done = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd=root)
+    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    names: list[str] = []
+    index = 0
+    while index < len(fields):
+        entry = fields[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        status, name = entry[:2], entry[3:]
+        if "R" in status or "C" in status:
+            index += 1  # the rename's source path follows
+        if status.strip() != "D":
+            names.append(name)
+    return names
