@@ -15,13 +15,16 @@ no process. ``launch_cli`` is the one place a CLI process is started.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
+import json
 import os
 import queue
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -38,6 +41,8 @@ from assay.gateway.server import Gateway, ModelCall
 from assay.gateway.upstream import Upstream
 from assay.plumbing import run_git
 from assay.runtime.wire import WireSession
+from assay.sandbox import GatewayEndpoint, SandboxSpec, start_sandboxed
+from assay.sandbox.bwrap import HOME as SANDBOX_HOME
 
 OUTPUT_TAIL = 4_000
 PR_SET_PDEATHSIG = 1
@@ -95,21 +100,33 @@ class CliProcess:
         return self.log.read().decode("utf-8", "replace")
 
 
-def launch_cli(launch: Any, *, cwd: Path, home: Path) -> CliProcess:
+def launch_cli(
+    launch: Any,
+    *,
+    cwd: Path,
+    home: Path,
+    spec: SandboxSpec | None = None,
+    gateway: GatewayEndpoint | None = None,
+) -> CliProcess | SandboxedCli:
     """Start ``launch.argv`` in ``cwd`` with an environment built from scratch: the
-    profile's variables plus PATH, HOME and LANG, never the desk's own (its keys)."""
-    for path, data in (launch.files or {}).items():
-        target = Path(path)
-        if home.resolve() not in target.resolve().parents:
-            raise BadInput(f"a profile wrote {target} outside the CLI's home")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+    profile's variables plus PATH, HOME and LANG, never the desk's own (its keys).
+
+    With a ``spec`` whose isolation is on, in the sandbox (``assay.sandbox``): its HOME
+    (``home`` must be the sandbox's) is a private tmpfs, so the profile's files are written
+    there by a bootstrap that then execs the CLI; the network is the gateway's relay only.
+    """
+    _check_files(launch, home)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
         "LANG": os.environ.get("LANG", "C.UTF-8"),
         **launch.env,
     }
+    if spec is not None and spec.isolation == "on":
+        return _launch_sandboxed(launch, cwd=cwd, env=env, spec=spec, gateway=gateway)
+    for path, data in (launch.files or {}).items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
     log = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the CliProcess
     popen = subprocess.Popen(
         list(launch.argv),
@@ -122,6 +139,76 @@ def launch_cli(launch: Any, *, cwd: Path, home: Path) -> CliProcess:
         preexec_fn=_die_with_parent,
     )
     return CliProcess(popen, log)
+
+
+def _check_files(launch: Any, home: Path) -> None:
+    for path in launch.files or {}:
+        if home.resolve() not in Path(path).resolve().parents:
+            raise BadInput(f"a profile wrote {path} outside the CLI's home")
+
+
+# Inside the sandbox: write the profile's files (JSON in $ASSAY_CLI_FILES, never on a
+# command line: an MCP config holds the token), then become the CLI.
+BOOTSTRAP = """import base64, json, os, sys
+for path, data in json.loads(os.environ.pop("ASSAY_CLI_FILES")).items():
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.write(base64.b64decode(data))
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
+def _launch_sandboxed(
+    launch: Any,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    spec: SandboxSpec,
+    gateway: GatewayEndpoint | None,
+) -> SandboxedCli:
+    files = {str(p): base64.b64encode(d).decode() for p, d in (launch.files or {}).items()}
+    env["ASSAY_CLI_FILES"] = json.dumps(files)
+    program = shutil.which(launch.argv[0], path=env["PATH"]) or launch.argv[0]
+    spec = spec.with_read_only(*_program_roots(Path(program)))
+    argv = [sys.executable, "-c", BOOTSTRAP, *launch.argv]
+    process = start_sandboxed(
+        argv,
+        cwd=cwd,
+        env=env,
+        spec=spec,
+        timeout_s=None,
+        max_output_bytes=2 * OUTPUT_TAIL,
+        gateway=gateway,
+    )
+    return SandboxedCli(process)
+
+
+def _program_roots(program: Path) -> list[Path]:
+    """What a CLI's program needs to be visible: its ``node_modules`` (an npm CLI runs
+    files, and native binaries, of other packages there), else its own directory."""
+    real = program.resolve()
+    for parent in real.parents:
+        if parent.name == "node_modules":
+            return [parent, program.parent]
+    return [real.parent, program.parent]
+
+
+class SandboxedCli:
+    """A CLI started by ``start_sandboxed``: the same shape as ``CliProcess``."""
+
+    def __init__(self, process: Any) -> None:
+        self.process = process
+
+    def poll(self) -> int | None:
+        return self.process.poll()  # type: ignore[no-any-return]
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+    def tail(self) -> str:
+        result = self.process.result()
+        return str((result.head + result.tail).decode("utf-8", "replace"))[-OUTPUT_TAIL:]
 
 
 def _die_with_parent() -> None:
@@ -245,8 +332,13 @@ class CliRun:
             normalise_extra=self.profile.normalise,
         )
         prompt = brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else "")
+        spec = self.desk.sandbox_spec()
+        sandboxed = spec.isolation == "on"
         try:
-            with gateway, cli_home(self.worktree) as home:
+            with gateway, cli_home(self.worktree) as outside:
+                # In the sandbox HOME is its private /tmp/home; the relay there listens on
+                # the gateway's own port, so the CLI uses the same URL inside and out.
+                home = Path(SANDBOX_HOME) if sandboxed else outside
                 launch = self.profile.launch(
                     command=self.desk.cli.command,
                     workdir=self.worktree,
@@ -258,7 +350,13 @@ class CliRun:
                     tools=list(self.desk.tools),
                     mcp_url=gateway.mcp_url,
                 )
-                process = launch_cli(launch, cwd=self.worktree, home=home)
+                process = launch_cli(
+                    launch,
+                    cwd=self.worktree,
+                    home=home,
+                    spec=spec if sandboxed else None,
+                    gateway=GatewayEndpoint(gateway.socket_path, gateway.port),
+                )
                 try:
                     code = self.serve(process, gateway, handler, wire)
                 finally:
@@ -276,7 +374,11 @@ class CliRun:
         return CliOutcome(code, output, self.finish)
 
     def serve(
-        self, process: CliProcess, gateway: Gateway, handler: CallHandler, wire: WireSession
+        self,
+        process: CliProcess | SandboxedCli,
+        gateway: Gateway,
+        handler: CallHandler,
+        wire: WireSession,
     ) -> int:
         deadline = time.monotonic() + float(self.desk.cli.timeout_s)
         while True:

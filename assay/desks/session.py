@@ -267,7 +267,7 @@ class Session:
     ) -> Session:
         sync = BranchSync(forge, brief.id, workdir=workdir, identity=identity)
         worktree = sync.checkout()
-        if desk.kind in ("agent", "command") and desk.sandbox_spec().isolation == "on":
+        if desk.kind in ("agent", "command", "cli") and desk.sandbox_spec().isolation == "on":
             require_sandbox()  # SandboxUnavailable (78), saying how to fix, before any work
         secrets = session_secrets(forge, desk)
         hooks = DeskHooks(
@@ -374,7 +374,7 @@ class Session:
         # Agent and command desks run agent-chosen code: the journal says how it was confined.
         start = (
             {"sandbox": self.desk.sandbox_spec().to_json()}
-            if self.desk.kind in ("agent", "command")
+            if self.desk.kind in ("agent", "command", "cli")
             else {}
         )
         return {

@@ -43,6 +43,7 @@ def add_desk(world: World, fake: WireFake, profile: str, tools: list[str], **ext
         "model": {**model, "api_key_env": "ASSAY_TEST_UPSTREAM_KEY", "attempts": 2},
         "tools": tools,
         "lease": "3s",
+        "sandbox": {"toolchains": ["python", "node"]},
         **extra,
     }
     (world.desks / f"{profile}.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
