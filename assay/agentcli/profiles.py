@@ -76,8 +76,10 @@ class CliProfile:
                 f"cli.command: the {self.name} profile needs a command (a list of strings)"
             )
         url = gateway_url.rstrip("/")
+        # The prompt goes into the command before the profile adds its options, so a
+        # "{prompt}" in a model name or a path is never replaced.
+        base = [arg.replace(PROMPT, prompt) for arg in base]
         argv = self.arguments(base, home=home, model=model, tools=tools, mcp_url=mcp_url)
-        argv = [arg.replace(PROMPT, prompt) for arg in argv]
         env = self.environment(url=url, home=home, token=token, workdir=workdir)
         files = self.config_files(url=url, home=home, token=token, model=model, mcp_url=mcp_url)
         return Launch(argv=argv, env=env, files=files)
@@ -126,14 +128,18 @@ class ClaudeCodeProfile(CliProfile):
     As root it refuses ``--dangerously-skip-permissions``, so the desk's declared tools are
     both the only built-in tools offered (``--tools``) and the ones granted
     (``--allowedTools``); the Assay MCP server's tools are granted as ``mcp__assay``.
-    ``--setting-sources=user`` keeps a work tree's ``.claude/settings.json`` (hooks,
-    permissions) out: only the generated HOME's settings apply."""
+    ``--setting-sources=user`` keeps a work tree's ``.claude/settings.json`` (hooks that run
+    commands outside the declared tools, permissions) and its ``CLAUDE.md`` out: only the
+    generated HOME's settings apply. A desk's own ``command`` can opt back in."""
 
     volatile_top = frozenset({"metadata"})  # user_id: device id + session id
 
     def arguments(
         self, base: list[str], *, home: Path, model: str, tools: Sequence[str], mcp_url: str | None
     ) -> list[str]:
+        for tool in tools:  # the lists are comma-joined: a comma would grant a second tool
+            if "," in tool or not tool.strip():
+                raise BadInput(f"tools: {tool!r} is not a Claude Code tool name")
         builtin = [t for t in tools if not t.startswith("mcp__")]
         allowed = list(tools) + ([f"mcp__{MCP_NAME}"] if mcp_url else [])
         options = [
@@ -215,6 +221,10 @@ class CodexProfile(CliProfile):
             "",
             "[analytics]",
             "enabled = false",
+            "",
+            "[features]",  # no sub-agent threads (parallel model calls) and no goal tools
+            "multi_agent = false",
+            "goals = false",
             "",
             "[model_providers.assay]",
             'name = "Assay gateway"',

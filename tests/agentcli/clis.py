@@ -45,14 +45,35 @@ def cli_env(launch: Launch, home: Path, *bins: Path) -> dict[str, str]:
     return {**launch.env, "PATH": path, "HOME": str(home), "LANG": "C.UTF-8"}
 
 
-def run_launch(
-    launch: Launch, *, workdir: Path, home: Path, binary: Path, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    """Write the launch's files and run its argv (argv[0] found on the PATH it sets)."""
+def write_files(launch: Launch, home: Path) -> None:
     for path, data in launch.files.items():
         assert home in path.parents, f"{path} is outside HOME"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+
+
+def start_launch(
+    launch: Launch, *, workdir: Path, home: Path, binary: Path
+) -> subprocess.Popen[str]:
+    """Start the launch in a session of its own (so a test can SIGKILL its whole group)."""
+    write_files(launch, home)
+    return subprocess.Popen(
+        launch.argv,
+        cwd=workdir,
+        env=cli_env(launch, home, binary),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def run_launch(
+    launch: Launch, *, workdir: Path, home: Path, binary: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Write the launch's files and run its argv (argv[0] found on the PATH it sets)."""
+    write_files(launch, home)
     return subprocess.run(
         launch.argv,
         cwd=workdir,

@@ -21,7 +21,7 @@ def launch_for(
     profile: str, fake: WireFake, tmp_path: Path, *, prompt: str, model: str, tools: list[str]
 ) -> tuple[Any, Path, Path]:
     workdir, home = tmp_path / "work", tmp_path / "home"
-    workdir.mkdir()
+    workdir.mkdir(parents=True)
     home.mkdir()
     launch = get_profile(profile).launch(
         command=None,
@@ -163,6 +163,8 @@ def test_codex_runs_a_scripted_session(tmp_path: Path) -> None:
         turns = fake.turn_requests()
         assert [t.turn for t in turns] == [0, 1, 2, 3, 4, 5]
         assert {t.api for t in turns} == {"openai-responses"}
+        offered = {tool.get("name") for tool in turns[0].body["tools"]}  # no sub-agents, goals
+        assert offered == {"exec_command", "write_stdin", "request_user_input", "view_image"}
         assert all(t.headers["authorization"] == f"Bearer {TOKEN}" for t in turns)
         assert sent(turns[2].body, "first-run-ok")
         assert sent(turns[5].body, "hello\nbye")
@@ -212,3 +214,56 @@ def test_mini_swe_agent_runs_a_scripted_session(tmp_path: Path) -> None:
         assert sent(turns[5].body, "hello\nbye")
     assert (workdir / "hello.py").read_text() == "print('bye')\n"
     assert (workdir / "out.txt").read_text() == "hello\nbye\n"
+
+
+def test_generic_points_claude_code_and_the_openai_sdk_at_the_gateway(tmp_path: Path) -> None:
+    claude, mini = cli_path("claude"), cli_path("mini")
+    sdk_client = [
+        str(mini.parent / "python"),
+        "-c",
+        "import sys; from openai import OpenAI\n"
+        "reply = OpenAI().chat.completions.create(model='m', tools=[{'type': 'function',"
+        " 'function': {'name': 'noop', 'parameters': {'type': 'object'}}}],"
+        " messages=[{'role': 'user', 'content': sys.argv[1]}])\n"
+        "print(reply.choices[0].message.content)",
+        "{prompt}",
+    ]
+    commands = {
+        "claude": [claude.name, "--print", "--allowedTools=Bash", "--", "{prompt}"],
+        "openai": sdk_client,
+    }
+    for label, command in commands.items():
+        with WireFake([{"content": f"hello from {label}"}]) as fake:
+            work, home = tmp_path / label / "work", tmp_path / label / "home"
+            work.mkdir(parents=True)
+            home.mkdir()
+            launch = get_profile("generic").launch(
+                command=command,
+                workdir=work,
+                home=home,
+                gateway_url=fake.url,
+                token=TOKEN,
+                model="m",
+                prompt="say hello",
+                tools=[],
+                mcp_url=None,
+            )
+            done = run_launch(launch, workdir=work, home=home, binary=claude)
+            assert done.returncode == 0, done.stderr + done.stdout
+            assert done.stdout.strip() == f"hello from {label}"
+            assert fake.answered == 1 and sent(fake.turn_requests()[0].body, "say hello")
+
+
+def test_claude_code_retries_an_injected_500_and_codex_does_not(tmp_path: Path) -> None:
+    """What the profiles' retry settings mean: Claude Code retries a 5xx by itself (the
+    fault consumes no turn), Codex is told not to (the gateway does the retrying)."""
+    cases = [("claude-code", "claude", "claude-sonnet-4-5", 0), ("codex", "codex", "gpt-5", 1)]
+    for profile, binary, model, code in cases:
+        with WireFake([{"content": "Done."}]) as fake:
+            fake.inject(500)
+            launch, workdir, home = launch_for(
+                profile, fake, tmp_path / profile, prompt="hi", model=model, tools=["Bash"]
+            )
+            done = run_launch(launch, workdir=workdir, home=home, binary=cli_path(binary))
+            assert done.returncode == code, done.stderr + done.stdout
+            assert (fake.failures_sent, fake.answered) == (1, 1 - code)

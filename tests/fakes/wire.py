@@ -43,6 +43,7 @@ inside, e.g. to SIGKILL the client mid-call; ``wait_for_answered(n)`` waits for 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -170,8 +171,7 @@ class WireFake:
         return self.answered
 
     def start(self) -> WireFake:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), _make_handler(self))
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
@@ -271,6 +271,16 @@ class WireFake:
             seen.status = 200
             self._lock.notify_all()
             return None, self.script[turn]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet about clients that vanish (CLIs close idle connections, tests kill
+        them mid-call); anything else is a bug in the fake and is printed."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _route(method: str, path: str) -> str:

@@ -6,7 +6,8 @@ A scripted turn is the scripted-model shape the other fakes use::
 
     {"content": "text or null",
      "tool_calls": [{"name": "Write", "arguments": {"file_path": "a.txt", "content": "x"}},
-                    {"name": "apply_patch", "input": "*** Begin Patch ..."}],  # freeform
+                    {"name": "apply_patch", "input": "*** Begin Patch ..."},  # freeform
+                    {"namespace": "mcp__assay", "name": "note", "arguments": {}}],  # Responses
      "usage": {"in_tokens": 100, "out_tokens": 20}}
 
 Ids and timestamps depend only on the turn number, so the same turn renders to the same
@@ -215,21 +216,23 @@ def responses_items(turn: dict[str, Any], number: int) -> list[dict[str, Any]]:
                 {
                     "type": "custom_tool_call",
                     **ids,
+                    "id": f"ctc_fake{number:04d}{index:02d}",
                     "name": call["name"],
                     "input": call["input"],
                     "status": "completed",
                 }
             )
         else:
-            items.append(
-                {
-                    "type": "function_call",
-                    **ids,
-                    "name": call["name"],
-                    "arguments": arguments_json(call),
-                    "status": "completed",
-                }
-            )
+            item = {
+                "type": "function_call",
+                **ids,
+                "name": call["name"],
+                "arguments": arguments_json(call),
+                "status": "completed",
+            }
+            if call.get("namespace"):  # a tool offered inside a namespace (Codex's MCP tools)
+                item["namespace"] = call["namespace"]
+            items.append(item)
     return items
 
 

@@ -1,0 +1,122 @@
+"""``normalise`` drops exactly what changes between two runs of one conversation: each real
+CLI runs the same script twice in the same work tree and HOME, and at every position the
+normalised requests are equal while (for Claude Code and Codex) the raw ones are not."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay.agentcli.profiles import PROFILES, get_profile
+from tests.agentcli.clis import cli_path, run_launch
+from tests.agentcli.test_sessions import claude_script, codex_script, mini_script
+from tests.fakes.wire import WireFake
+
+CASES: dict[str, tuple[str, str, list[str], Callable[[Path], list[dict[str, Any]]]]] = {
+    "claude-code": (
+        "claude",
+        "claude-sonnet-4-5",
+        ["Bash", "Read", "Write", "Edit"],
+        claude_script,
+    ),
+    "codex": ("codex", "gpt-5-codex", ["exec_command"], lambda work: codex_script()),
+    "mini-swe-agent": ("mini", "fake-model", ["bash"], lambda work: mini_script()),
+}
+
+
+def run_twice(profile: str, tmp_path: Path) -> list[list[dict[str, Any]]]:
+    binary, model, tools, script = CASES[profile]
+    work, home = tmp_path / "work", tmp_path / "home"
+    runs = []
+    for _ in range(2):
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+        work.mkdir()
+        home.mkdir()
+        with WireFake(script(work)) as fake:
+            launch = get_profile(profile).launch(
+                command=None,
+                workdir=work,
+                home=home,
+                gateway_url=fake.url,
+                token="t",
+                model=model,
+                prompt="Make hello.py print bye.",
+                tools=tools,
+                mcp_url=None,
+            )
+            done = run_launch(launch, workdir=work, home=home, binary=cli_path(binary))
+            assert done.returncode == 0, done.stderr + done.stdout
+            runs.append([s.body for s in fake.turn_requests()])
+    return runs
+
+
+@pytest.mark.parametrize("profile", sorted(CASES))
+def test_two_runs_of_one_conversation_normalise_to_the_same_requests(
+    profile: str, tmp_path: Path
+) -> None:
+    first, second = run_twice(profile, tmp_path)
+    assert len(first) == len(second) == 6
+    normalise = PROFILES[profile].normalise
+    for position, (a, b) in enumerate(zip(first, second, strict=True)):
+        api = PROFILES[profile].api
+        assert normalise(api, a) == normalise(api, b), f"request {position} differs"
+    if profile != "mini-swe-agent":  # mini-swe-agent sends nothing volatile
+        assert all(a != b for a, b in zip(first, second, strict=True))
+
+
+def test_normalise_copies_and_tolerates_odd_shapes() -> None:
+    body = {
+        "metadata": {"user_id": "x"},
+        "system": [
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=1.2.3; cch=ab;"},
+            {"type": "text", "text": "You are Claude Code."},
+        ],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "# currentDate\nToday's date is 2026-12-01."}],
+            }
+        ],
+    }
+    before = copy.deepcopy(body)
+    got = PROFILES["claude-code"].normalise("anthropic", body)
+    assert body == before
+    assert got == {
+        "system": [{"type": "text", "text": "You are Claude Code."}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "# currentDate\nToday's date is <date>."}],
+            }
+        ],
+    }
+    odd: dict[str, Any] = {"messages": "text", "input": [3, None, {"content": 5}], "system": "s"}
+    for profile in PROFILES.values():
+        assert profile.normalise(profile.api, odd) == odd
+    codex = {
+        "prompt_cache_key": "k",
+        "client_metadata": {},
+        "input": [
+            {
+                "type": "function_call_output",
+                "id": "fco_1",
+                "call_id": "call_1",
+                "output": "Chunk ID: 1a2b\nWall time: 0.1 seconds\nOutput:\nok",
+            }
+        ],
+    }
+    assert PROFILES["codex"].normalise("openai-responses", codex) == {
+        "input": [
+            {
+                "type": "function_call_output",
+                "call_id": "call_1",
+                "output": "Chunk ID: <volatile>\nWall time: <volatile>\nOutput:\nok",
+            }
+        ]
+    }
