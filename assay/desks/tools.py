@@ -249,13 +249,6 @@ class ToolBox:
         return {"finished": True, "summary": summary, "evidence": evidence}
 
 
-def tool_specs(policy: ToolPolicy) -> list[dict[str, Any]]:
-    """OpenAI function-tool schemas of the tools ``policy`` declares, in a stable order.
-
-    The one statement of the tools' arguments: ``ToolBox.specs`` and the MCP server's
-    descriptors both read it.
-    """
-    return [_spec(name, policy) for name in TOOL_NAMES if name in policy.allowed]
 
 
 def _spec(name: str, policy: ToolPolicy) -> dict[str, Any]:
@@ -314,3 +307,12 @@ def _spec(name: str, policy: ToolPolicy) -> dict[str, Any]:
         },
         ["summary"],
     )
+
+
+def tool_specs(policy: ToolPolicy) -> list[dict[str, Any]]:
+    """OpenAI function-tool schemas of the tools ``policy`` declares, in a stable order.
+
+    The one statement of the tools' arguments: ``ToolBox.specs`` and the MCP server's
+    descriptors both read it.
+    """
+    return [_spec(name, policy) for name in TOOL_NAMES if name in policy.allowed]

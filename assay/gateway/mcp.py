@@ -16,18 +16,21 @@ Running it inside the gateway::
 The library's session manager needs a task group, which ``mcp.lifespan()`` opens and
 closes; Starlette does not run a mounted app's own lifespan, so the parent app must enter
 it (inside an existing lifespan: ``async with mcp.lifespan(): ...``). Until it is entered,
-and after it is left, requests get 503. Served on its own (uvicorn given ``mcp`` as the
-app), the app answers ASGI lifespan events by entering ``lifespan()`` itself. The app
-serves whatever path it is routed at; prefer ``Route("/mcp", ...)`` to ``Mount("/mcp", ...)``,
-which answers ``/mcp`` with a 307 to ``/mcp/`` that not every client follows.
+and after it is left, requests get 503; while it runs, a GET (an event stream) gets 405. Served on
+its own (uvicorn given ``mcp`` as the app), the app answers ASGI lifespan events by
+entering ``lifespan()`` itself. The app serves whatever path it is routed at; prefer
+``Route("/mcp", ...)`` to ``Mount("/mcp", ...)``, which answers ``/mcp`` with a 307 to
+``/mcp/`` that not every client follows. A pre-bound TCP socket handed to uvicorn must be
+made with ``IPPROTO_TCP`` (see docs/mcp.md) or each response waits ~40 ms on Nagle.
 
 Every request must carry ``Authorization: Bearer <token>`` (compared in constant time) or
 it gets 401 before the library sees it. Tool calls are served one at a time in a worker
 thread, so a journaling bridge sees one sequence and the event loop never blocks on a
 command. Refusals never become transport failures: ``Denied``, ``ToolError`` and any other
 ``AssayError`` come back as ``isError`` results whose text starts with the error's status
-word (``denied: ...``, ``bad_input: ...``); an unexpected exception in a bridge is logged
-and answered ``internal: ...`` without its message, and the server keeps serving.
+word (``denied: ...``, ``bad_input: ...``), a ``Suspension`` as ``suspended: waiting for
+...``; an unexpected exception in a bridge (or a result that is not JSON) is logged and
+answered ``internal: ...`` without its message, and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from starlette.types import Receive, Scope, Send
 
 from assay import __version__
 from assay.desks.tools import ToolBox, ToolError, ToolPolicy, tool_specs
-from assay.errors import AssayError, Denied
+from assay.errors import AssayError, Denied, Suspension
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +208,13 @@ def _mcp_server(bridge: ToolBridge) -> Server[Any]:
         async with serial:
             try:
                 result = await anyio.to_thread.run_sync(bridge.call_tool, params.name, arguments)
+                text = json.dumps(result, ensure_ascii=False)
             except AssayError as exc:
                 return _text_result(f"{exc.status}: {exc.message}", error=True)
+            except Suspension as exc:
+                # The bridge's run is suspending (an approval, say): the desk ends the CLI;
+                # the protocol and the server carry on meanwhile.
+                return _text_result(f"suspended: waiting for {exc.waiting_for}", error=True)
             except Exception as exc:
                 log.exception("MCP tool %r failed", params.name)
                 text = (
@@ -214,8 +222,8 @@ def _mcp_server(bridge: ToolBridge) -> Server[Any]:
                     "see the desk log"
                 )
                 return _text_result(text, error=True)
-        text = json.dumps(result, ensure_ascii=False, sort_keys=True)
-        return _text_result(text, error=False, structured=result)
+        structured = result if isinstance(result, dict) else None
+        return _text_result(text, error=False, structured=structured)
 
     return Server(
         SERVER_NAME, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool
@@ -259,6 +267,17 @@ class McpApp:
             await JSONResponse({"error": "the MCP server is not running"}, 503)(
                 scope, receive, send
             )
+            return
+        if scope["method"] == "GET":
+            # A stateless server never speaks first, and the library would hold a GET's
+            # event stream open until the client goes: 405 says there is none (the spec's
+            # answer), and nothing keeps the gateway from stopping.
+            response = JSONResponse(
+                {"error": "this server offers no event stream"},
+                status_code=405,
+                headers={"Allow": "POST, DELETE"},
+            )
+            await response(scope, receive, send)
             return
         await self._manager.handle_request(scope, receive, send)
 

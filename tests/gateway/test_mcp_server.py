@@ -17,14 +17,20 @@ import pytest
 from mcp import Client
 
 from assay.desks.tools import ToolBox, ToolPolicy
-from assay.errors import Denied
+from assay.errors import Denied, Suspension
 from assay.gateway.mcp import (
-    ToolBoxBridge,
     build_mcp_app,
     check_arguments,
     desk_tool_descriptors,
 )
-from tests.gateway.mcp_harness import call, serve, serve_in_gateway, text_of, with_client
+from tests.gateway.mcp_harness import (
+    CountingBridge,
+    call,
+    serve,
+    serve_in_gateway,
+    text_of,
+    with_client,
+)
 
 TOKEN = "t0k-" + "9" * 40
 ALL_TOOLS = frozenset({"read_file", "write_file", "list_files", "run", "finish"})
@@ -38,23 +44,6 @@ INITIALIZE = {
         "clientInfo": {"name": "attacker", "version": "0"},
     },
 }
-
-
-class CountingBridge(ToolBoxBridge):
-    """A ToolBoxBridge that counts what reached it (the server's token check comes first)."""
-
-    def __init__(self, toolbox: ToolBox, **kw: Any) -> None:
-        super().__init__(toolbox, **kw)
-        self.calls: list[str] = []
-        self.listed = 0
-
-    def list_tools(self) -> list[dict[str, Any]]:
-        self.listed += 1
-        return super().list_tools()
-
-    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(name)
-        return super().call_tool(name, arguments)
 
 
 @pytest.fixture
@@ -120,8 +109,13 @@ def test_a_request_without_the_token_is_401_and_reaches_nothing(
     url: str, bridge: CountingBridge, authorization: str | None
 ) -> None:
     headers = {} if authorization is None else {"Authorization": authorization}
-    for body in (INITIALIZE, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
-        response = post(url, body, **headers)
+    modern = {**headers, "MCP-Protocol-Version": "2026-07-28"}  # the library's other entry
+    for body, sent_headers in [
+        (INITIALIZE, headers),
+        ({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers),
+        ({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, modern),
+    ]:
+        response = post(url, body, **sent_headers)
         assert response.status_code == 401
         assert response.headers["www-authenticate"].startswith("Bearer")
         assert TOKEN not in response.text
@@ -155,10 +149,13 @@ def test_an_empty_token_is_refused_at_build_time(bridge: CountingBridge) -> None
         build_mcp_app(bridge, token="")
 
 
-def test_a_foreign_host_header_is_refused(url: str, bridge: CountingBridge) -> None:
+def test_a_foreign_host_or_origin_is_refused(url: str, bridge: CountingBridge) -> None:
     # DNS rebinding: a page on evil.example resolving to 127.0.0.1 still names its own host.
-    response = post(url, INITIALIZE, Authorization=f"Bearer {TOKEN}", Host="evil.example")
-    assert response.status_code in (400, 403, 421)
+    auth = f"Bearer {TOKEN}"
+    assert post(url, INITIALIZE, Authorization=auth, Host="evil.example").status_code == 421
+    assert (
+        post(url, INITIALIZE, Authorization=auth, Origin="http://evil.example").status_code == 403
+    )
     assert bridge.listed == 0
 
 
@@ -245,8 +242,10 @@ def test_arguments_that_are_not_an_object_do_not_break_the_server(url: str) -> N
         "params": {"name": "write_file", "arguments": ["path", "content"]},
     }
     response = post(url, bad, Authorization=auth, **{"MCP-Protocol-Version": "2025-06-18"})
-    assert response.status_code < 500
-    assert "error" in response.json() or response.json()["result"]["isError"]
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] == -32602  # invalid params, from the library
+    garbage = httpx.post(url, content=b"{not json", headers={"Authorization": auth}, timeout=30)
+    assert garbage.status_code == 400
     assert not call(url, TOKEN, "list_files", {}).is_error
 
 
@@ -283,6 +282,10 @@ class ExplodingBridge(CountingBridge):
     def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if name == "run":
             raise RuntimeError("disk on fire at /home/ci/.netrc")
+        if name == "list_files":
+            return {"files": {object()}}  # not JSON: a bridge bug, not the model's
+        if name == "request_approval":
+            raise Suspension("approval:push")
         return super().call_tool(name, arguments)
 
 
@@ -298,6 +301,12 @@ def test_a_bridge_that_raises_is_an_internal_error_and_the_server_keeps_working(
         assert text_of(result) == "internal: tool 'run' failed (RuntimeError); see the desk log"
         assert "netrc" not in text_of(result)
         assert "disk on fire" in caplog.text
+        unjson = call(url, TOKEN, "list_files", {})
+        assert unjson.is_error
+        assert text_of(unjson) == "internal: tool 'list_files' failed (TypeError); see the desk log"
+        suspended = call(url, TOKEN, "request_approval", {"reason": "push"})
+        assert suspended.is_error
+        assert text_of(suspended) == "suspended: waiting for approval:push"
         again = call(url, TOKEN, "write_file", {"path": "after.txt", "content": "fine"})
         assert not again.is_error
     assert (tree / "after.txt").read_text(encoding="utf-8") == "fine"
@@ -314,6 +323,31 @@ def test_denied_from_a_bridge_is_a_tool_error_too(tree: Path) -> None:
 
 
 # -- serving ------------------------------------------------------------------------------
+
+
+def test_served_on_a_unix_socket_as_the_sandbox_relay_reaches_it(
+    tree: Path, bridge: CountingBridge, tmp_path: Path
+) -> None:
+    socket_path = str(tmp_path / "gateway.sock")
+    with serve_in_gateway(build_mcp_app(bridge, token=TOKEN), uds=socket_path) as url:
+        result = call(
+            url, TOKEN, "write_file", {"path": "via-uds", "content": "u"}, uds=socket_path
+        )
+        assert not result.is_error, text_of(result)
+        refused = call(url, TOKEN, "read_file", {"path": "../x"}, uds=socket_path)
+        assert refused.is_error and text_of(refused).startswith("denied: ")
+        with pytest.raises(Exception, match="unhandled errors"):
+            call(url, "wrong", "write_file", {"path": "pwned", "content": "x"}, uds=socket_path)
+    assert (tree / "via-uds").read_text(encoding="utf-8") == "u"
+    assert not (tree / "pwned").exists()
+
+
+def test_a_get_is_405_at_once_rather_than_a_stream_held_open(url: str) -> None:
+    headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {TOKEN}"}
+    response = httpx.get(url, headers=headers, timeout=10)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST, DELETE"
+    assert httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=10).status_code == 401
 
 
 def test_requests_before_the_lifespan_is_entered_get_503(bridge: CountingBridge) -> None:
