@@ -133,7 +133,7 @@ def register(root: click.Group) -> None:
         """Take the highest-priority claimable brief this desk takes, run it, repeat.
 
         Exit codes: 0 done, 1 failed, 3 nothing claimable, 4 fenced, 7 paused,
-        65 bad input, 69 unavailable, 75 waiting, 77 denied.
+        65 bad input, 69 unavailable, 75 waiting, 77 denied, 78 no sandbox.
         """
         from assay.sandbox.shield import make_undumpable
 

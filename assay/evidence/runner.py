@@ -67,10 +67,17 @@ def is_secret_name(name: str) -> bool:
 def row_environment(
     base: Mapping[str, str] | None = None, *, keep: frozenset[str] = frozenset()
 ) -> dict[str, str]:
-    """``base`` (default: ours) without the variables a row must not see, plus NO_COLOR."""
+    """``base`` (default: ours) without the variables a row must not see (by name, or
+    because the value holds a withheld one: a token copied under a harmless name), plus
+    NO_COLOR."""
     source = os.environ if base is None else base
     declared = _declared_secret_names(source)
-    env = {k: v for k, v in source.items() if k in keep or not (is_secret_name(k) or k in declared)}
+    withheld = withheld_values(source)
+    env = {
+        k: v
+        for k, v in source.items()
+        if k in keep or not (is_secret_name(k) or k in declared or any(w in v for w in withheld))
+    }
     env.setdefault("NO_COLOR", "1")
     return env
 

@@ -135,7 +135,7 @@ class SandboxProcess:
         status: IO[bytes] | None = None,
     ) -> None:
         self.process = process
-        self.init = init
+        self.init = init  # a pidfd of the namespace's init
         self.status = status
         self.capture = capture
         self.sandboxed = sandboxed
@@ -189,6 +189,7 @@ class SandboxProcess:
             self.kill()
             code = self.process.wait()
             _await_exit(self.init, _NAMESPACE_GRACE_S)
+            self.init = None
             if self.status is not None:
                 self.status.close()
             self.capture.finish(_DRAIN_GRACE_S)
@@ -219,31 +220,34 @@ class SandboxProcess:
 
 
 def _namespace_init(stream: IO[bytes]) -> int | None:
-    """The pid (outside) of the namespace's init, from bwrap's first JSON status line.
+    """A pidfd of the namespace's init, from bwrap's first JSON status line (``child-pid``).
 
-    The stream stays open until the process ends: bwrap writes its exit status there too,
-    and a closed pipe would kill it with SIGPIPE."""
+    Opened at once, while bwrap still holds that child, so a reused pid cannot be mistaken
+    for it later. The stream stays open until the process ends: bwrap writes its exit
+    status there too, and a closed pipe would kill it with SIGPIPE."""
     line = stream.readline()
     try:
         pid = json.loads(line).get("child-pid")
     except ValueError:
         return None  # bwrap failed before it cloned: nothing to wait for
-    return pid if isinstance(pid, int) else None
-
-
-def _await_exit(pid: int | None, timeout_s: float) -> None:
-    """Wait until ``pid`` has exited; for a PID namespace's init that means every process
-    in it is gone (the kernel reaps them before init's own exit is reported)."""
-    if pid is None:
-        return
+    if not isinstance(pid, int):
+        return None
     try:
-        handle = os.pidfd_open(pid)
+        return os.pidfd_open(pid)
     except ProcessLookupError:
+        return None  # already gone
+
+
+def _await_exit(pidfd: int | None, timeout_s: float) -> None:
+    """Wait until the process behind ``pidfd`` has exited, then close it; for a PID
+    namespace's init that means every process in it is gone (the kernel kills and reaps
+    them before init's own exit is reported)."""
+    if pidfd is None:
         return
     try:
-        select.select([handle], [], [], timeout_s)
+        select.select([pidfd], [], [], timeout_s)
     finally:
-        os.close(handle)
+        os.close(pidfd)
 
 
 def start_sandboxed(
@@ -269,7 +273,7 @@ def start_sandboxed(
     if not argv:
         raise ValueError("start_sandboxed: empty argv")
     environment = dict(env)
-    full, status, unstartable = list(argv), None, False
+    full, status, status_writer = list(argv), None, None
     if spec.isolation == "on":
         environment.update(HOME=HOME, TMPDIR="/tmp")
         environment["PATH"] = toolchain_path(spec.toolchains, environment.get("PATH", os.defpath))
@@ -279,28 +283,9 @@ def start_sandboxed(
             executable, full, cwd=cwd, spec=spec, gateway=gateway, status_fd=status_writer
         )
     try:
-        process = subprocess.Popen(
-            full,
-            cwd=cwd,
-            env=environment,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            pass_fds=() if status is None else (status_writer,),
-        )
-    except OSError as exc:
-        # Reported like any other run (exit 127, the reason as output), never raised.
-        unstartable = True
-        process = subprocess.Popen(
-            ["/bin/sh", "-c", 'printf "%s\\n" "$1"; exit 127', "sh", f"cannot start: {exc}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        process, started = _spawn(full, cwd, environment, stdin is not None, status_writer)
     finally:
-        if status is not None:
+        if status_writer is not None:
             os.close(status_writer)
     status_stream = os.fdopen(status, "rb") if status is not None else None
     init = _namespace_init(status_stream) if status_stream is not None else None
@@ -316,12 +301,41 @@ def start_sandboxed(
         init=init,
         status=status_stream,
     )
-    handle.unstartable = unstartable
+    handle.unstartable = not started
     return handle
 
 
+def _spawn(
+    argv: list[str], cwd: Path, env: dict[str, str], piped: bool, status_fd: int | None
+) -> tuple[subprocess.Popen[bytes], bool]:
+    """The process (its own session and group), and whether ``argv`` could be started; one
+    that cannot is reported like any other run (exit 127, the reason as output)."""
+    try:
+        process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=() if status_fd is None else (status_fd,),
+        )
+        return process, True
+    except OSError as exc:
+        failed = subprocess.Popen(
+            ["/bin/sh", "-c", 'printf "%s\\n" "$1"; exit 127', "sh", f"cannot start: {exc}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        return failed, False
+
+
 def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
-    assert process.stdin is not None
+    if process.stdin is None:
+        return  # the program could not be started: nothing reads
     with contextlib.suppress(OSError):
         process.stdin.write(data)
     with contextlib.suppress(OSError):

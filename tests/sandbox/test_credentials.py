@@ -12,7 +12,6 @@ from assay.evidence.records import gate_key
 from assay.github.target import resolve_target
 from assay.journal import secrets_from_env
 from assay.plumbing import run_git
-from assay.sandbox.shield import is_dumpable
 
 HEADER = "http.https://git.example/.extraHeader"
 VALUE = "Authorization: Basic Y2FuYXJ5LWNyZWQ="
@@ -69,4 +68,11 @@ def test_the_supervisor_can_make_itself_undumpable() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert is_dumpable()  # the flag is per process: this test process is untouched
+
+
+def test_a_row_never_gets_a_secret_copied_under_a_harmless_name() -> None:
+    from assay.evidence.runner import row_environment
+
+    source = {"GITHUB_TOKEN": "canary-token-1234", "GH_COPY": "x canary-token-1234", "LANG": "C"}
+    env = row_environment(source)
+    assert "GITHUB_TOKEN" not in env and "GH_COPY" not in env and env["LANG"] == "C"

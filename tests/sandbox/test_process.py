@@ -26,6 +26,7 @@ from assay.sandbox import (
     start_sandboxed,
 )
 from assay.sandbox.bwrap import bwrap_argv, require_sandbox
+from tests.forge_fixtures import wait_until
 
 PY = sys.executable
 RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
@@ -259,3 +260,60 @@ def test_missing_or_broken_bubblewrap_is_a_typed_error_saying_how_to_fix(
     # Declared unsandboxed, it runs without bubblewrap, and says so.
     result = run(tmp_path, ["/bin/echo", "bare"], spec=SandboxSpec(network="host", isolation="off"))
     assert result.output() == "bare\n" and not result.sandboxed  # type: ignore[attr-defined]
+
+
+def test_the_supervisors_git_and_journal_stay_read_only_inside(tmp_path: Path) -> None:
+    # The supervisor runs git in this tree with credentials in its environment: a hook or a
+    # core.fsmonitor planted in .git would run outside the sandbox.
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".assay" / "journal").mkdir(parents=True)
+    config_before = (tmp_path / ".git" / "config").read_text()
+    script = (
+        "echo 'touch pwned' > .git/hooks/post-commit || echo hook-refused; "
+        "git config core.fsmonitor 'touch pwned' || echo config-refused; "
+        "echo forged > .assay/journal/000001.jsonl || echo journal-refused; "
+        "echo fine > work.txt"
+    )
+    result = run(tmp_path, ["/bin/sh", "-c", script])
+    output = result.output()  # type: ignore[attr-defined]
+    assert "hook-refused" in output and "config-refused" in output
+    assert "journal-refused" in output and (tmp_path / "work.txt").read_text() == "fine\n"
+    assert not (tmp_path / ".git" / "hooks" / "post-commit").exists()
+    assert (tmp_path / ".git" / "config").read_text() == config_before
+    assert not (tmp_path / ".assay" / "journal" / "000001.jsonl").exists()
+
+
+def test_a_program_that_cannot_start_unsandboxed_is_a_result_too(tmp_path: Path) -> None:
+    result = run(
+        tmp_path,
+        [str(tmp_path / "absent")],
+        spec=SandboxSpec(network="host", isolation="off"),
+        stdin=b"ignored",
+    )
+    assert result.exit == 127 and not result.started  # type: ignore[attr-defined]
+    assert "cannot start" in result.output()  # type: ignore[attr-defined]
+
+
+def test_a_long_running_process_logs_its_output_and_is_waited_for_in_slices(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "agent.log"
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    process = start_sandboxed(
+        ["/bin/sh", "-c", "echo first; while [ ! -e go ]; do :; done; echo second; exit 3"],
+        cwd=tree,
+        env=sandbox_environment(),
+        spec=SandboxSpec(),
+        timeout_s=None,
+        max_output_bytes=1000,
+        output_log=log,
+    )
+    with process:
+        wait_until(lambda: log.exists() and "first" in log.read_text(), what="the first line")
+        assert process.wait(0.05) is None  # still running: the wait gave up, nothing killed
+        (tree / "go").touch()
+        assert process.wait(30) == 3
+    result = process.result()
+    assert result.exit == 3 and result.output() == "first\nsecond\n"
+    assert log.read_text() == "first\nsecond\n"
