@@ -304,23 +304,26 @@ class CliRun:
         self.profile = cli_profile(desk)
         self.toolbox = ToolBox(worktree, desk.tool_policy(), withheld=secrets)
         self.finish: dict[str, Any] | None = None
-        self.calls_made = 0
 
     def descriptors(self) -> list[dict[str, Any]]:
         from assay.gateway.mcp import desk_tool_descriptors
 
         return desk_tool_descriptors(self.toolbox, approval=True, steering=True)
 
-    def session(self, brief: Any) -> CliOutcome:
-        descriptors = self.descriptors()
-        offered = [d["name"] for d in descriptors]
+    def gateway(self, descriptors: list[dict[str, Any]]) -> Gateway:
+        """A gateway for this session, with the desk's MCP tools when the CLI takes them."""
         gateway = Gateway()
         if self.profile.mcp:
             from assay.gateway.mcp import build_mcp_app
 
-            gateway.mcp_app = build_mcp_app(
-                RunBridge(gateway.calls, descriptors), token=gateway.token
-            )
+            bridge = RunBridge(gateway.calls, descriptors)
+            gateway.mcp_app = build_mcp_app(bridge, token=gateway.token)
+        return gateway
+
+    def session(self, brief: Any) -> CliOutcome:
+        descriptors = self.descriptors()
+        offered = [d["name"] for d in descriptors]
+        gateway = self.gateway(descriptors)
         upstream = Upstream(self.desk.model, source=self.desk.source)
         handler: CallHandler
         wire = WireSession(self.run, difference=lambda rec, req: handler.difference(rec, req))
@@ -331,32 +334,9 @@ class CliRun:
             allowed=lambda name: tool_allowed(name, self.desk.tools, offered),
             normalise_extra=self.profile.normalise,
         )
-        prompt = brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else "")
-        spec = self.desk.sandbox_spec()
-        sandboxed = spec.isolation == "on"
         try:
             with gateway, cli_home(self.worktree) as outside:
-                # In the sandbox HOME is its private /tmp/home; the relay there listens on
-                # the gateway's own port, so the CLI uses the same URL inside and out.
-                home = Path(SANDBOX_HOME) if sandboxed else outside
-                launch = self.profile.launch(
-                    command=self.desk.cli.command,
-                    workdir=self.worktree,
-                    home=home,
-                    gateway_url=gateway.url,
-                    token=gateway.token,
-                    model=self.desk.model.model,
-                    prompt=prompt,
-                    tools=list(self.desk.tools),
-                    mcp_url=gateway.mcp_url,
-                )
-                process = launch_cli(
-                    launch,
-                    cwd=self.worktree,
-                    home=home,
-                    spec=spec if sandboxed else None,
-                    gateway=GatewayEndpoint(gateway.socket_path, gateway.port),
-                )
+                process = self.launch(brief, gateway, outside)
                 try:
                     code = self.serve(process, gateway, handler, wire)
                 finally:
@@ -372,6 +352,32 @@ class CliRun:
             )
         wire.close()
         return CliOutcome(code, output, self.finish)
+
+    def launch(self, brief: Any, gateway: Gateway, outside: Path) -> CliProcess | SandboxedCli:
+        """Start the CLI through its profile, in the desk's sandbox unless it is off."""
+        spec = self.desk.sandbox_spec()
+        sandboxed = spec.isolation == "on"
+        # In the sandbox HOME is its private /tmp/home; the relay there listens on the
+        # gateway's own port, so the CLI uses the same URL inside and out.
+        home = Path(SANDBOX_HOME) if sandboxed else outside
+        launch = self.profile.launch(
+            command=self.desk.cli.command,
+            workdir=self.worktree,
+            home=home,
+            gateway_url=gateway.url,
+            token=gateway.token,
+            model=self.desk.model.model,
+            prompt=brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else ""),
+            tools=list(self.desk.tools),
+            mcp_url=gateway.mcp_url,
+        )
+        return launch_cli(
+            launch,
+            cwd=self.worktree,
+            home=home,
+            spec=spec if sandboxed else None,
+            gateway=GatewayEndpoint(gateway.socket_path, gateway.port),
+        )
 
     def serve(
         self,
