@@ -185,12 +185,25 @@ def _launch_sandboxed(
 
 def _program_roots(program: Path) -> list[Path]:
     """What a CLI's program needs to be visible: its ``node_modules`` (an npm CLI runs
-    files, and native binaries, of other packages there), else its own directory."""
+    files, and native binaries, of other packages there), its virtual environment (a
+    PyPI CLI), else its own directory."""
     real = program.resolve()
     for parent in real.parents:
         if parent.name == "node_modules":
             return [parent, program.parent]
+    venv = program.parent.parent
+    if (venv / "pyvenv.cfg").is_file():
+        return [venv, *_interpreter_roots(venv)]
     return [real.parent, program.parent]
+
+
+def _interpreter_roots(venv: Path) -> list[Path]:
+    """The base interpreter's prefix a virtual environment points at (``home =``)."""
+    for line in (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return [Path(value.strip()).resolve().parent]
+    return []
 
 
 class SandboxedCli:

@@ -249,8 +249,6 @@ class ToolBox:
         return {"finished": True, "summary": summary, "evidence": evidence}
 
 
-
-
 def _spec(name: str, policy: ToolPolicy) -> dict[str, Any]:
     def function(
         description: str, properties: dict[str, Any], required: list[str]
