@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import json
 import os
 import queue
@@ -45,7 +44,6 @@ from assay.sandbox import GatewayEndpoint, SandboxSpec, start_sandboxed
 from assay.sandbox.bwrap import HOME as SANDBOX_HOME
 
 OUTPUT_TAIL = 4_000
-PR_SET_PDEATHSIG = 1
 FINISH_HINT = (
     "\n\nWhen the brief is done, call the `finish` tool of the `assay` MCP server with a short "
     "`summary` and, for each verify row, an `evidence` item {row, result: pass|fail, note}."
@@ -129,16 +127,28 @@ def launch_cli(
         Path(path).write_bytes(data)
     log = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the CliProcess
     popen = subprocess.Popen(
-        list(launch.argv),
+        [sys.executable, "-c", DIE_WITH_PARENT, *launch.argv],
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
     )
     return CliProcess(popen, log)
+
+
+# Unsandboxed, the CLI is exec'd by this prelude: SIGKILL when the desk dies (the kernel's
+# PR_SET_PDEATHSIG, kept across exec), so a crashed desk leaves no CLI working in the tree
+# the next holder takes over. (A preexec_fn would run in a child forked from a process
+# with threads: the gateway's.)
+DIE_WITH_PARENT = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+if os.getppid() == 1:
+    os._exit(1)
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
 
 
 def _check_files(launch: Any, home: Path) -> None:
@@ -222,15 +232,6 @@ class SandboxedCli:
     def tail(self) -> str:
         result = self.process.result()
         return str((result.head + result.tail).decode("utf-8", "replace"))[-OUTPUT_TAIL:]
-
-
-def _die_with_parent() -> None:
-    """In the child: SIGKILL when the desk dies, so a crashed desk leaves no CLI working
-    in the tree the next holder takes over (the kernel's PR_SET_PDEATHSIG)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:  # the desk died before prctl took effect
-        os._exit(1)
 
 
 @contextlib.contextmanager

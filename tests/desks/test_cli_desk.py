@@ -146,3 +146,14 @@ def test_a_tool_whose_output_changes_on_resume_diverges(
         assert paid == 4  # the diverged call and the refused one were paid; the first replayed
         (diverged,) = [e for e in world.journal("drift").entries if e["kind"] == "diverged"]
         assert diverged["field"].startswith("messages[2].content[0].content: recorded")
+
+
+def test_an_unsandboxed_cli_desk_runs(world: World, upstream_key: None) -> None:
+    world.add_briefs(brief_text("plain"))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake, sandbox={"isolation": "off", "network": "host"})
+        done = world.desk("cli", "--once")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert fake.count == 3 and "hello.txt" in world.tree("plain")
+    (start,) = [e for e in world.journal("plain").entries if e["kind"] == "start"]
+    assert start["sandbox"]["sandboxed"] is False  # recorded as unsandboxed
