@@ -322,3 +322,13 @@ def test_a_retry_after_is_honoured_and_the_call_succeeds(tmp_path: Path) -> None
     with WireFake(SCRIPT, fail_first=1, fail_status=429, retry_after="0") as fake:
         outcome = drive(tmp_path / "j", fake, api="anthropic", cwd=tmp_path / "a")
         assert outcome.error is None and fake.failures_sent == 1 and fake.count == 3
+
+
+def test_an_upstream_refusing_the_key_is_denied_naming_the_variable(tmp_path: Path) -> None:
+    with WireFake(SCRIPT, fail_first=1, fail_status=401) as fake:
+        outcome = drive(tmp_path / "j", fake, api="openai-chat", cwd=tmp_path / "a")
+        assert fake.failures_sent == 1 and fake.count == 0  # not retried
+    assert isinstance(outcome.error, Denied) and outcome.error.code == 77
+    assert "refused the credentials (HTTP 401)" in outcome.error.message
+    assert f"${KEY_ENV}" in outcome.error.message and KEY not in outcome.error.message
+    assert not wire_entries(tmp_path / "j")
