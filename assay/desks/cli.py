@@ -38,6 +38,7 @@ from assay.errors import AssayError, BadInput, Denied, Failed, Suspended, Suspen
 from assay.gateway.calls import CallHandler, tool_allowed
 from assay.gateway.server import Gateway, ModelCall
 from assay.gateway.upstream import Upstream
+from assay.journal.redact import REDACTED
 from assay.plumbing import run_git
 from assay.runtime.wire import WireSession
 from assay.sandbox import GatewayEndpoint, SandboxSpec, start_sandboxed
@@ -356,7 +357,8 @@ class CliRun:
                 finally:
                     process.kill()
                     _refuse_waiting(gateway.calls)
-                output = process.tail()
+                # The run's token is dead once the gateway stops; still, never record it.
+                output = process.tail().replace(gateway.token, REDACTED)
         finally:
             upstream.close()
         if handler.calls == 0 and code != 0:
