@@ -50,14 +50,23 @@ def _emit(payload: dict[str, Any]) -> None:
     type=click.Path(file_okay=False, path_type=Path),
 )
 @click.option("--force", is_flag=True, help="Overwrite files that differ from the starter set.")
+@click.option(
+    "--cli",
+    "cli",
+    type=click.Choice(["claude-code", "codex"]),
+    default=None,
+    help="Also write a desk running this agent CLI (desks/<name>.yaml, kind: cli).",
+)
 @json_option
-def init_command(directory: Path, force: bool, as_json: bool) -> None:
+def init_command(directory: Path, force: bool, cli: str | None, as_json: bool) -> None:
     """Write desks/, briefs/, sweepers/, board_templates/ and .github/workflows/ into DIRECTORY.
 
     Refuses (exit 65, naming the file, writing nothing) when a file already exists with other
-    content, unless --force is given. Files already identical are left alone.
+    content, unless --force is given. Files already identical are left alone. With --cli, the
+    desk workflow installs that CLI and hands it the model key's repository secret through
+    the model gateway only (docs/agent-clis.md).
     """
-    result = init_repository(directory, force=force)
+    result = init_repository(directory, force=force, cli=cli)
     if as_json:
         _emit({"target": str(directory), "files": result.rows(), "secrets": [_GATE_SECRET]})
         return

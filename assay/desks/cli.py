@@ -15,13 +15,15 @@ no process. ``launch_cli`` is the one place a CLI process is started.
 
 from __future__ import annotations
 
+import base64
 import contextlib
-import ctypes
+import json
 import os
 import queue
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -36,11 +38,13 @@ from assay.errors import AssayError, BadInput, Denied, Failed, Suspended, Suspen
 from assay.gateway.calls import CallHandler, tool_allowed
 from assay.gateway.server import Gateway, ModelCall
 from assay.gateway.upstream import Upstream
+from assay.journal.redact import REDACTED
 from assay.plumbing import run_git
 from assay.runtime.wire import WireSession
+from assay.sandbox import GatewayEndpoint, SandboxSpec, start_sandboxed
+from assay.sandbox.bwrap import HOME as SANDBOX_HOME
 
 OUTPUT_TAIL = 4_000
-PR_SET_PDEATHSIG = 1
 FINISH_HINT = (
     "\n\nWhen the brief is done, call the `finish` tool of the `assay` MCP server with a short "
     "`summary` and, for each verify row, an `evidence` item {row, result: pass|fail, note}."
@@ -95,42 +99,140 @@ class CliProcess:
         return self.log.read().decode("utf-8", "replace")
 
 
-def launch_cli(launch: Any, *, cwd: Path, home: Path) -> CliProcess:
+def launch_cli(
+    launch: Any,
+    *,
+    cwd: Path,
+    home: Path,
+    spec: SandboxSpec | None = None,
+    gateway: GatewayEndpoint | None = None,
+) -> CliProcess | SandboxedCli:
     """Start ``launch.argv`` in ``cwd`` with an environment built from scratch: the
-    profile's variables plus PATH, HOME and LANG, never the desk's own (its keys)."""
-    for path, data in (launch.files or {}).items():
-        target = Path(path)
-        if home.resolve() not in target.resolve().parents:
-            raise BadInput(f"a profile wrote {target} outside the CLI's home")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+    profile's variables plus PATH, HOME and LANG, never the desk's own (its keys).
+
+    With a ``spec`` whose isolation is on, in the sandbox (``assay.sandbox``): its HOME
+    (``home`` must be the sandbox's) is a private tmpfs, so the profile's files are written
+    there by a bootstrap that then execs the CLI; the network is the gateway's relay only.
+    """
+    _check_files(launch, home)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
         "LANG": os.environ.get("LANG", "C.UTF-8"),
         **launch.env,
     }
+    if spec is not None and spec.isolation == "on":
+        return _launch_sandboxed(launch, cwd=cwd, env=env, spec=spec, gateway=gateway)
+    for path, data in (launch.files or {}).items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
     log = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the CliProcess
     popen = subprocess.Popen(
-        list(launch.argv),
+        [sys.executable, "-c", DIE_WITH_PARENT, *launch.argv],
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
     )
     return CliProcess(popen, log)
 
 
-def _die_with_parent() -> None:
-    """In the child: SIGKILL when the desk dies, so a crashed desk leaves no CLI working
-    in the tree the next holder takes over (the kernel's PR_SET_PDEATHSIG)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:  # the desk died before prctl took effect
-        os._exit(1)
+# Unsandboxed, the CLI is exec'd by this prelude: SIGKILL when the desk dies (the kernel's
+# PR_SET_PDEATHSIG, kept across exec), so a crashed desk leaves no CLI working in the tree
+# the next holder takes over. (A preexec_fn would run in a child forked from a process
+# with threads: the gateway's.)
+DIE_WITH_PARENT = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+if os.getppid() == 1:
+    os._exit(1)
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
+def _check_files(launch: Any, home: Path) -> None:
+    for path in launch.files or {}:
+        if home.resolve() not in Path(path).resolve().parents:
+            raise BadInput(f"a profile wrote {path} outside the CLI's home")
+
+
+# Inside the sandbox: write the profile's files (JSON in $ASSAY_CLI_FILES, never on a
+# command line: an MCP config holds the token), then become the CLI.
+BOOTSTRAP = """import base64, json, os, sys
+for path, data in json.loads(os.environ.pop("ASSAY_CLI_FILES")).items():
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.write(base64.b64decode(data))
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
+def _launch_sandboxed(
+    launch: Any,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    spec: SandboxSpec,
+    gateway: GatewayEndpoint | None,
+) -> SandboxedCli:
+    files = {str(p): base64.b64encode(d).decode() for p, d in (launch.files or {}).items()}
+    env["ASSAY_CLI_FILES"] = json.dumps(files)
+    program = shutil.which(launch.argv[0], path=env["PATH"]) or launch.argv[0]
+    spec = spec.with_read_only(*_program_roots(Path(program)))
+    argv = [sys.executable, "-c", BOOTSTRAP, *launch.argv]
+    process = start_sandboxed(
+        argv,
+        cwd=cwd,
+        env=env,
+        spec=spec,
+        timeout_s=None,
+        max_output_bytes=2 * OUTPUT_TAIL,
+        gateway=gateway,
+    )
+    return SandboxedCli(process)
+
+
+def _program_roots(program: Path) -> list[Path]:
+    """What a CLI's program needs to be visible: its ``node_modules`` (an npm CLI runs
+    files, and native binaries, of other packages there), its virtual environment (a
+    PyPI CLI), else its own directory."""
+    real = program.resolve()
+    for parent in real.parents:
+        if parent.name == "node_modules":
+            return [parent, program.parent]
+    venv = program.parent.parent
+    if (venv / "pyvenv.cfg").is_file():
+        return [venv, *_interpreter_roots(venv)]
+    return [real.parent, program.parent]
+
+
+def _interpreter_roots(venv: Path) -> list[Path]:
+    """The base interpreter's prefix a virtual environment points at (``home =``)."""
+    for line in (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return [Path(value.strip()).resolve().parent]
+    return []
+
+
+class SandboxedCli:
+    """A CLI started by ``start_sandboxed``: the same shape as ``CliProcess``."""
+
+    def __init__(self, process: Any) -> None:
+        self.process = process
+
+    def poll(self) -> int | None:
+        return self.process.poll()  # type: ignore[no-any-return]
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+    def tail(self) -> str:
+        result = self.process.result()
+        return str((result.head + result.tail).decode("utf-8", "replace"))[-OUTPUT_TAIL:]
 
 
 @contextlib.contextmanager
@@ -217,23 +319,26 @@ class CliRun:
         self.profile = cli_profile(desk)
         self.toolbox = ToolBox(worktree, desk.tool_policy(), withheld=secrets)
         self.finish: dict[str, Any] | None = None
-        self.calls_made = 0
 
     def descriptors(self) -> list[dict[str, Any]]:
         from assay.gateway.mcp import desk_tool_descriptors
 
         return desk_tool_descriptors(self.toolbox, approval=True, steering=True)
 
-    def session(self, brief: Any) -> CliOutcome:
-        descriptors = self.descriptors()
-        offered = [d["name"] for d in descriptors]
+    def gateway(self, descriptors: list[dict[str, Any]]) -> Gateway:
+        """A gateway for this session, with the desk's MCP tools when the CLI takes them."""
         gateway = Gateway()
         if self.profile.mcp:
             from assay.gateway.mcp import build_mcp_app
 
-            gateway.mcp_app = build_mcp_app(
-                RunBridge(gateway.calls, descriptors), token=gateway.token
-            )
+            bridge = RunBridge(gateway.calls, descriptors)
+            gateway.mcp_app = build_mcp_app(bridge, token=gateway.token)
+        return gateway
+
+    def session(self, brief: Any) -> CliOutcome:
+        descriptors = self.descriptors()
+        offered = [d["name"] for d in descriptors]
+        gateway = self.gateway(descriptors)
         upstream = Upstream(self.desk.model, source=self.desk.source)
         handler: CallHandler
         wire = WireSession(self.run, difference=lambda rec, req: handler.difference(rec, req))
@@ -244,27 +349,16 @@ class CliRun:
             allowed=lambda name: tool_allowed(name, self.desk.tools, offered),
             normalise_extra=self.profile.normalise,
         )
-        prompt = brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else "")
         try:
-            with gateway, cli_home(self.worktree) as home:
-                launch = self.profile.launch(
-                    command=self.desk.cli.command,
-                    workdir=self.worktree,
-                    home=home,
-                    gateway_url=gateway.url,
-                    token=gateway.token,
-                    model=self.desk.model.model,
-                    prompt=prompt,
-                    tools=list(self.desk.tools),
-                    mcp_url=gateway.mcp_url,
-                )
-                process = launch_cli(launch, cwd=self.worktree, home=home)
+            with gateway, cli_home(self.worktree) as outside:
+                process = self.launch(brief, gateway, outside)
                 try:
                     code = self.serve(process, gateway, handler, wire)
                 finally:
                     process.kill()
                     _refuse_waiting(gateway.calls)
-                output = process.tail()
+                # The run's token is dead once the gateway stops; still, never record it.
+                output = process.tail().replace(gateway.token, REDACTED)
         finally:
             upstream.close()
         if handler.calls == 0 and code != 0:
@@ -275,8 +369,38 @@ class CliRun:
         wire.close()
         return CliOutcome(code, output, self.finish)
 
+    def launch(self, brief: Any, gateway: Gateway, outside: Path) -> CliProcess | SandboxedCli:
+        """Start the CLI through its profile, in the desk's sandbox unless it is off."""
+        spec = self.desk.sandbox_spec()
+        sandboxed = spec.isolation == "on"
+        # In the sandbox HOME is its private /tmp/home; the relay there listens on the
+        # gateway's own port, so the CLI uses the same URL inside and out.
+        home = Path(SANDBOX_HOME) if sandboxed else outside
+        launch = self.profile.launch(
+            command=self.desk.cli.command,
+            workdir=self.worktree,
+            home=home,
+            gateway_url=gateway.url,
+            token=gateway.token,
+            model=self.desk.model.model,
+            prompt=brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else ""),
+            tools=list(self.desk.tools),
+            mcp_url=gateway.mcp_url,
+        )
+        return launch_cli(
+            launch,
+            cwd=self.worktree,
+            home=home,
+            spec=spec if sandboxed else None,
+            gateway=GatewayEndpoint(gateway.socket_path, gateway.port),
+        )
+
     def serve(
-        self, process: CliProcess, gateway: Gateway, handler: CallHandler, wire: WireSession
+        self,
+        process: CliProcess | SandboxedCli,
+        gateway: Gateway,
+        handler: CallHandler,
+        wire: WireSession,
     ) -> int:
         deadline = time.monotonic() + float(self.desk.cli.timeout_s)
         while True:

@@ -166,6 +166,20 @@ def lock_workdir(workroot: Path, brief: str) -> tuple[Path, IO[bytes]]:
     raise Internal(f"{workroot}: cannot lock a work directory for {brief}")
 
 
+def clear_stale_git_locks(workdir: Path) -> None:
+    """Remove the ``*.lock`` files a SIGKILLed git left in a work directory's repository.
+
+    Only the holder of the work directory's flock (``lock_workdir``) runs git there, so
+    once this process holds it any lock file is a dead process's, and would make every
+    commit of the new holder fail."""
+    git_dir = workdir / ".git"
+    if not git_dir.is_dir():
+        return
+    for stale in [*git_dir.glob("*.lock"), *(git_dir / "refs").rglob("*.lock")]:
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+
+
 def last_line_sum(journal_dir: Path) -> str | None:
     """The ``sum`` of the last complete line of a journal directory's newest segment."""
     segments = sorted(journal_dir.glob("*.jsonl")) if journal_dir.exists() else []
@@ -242,6 +256,7 @@ class Session:
         identity = Identity.for_holder(desk.name, holder)
         workdir, lock = lock_workdir(workroot, brief.id)
         try:
+            clear_stale_git_locks(workdir)
             return cls._open(forge, brief, claim, desk, store, workdir, identity, lock)
         except BaseException:
             lock.close()
@@ -261,7 +276,7 @@ class Session:
     ) -> Session:
         sync = BranchSync(forge, brief.id, workdir=workdir, identity=identity)
         worktree = sync.checkout()
-        if desk.kind in ("agent", "command") and desk.sandbox_spec().isolation == "on":
+        if desk.kind in ("agent", "command", "cli") and desk.sandbox_spec().isolation == "on":
             require_sandbox()  # SandboxUnavailable (78), saying how to fix, before any work
         secrets = session_secrets(forge, desk)
         hooks = DeskHooks(
@@ -368,7 +383,7 @@ class Session:
         # Agent and command desks run agent-chosen code: the journal says how it was confined.
         start = (
             {"sandbox": self.desk.sandbox_spec().to_json()}
-            if self.desk.kind in ("agent", "command")
+            if self.desk.kind in ("agent", "command", "cli")
             else {}
         )
         return {

@@ -21,6 +21,7 @@ from assay.errors import BadInput
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 _RENAMED = {"workflows": ".github/workflows"}
+CLI_DESKS = ("claude-code", "codex")  # templates/cli/<profile>.yaml, written with --cli
 
 
 @dataclass
@@ -47,15 +48,28 @@ def starter_files() -> dict[str, Path]:
             continue
         relative = source.relative_to(TEMPLATES).as_posix()
         top, _, rest = relative.partition("/")
+        if top == "cli":  # agent CLI desks: only when asked for (cli_desk_file)
+            continue
         plan[f"{_RENAMED.get(top, top)}/{rest}"] = source
     return plan
 
 
-def init_repository(target: Path, *, force: bool = False) -> InitResult:
-    """Write the starter set into ``target``; ``BadInput`` names the first file in the way."""
+def cli_desk_file(profile: str) -> tuple[str, Path]:
+    """``(desks/<profile>.yaml, its template)`` for ``assay init --cli PROFILE``."""
+    if profile not in CLI_DESKS:
+        raise BadInput(f"--cli: no starter desk for {profile!r} (known: {', '.join(CLI_DESKS)})")
+    return f"desks/{profile}.yaml", TEMPLATES / "cli" / f"{profile}.yaml"
+
+
+def init_repository(target: Path, *, force: bool = False, cli: str | None = None) -> InitResult:
+    """Write the starter set into ``target`` (with ``cli``, also that agent CLI's desk);
+    ``BadInput`` names the first file in the way."""
     if target.exists() and not target.is_dir():
         raise BadInput(f"{target}: not a directory")
     plan = starter_files()
+    if cli is not None:
+        relative, source = cli_desk_file(cli)
+        plan[relative] = source
     result = InitResult(target=target)
     pending: list[tuple[str, Path, bool]] = []
     for relative, source in plan.items():

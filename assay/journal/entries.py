@@ -113,6 +113,7 @@ class StepIntent(Entry):
     stream: bool | None = None
     digest: str | None = None
     req: str | None = None
+    turn: bool | None = None  # a conversation turn (steering may be delivered with it)
     steer: Any = None
 
 

@@ -8,10 +8,12 @@ normalised request; a tool call's, its canonical arguments) instead of by strict
 
 - a call equal to a pending recorded one takes that one's position: replayed when the
   journal holds its result, run live (reusing its intent) when it was in flight;
-- when nothing pending matches but something is pending, the session has diverged: a
-  ``diverged`` entry at the first pending position naming the first differing field
-  (``on_divergence: fork``, then the call runs live), else ``Diverged`` (exit 5);
-- when nothing is pending, the call runs live at the next position.
+- when nothing pending matches but a call is pending that must be made again, the session
+  has diverged: a ``diverged`` entry at the first such position naming the first
+  differing field (``on_divergence: fork``, then the call runs live), else ``Diverged``
+  (exit 5). Side requests (model calls recorded with ``turn: false``: no tools, or a token
+  count) need not be made again: a CLI that skips one is not diverging;
+- otherwise the call runs live at the next position after every recorded one.
 
 A session occupies the positions from the one after ``run.pos`` at its start up to the
 position of its end step (``compute:cli.exit``): after ``close()`` the run continues
@@ -20,7 +22,8 @@ forwarded (intent journaled, work tree and journal pushed) and again after its a
 recorded, so a crash costs at most the call in flight.
 
 Journal entries of a model call (``step: model``, ``name: wire``): the intent carries
-``api``, ``route``, ``digest``, ``stream``, ``in`` (the context node: request items
+``api``, ``route``, ``digest``, ``stream``, ``turn`` (a conversation turn, not a side
+request), ``in`` (the context node: request items
 content-addressed, each stored once, the node naming the longest recorded prefix as its
 ``base``), ``req`` (a blob of the request without its items) and ``steer`` (steering
 events delivered with it); the result carries ``out`` (a blob of the raw response bytes:
@@ -120,10 +123,12 @@ class WireSession:
                 del self.pending[pos]
                 self.top = max(self.top, pos)
                 return pos, rec
-        if self.pending:
-            first = min(self.pending)
+        expected = [p for p in sorted(self.pending) if _awaited(self.pending[p])]
+        if expected:
+            first = expected[0]
             self._diverge(first, self.pending[first], label, describe(self.pending[first]))
-        self.top += 1
+        # Past every recorded position: a side request still pending keeps its own.
+        self.top = max([self.top, *self.pending]) + 1
         return self.top, None
 
     def _diverge(self, pos: int, rec: Recorded, requested: str, field: str) -> None:
@@ -146,9 +151,11 @@ class WireSession:
     def close(self) -> None:
         """The program ended: recorded calls it did not make are a divergence; then the
         run continues positionally after the session."""
-        if self.pending:
-            first = min(self.pending)
+        expected = [p for p in sorted(self.pending) if _awaited(self.pending[p])]
+        if expected:
+            first = expected[0]
             self._diverge(first, self.pending[first], "the end of the session", "")
+        self.top = max([self.top, *self.pending])  # side requests not sent again are skipped
         self.run.pos = self.top
 
     # --------------------------------------------------------------- tool steps
@@ -296,6 +303,7 @@ class WireSession:
             digest=request.digest,
             stream=request.stream,
             req=req,
+            turn=request.steerable,
             context=node,
             blobs=tuple(blobs),
             steer=[e.to_json() for e in steer] if steer else None,
@@ -397,6 +405,12 @@ def first_difference(recorded: Any, current: Any, path: str = "") -> str | None:
             return f"{path}[{min(len(recorded), len(current))}]"
         return None
     return None if recorded == current else (path or "(the body)")
+
+
+def _awaited(rec: Recorded) -> bool:
+    """Whether a recorded call must be made again: everything but a model call that was a
+    side request (``turn: false``: a title, a token count), which a CLI may skip."""
+    return not (rec.label == WIRE and (rec.intent or {}).get("turn") is False)
 
 
 def _args_difference(rec: Recorded, args: dict[str, Any]) -> str:

@@ -49,6 +49,7 @@ def add_cli_desk(
         "model": {**model, "attempts": 2, "backoff_s": 0},
         "tools": ["Write", "Bash"],
         "lease": 30,
+        "sandbox": {"read_only": [str(AGENT.parent)]},  # the agent script, in bubblewrap
         **extra,
     }
     (world.desks / "cli.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")

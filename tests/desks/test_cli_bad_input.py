@@ -3,6 +3,7 @@ the desk file and field, and nothing half-written (no branch, or a journal that 
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -108,3 +109,18 @@ def test_an_upstream_that_fails_is_unavailable_naming_the_model(
     assert "cli.yaml: model: upstream-model" in out
     journal = world.journal("b1")
     assert not [e for e in journal.entries if e.get("name") == "wire" and e["status"] == "ok"]
+
+
+def test_a_git_lock_left_by_a_killed_holder_does_not_stop_the_next(
+    world: World, upstream_key: None
+) -> None:
+    world.add_briefs(brief_text("b1"))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake)
+        work = world.root / "machine-a" / "work" / "cli" / "b1"
+        (work / ".git").mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(work)], check=True)
+        (work / ".git" / "index.lock").write_text("")  # what git killed mid-commit leaves
+        done = world.desk("cli", "--once")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "hello.txt" in world.tree("b1")

@@ -96,3 +96,64 @@ def test_a_cli_desk_killed_at_three_random_instants_pays_each_call_once(
     ).stdout
     assert log == "".join(f"step {i}\n" for i in range(9))
     assert len(agent_rows(world, "crash", tmp_path / "x")) == 9
+
+
+def test_a_spent_budget_pauses_the_cli_desk_until_main_raises_it(
+    world: World, upstream_key: None
+) -> None:
+    world.add_briefs(brief_text("pay", budget={"model_calls": 2}))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake, api="anthropic")
+        paused = world.desk("cli", "--once")
+        assert paused.returncode == 7, paused.stdout + paused.stderr
+        assert fake.count == 2
+        record = world.claim("pay")
+        assert record is not None and record.state == "waiting" and record.waiting_for == "budget"
+        world.add_briefs(brief_text("pay", budget={"model_calls": 5}))
+        done = world.desk("cli", "--once")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert fake.count == 3  # the two paid calls replayed, the refused one paid once
+    budget = [e for e in world.journal("pay").entries if e["kind"] == "budget"]
+    assert len(budget) == 1 and budget[0]["limit"] == "model_calls"
+
+
+DRIFT = [
+    {"tool_calls": [call("Bash", command="cat /proc/sys/kernel/random/uuid")]},
+    {"tool_calls": [call("Write", path="done.txt", content="done\n")]},
+    {"content": "done"},
+]
+
+
+@pytest.mark.parametrize("on_divergence", ["fail", "fork"])
+def test_a_tool_whose_output_changes_on_resume_diverges(
+    world: World, upstream_key: None, on_divergence: str
+) -> None:
+    world.add_briefs(brief_text("drift", budget={"model_calls": 2}))
+    with WireFake(DRIFT) as fake:
+        add_cli_desk(world, fake, api="anthropic", on_divergence=on_divergence)
+        assert world.desk("cli", "--once").returncode == 7  # paused after two calls
+        world.add_briefs(brief_text("drift", budget={"model_calls": 10}))
+        resumed = world.desk("cli", "--once")
+        paid = fake.count
+    out = resumed.stdout + resumed.stderr
+    if on_divergence == "fail":
+        assert resumed.returncode == 5, out
+        assert "call 3 was recorded as model:wire" in out  # the second call (after cli.base)
+        assert "first difference: messages[2].content[0].content" in out
+        assert paid == 2  # nothing went upstream after the divergence
+    else:
+        assert resumed.returncode == 0, out
+        assert paid == 4  # the diverged call and the refused one were paid; the first replayed
+        (diverged,) = [e for e in world.journal("drift").entries if e["kind"] == "diverged"]
+        assert diverged["field"].startswith("messages[2].content[0].content: recorded")
+
+
+def test_an_unsandboxed_cli_desk_runs(world: World, upstream_key: None) -> None:
+    world.add_briefs(brief_text("plain"))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake, sandbox={"isolation": "off", "network": "host"})
+        done = world.desk("cli", "--once")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert fake.count == 3 and "hello.txt" in world.tree("plain")
+    (start,) = [e for e in world.journal("plain").entries if e["kind"] == "start"]
+    assert start["sandbox"]["sandboxed"] is False  # recorded as unsandboxed

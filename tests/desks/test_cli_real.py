@@ -26,7 +26,7 @@ KEY = "sk-real-cli-upstream-key-93c1"
 @pytest.fixture
 def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASSAY_TEST_UPSTREAM_KEY", KEY)
-    bins = [str(cli_path("claude").parent), str(cli_path("codex").parent)]
+    bins = [str(cli_path(name).parent) for name in ("claude", "codex", "mini")]
     monkeypatch.setenv("PATH", os.pathsep.join([*bins, os.environ.get("PATH", "")]))
 
 
@@ -35,6 +35,8 @@ def add_desk(world: World, fake: WireFake, profile: str, tools: list[str], **ext
         model = {"adapter": "anthropic", "model": "claude-sonnet-4-5", "base_url": fake.url}
     else:
         model = {"adapter": "openai", "model": "gpt-5-codex", "base_url": fake.openai_base_url}
+        if profile == "mini-swe-agent":
+            model["model"] = "fake-model"
     manifest = {
         "name": profile,
         "kind": "cli",
@@ -43,6 +45,7 @@ def add_desk(world: World, fake: WireFake, profile: str, tools: list[str], **ext
         "model": {**model, "api_key_env": "ASSAY_TEST_UPSTREAM_KEY", "attempts": 2},
         "tools": tools,
         "lease": "3s",
+        "sandbox": {"toolchains": ["python", "node"]},
         **extra,
     }
     (world.desks / f"{profile}.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
@@ -68,9 +71,16 @@ def codex_script(work: Path) -> list[dict[str, Any]]:
     return [{"tool_calls": [c]} for c in steps] + [{"content": "Logged nine lines."}]
 
 
+def mini_script(work: Path) -> list[dict[str, Any]]:
+    steps = [{"name": "bash", "arguments": {"command": f"echo {i} >> log.txt"}} for i in range(9)]
+    done = {"name": "bash", "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}}
+    return [{"content": f"Step {i}.", "tool_calls": [c]} for i, c in enumerate([*steps, done])]
+
+
 CASES: dict[str, tuple[list[str], Callable[[Path], list[dict[str, Any]]]]] = {
     "claude-code": (["Bash", "Write", "Read"], claude_script),
     "codex": (["exec_command"], codex_script),
+    "mini-swe-agent": (["bash"], mini_script),
 }
 
 

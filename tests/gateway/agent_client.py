@@ -4,10 +4,10 @@ It sends the conversation, runs the tool calls of the answer in its working dire
 (``Write {path, content}`` writes a file, ``Bash {command}`` runs ``sh -c``; any other
 tool answers "unknown tool"), appends the results and asks again until an answer calls
 no tool; it prints that answer's text and exits 0 (an HTTP error: its body on stderr,
-exit 1). With ``side=True`` it sends a token-count side request before each turn
-(Anthropic only), as Claude Code does.
+exit 1). With ``side`` (``before``, ``after`` or ``concurrent``) it also sends a
+token-count side request with each turn (Anthropic only), as Claude Code does.
 
-As a process (``python tests/gateway/agent_client.py [--api API] [--stream] [--side]
+As a process (``python tests/gateway/agent_client.py [--api API] [--stream] [--side WHEN]
 PROMPT``; it imports nothing of Assay or the tests) it finds the gateway the way the
 ``generic`` profile points CLIs at it (``ANTHROPIC_BASE_URL``/``OPENAI_BASE_URL`` and the
 matching ``*_API_KEY``).
@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,7 @@ def converse(
     cwd: Path,
     stream: bool = False,
     model: str = "agent-model",
-    side: bool = False,
+    side: str = "",
     max_turns: int = 40,
 ) -> Transcript:
     """Run the agent loop to its end (``ApiError`` on an HTTP error answer)."""
@@ -169,10 +170,23 @@ def converse(
     items: list[Any] = [{"role": "user", "content": prompt}]
     with httpx.Client(base_url=base_url, headers=headers, timeout=120) as client:
         for _ in range(max_turns):
-            if side and api == "anthropic":
-                client.post("/v1/messages/count_tokens", json={"model": model, "messages": items})
+            count = {"model": model, "messages": list(items)}
+            if side == "before" and api == "anthropic":
+                client.post("/v1/messages/count_tokens", json=count)
+            aside = None
+            if side == "concurrent" and api == "anthropic":
+                aside = threading.Thread(
+                    target=lambda c=count: httpx.post(
+                        f"{base_url}/v1/messages/count_tokens", json=c, headers=headers
+                    )
+                )
+                aside.start()
             body = request_body(api, model, items, stream)
             answer = client.post(ROUTES[api], json=body)
+            if aside is not None:
+                aside.join()
+            if side == "after" and api == "anthropic":
+                client.post("/v1/messages/count_tokens", json=count)
             if answer.status_code >= 300:
                 raise ApiError(answer.status_code, answer.text)
             transcript.raw.append(answer.content)
@@ -218,12 +232,12 @@ def request_body(api: str, model: str, items: list[Any], stream: bool) -> dict[s
 
 
 def main(argv: list[str]) -> int:
-    """``agent_client.py [--api API] [--stream] [--side] [PROMPT]``; the base URL and key
+    """``agent_client.py [--api API] [--stream] [--side WHEN] [PROMPT]``; the base URL and key
     from ``AGENT_BASE_URL``/``AGENT_KEY`` or the variables the generic profile sets."""
     env = os.environ
     api = env.get("AGENT_API", "anthropic")
     stream = env.get("AGENT_STREAM") == "1"
-    side = env.get("AGENT_SIDE") == "1"
+    side = env.get("AGENT_SIDE", "")
     prompt = env.get("AGENT_PROMPT", "go")
     args = list(argv)
     while args:
@@ -233,7 +247,7 @@ def main(argv: list[str]) -> int:
         elif arg == "--stream":
             stream = True
         elif arg == "--side":
-            side = True
+            side = args.pop(0)
         else:
             prompt = arg
     anthropic = api == "anthropic"

@@ -57,7 +57,8 @@ def drive(
     on_divergence: str = "fail",
     budget: Budget | None = None,
     declared: tuple[str, ...] = ("Write", "Bash"),
-    side: bool = False,
+    side: str = "",
+    max_turns: int = 40,
 ) -> Outcome:
     """One CLI session against ``journal`` (resumed when it holds one)."""
     config = model_config(api, fake)
@@ -81,6 +82,7 @@ def drive(
                     cwd=cwd,
                     stream=stream,
                     side=side,
+                    max_turns=max_turns,
                 )
             except Exception as exc:  # the test inspects it
                 box["e"] = exc

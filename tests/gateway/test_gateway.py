@@ -192,16 +192,41 @@ def test_the_conversation_is_stored_once_per_message(tmp_path: Path) -> None:
     assert total < 40_000
 
 
-def test_side_requests_in_another_order_still_match(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("first", "then"), [("before", "after"), ("concurrent", "concurrent")])
+def test_side_requests_in_another_order_still_match(tmp_path: Path, first: str, then: str) -> None:
     journal = tmp_path / "j"
     with WireFake(SCRIPT) as fake:
-        first = drive(journal, fake, api="anthropic", cwd=tmp_path / "a", side=True)
-        assert first.error is None
+        recorded = drive(journal, fake, api="anthropic", cwd=tmp_path / "a", side=first)
+        assert recorded.error is None and recorded.client_error is None
         paid = fake.count
-        second = drive(journal, fake, api="anthropic", cwd=tmp_path / "b", side=False)
-        # the side requests recorded but not asked again are a divergence at the end
-        assert isinstance(second.error, Diverged)
-        assert fake.count == paid
+        resumed = drive(journal, fake, api="anthropic", cwd=tmp_path / "b", side=then)
+        assert resumed.error is None and resumed.client_error is None
+        assert fake.count == paid  # every call, side requests included, answered from the journal
+    assert resumed.handler.replayed == 6
+    routes = [e["route"] for e in read_journal(journal).entries if e.get("status") == "started"]
+    assert routes.count("/v1/messages/count_tokens") == 3
+
+
+def test_side_requests_the_resumed_cli_no_longer_sends_are_skipped(tmp_path: Path) -> None:
+    journal = tmp_path / "j"
+    with WireFake(SCRIPT) as fake:
+        drive(journal, fake, api="anthropic", cwd=tmp_path / "a", side="before")
+        paid = fake.count
+        resumed = drive(journal, fake, api="anthropic", cwd=tmp_path / "b")
+        assert resumed.error is None and fake.count == paid
+    assert resumed.handler.replayed == 3
+
+
+def test_a_turn_the_resumed_cli_no_longer_sends_is_a_divergence(tmp_path: Path) -> None:
+    journal = tmp_path / "j"
+    with WireFake(SCRIPT) as fake:
+        drive(journal, fake, api="anthropic", cwd=tmp_path / "a")
+        resumed = drive(journal, fake, api="anthropic", cwd=tmp_path / "b", max_turns=1)
+        assert fake.count == 3
+    assert isinstance(resumed.error, Diverged)
+    assert "call 2 was recorded as model:wire, the agent asked for the end of the session" in (
+        resumed.error.message
+    )
 
 
 # ------------------------------------------------------------------- divergence
@@ -297,3 +322,13 @@ def test_a_retry_after_is_honoured_and_the_call_succeeds(tmp_path: Path) -> None
     with WireFake(SCRIPT, fail_first=1, fail_status=429, retry_after="0") as fake:
         outcome = drive(tmp_path / "j", fake, api="anthropic", cwd=tmp_path / "a")
         assert outcome.error is None and fake.failures_sent == 1 and fake.count == 3
+
+
+def test_an_upstream_refusing_the_key_is_denied_naming_the_variable(tmp_path: Path) -> None:
+    with WireFake(SCRIPT, fail_first=1, fail_status=401) as fake:
+        outcome = drive(tmp_path / "j", fake, api="openai-chat", cwd=tmp_path / "a")
+        assert fake.failures_sent == 1 and fake.count == 0  # not retried
+    assert isinstance(outcome.error, Denied) and outcome.error.code == 77
+    assert "refused the credentials (HTTP 401)" in outcome.error.message
+    assert f"${KEY_ENV}" in outcome.error.message and KEY not in outcome.error.message
+    assert not wire_entries(tmp_path / "j")
