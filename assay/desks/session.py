@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -45,10 +45,6 @@ from assay.runtime import Budget, Event
 COMMAND_TAIL = 4_000
 GROUPED = frozenset({"tool"})  # durability points that may wait for the next push
 GROUP_WINDOW_S = 5.0  # ... for at most this long
-# The brief's events ref is read from the forge at most this often while a run goes on: a
-# signal or cancel reaches the run's next drain point at most this much later, and a run of
-# a few quick model calls pays one fetch instead of one per drain point.
-EVENTS_FRESH_S = 1.0
 
 
 class DeskHooks:
@@ -72,8 +68,6 @@ class DeskHooks:
         if brief is not None and brief.objective is not None and sync.journal_dir.exists():
             self.requeued = requeue_events(read_journal(sync.journal_dir))
         self.fenced = threading.Event()
-        self._delivered: list[Event] | None = None
-        self._delivered_at = 0.0
         self.pushes = 0
         self.last_push = time.monotonic()
         # The journal head the forge holds, anchored by every claim renewal (DESIGN §6);
@@ -112,10 +106,7 @@ class DeskHooks:
             raise
 
     def events(self) -> list[Event]:
-        now = time.monotonic()
-        if self._delivered is None or now - self._delivered_at >= EVENTS_FRESH_S:
-            self._delivered, self._delivered_at = self.log.read(), now
-        delivered = list(self._delivered)
+        delivered = self.log.read()
         if self.brief is not None and self.brief.objective is not None:
             # Raising max_runs on main is the event that ends a wait for "objective".
             journal = (
@@ -226,11 +217,13 @@ class Session:
         workroot: Path,
         store: ClaimStore,
         holder: str,
+        tips: Mapping[str, str | None] | None = None,
     ) -> Session:
+        """``tips``: the branch and main as the claim's push found them (no fetch then)."""
         identity = Identity.for_holder(desk.name, holder)
         workdir, lock = lock_workdir(workroot, brief.id)
         try:
-            return cls._open(forge, brief, claim, desk, store, workdir, identity, lock)
+            return cls._open(forge, brief, claim, desk, store, workdir, identity, lock, tips)
         except BaseException:
             lock.close()
             raise
@@ -246,9 +239,10 @@ class Session:
         workdir: Path,
         identity: Identity,
         lock: IO[bytes],
+        tips: Mapping[str, str | None] | None = None,
     ) -> Session:
         sync = BranchSync(forge, brief.id, workdir=workdir, identity=identity)
-        worktree = sync.checkout()
+        worktree = sync.checkout(known=tips)
         hooks = DeskHooks(
             sync=sync, store=store, claim=claim, events=EventLog(forge, brief.id), brief=brief
         )

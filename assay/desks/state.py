@@ -133,6 +133,40 @@ def _brief_files(forge: Forge, main: str) -> dict[str, bytes]:
     return {path: blob for path, blob in zip(paths, blobs, strict=True) if blob is not None}
 
 
+# Parsed brief files of a long-running desk, reused across views: by main's commit (nothing
+# is read when main has not moved), then by path and content (only changed files are parsed).
+_MAIN_BRIEFS: dict[str, dict[str, Brief | AssayError]] = {}
+_PARSED: dict[tuple[str, bytes], Brief | AssayError] = {}
+_PARSED_MAX = 20_000
+
+
+def _main_briefs(forge: Forge, main: str) -> dict[str, Brief | AssayError]:
+    """``{path: Brief or the error that file raised}`` of ``briefs/`` on ``main``."""
+    cached = _MAIN_BRIEFS.get(main)
+    if cached is not None:
+        return cached
+    if len(_PARSED) > _PARSED_MAX:
+        _PARSED.clear()
+    found: dict[str, Brief | AssayError] = {}
+    for path, blob in _brief_files(forge, main).items():
+        key = (path, blob)
+        if key not in _PARSED:
+            _PARSED[key] = _parse_file(path, blob)
+        found[path] = _PARSED[key]
+    _MAIN_BRIEFS.clear()  # only the latest main is worth keeping
+    _MAIN_BRIEFS[main] = found
+    return found
+
+
+def _parse_file(path: str, blob: bytes) -> Brief | AssayError:
+    try:
+        return parse_brief(blob.decode("utf-8"), source=path)
+    except UnicodeDecodeError:
+        return BadInput(f"{path}: not UTF-8 text")
+    except AssayError as error:
+        return error
+
+
 def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[str]:
     """Briefs whose branch's journal reached main, in two git calls for any number.
 
@@ -190,16 +224,11 @@ def read_view(forge: Forge) -> ForgeView:
     briefs: dict[str, Brief] = {}
     bad: dict[str, AssayError] = {}
     if main is not None:
-        for path, blob in _brief_files(forge, main).items():
-            try:
-                brief = parse_brief(blob.decode("utf-8"), source=path)
-            except UnicodeDecodeError:
-                bad[path] = BadInput(f"{path}: not UTF-8 text")
-                continue
-            except AssayError as error:
-                bad[path] = error
-                continue
-            briefs[brief.id] = brief
+        for path, parsed in _main_briefs(forge, main).items():
+            if isinstance(parsed, Brief):
+                briefs[parsed.id] = parsed
+            else:
+                bad[path] = parsed
     issues = add_extra_briefs(forge, briefs, bad)
     if briefs:
         try:
