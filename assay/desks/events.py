@@ -112,14 +112,18 @@ class EventLog:
         )
         return event
 
-    def read(self) -> list[Event]:
+    def read(self, *, fetched: bool = False, tip: str | None = None) -> list[Event]:
         """Every event appended so far, oldest first, each validated.
 
         A record that fails validation is ``BadInput`` (exit 65) naming the ref, the
         commit and the field: an event is input, and nothing consumes a malformed one.
+        ``fetched``: the caller's own fetch just found the ref at ``tip`` (None: absent),
+        so no fetch is made.
         """
+        if fetched:
+            self._log.assume(tip)
         try:
-            entries = self._log.entries()
+            entries = self._log.entries(fetch=not fetched)
         except Corrupt as exc:
             raise BadInput(exc.message, ref=self.ref) from exc
         return [

@@ -114,6 +114,7 @@ class DeskLoop:
         self.given_up: set[str] = set()
         # The branch and main tips each claimed brief's claim push asserted (checkout uses).
         self._tips: dict[str, dict[str, str | None] | None] = {}
+        self._seen_events: dict[str, list[Any]] = {}  # ... and its events, as the view read them
 
     # ------------------------------------------------------------------ choosing
 
@@ -175,6 +176,7 @@ class DeskLoop:
                     raced = raced or bool(busy.details.get("raced"))
                     continue  # another desk won this one; the next candidate
                 self._tips[candidate.brief] = self._known_tips(view, candidate.brief)
+                self._seen_events[candidate.brief] = view.events(candidate.brief)
                 return view.briefs[candidate.brief], claim, candidate.why
             if not raced:
                 return None
@@ -232,6 +234,7 @@ class DeskLoop:
     def run_claimed(self, brief: Brief, claim: Claim, why: Why) -> RunReport:
         """Run one claimed brief to its next stop and leave claim and review consistent."""
         self.on_progress(f"{brief.id}: {why.value} (fence {claim.fence})")
+        tips, seen_events = self._tips.pop(brief.id, None), self._seen_events.pop(brief.id, None)
         if why is Why.CANCEL:
             return self._close_cancelled(brief, claim)
         try:
@@ -243,7 +246,8 @@ class DeskLoop:
                 workroot=self.workroot,
                 store=self.store,
                 holder=self.holder,
-                tips=self._tips.pop(brief.id, None),
+                tips=tips,
+                events=seen_events,
             )
         except AssayError as error:
             # Could not even start (a bad model config, the forge went away): give the

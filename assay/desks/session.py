@@ -68,6 +68,9 @@ class DeskHooks:
         if brief is not None and brief.objective is not None and sync.journal_dir.exists():
             self.requeued = requeue_events(read_journal(sync.journal_dir))
         self.fenced = threading.Event()
+        # Events as the desk's view read them just before the claim: the run's first drain
+        # uses them instead of fetching again; every later drain reads the forge.
+        self.seeded: list[Event] | None = None
         self.pushes = 0
         self.last_push = time.monotonic()
         # The journal head the forge holds, anchored by every claim renewal (DESIGN §6);
@@ -106,7 +109,10 @@ class DeskHooks:
             raise
 
     def events(self) -> list[Event]:
-        delivered = self.log.read()
+        if self.seeded is not None:
+            delivered, self.seeded = self.seeded, None
+        else:
+            delivered = self.log.read()
         if self.brief is not None and self.brief.objective is not None:
             # Raising max_runs on main is the event that ends a wait for "objective".
             journal = (
@@ -218,15 +224,19 @@ class Session:
         store: ClaimStore,
         holder: str,
         tips: Mapping[str, str | None] | None = None,
+        events: list[Event] | None = None,
     ) -> Session:
-        """``tips``: the branch and main as the claim's push found them (no fetch then)."""
+        """``tips``: the branch and main as the claim's push found them (no fetch then);
+        ``events``: the brief's events as that read found them (the first drain's)."""
         identity = Identity.for_holder(desk.name, holder)
         workdir, lock = lock_workdir(workroot, brief.id)
         try:
-            return cls._open(forge, brief, claim, desk, store, workdir, identity, lock, tips)
+            session = cls._open(forge, brief, claim, desk, store, workdir, identity, lock, tips)
         except BaseException:
             lock.close()
             raise
+        session.hooks.seeded = list(events) if events is not None else None
+        return session
 
     @classmethod
     def _open(

@@ -50,6 +50,7 @@ class ForgeView:
     cancelled: set[str]
     budget_left: Callable[[Brief, Any], bool] = lambda brief, summary: False
     issues: bool = False  # whether the forge's issues were read too (GitHub)
+    event_tips: dict[str, str] | None = None  # brief -> events ref tip, as fetched (None: unknown)
     _journals: dict[str, Journal | None] = field(default_factory=dict)
     _events: dict[str, list[Any]] = field(default_factory=dict)
 
@@ -65,7 +66,12 @@ class ForgeView:
 
     def events(self, brief_id: str) -> list[Any]:
         if brief_id not in self._events:
-            self._events[brief_id] = EventLog(self.forge, brief_id).read()
+            log = EventLog(self.forge, brief_id)
+            if self.event_tips is None:
+                self._events[brief_id] = log.read()
+            else:  # the view's own fetch brought every events ref: no fetch per brief
+                tip = self.event_tips.get(brief_id)
+                self._events[brief_id] = log.read(fetched=True, tip=tip)
         return self._events[brief_id]
 
     def journal(self, brief_id: str) -> Journal | None:
@@ -271,6 +277,9 @@ def read_view(forge: Forge) -> ForgeView:
         merged=merged,
         cancelled=cancelled,
         issues=issues,
+        event_tips={
+            ref.removeprefix(EVENTS): sha for ref, sha in heads.items() if ref.startswith(EVENTS)
+        },
     )
     for ref in event_refs:
         brief_id = ref.removeprefix(EVENTS)
