@@ -15,6 +15,7 @@ forge is the truth: :meth:`checkout` makes the work tree exactly the forge's tip
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import assay.odb as odb
@@ -71,10 +72,15 @@ class BranchSync:
     def git_dir(self) -> Path:
         return self.workdir / ".git"
 
-    def checkout(self) -> Path:
+    def checkout(self, *, known: Mapping[str, str | None] | None = None) -> Path:
         """Make the work directory exactly the forge's ``assay/<brief>`` (or main, when the
-        branch does not exist yet) in one fetch; return the work directory."""
-        found = self.forge.fetch([self.ref, MAIN_REF])
+        branch does not exist yet) in one fetch; return the work directory.
+
+        ``known``: ``{branch ref: sha or None, "refs/heads/main": sha}`` as a fetch of this
+        forge handle already brought them into the cache (the desk loop's view, whose branch
+        tip the claim's own atomic push asserted): then no fetch is made at all.
+        """
+        found = dict(known) if known is not None else self.forge.fetch([self.ref, MAIN_REF])
         remote_branch = found.get(self.ref)
         base = remote_branch or found.get(MAIN_REF)
         if base is None:

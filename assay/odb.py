@@ -199,14 +199,16 @@ def tree_paths(git_dir: Path, commit: str) -> list[str]:
 
 def merged_into(git_dir: Path, tips: Iterable[str], main: str) -> list[str]:
     """The ``tips`` that are ``main`` or one of its ancestors; unknown ones are not."""
+    import pygit2
+
     repo = repository(git_dir)
     found = []
     for tip in tips:
         try:
             if tip == main or repo.descendant_of(main, tip):
                 found.append(tip)
-        except (KeyError, ValueError):
-            continue
+        except (KeyError, ValueError, pygit2.GitError):
+            continue  # an object this cache does not have is not merged into main
     return found
 
 
@@ -263,6 +265,14 @@ def signature(name: str, email: str, when: float) -> pygit2.Signature:
     import pygit2
 
     return pygit2.Signature(name, email, int(when), 0)
+
+
+def init_bare(path: Path, *, initial_branch: str, config: Mapping[str, str]) -> None:
+    """Create the bare repository ``path`` with repository-level ``config``."""
+    import pygit2
+
+    pygit2.init_repository(os.fspath(path), bare=True, initial_head=initial_branch)
+    configure(path, config)
 
 
 def configure(git_dir: Path, settings: Mapping[str, str]) -> None:

@@ -45,6 +45,7 @@ from assay.errors import ForgeUnavailable, Internal, Unavailable
 from assay.odb import ObjectMissing, first_parents, read_refs
 from assay.odb import extract as extract_objects
 from assay.odb import has_path as _has_path
+from assay.odb import init_bare as init_in_process
 from assay.odb import is_commit as _is_commit
 from assay.odb import merged_into as _merged_into
 from assay.odb import read_blobs as read_objects
@@ -355,11 +356,20 @@ def with_retries(what: str, fn: Callable[[], T], *, policy: RetryPolicy | None =
 # ---------------------------------------------------------------------------- objects
 
 
-def init_bare(path: Path, *, initial_branch: str = "main") -> Path:
-    """Create a bare repository (idempotent: an existing one is left as it is)."""
+def init_bare(
+    path: Path, *, initial_branch: str = "main", config: Mapping[str, str] | None = None
+) -> Path:
+    """Create a bare repository (idempotent: an existing one is left as it is).
+
+    With ``config`` (a forge cache's settings) it is created and configured in process;
+    without, by ``git init`` (the embedded forge, served by git's own http-backend).
+    """
     if (path / "HEAD").exists() and (path / "objects").is_dir():
         return path
     path.mkdir(parents=True, exist_ok=True)
+    if config is not None:
+        init_in_process(path, initial_branch=initial_branch, config=config)
+        return path
     run_git(["init", "--quiet", "--bare", f"--initial-branch={initial_branch}", str(path)])
     return path
 

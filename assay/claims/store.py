@@ -103,6 +103,15 @@ class PreparedClaim:
     update: RefUpdate
 
 
+class _Unseen:
+    def __repr__(self) -> str:
+        return "UNSEEN"
+
+
+UNSEEN = _Unseen()
+"""``acquire(seen=...)`` default: nothing was read before, so acquire reads when it must."""
+
+
 class ClaimStore:
     """Claims of one forge. ``skew_s`` defaults to ``ASSAY_CLAIM_SKEW`` or 30 s.
 
@@ -189,10 +198,18 @@ class ClaimStore:
         lease_s: float,
         holder: str | None = None,
         allow_waiting: bool = False,
+        seen: ClaimRecord | _Unseen | None = UNSEEN,
+        also: Sequence[RefUpdate] = (),
     ) -> Claim:
         """Take ``brief`` for ``desk``; ``Busy`` when a live holder (or done) has it.
 
         ``allow_waiting`` lets a waker resume a waiting claim (same attempt, fence + 1).
+
+        ``seen``: the record (or None: no claim) a read the caller just made found, such as
+        the desk loop's view. The claim is then decided from it and written in ONE push with
+        a lease on exactly what was seen; a loser learns from the refusal alone that another
+        writer moved the ref since, and answers ``Busy`` without another round trip. ``also``
+        rides in that push atomically (the loop asserts the branch tip it will check out).
         """
         check_id(brief)
         check_id(desk, what="desk name")
@@ -210,6 +227,8 @@ class ClaimStore:
             lease_s=float(lease_s),
         )
         message = f"claim {brief}: acquired by {desk}"
+        if not isinstance(seen, _Unseen):
+            return self._acquire_seen(fresh, seen, message, allow_waiting=allow_waiting, also=also)
         for _ in range(5):
             commit, result = self._push(fresh, None, f"{message} (fence 1)")
             if result.ok:
@@ -234,6 +253,47 @@ class ClaimStore:
             why = "its holder renewed it first" if renewed else "another desk took it first"
             raise self._busy(latest, lost=why)
         raise Busy(f"claim {brief}: the ref kept appearing and vanishing; try again")
+
+    def _acquire_seen(
+        self,
+        fresh: ClaimRecord,
+        seen: ClaimRecord | None,
+        message: str,
+        *,
+        allow_waiting: bool,
+        also: Sequence[RefUpdate],
+    ) -> Claim:
+        if seen is None:
+            record, text = fresh, f"{message} (fence 1)"
+        else:
+            self._check_claimable(seen, allow_waiting=allow_waiting)
+            resumed = seen.state == "waiting"
+            record = fresh.evolve(
+                fence=seen.fence + 1,
+                attempt=seen.attempt if resumed else seen.attempt + 1,
+                journal_head=seen.journal_head,
+            )
+            text = f"{message} (fence {record.fence}, was {seen.state})"
+        parent = seen.sha if seen is not None else None
+        commit = self.forge.commit(
+            {CLAIM_FILE: record.to_bytes()},
+            parents=[parent] if parent else [],
+            message=text,
+            author=Identity.for_holder(record.desk, record.holder),
+        )
+        update = RefUpdate(record.ref, commit, expected=parent)
+        result = self.forge.push([update, *also], atomic=True)
+        if result.ok:
+            return Claim(record.evolve(sha=commit))
+        if not result.lost:
+            raise GitError(f"{record.ref}: push refused: {result.detail}")
+        if seen is not None:
+            raise self._busy(seen, lost="another writer moved it since it was read")
+        raise Busy(
+            f"brief {fresh.brief} was just claimed by another desk first",
+            status="held",
+            raced=True,
+        )
 
     def _check_claimable(self, current: ClaimRecord, *, allow_waiting: bool) -> None:
         state = current.state
@@ -265,7 +325,8 @@ class ClaimStore:
             )
         if lost:
             text += f"; {lost}"
-        return Busy(text, claim=current.to_json(), status=status)
+        # raced: the brief was claimable when read and another writer got there first
+        return Busy(text, claim=current.to_json(), status=status, raced=lost is not None)
 
     def _holder_push(self, claim: Claim, changes: dict[str, Any], message: str) -> Claim:
         with claim.lock:

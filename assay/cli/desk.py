@@ -227,6 +227,71 @@ def register(root: click.Group) -> None:
             server.stop()
             waker.stop()
 
+    @desk_group.command("host")
+    @click.option(
+        "--socket",
+        "socket_path",
+        default=None,
+        metavar="PATH",
+        help="Unix socket the forge's wake hook writes to (default: $ASSAY_STATE/desk-host.sock).",
+    )
+    @click.option(
+        "--log",
+        "log_path",
+        default=None,
+        metavar="FILE",
+        help="Where the children's output goes (default: next to the socket).",
+    )
+    @forge_option
+    @_common
+    def desk_host(
+        socket_path: str | None,
+        log_path: str | None,
+        forge: str | None,
+        desks_dir: str,
+        cache: str | None,
+        workdir: str | None,
+        holder: str | None,
+    ) -> None:
+        """Stay resident, pre-imported, and fork a child per wake the forge's hook sends.
+
+        Install the hook with `assay sweep install-hook --host-socket PATH`. Each
+        `wake <brief>` line on the socket forks a child that resumes that brief's waiting
+        run if its event has arrived (as `assay wake --brief` does). The first line printed
+        is the socket's path. SIGTERM stops it after the running children end; children
+        die with the host if it is killed.
+        """
+        import signal as signals
+
+        from assay.desks.host import DeskHost, preload, wake_in_child
+        from assay.errors import BadInput
+
+        if not forge:
+            raise BadInput("--forge (or ASSAY_FORGE) names the forge the host wakes runs on")
+        state = os.environ.get("ASSAY_STATE")
+        default_dir = Path(state) if state else Path.home() / ".cache" / "assay"
+        where = Path(socket_path) if socket_path else default_dir / "desk-host.sock"
+        if holder:
+            os.environ["ASSAY_HOLDER"] = holder
+        preload()
+        host = DeskHost(
+            socket_path=where,
+            wake_one=wake_in_child(
+                forge,
+                Path(desks_dir),
+                workroot=_workroot(workdir),
+                cache=Path(cache) if cache else None,
+                log=Path(log_path) if log_path else where.with_suffix(".log"),
+            ),
+            on_line=lambda line: err.print(line, markup=False, highlight=False),
+        )
+        server = host.bind()
+        signals.signal(signals.SIGTERM, host.stop)
+        signals.signal(signals.SIGINT, host.stop)
+        sys.stdout.write(f"{where}\n")
+        sys.stdout.flush()
+        host.serve_forever(server)
+
     @root.command("wake")
     @click.option("--brief", "brief_id", default=None, metavar="ID", help="Wake only this brief.")
     @forge_option

@@ -123,14 +123,26 @@ def wake(brief: str, sweepers: str | None, forge: str | None, as_json: bool) -> 
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the waker runs: the folder with sweepers/ and desks/ (default: here).",
 )
+@click.option(
+    "--host-socket",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Socket of an `assay desk host`: wakes go there first (no process started).",
+)
 @json_option
 def install_hook(
-    repository: Path, forge_url: str | None, workdir: Path | None, as_json: bool
+    repository: Path,
+    forge_url: str | None,
+    workdir: Path | None,
+    host_socket: Path | None,
+    as_json: bool,
 ) -> None:
     """Install the embedded forge's post-receive hook: a push to an events ref wakes the run."""
     from assay.sweep.hook import install_wake_hook
 
-    path = install_wake_hook(repository, forge_url=forge_url, workdir=workdir)
+    path = install_wake_hook(
+        repository, forge_url=forge_url, workdir=workdir, host_socket=host_socket
+    )
     if as_json:
         print_result({"status": "ok", "code": 0, "hook": str(path)})
     else:

@@ -123,16 +123,20 @@ class EventLog:
         )
         return event
 
-    def read(self) -> list[Event]:
+    def read(self, *, fetched: bool = False, tip: str | None = None) -> list[Event]:
         """Every valid event appended so far, oldest first.
 
         A record that fails validation (malformed, oversized) is skipped, never delivered:
         ``skipped`` then holds one note per record naming the ref, the commit and the
         field, so one bad record cannot make every run of the brief fail. A log whose
         history itself is broken (not one record per commit) is ``BadInput`` (65).
+        ``fetched``: the caller's own fetch just found the ref at ``tip`` (None: absent),
+        so no fetch is made.
         """
+        if fetched:
+            self._log.assume(tip)
         try:
-            raw = self._log.raw_entries()
+            raw = self._log.raw_entries(fetch=not fetched)
         except Corrupt as exc:
             raise BadInput(exc.message, ref=self.ref) from exc
         events: list[Event] = []

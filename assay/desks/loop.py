@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from assay.branch import MAIN_REF, branch_ref
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore
 from assay.desks.forgeio import fetched_sha
@@ -43,7 +44,7 @@ from assay.evidence import with_table
 from assay.evidence.gate import review_table
 from assay.forge import Forge
 from assay.journal import Redactor
-from assay.plumbing import NoSpace
+from assay.plumbing import NoSpace, RefUpdate
 from assay.runtime import execute
 
 # How each run outcome leaves the claim and the review.
@@ -112,6 +113,9 @@ class DeskLoop:
         # Briefs whose run this process could not continue (diverged, corrupt, a bug):
         # released for a human or another build, but not retaken by this process.
         self.given_up: set[str] = set()
+        # The branch and main tips each claimed brief's claim push asserted (checkout uses).
+        self._tips: dict[str, dict[str, str | None] | None] = {}
+        self._seen_events: dict[str, list[Any]] = {}  # ... and its events, as the view read them
 
     # ------------------------------------------------------------------ choosing
 
@@ -149,26 +153,55 @@ class DeskLoop:
             spread=self.holder,
         )
 
-    def claim_next(self, *, only: str | None = None) -> tuple[Brief, Claim, Why] | None:
-        """Claim the first candidate whose CAS push this holder wins, or None."""
-        view = self.view()
-        if only is not None:
-            view.require(only)
-        for candidate in self.candidates(view, only=only):
-            if candidate.brief in self.given_up:
-                continue
-            try:
-                claim = self.store.acquire(
-                    candidate.brief,
-                    self.desk.name,
-                    lease_s=float(self.desk.lease),
-                    holder=self.holder,
-                    allow_waiting=candidate.why in {Why.WAKE, Why.CANCEL},
-                )
-            except Busy:
-                continue  # another desk won this one; the next candidate
-            return view.briefs[candidate.brief], claim, candidate.why
+    def claim_next(
+        self, *, only: str | None = None, view: ForgeView | None = None
+    ) -> tuple[Brief, Claim, Why] | None:
+        """Claim the first candidate whose CAS push this holder wins, or None.
+
+        Each claim is one push decided from the view (``acquire(seen=...)``) that also
+        asserts the branch tip the view saw, so the checkout needs no fetch of its own. A
+        candidate lost that way moved after the view was read; when every candidate was
+        lost like that, the view is read once more (another desk may have released one).
+        """
+        for _ in range(3):
+            view = view or self.view()
+            if only is not None:
+                view.require(only)
+            raced = False
+            for candidate in self.candidates(view, only=only):
+                if candidate.brief in self.given_up:
+                    continue
+                try:
+                    claim = self._acquire(view, candidate)
+                except Busy as busy:
+                    raced = raced or bool(busy.details.get("raced"))
+                    continue  # another desk won this one; the next candidate
+                self._tips[candidate.brief] = self._known_tips(view, candidate.brief)
+                self._seen_events[candidate.brief] = view.events(candidate.brief)
+                return view.briefs[candidate.brief], claim, candidate.why
+            if not raced:
+                return None
+            view = None
         return None
+
+    def _acquire(self, view: ForgeView, candidate: Candidate) -> Claim:
+        tip = view.branches.get(candidate.brief)
+        also = [RefUpdate(branch_ref(candidate.brief), tip, expected=tip)] if tip else []
+        return self.store.acquire(
+            candidate.brief,
+            self.desk.name,
+            lease_s=float(self.desk.lease),
+            holder=self.holder,
+            allow_waiting=candidate.why in {Why.WAKE, Why.CANCEL},
+            seen=view.claims.get(candidate.brief),
+            also=also,
+        )
+
+    @staticmethod
+    def _known_tips(view: ForgeView, brief: str) -> dict[str, str | None] | None:
+        if view.main is None:
+            return None  # nothing to start from: the checkout's fetch says so
+        return {branch_ref(brief): view.branches.get(brief), MAIN_REF: view.main}
 
     # ------------------------------------------------------------------ running
 
@@ -202,6 +235,7 @@ class DeskLoop:
     def run_claimed(self, brief: Brief, claim: Claim, why: Why) -> RunReport:
         """Run one claimed brief to its next stop and leave claim and review consistent."""
         self.on_progress(f"{brief.id}: {why.value} (fence {claim.fence})")
+        tips, seen_events = self._tips.pop(brief.id, None), self._seen_events.pop(brief.id, None)
         if why is Why.CANCEL:
             return self._close_cancelled(brief, claim)
         try:
@@ -213,6 +247,8 @@ class DeskLoop:
                 workroot=self.workroot,
                 store=self.store,
                 holder=self.holder,
+                tips=tips,
+                events=seen_events,
             )
         except (AssayError, OSError) as raised:
             # Could not even start (a bad model config, the forge went away, a full disk):

@@ -130,7 +130,7 @@ def wake(
             on_progress(f"{brief_id}: desk {claim.desk!r} is not in the desks directory")
             continue
         loop = _loop(forge, manifest, workroot, holder, on_progress)
-        taken = loop.claim_next(only=brief_id)
+        taken = loop.claim_next(only=brief_id, view=view)
         if taken is not None:
             reports.append(loop.run_claimed(*taken))
     return reports

@@ -18,7 +18,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -46,10 +46,6 @@ from assay.sandbox.scan import CheckpointScan
 COMMAND_TAIL = 4_000
 GROUPED = frozenset({"tool"})  # durability points that may wait for the next push
 GROUP_WINDOW_S = 5.0  # ... for at most this long
-# The brief's events ref is read from the forge at most this often while a run goes on: a
-# signal or cancel reaches the run's next drain point at most this much later, and a run of
-# a few quick model calls pays one fetch instead of one per drain point.
-EVENTS_FRESH_S = 1.0
 
 
 class DeskHooks:
@@ -76,8 +72,9 @@ class DeskHooks:
         if brief is not None and brief.objective is not None and sync.journal_dir.exists():
             self.requeued = requeue_events(read_journal(sync.journal_dir))
         self.fenced = threading.Event()
-        self._delivered: list[Event] | None = None
-        self._delivered_at = 0.0
+        # Events as the desk's view read them just before the claim: the run's first drain
+        # uses them instead of fetching again; every later drain reads the forge.
+        self.seeded: list[Event] | None = None
         self.pushes = 0
         self.last_push = time.monotonic()
         # The journal head the forge holds, anchored by every claim renewal (DESIGN §6);
@@ -124,10 +121,10 @@ class DeskHooks:
             raise
 
     def events(self) -> list[Event]:
-        now = time.monotonic()
-        if self._delivered is None or now - self._delivered_at >= EVENTS_FRESH_S:
-            self._delivered, self._delivered_at = self.log.read(), now
-        delivered = list(self._delivered)
+        if self.seeded is not None:
+            delivered, self.seeded = self.seeded, None
+        else:
+            delivered = self.log.read()
         if self.brief is not None and self.brief.objective is not None:
             # Raising max_runs on main is the event that ends a wait for "objective".
             journal = (
@@ -252,15 +249,21 @@ class Session:
         workroot: Path,
         store: ClaimStore,
         holder: str,
+        tips: Mapping[str, str | None] | None = None,
+        events: list[Event] | None = None,
     ) -> Session:
+        """``tips``: the branch and main as the claim's push found them (no fetch then);
+        ``events``: the brief's events as that read found them (the first drain's)."""
         identity = Identity.for_holder(desk.name, holder)
         workdir, lock = lock_workdir(workroot, brief.id)
         try:
             clear_stale_git_locks(workdir)
-            return cls._open(forge, brief, claim, desk, store, workdir, identity, lock)
+            session = cls._open(forge, brief, claim, desk, store, workdir, identity, lock, tips)
         except BaseException:
             lock.close()
             raise
+        session.hooks.seeded = list(events) if events is not None else None
+        return session
 
     @classmethod
     def _open(
@@ -273,9 +276,10 @@ class Session:
         workdir: Path,
         identity: Identity,
         lock: IO[bytes],
+        tips: Mapping[str, str | None] | None = None,
     ) -> Session:
         sync = BranchSync(forge, brief.id, workdir=workdir, identity=identity)
-        worktree = sync.checkout()
+        worktree = sync.checkout(known=tips)
         if desk.kind in ("agent", "command", "cli") and desk.sandbox_spec().isolation == "on":
             require_sandbox()  # SandboxUnavailable (78), saying how to fix, before any work
         secrets = session_secrets(forge, desk)

@@ -42,6 +42,7 @@ class ForgeView:
     cancelled: set[str]
     budget_left: Callable[[Brief, Any], bool] = lambda brief, summary: False
     issues: bool = False  # whether the forge's issues were read too (GitHub)
+    event_tips: dict[str, str] | None = None  # brief -> events ref tip, as fetched (None: unknown)
     _journals: dict[str, Journal | None] = field(default_factory=dict)
     _events: dict[str, list[Any]] = field(default_factory=dict)
 
@@ -57,7 +58,12 @@ class ForgeView:
 
     def events(self, brief_id: str) -> list[Any]:
         if brief_id not in self._events:
-            self._events[brief_id] = EventLog(self.forge, brief_id).read()
+            log = EventLog(self.forge, brief_id)
+            if self.event_tips is None:
+                self._events[brief_id] = log.read()
+            else:  # the view's own fetch brought every events ref: no fetch per brief
+                tip = self.event_tips.get(brief_id)
+                self._events[brief_id] = log.read(fetched=True, tip=tip)
         return self._events[brief_id]
 
     def journal(self, brief_id: str) -> Journal | None:
@@ -126,6 +132,40 @@ def _brief_files(forge: Forge, main: str) -> dict[str, bytes]:
     return {path: blob for path, blob in zip(paths, blobs, strict=True) if blob is not None}
 
 
+# Parsed brief files of a long-running desk, reused across views: by main's commit (nothing
+# is read when main has not moved), then by path and content (only changed files are parsed).
+_MAIN_BRIEFS: dict[str, dict[str, Brief | AssayError]] = {}
+_PARSED: dict[tuple[str, bytes], Brief | AssayError] = {}
+_PARSED_MAX = 20_000
+
+
+def _main_briefs(forge: Forge, main: str) -> dict[str, Brief | AssayError]:
+    """``{path: Brief or the error that file raised}`` of ``briefs/`` on ``main``."""
+    cached = _MAIN_BRIEFS.get(main)
+    if cached is not None:
+        return cached
+    if len(_PARSED) > _PARSED_MAX:
+        _PARSED.clear()
+    found: dict[str, Brief | AssayError] = {}
+    for path, blob in _brief_files(forge, main).items():
+        key = (path, blob)
+        if key not in _PARSED:
+            _PARSED[key] = _parse_file(path, blob)
+        found[path] = _PARSED[key]
+    _MAIN_BRIEFS.clear()  # only the latest main is worth keeping
+    _MAIN_BRIEFS[main] = found
+    return found
+
+
+def _parse_file(path: str, blob: bytes) -> Brief | AssayError:
+    try:
+        return parse_brief(blob.decode("utf-8"), source=path)
+    except UnicodeDecodeError:
+        return BadInput(f"{path}: not UTF-8 text")
+    except AssayError as error:
+        return error
+
+
 def _issue_default_id(source: str) -> str | None:
     """``issue-N`` for a bad issue brief keyed ``issue #N`` (the id it would have had)."""
     number = source.removeprefix("issue #")
@@ -162,7 +202,7 @@ def read_view(forge: Forge) -> ForgeView:
     (``forge.extra_briefs()``: a GitHub forge's open issues labelled ``assay``, one
     conditional REST call); a malformed one of either kind is kept in ``bad``.
     """
-    from assay.board.source import read_snapshot
+    from assay.board.source import EVENTS, read_snapshot
 
     # One fetch; every claim, event and review record decoded by its owner's strict decoder.
     snapshot = read_snapshot(forge, journals=False, extra_briefs=False)
@@ -170,16 +210,11 @@ def read_view(forge: Forge) -> ForgeView:
     briefs: dict[str, Brief] = {}
     bad: dict[str, AssayError] = {}
     if main is not None:
-        for path, blob in _brief_files(forge, main).items():
-            try:
-                brief = parse_brief(blob.decode("utf-8"), source=path)
-            except UnicodeDecodeError:
-                bad[path] = BadInput(f"{path}: not UTF-8 text")
-                continue
-            except AssayError as error:
-                bad[path] = error
-                continue
-            briefs[brief.id] = brief
+        for path, parsed in _main_briefs(forge, main).items():
+            if isinstance(parsed, Brief):
+                briefs[parsed.id] = parsed
+            else:
+                bad[path] = parsed
     issues = add_extra_briefs(forge, briefs, bad)
     if briefs:
         try:
@@ -202,6 +237,11 @@ def read_view(forge: Forge) -> ForgeView:
         merged={brief for brief in set(branches) | set(briefs) if snapshot.is_merged(brief)},
         cancelled={brief for brief in briefs if snapshot.cancelled(brief)},
         issues=issues,
+        event_tips={
+            ref.removeprefix(EVENTS): sha
+            for ref, sha in snapshot.refs.items()
+            if ref.startswith(EVENTS)
+        },
     )
     view._events = {
         brief: [event.record for event in events] for brief, events in snapshot.events.items()

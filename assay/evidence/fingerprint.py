@@ -46,7 +46,24 @@ def _lock_digest(tree: Path, relative: str) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+# ``--version`` answers of a long-running desk, reused across briefs: the same executable
+# file (path and mtime), environment and working directory give the same answer, and a
+# probe through a version manager's shim costs a shell and an interpreter start each time.
+_PROBED: dict[tuple[Any, ...], str | None] = {}
+
+
 def _probe(argv: list[str], env: Mapping[str, str]) -> str | None:
+    try:
+        stamp = os.stat(argv[0]).st_mtime_ns
+    except OSError:
+        return _run_probe(argv, env)
+    key = (tuple(argv), stamp, os.getcwd(), frozenset(env.items()))
+    if key not in _PROBED:
+        _PROBED[key] = _run_probe(argv, env)
+    return _PROBED[key]
+
+
+def _run_probe(argv: list[str], env: Mapping[str, str]) -> str | None:
     try:
         done = subprocess.run(
             argv,

@@ -41,6 +41,13 @@ from assay.plumbing import fetch as git_fetch
 from assay.plumbing import push as git_push
 
 CACHE_NAMESPACE = "refs/assay-cache"
+# A cache keeps every object (peers may still need it) and writes no reflogs or graphs.
+CACHE_CONFIG = {
+    "gc.auto": "0",
+    "maintenance.auto": "false",
+    "fetch.writeCommitGraph": "false",
+    "core.logAllRefUpdates": "false",
+}
 
 
 def default_cache_dir(url: str) -> Path:
@@ -59,14 +66,7 @@ def open_cache(path: Path) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not (path / "HEAD").exists():
-                init_bare(path)
-                for key, value in (
-                    ("gc.auto", "0"),
-                    ("maintenance.auto", "false"),
-                    ("fetch.writeCommitGraph", "false"),
-                    ("core.logAllRefUpdates", "false"),
-                ):
-                    run_git(["config", key, value], git_dir=path)
+                init_bare(path, config=CACHE_CONFIG)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return path

@@ -102,6 +102,12 @@ class RefLog:
 
     # ------------------------------------------------------------------ reading
 
+    def assume(self, tip: str | None) -> RefLog:
+        """Take ``tip`` as the log's head, as a fetch the caller just made found it (None:
+        the log was absent); the next read with ``fetch=False`` starts from it."""
+        self._tip, self._known = tip, True
+        return self
+
     def head(self, *, fetch: bool = True) -> str | None:
         """The commit at the tip of the log, or None for an empty (absent) log."""
         if fetch or not self._known:

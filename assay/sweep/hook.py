@@ -3,9 +3,11 @@
 ``install_wake_hook(bare_repo)`` writes a git ``post-receive`` hook into the embedded
 forge's bare repository. Git runs it after every accepted push (whether the push came over
 ``file://`` or through ``assay forge serve``'s smart HTTP); for each updated events ref it
-starts ``python -m assay.sweep.wake --brief ID --forge REPO`` (the lean form of
-``assay sweep wake``) detached, so the pusher does
-not wait and the waiting run resumes within a fraction of a second, without any polling.
+writes ``wake ID`` to a resident ``assay desk host``'s Unix socket when one is configured
+and listening (the host forks a warm child; no process starts here), else starts
+``python -m assay.sweep.wake --brief ID --forge REPO`` (the lean form of ``assay sweep
+wake``) detached, so the pusher does not wait and the waiting run resumes within a fraction
+of a second, without any polling.
 
 The hook is a small Python script using only the standard library (it must start fast). It
 never runs a shell: the brief id comes from a ref name a pusher chose, so it is checked
@@ -27,10 +29,11 @@ HOOK_NAME = "post-receive"
 MARKER = "# assay wake hook"
 LOG_NAME = "assay-wake.log"
 
-_TEMPLATE = """#!{python}
+_TEMPLATE = """#!{python} -IS
 {marker} (installed by `assay sweep install-hook`; reinstalling replaces it)
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -39,6 +42,7 @@ ASSAY_PATH = {assay_path!r}
 FORGE = {forge!r}
 LOG = {log!r}
 WORKDIR = {workdir!r}
+HOST_SOCKET = {host_socket!r}
 PREFIX = "refs/assay/events/"
 SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{{0,99}}")
 
@@ -56,6 +60,8 @@ def main():
             briefs.append(brief)
     if not briefs:
         return
+    if HOST_SOCKET and tell_host(briefs):
+        return
     env = {{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ASSAY_PATH, env.get("PYTHONPATH")) if p)
     with open(LOG, "ab") as log:
@@ -69,6 +75,19 @@ def main():
                 cwd=WORKDIR,
                 start_new_session=True,
             )
+
+
+def tell_host(briefs):
+    # A resident `assay desk host` wakes the runs from a warm interpreter; when it is not
+    # listening, the waker process below does the same work, only slower.
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(2.0)
+            conn.connect(HOST_SOCKET)
+            conn.sendall("".join("wake " + b + "\\n" for b in briefs).encode())
+        return True
+    except OSError:
+        return False
 
 
 main()
@@ -86,8 +105,12 @@ def install_wake_hook(
     forge_url: str | None = None,
     workdir: Path | None = None,
     python: str | None = None,
+    host_socket: Path | None = None,
 ) -> Path:
     """Write (or replace) the wake hook in ``bare_repo``; return the hook's path.
+
+    ``host_socket``: the Unix socket of an ``assay desk host``; the hook writes each woken
+    brief to it (no process started) and starts the waker only when nobody listens there.
 
     ``forge_url`` is what the woken desk is told to use (default: the repository's own path,
     the fastest way to the same refs on this machine). ``workdir`` is where the waker runs,
@@ -108,6 +131,7 @@ def install_wake_hook(
         forge=forge_url or str(repo),
         log=str(repo / LOG_NAME),
         workdir=str((workdir or Path.cwd()).resolve()),
+        host_socket=str(Path(host_socket).resolve()) if host_socket else "",
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")

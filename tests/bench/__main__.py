@@ -8,7 +8,10 @@ Measures, in one run on this machine, and prints as ONE table:
 - resume latency of 1,000- and 10,000-step histories: Assay against DBOS recovery;
 - journal bytes of a 200-turn conversation against a full-transcript-per-call journal;
 - claims: acquire latency with 16 contenders against a bare ``git push`` (the floor) over
-  smart HTTP (``tests.bench.claims``' functions);
+  smart HTTP (``tests.bench.claims``' functions), with and without a read before;
+- cost: git processes and fleet CPU-seconds per brief (``tests.bench.cost``);
+- wake: approval push to the woken run's next entry, hook + waker against the warm desk
+  host, and the host child's last step to its exit (``tests.bench.wake``);
 - scale: 500 briefs and 20 desk processes on the served embedded forge (``tests.bench.scale``);
 - sandbox: one tool call in bubblewrap against a bare ``subprocess.run`` (``tests.bench.sandbox``);
 - GitHub budget: REST calls per brief lifecycle against the fake GitHub, and the briefs per
@@ -18,7 +21,8 @@ Measures, in one run on this machine, and prints as ONE table:
 
 Then writes the table, with a description of the machine, under "## Summary" at the top of
 ``docs/benchmarks.md`` (the per-area sections below it are left as they are). ``--quick``
-is a smoke pass of a few minutes; the default is the full measurement.
+is a smoke pass of a few minutes; the default is the full measurement. ``--only cost,wake``
+runs some sections (without writing the page); ``--scale 100x10`` shrinks the scale run.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.bench import gateway, github_budget, peers, sandbox, scale
+from tests.bench import cost, gateway, github_budget, peers, sandbox, scale, wake
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
 Row = tuple[str, str, str]
@@ -82,7 +86,13 @@ def claims_rows(*, quick: bool) -> tuple[list[Row], dict[str, float]]:
             # the floor and an uncontended acquire, sampled alternately (the claims module's)
             floor, single = solo(url, state, 4 if quick else 12)
             acquire = {1: single, **acquire_figures(url, state, rounds)}
-    figures = {"push_floor": floor, "acquire_1": acquire[1], "acquire_16": acquire[16]}
+            viewed = acquire_figures(url, state, rounds, from_view=True)
+    figures = {
+        "push_floor": floor,
+        "acquire_1": acquire[1],
+        "acquire_16": acquire[16],
+        "acquire_16_from_view": viewed[16],
+    }
     return [
         ("claims: bare git push of one ref (floor)", f"{floor * 1e3:.1f} ms", "smart HTTP"),
         (
@@ -93,7 +103,14 @@ def claims_rows(*, quick: bool) -> tuple[list[Row], dict[str, float]]:
         (
             "claims: acquire, 16 contenders",
             f"{acquire[16] * 1e3:.1f} ms",
-            f"{acquire[16] / floor:.2f}x the push floor; exactly 1 winner each round",
+            f"{acquire[16] / floor:.2f}x the push floor; exactly 1 winner each round "
+            "(no read before: `assay claim acquire`)",
+        ),
+        (
+            "claims: acquire, 16 contenders, from the desk's view",
+            f"{viewed[16] * 1e3:.1f} ms",
+            f"{viewed[16] / floor:.2f}x the push floor (target 4x); a loser answers busy "
+            "from the push's refusal, no second round trip",
         ),
     ], figures
 
@@ -122,6 +139,19 @@ def main(argv: list[str] | None = None) -> None:
         "--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone"
     )
     parser.add_argument("--json", action="store_true", help="also print every raw figure")
+    parser.add_argument(
+        "--only",
+        metavar="SECTIONS",
+        default="",
+        help="comma-separated sections to run (peers, claims, cost, wake, scale, github); "
+        "implies --no-write",
+    )
+    parser.add_argument(
+        "--scale",
+        metavar="BRIEFSxDESKS",
+        default="",
+        help="size of the scale run (default 500x20; 40x4 with --quick)",
+    )
     options = parser.parse_args(argv)
     quick = options.quick
     started = time.monotonic()
@@ -143,11 +173,32 @@ def main(argv: list[str] | None = None) -> None:
         return found
 
     def scale_rows() -> list[Row]:
-        raw["scale"] = scale.measure(briefs=40 if quick else 500, desks=4 if quick else 20)
+        briefs, desks = (40, 4) if quick else (500, 20)
+        if options.scale:
+            briefs, desks = (int(x) for x in options.scale.lower().split("x"))
+        before = os.getloadavg()
+        raw["scale"] = scale.measure(briefs=briefs, desks=desks)
+        after = os.getloadavg()
+        per_min = raw["scale"]["briefs_per_min"]
         return [
             *scale.rows(raw["scale"]),
+            (
+                "scale: briefs per minute against the target",
+                f"{per_min:.1f}",
+                f"{per_min / 300:.2f}x the 300/min target; load average before "
+                f"{before[0]:.1f}, after {after[0]:.1f} (1 min)",
+            ),
             ("scale: invariant problems", str(len(raw["scale"]["problems"])), "must be 0"),
         ]
+
+    def cost_rows() -> list[Row]:
+        raw["cost"] = cost.measure(briefs=16 if quick else 100, desks=2 if quick else 10)
+        return cost.rows(raw["cost"])
+
+    def wake_rows() -> list[Row]:
+        rounds = 3 if quick else 7
+        raw["wake"] = [wake.measure(mode, rounds) for mode in ("waker", "host")]
+        return wake.rows(raw["wake"])
 
     def github_rows() -> list[Row]:
         raw["github"] = github_budget.measure(briefs=2 if quick else 5)
@@ -166,9 +217,15 @@ def main(argv: list[str] | None = None) -> None:
         ("gateway", gateway_rows),
         ("sandbox", sandbox_rows),
         ("claims", claim_rows),
+        ("cost", cost_rows),
+        ("wake", wake_rows),
         ("scale", scale_rows),
         ("github", github_rows),
     ]
+    if options.only:
+        wanted = {name.strip() for name in options.only.split(",")}
+        sections = [(name, fn) for name, fn in sections if name in wanted]
+        options.no_write = True
     for name, section in sections:
         say(f"{name}…")
         try:

@@ -80,8 +80,14 @@ def solo(url: str, state: Path, samples: int) -> tuple[float, float]:
     return statistics.median(floor), statistics.median(acquire)
 
 
-def contend(url: str, brief: str, n: int, state: Path) -> list[tuple[bool, float]]:
-    """Fork ``n`` processes that acquire ``brief`` at one instant; (won, seconds) each."""
+def contend(
+    url: str, brief: str, n: int, state: Path, *, from_view: bool = False
+) -> list[tuple[bool, float]]:
+    """Fork ``n`` processes that acquire ``brief`` at one instant; (won, seconds) each.
+
+    ``from_view``: each contender acquires as the desk loop does, from the read it made
+    before (``acquire(seen=None)``: the brief was unclaimed), so a loser answers from the
+    refusal alone; otherwise as ``assay claim acquire`` does, with no read before."""
     barrier_r, barrier_w = os.pipe()
     report_r, report_w = os.pipe()
     pids = []
@@ -98,7 +104,10 @@ def contend(url: str, brief: str, n: int, state: Path) -> list[tuple[bool, float
                 os.read(barrier_r, 1)
                 started = time.perf_counter()
                 try:
-                    store.acquire(brief, f"bench-{i}", lease_s=300)
+                    if from_view:
+                        store.acquire(brief, f"bench-{i}", lease_s=300, seen=None)
+                    else:
+                        store.acquire(brief, f"bench-{i}", lease_s=300)
                     won = 1
                 except Busy:
                     won = 0
@@ -125,12 +134,16 @@ def contend(url: str, brief: str, n: int, state: Path) -> list[tuple[bool, float
     return results
 
 
-def acquire_figures(url: str, state: Path, rounds: dict[int, int]) -> dict[int, float]:
+def acquire_figures(
+    url: str, state: Path, rounds: dict[int, int], *, from_view: bool = False
+) -> dict[int, float]:
     figures: dict[int, float] = {}
+    tag = "v" if from_view else "c"
     for n, count in rounds.items():
         samples: list[float] = []
         for r in range(count):
-            samples += [t for _, t in contend(url, f"bench-{state.name}-{n}-{r}", n, state)]
+            brief = f"bench-{state.name}-{tag}{n}-{r}"
+            samples += [t for _, t in contend(url, brief, n, state, from_view=from_view)]
         figures[n] = statistics.median(samples)
     return figures
 

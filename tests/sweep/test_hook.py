@@ -82,3 +82,20 @@ def test_install_hook_cli_is_idempotent(forge_path: Path, run_assay: AssayRunner
     assert done.returncode == 0
     assert not (forge_path / "pwned").exists()
     assert not (forge_path / "assay-wake.log").exists()  # nothing was started
+
+
+def test_with_no_desk_host_listening_the_hook_starts_the_waker_itself(
+    forge_path: Path, tmp_path: Path
+) -> None:
+    workdir = tmp_path / "waker"
+    sweepers(workdir / "sweepers")
+    install_wake_hook(forge_path, workdir=workdir, host_socket=tmp_path / "nobody.sock")
+    spec = f"file://{forge_path}"
+    put_on_main(spec, brief_files("hooked"))
+    _waiting(spec, "hooked", tmp_path / "first")
+    push_event(spec, "hooked", "approve", "no-host")
+    status = wait_until(
+        lambda: status_record(spec, "hooked"), timeout=30, what="the waker's wake record"
+    )
+    assert status["state"] == "woken" and status["event"] == "no-host"
+    assert (forge_path / "assay-wake.log").exists()

@@ -1,0 +1,252 @@
+"""The warm desk host (``assay desk host``) and the settle push, with real processes.
+
+The host is a real ``python -m assay desk host`` woken by the forge's real post-receive
+hook through its Unix socket; children are real forks, SIGKILLed with their host. The
+single atomic push that writes the review and settles the claim is interrupted by SIGKILL
+before and after the forge applied it, through a ``git`` wrapper first on the desk's PATH
+that waits on a FIFO (a real condition) at that moment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from assay.desks.host import parse_wake
+from assay.sweep.hook import install_wake_hook
+from tests.conftest import assay_argv
+from tests.desks.world import World, brief_text, finish, write
+from tests.forge_fixtures import wait_until
+
+PY_DESK = """\
+import os
+from pathlib import Path
+
+
+def work(run, brief):
+    run.wait_for("approval")
+
+    def body():
+        marks = Path(os.environ["HOST_TEST_DIR"])
+        (marks / f"{brief.id}.{os.getpid()}").write_text("")
+        if not (marks / "release").exists():
+            with open(marks / "gate.fifo") as gate:  # blocks: nobody opens the other end
+                gate.read()
+        return {"ok": True}
+
+    run.step("work", body)
+    return {"status": "done", "summary": "worked", "evidence": []}
+"""
+
+
+def start_host(
+    world: World, sock: Path, *, extra: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        assay_argv(
+            "desk", "host", "--forge", world.url, "--desks", str(world.desks), "--socket", str(sock)
+        ),
+        cwd=world.root,
+        env=world.env("host", extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    world.procs.append(proc)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == str(sock)  # it listens once it says where
+    return proc
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return status.exists() and status.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_the_hook_wakes_a_waiting_run_through_the_warm_host(world: World, tmp_path: Path) -> None:
+    world.add_briefs(brief_text("b1", labels=["approval"]))
+    world.add_desk("coder", [write("hello.txt", "hi\n"), finish("ready for review")])
+    sock = tmp_path / "host.sock"
+    install_wake_hook(world.forge_path, workdir=tmp_path, host_socket=sock)
+    waiting = world.desk("coder", "--once")
+    assert waiting.returncode == 75, waiting.stderr
+    start_host(world, sock)
+
+    world.event("b1", "approve", actor="ann")
+    wait_until(
+        lambda: (world.claim("b1") or None) and world.claim("b1").state == "done",  # type: ignore[union-attr]
+        timeout=90,
+        what="the host's child to finish the woken run",
+    )
+    wakes = [e for e in world.journal("b1").entries if e["kind"] == "wake"]
+    assert [w["event"]["kind"] for w in wakes] == ["approve"]
+    review = world.review("b1")
+    assert review is not None and review.state == "ready"
+    log = sock.with_suffix(".log").read_text()
+    assert "woke b1: ok (0)" in log
+    # The hook told the host; it started no waker process of its own.
+    assert not (world.forge_path / "assay-wake.log").exists()
+
+
+def test_the_host_sigkilled_with_children_running_leaves_every_run_resumable(
+    world: World, tmp_path: Path
+) -> None:
+    briefs = ("b1", "b2")
+    world.add_briefs(*(brief_text(b) for b in briefs))
+    (world.desks / "pydesk.py").write_text(PY_DESK, encoding="utf-8")
+    (world.desks / "py.yaml").write_text(
+        "name: py\nkind: python\nentry: pydesk:work\nlease: 1.5\ntakes: {globs: ['*']}\n",
+        encoding="utf-8",
+    )
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    os.mkfifo(marks / "gate.fifo")
+    extra = {"HOST_TEST_DIR": str(marks)}
+    for _ in briefs:
+        waiting = world.assay(
+            "desk", "run", "py", "--once", "--forge", world.url, "--desks", str(world.desks)
+        )
+        assert waiting.returncode == 75, waiting.stderr
+    sock = tmp_path / "host.sock"
+    install_wake_hook(world.forge_path, workdir=tmp_path, host_socket=sock)
+    host = start_host(world, sock, extra=extra)
+    for brief in briefs:
+        world.event(brief, "approve", actor="ann")
+
+    def started() -> dict[str, int]:
+        found = {p.name.split(".")[0]: int(p.name.split(".")[1]) for p in marks.glob("b*.*")}
+        return found if len(found) == len(briefs) else {}
+
+    children = wait_until(started, timeout=90, what="both woken runs inside their step")
+    for brief in briefs:
+        claim = world.claim(brief)
+        assert claim is not None and (claim.state, claim.fence) == ("held", 2)
+
+    os.kill(host.pid, signal.SIGKILL)  # the host alone: its children must die with it
+    host.wait(timeout=30)
+    wait_until(
+        lambda: not any(alive(pid) for pid in children.values()),
+        timeout=30,
+        what="the host's children to die with it",
+    )
+    (marks / "release").write_text("")
+    for brief in briefs:
+        wait_until(lambda b=brief: world.claim_expired(b), timeout=60, what="the lease to lapse")
+        resumed = world.assay(
+            "desk",
+            "run",
+            "py",
+            "--brief",
+            brief,
+            "--once",
+            "--forge",
+            world.url,
+            "--desks",
+            str(world.desks),
+            machine="b",
+            extra=extra,
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        claim = world.claim(brief)
+        assert claim is not None and (claim.state, claim.fence) == ("done", 3)
+        entries = world.journal(brief).entries
+        fences = [e["fence"] for e in entries]
+        # fence 2 (the killed child) may have pushed nothing; the order never goes back
+        assert fences == sorted(fences) and (fences[0], fences[-1]) == (1, 3)
+        assert sum(e["kind"] == "start" for e in entries) == 1
+        works = [e for e in entries if e["kind"] == "step" and e.get("name") == "work"]
+        assert len(works) == 1 and works[0]["fence"] == 3  # the killed child recorded none
+
+
+_BLOCKING_GIT = """#!/bin/sh
+case " $* " in
+  *" push "*refs/assay/reviews/*)
+    if [ "$HOLD_AT" = before ]; then : > "$HOLD_MARK"; cat "$HOLD_FIFO" > /dev/null; fi
+    {git} "$@"; rc=$?
+    if [ "$HOLD_AT" = after ]; then : > "$HOLD_MARK"; cat "$HOLD_FIFO" > /dev/null; fi
+    exit $rc ;;
+esac
+exec {git} "$@"
+"""
+
+
+@pytest.mark.parametrize("moment", ["before", "after"])
+def test_a_desk_killed_inside_its_settle_push_leaves_claim_and_review_together(
+    world: World, tmp_path: Path, moment: str
+) -> None:
+    world.add_briefs(brief_text("b1"))
+    world.add_desk("coder", [write("a.txt", "a\n"), finish("done")], lease=1.5)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    wrapper.write_text(_BLOCKING_GIT.format(git="/usr/bin/git"), encoding="utf-8")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    fifo, mark = tmp_path / "hold.fifo", tmp_path / "held"
+    os.mkfifo(fifo)
+    env = world.env(
+        "a",
+        {
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "HOLD_AT": moment,
+            "HOLD_FIFO": str(fifo),
+            "HOLD_MARK": str(mark),
+        },
+    )
+    desk = subprocess.Popen(
+        assay_argv(
+            "desk", "run", "coder", "--once", "--forge", world.url, "--desks", str(world.desks)
+        ),
+        cwd=world.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    wait_until(mark.exists, timeout=90, what="the desk inside its settle push")
+    os.killpg(desk.pid, signal.SIGKILL)
+    desk.wait(timeout=30)
+
+    claim, review = world.claim("b1"), world.review("b1")
+    assert claim is not None
+    if moment == "before":  # nothing of the push landed: held, no review
+        assert claim.state == "held" and review is None
+        wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to lapse")
+        resumed = world.desk("coder", "--once", machine="b")
+        assert resumed.returncode == 0, resumed.stderr
+        claim, review = world.claim("b1"), world.review("b1")
+        assert claim is not None and (claim.state, claim.fence) == ("done", 2)
+    else:  # the forge applied both refs at once, whatever the desk saw afterwards
+        assert claim.state == "done" and claim.fence == 1
+    assert review is not None and review.state == "ready"
+    assert claim.journal_head == world.journal("b1").head
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"wake ../../etc",
+        b"wake b1; rm -rf /",
+        b"wake $(id)",
+        b"wake",
+        b"wake b1 b2",
+        b"sleep b1",
+        b"wake .hidden",
+        b"wake \xff\xfe",
+    ],
+)
+def test_a_wake_line_that_is_not_one_brief_id_is_ignored(line: bytes) -> None:
+    assert parse_wake(line) is None
+
+
+def test_a_wake_line_names_one_brief() -> None:
+    assert parse_wake(b"wake b-1.x_2\n") == "b-1.x_2"
