@@ -37,6 +37,7 @@ def _summary(report: object) -> Table:
         ("stuck to resume", _seconds(report.resume_after_stuck_s)),
         ("approval to resume", _seconds(report.approval_to_resume_s)),
         ("forged evidence caught", str(report.forged_evidence_caught)),
+        ("agent code sandboxed", "yes" if report.sandboxed else "NO (bubblewrap missing)"),
         ("board", f"{report.board_path} and {report.board_html_path}"),
         ("forge", f"{report.forge_path}"),
         ("seconds", f"{report.seconds:.1f}"),

@@ -68,10 +68,22 @@ insecure_option = click.option(
     "--sha", default=None, metavar="SHA", help="Verify this commit instead of the review's head."
 )
 @insecure_option
+@click.option(
+    "--insecure-unsandboxed-rows",
+    "unsandboxed",
+    is_flag=True,
+    help="Run the rows on the host instead of in the bubblewrap sandbox (branch code "
+    "can then read what this process can read); for a machine without bubblewrap.",
+)
 @forge_option
 @json_option
 def verify_command(
-    brief: str, sha: str | None, insecure: bool, forge: str | None, as_json: bool
+    brief: str,
+    sha: str | None,
+    insecure: bool,
+    unsandboxed: bool,
+    forge: str | None,
+    as_json: bool,
 ) -> None:
     """Re-run BRIEF's verify rows on the review's head in a clean tree and record evidence.
 
@@ -100,7 +112,13 @@ def verify_command(
     with handle:
         try:
             report = verify(
-                handle, brief, sha=sha, insecure=insecure, on_start=starting, on_row=finished
+                handle,
+                brief,
+                sha=sha,
+                insecure=insecure,
+                unsandboxed=unsandboxed,
+                on_start=starting,
+                on_row=finished,
             )
         finally:
             status.stop()

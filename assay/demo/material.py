@@ -111,22 +111,29 @@ def real_model() -> dict[str, str] | None:
     }
 
 
-def write_workspace(directory: Path, *, model: dict[str, str] | None = None) -> None:
+def write_workspace(
+    directory: Path, *, model: dict[str, str] | None = None, sandboxed: bool = True
+) -> None:
     """Copy the demo desk, its scripted answers and the sweeper policies into ``directory``.
 
     Desk processes read ``desks/`` (``--desks``) and ``assay sweep`` reads ``sweepers/``
     from the folder it runs in, which is the demo's. With ``model``, the desk's scripted
-    model is replaced by that section (a real endpoint).
+    model is replaced by that section (a real endpoint). Not ``sandboxed`` (no bubblewrap
+    on this machine), the desk declares ``sandbox: {network: host, isolation: off}``, so
+    its runs are recorded, and shown on the board, as unsandboxed.
     """
     for folder in ("desks", "sweepers"):
         for name, data in _read_tree(DATA / folder).items():
             target = directory / folder / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-    if model is not None:
+    if model is not None or not sandboxed:
         manifest_path = directory / "desks" / DESK_MANIFEST
         manifest = yaml.safe_load(manifest_path.read_text(encoding="utf-8"))
-        manifest["model"] = model
+        if model is not None:
+            manifest["model"] = model
+        if not sandboxed:
+            manifest["sandbox"] = {"network": "host", "isolation": "off"}
         manifest_path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
 
 

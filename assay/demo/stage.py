@@ -84,6 +84,7 @@ class DemoReport:
     model_calls: int = 0
     steps: int = 0
     desk_processes: int = 0
+    sandboxed: bool = True  # False: no bubblewrap here, agent code and rows ran unconfined
     kill_to_resume_s: float | None = None
     resume_after_stuck_s: float | None = None
     approval_to_resume_s: float | None = None
@@ -156,7 +157,10 @@ class Stage:
         with open_forge(str(forge_path), cache_dir=self.directory / "state" / "seed") as local:
             seed_forge(local, material)
         self.model = real_model()
-        write_workspace(self.directory, model=self.model)
+        from assay.sandbox import sandbox_available
+
+        self.report.sandboxed = sandbox_available()
+        write_workspace(self.directory, model=self.model, sandboxed=self.report.sandboxed)
         for brief in material.briefs:
             self.progress[brief.id] = BriefProgress(brief.id, list(brief.depends_on))
         self.report.briefs_total = len(material.briefs)
@@ -241,8 +245,9 @@ class Stage:
 
     def _gate_worker(self) -> None:
         while (brief := self.gate_queue.get()) is not None:
+            unconfined = [] if self.report.sandboxed else ["--insecure-unsandboxed-rows"]
             code, verified = self._assay(
-                "verify", brief, "--forge", self.report.forge_url, "--json", gate=True
+                "verify", brief, "--forge", self.report.forge_url, "--json", *unconfined, gate=True
             )
             if code != 0:
                 self.gate_results.put((brief, "blocked", verified))
@@ -411,6 +416,12 @@ class Stage:
         self.display.event(
             f"forge served at {server.url}; {self.report.briefs_total} briefs on main"
         )
+        if not self.report.sandboxed:
+            self.display.event(
+                "bubblewrap is not installed (or cannot create namespaces): the desks and the "
+                "gate's rows run UNSANDBOXED, recorded so on the board; install bubblewrap "
+                "to run them in the sandbox"
+            )
         for number in range(GATE_WORKERS):
             threading.Thread(
                 target=self._gate_worker, name=f"demo-gate-{number}", daemon=True

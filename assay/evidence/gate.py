@@ -32,6 +32,7 @@ from assay.evidence.records import EvidenceRecord
 from assay.evidence.reviews import next_version, reviews_ref
 from assay.evidence.rule import MergeDecision, decide
 from assay.evidence.runner import (
+    gate_sandbox,
     row_environment,
     run_row,
     shield_gate_process,
@@ -57,6 +58,7 @@ from assay.evidence.table import render_markdown, with_table
 from assay.forge import Forge
 from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import GitError, RefUpdate, run_git, write_commit
+from assay.sandbox import SandboxSpec
 
 _MERGE_ATTEMPTS = 5
 
@@ -232,11 +234,15 @@ def verify(
     verifier: str | None = None,
     key: bytes | None = None,
     insecure: bool = False,
+    unsandboxed: bool = False,
     workdir: Path | None = None,
     on_start: Callable[[RowSpec], None] | None = None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None = None,
 ) -> VerifyReport:
-    """Run every verify row of ``brief_id`` on the review's head (or ``sha``) and record it."""
+    """Run every verify row of ``brief_id`` on the review's head (or ``sha``) and record it.
+
+    Rows run in the sandbox; ``unsandboxed`` (``--insecure-unsandboxed-rows``) runs them on
+    the host, for a machine without bubblewrap that accepts the risk."""
     shield_gate_process()
     key = signing_key(key=key, insecure=insecure)
     verifier = verifier or default_verifier()
@@ -299,6 +305,7 @@ def verify(
             key=key,
             on_start=on_start,
             on_row=on_row,
+            sandbox=gate_sandbox(unsandboxed=unsandboxed),
         )
     timings["rows"] = sum(record.seconds for record in ran)
     mark = time.monotonic()
@@ -333,6 +340,7 @@ def _run_rows(
     key: bytes | None,
     on_start: Callable[[RowSpec], None] | None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
+    sandbox: SandboxSpec,
 ) -> list[EvidenceRecord]:
     """Run each row in ``tree`` and make its (unsealed) record from ``template``."""
     # Evidence is committed to the forge: scrub any secret a row found and printed.
@@ -343,7 +351,9 @@ def _run_rows(
     for row in rows:
         if on_start is not None:
             on_start(row)
-        result = run_row(row.command, cwd=tree, timeout_s=row.timeout_s, env=environ)
+        result = run_row(
+            row.command, cwd=tree, timeout_s=row.timeout_s, env=environ, sandbox=sandbox
+        )
         record = dataclasses.replace(
             template,
             row=row.id,

@@ -129,8 +129,11 @@ class RowRun:
         return self.exit == 0 and not self.timed_out
 
 
-def gate_sandbox() -> SandboxSpec:
-    """Where rows run: no network, the Python and Node toolchains readable."""
+def gate_sandbox(*, unsandboxed: bool = False) -> SandboxSpec:
+    """Where rows run: no network, the Python and Node toolchains readable; or, as the
+    explicit ``--insecure-unsandboxed-rows`` choice, on the host with no isolation."""
+    if unsandboxed:
+        return SandboxSpec(network="host", isolation="off", toolchains=("python", "node"))
     return SandboxSpec(toolchains=("python", "node"))
 
 

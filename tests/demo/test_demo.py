@@ -37,6 +37,7 @@ def test_the_demo_keeps_every_promise(demo_run: tuple[int, dict[str, object], Pa
     assert report["forged_evidence_caught"] == 1
     assert report["approvals_waited"] == 1
     assert report["briefs_total"] == 6
+    assert report["sandboxed"] is True  # bubblewrap is installed by .ci/install
     assert report["briefs_merged"] == 5
     assert report["blocked"] == ["palindrome"]
     assert isinstance(report["kill_to_resume_s"], float)
@@ -103,3 +104,27 @@ def test_the_refused_brief_is_never_done_or_merged_anywhere(
         assert said["status"][brief][0] == "merged" == page[brief]
         assert board[brief].startswith("Merged")
     assert {step for _state, step in said["status"].values()} == {"compute:evidence.claimed"}
+
+
+def test_without_bubblewrap_the_demo_runs_unsandboxed_and_says_so(tmp_path: Path) -> None:
+    # The README's first command on a machine with no bubblewrap: the demo still tells its
+    # story, but every unconfined run is declared, recorded and shown, never silent.
+    directory = tmp_path / "run"
+    done = subprocess.run(
+        assay_argv("demo", "--dir", str(directory), "--json", "--seed", "3"),
+        env=assay_env({"ASSAY_BWRAP": str(tmp_path / "no-bwrap-here")}),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.stdout, done.stderr
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, report["problems"]
+    assert report["sandboxed"] is False
+    assert report["briefs_merged"] == 5
+    assert report["blocked"] == ["palindrome"]
+    manifest = (directory / "desks" / "demo.yaml").read_text(encoding="utf-8")
+    assert "isolation: 'off'" in manifest or "isolation: off" in manifest
+    board = Path(str(report["board_path"])).read_text(encoding="utf-8")
+    assert "unsandboxed run" in board
