@@ -132,6 +132,8 @@ def board_from_snapshot(
             note = f"journal: {journal.problem}"
         if claim is not None and claim.problem:
             note = f"claim: {claim.problem}"
+        if brief is not None and brief.problem:
+            note = f"brief: {brief.problem}"  # never taken by a desk; say why
         state = brief_state(claim, journal, on_main=brief is not None, now=as_of, skew_s=skew_s)
         info = journal or JournalInfo()
         rows.append(
