@@ -117,11 +117,15 @@ def board_from_snapshot(
 ) -> BoardState:
     """The board of ``snapshot``, as of ``now`` or else the latest instant the forge records."""
     as_of = now or snapshot.latest_instant() or _EPOCH
+    from assay.errors import AssayError
     from assay.evidence.records import gate_key
 
     # As the gate's merge rule: unsigned records never count. Without the gate's key here a
     # signature is seen but cannot be checked (the merge checks it).
-    key_known = gate_key() is not None
+    try:
+        key_known = gate_key() is not None
+    except AssayError:  # an unreadable key file: signatures are seen, not checked
+        key_known = False
     ids = sorted(set(snapshot.briefs) | set(snapshot.claims) | set(snapshot.invalid))
     return BoardState(
         forge=snapshot.url,

@@ -228,7 +228,10 @@ def _evidence(batch: GitBatch, sha: str, brief: str) -> list[EvidenceInfo]:
     # Imported here: the waker reads snapshots too, and never evidence.
     from assay.evidence.records import decode, gate_key
 
-    key = gate_key()
+    try:
+        key = gate_key()  # $ASSAY_EVIDENCE_KEY or the gate's key file, when this is the gate
+    except AssayError:
+        key = None  # an unreadable key file: signatures are seen, not checked
     records: list[EvidenceInfo] = []
     for commit in history(batch, sha):
         source = f"{EVIDENCE}{brief} {commit[:12]}"

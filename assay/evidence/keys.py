@@ -11,7 +11,8 @@ is looked up in this order:
 3. the key file ``evidence.key`` in the gate's state directory: ``$ASSAY_GATE_STATE``, else
    ``$ASSAY_STATE/gate``, else ``~/.local/state/assay/gate``. It is outside every forge
    and never pushed. ``assay forge init`` creates it; a gate that finds none creates one the
-   first time it verifies or merges (records signed by no key, or another one, never count).
+   first time it verifies or merges (an unsigned record never counts; one whose signature
+   fails under this key is corrupt, so every gate of a forge must share one key).
 
 Running without a key is the explicit ``--insecure-unsigned-evidence`` choice: the gate then
 signs nothing and the merge rule accepts unsigned records; the board says so.

@@ -24,8 +24,8 @@ from assay.briefs.format import StrictModel
 class Price(StrictModel):
     """Dollars per 1,000 tokens, each way; used for the cost estimate of every call."""
 
-    in_per_1k: Annotated[float, Field(ge=0)] = 0.0
-    out_per_1k: Annotated[float, Field(ge=0)] = 0.0
+    in_per_1k: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = 0.0
+    out_per_1k: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = 0.0
 
     def usd(self, in_tokens: int, out_tokens: int) -> float:
         return round(in_tokens / 1000 * self.in_per_1k + out_tokens / 1000 * self.out_per_1k, 8)
@@ -35,13 +35,13 @@ class _HttpModel(StrictModel):
     model: str
     base_url: str | None = None
     api_key_env: str | None = None
-    context_window: Annotated[int, Field(gt=0)] = 128_000
-    max_tokens: Annotated[int, Field(gt=0)] | None = None
-    temperature: Annotated[float, Field(ge=0)] | None = None
-    timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    context_window: Annotated[int, Field(gt=0, le=10**9)] = 128_000
+    max_tokens: Annotated[int, Field(gt=0, le=10**9)] | None = None
+    temperature: Annotated[float, Field(ge=0, le=10, allow_inf_nan=False)] | None = None
+    timeout_s: Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)] = 120.0
     attempts: Annotated[int, Field(ge=1, le=20)] = 5
-    backoff_s: Annotated[float, Field(ge=0)] = 1.0
-    max_backoff_s: Annotated[float, Field(ge=0)] = 60.0
+    backoff_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 1.0
+    max_backoff_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 60.0
     price: Price = Field(default_factory=Price)
 
     @field_validator("base_url")
@@ -64,8 +64,8 @@ class AnthropicConfig(_HttpModel):
 
     adapter: Literal["anthropic"]
     api_key_env: str | None = "ANTHROPIC_API_KEY"
-    context_window: Annotated[int, Field(gt=0)] = 200_000
-    max_tokens: Annotated[int, Field(gt=0)] | None = 4096
+    context_window: Annotated[int, Field(gt=0, le=10**9)] = 200_000
+    max_tokens: Annotated[int, Field(gt=0, le=10**9)] | None = 4096
     anthropic_version: str = "2023-06-01"
 
 
@@ -88,10 +88,10 @@ class CommandConfig(StrictModel):
     adapter: Literal["command"]
     argv: Annotated[list[str], BeforeValidator(_argv)]
     prompt: Literal["stdin", "file"] = "stdin"
-    timeout_s: Annotated[float, Field(gt=0)] = 1800.0
+    timeout_s: Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)] = 1800.0
     env: list[str] = Field(default_factory=list)
-    context_window: Annotated[int, Field(gt=0)] = 200_000
-    max_output_bytes: Annotated[int, Field(gt=0)] = 200_000
+    context_window: Annotated[int, Field(gt=0, le=10**9)] = 200_000
+    max_output_bytes: Annotated[int, Field(gt=0, le=64 * 1024 * 1024)] = 200_000
 
     @field_validator("argv")
     @classmethod
@@ -106,8 +106,8 @@ class ScriptedConfig(StrictModel):
 
     adapter: Literal["scripted"]
     script: str
-    context_window: Annotated[int, Field(gt=0)] = 1_000_000
-    delay_s: Annotated[float, Field(ge=0)] = 0.0
+    context_window: Annotated[int, Field(gt=0, le=10**9)] = 1_000_000
+    delay_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 0.0
     price: Price = Field(default_factory=Price)
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from assay.claims.record import MAX_LEASE_S, MAX_SKEW_S
 from assay.errors import BadInput
 
 KINDS: tuple[str, ...] = ("stuck-claims", "waker", "orphans", "budgets", "honest-status")
@@ -38,7 +39,7 @@ class StuckClaimsPolicy(SweepPolicy):
     """Held claims whose lease ran out (plus skew): mark ``stuck``, release for resume."""
 
     kind: Literal["stuck-claims"]
-    skew_s: float = Field(default=30.0, ge=0)
+    skew_s: float = Field(default=30.0, ge=0, le=MAX_SKEW_S, allow_inf_nan=False)
 
 
 class WakerPolicy(SweepPolicy):
@@ -48,8 +49,8 @@ class WakerPolicy(SweepPolicy):
     dispatch: Literal["local", "none"] = "local"
     # A wake already dispatched for the same event is not repeated until this long has
     # passed without the run taking its claim back (the dispatched process may have died).
-    redispatch_after_s: float = Field(default=300.0, ge=0)
-    max_dispatch: int = Field(default=20, ge=0)
+    redispatch_after_s: float = Field(default=300.0, ge=0, le=MAX_LEASE_S, allow_inf_nan=False)
+    max_dispatch: int = Field(default=20, ge=0, le=10_000)
     # Passed to the woken desk as ``--desks`` (relative paths: from the sweep's directory).
     desks_dir: str | None = None
 
@@ -71,7 +72,7 @@ class HonestStatusPolicy(SweepPolicy):
     """Status records still saying "working" for a brief whose claim is not live: correct them."""
 
     kind: Literal["honest-status"]
-    skew_s: float = Field(default=30.0, ge=0)
+    skew_s: float = Field(default=30.0, ge=0, le=MAX_SKEW_S, allow_inf_nan=False)
 
 
 Policy = Annotated[

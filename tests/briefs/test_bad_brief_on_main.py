@@ -33,3 +33,23 @@ def test_brief_list_names_the_bad_brief_and_lists_the_rest(
     table = run_assay("brief", "list", "--forge", str(forge_path))
     assert table.returncode == 65
     assert "good" in table.stdout and "briefs/bad.md" in table.stderr
+
+
+def test_status_names_the_bad_brief_and_a_desk_takes_only_the_good_one(
+    run_assay: AssayRunner, forge_path: Path, tmp_path: Path
+) -> None:
+    put_on_main(forge_path, {"briefs/good.md": GOOD, "briefs/bad.md": BAD})
+    status = run_assay("status", "--forge", str(forge_path), "--json")
+    assert status.returncode == 0, status.stderr
+    rows = {row["id"]: row for row in json.loads(status.stdout)["briefs"]}
+    assert "timeout" in rows["bad"]["status_note"] and rows["good"]["status_note"] == ""
+    desks = tmp_path / "desks"
+    desks.mkdir()
+    (desks / "runner.yaml").write_text(
+        "name: runner\nkind: command\ntakes: {globs: ['*']}\ncommand: [\"true\"]\n"
+    )
+    ran = run_assay(
+        "desk", "run", "runner", "--forge", str(forge_path), "--desks", str(desks), "--json"
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert [r["brief"] for r in json.loads(ran.stdout)["runs"]] == ["good"]
