@@ -149,6 +149,14 @@ class CallHandler:
             actor = event.actor or "a human"
             items = with_steering(call.api, items, STEERING_PREFIX.format(actor=actor) + event.text)
         body = join(call.api, items, request.rest)
+        if call.api == "openai-chat" and call.stream:
+            # A chat stream carries usage only when asked; every call's cost must count. The
+            # extra final chunk is standard, and stream_options is normalised away.
+            options = body.get("stream_options")
+            body["stream_options"] = {
+                **(options if isinstance(options, dict) else {}),
+                "include_usage": True,
+            }
         reply, answer = self.upstream.forward(call.api, call.route, body, call.headers)
         in_tokens = answer.in_tokens if answer else 0
         out_tokens = answer.out_tokens if answer else 0

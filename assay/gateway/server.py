@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from assay.errors import Internal
 from assay.gateway.upstream import PASS_HEADERS, Reply
-from assay.gateway.wire import ROUTES, Api, error_body, sse_events
+from assay.gateway.wire import ROUTES, Api, error_body
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
@@ -235,4 +235,4 @@ def _chunks(body: bytes) -> Iterator[bytes]:
         start = end
 
 
-__all__ = ["Gateway", "ModelCall", "sse_events"]
+__all__ = ["Gateway", "ModelCall"]

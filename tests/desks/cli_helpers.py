@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from tests.desks.world import World
-from tests.gateway.upstream import WireFake
+from tests.fakes.wire import WireFake
 
 AGENT = Path(__file__).resolve().parent.parent / "gateway" / "agent_client.py"
 KEY = "sk-desk-upstream-key-5e1b0c"

@@ -12,7 +12,7 @@ import yaml
 
 from tests.desks.cli_helpers import SCRIPT, add_cli_desk
 from tests.desks.world import World, brief_text
-from tests.gateway.upstream import WireFake
+from tests.fakes.wire import WireFake
 
 
 def set_cli(world: World, **fields: object) -> Path:
@@ -99,9 +99,8 @@ def test_an_upstream_that_fails_is_unavailable_naming_the_model(
     world: World, upstream_key: None, fault: str
 ) -> None:
     world.add_briefs(brief_text("b1"))
-    with WireFake(SCRIPT, fail_first=10, fail_status=500) as fake:
-        if fault == "garbage":
-            fake.fail_first, fake.garbage = 0, True
+    with WireFake(SCRIPT) as fake:
+        fake.inject("garbage" if fault == "garbage" else 500, times=10)
         add_cli_desk(world, fake)
         done = world.desk("cli", "--once")
     assert done.returncode == 69, done.stdout + done.stderr

@@ -19,8 +19,8 @@ from tests.desks.cli_helpers import (
     processes_in,
 )
 from tests.desks.world import World, brief_text
+from tests.fakes.wire import WireFake
 from tests.forge_fixtures import wait_until
-from tests.gateway.upstream import WireFake
 
 
 def test_a_cli_desk_runs_the_agent_and_journals_every_call(

@@ -106,14 +106,26 @@ def parse(
     if api == "openai-chat":
         if stream:
             message: dict[str, Any] = {"role": "assistant", "content": ""}
+            slots: dict[int, dict[str, Any]] = {}  # tool calls arrive in pieces, by index
             for event in _events(raw):
                 for choice in event.get("choices") or []:
                     delta = choice.get("delta") or {}
                     message["content"] += delta.get("content") or ""
-                    for call in delta.get("tool_calls") or []:
-                        message.setdefault("tool_calls", []).append(
-                            {k: v for k, v in call.items() if k != "index"}
+                    for piece in delta.get("tool_calls") or []:
+                        slot = slots.setdefault(
+                            int(piece.get("index", 0)),
+                            {
+                                "id": "",
+                                "type": "function",
+                                "function": {"name": "", "arguments": ""},
+                            },
                         )
+                        slot["id"] = piece.get("id") or slot["id"]
+                        function = piece.get("function") or {}
+                        slot["function"]["name"] += function.get("name") or ""
+                        slot["function"]["arguments"] += function.get("arguments") or ""
+            if slots:
+                message["tool_calls"] = [slots[i] for i in sorted(slots)]
         else:
             message = json.loads(raw)["choices"][0]["message"]
         calls = [

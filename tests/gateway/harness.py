@@ -16,8 +16,8 @@ from assay.gateway.upstream import Upstream
 from assay.models.config import AnthropicConfig, OpenAIConfig, Price
 from assay.runtime import Budget, Run
 from assay.runtime.wire import WireSession
+from tests.fakes.wire import WireFake
 from tests.gateway.agent_client import Transcript, converse
-from tests.gateway.upstream import WireFake
 
 KEY_ENV = "ASSAY_GW_TEST_KEY"
 KEY = "sk-upstream-real-key-7f3a9c2e41d8"

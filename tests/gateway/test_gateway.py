@@ -15,8 +15,8 @@ from assay.gateway.server import Gateway
 from assay.journal import read_journal
 from assay.runtime import Budget, Event, LocalEventStore
 from tests.conftest import REPO_ROOT
+from tests.fakes.wire import WireFake
 from tests.gateway.harness import APIS, KEY, KEY_ENV, drive
-from tests.gateway.upstream import WireFake
 
 SCHEMA = json.loads((REPO_ROOT / "docs" / "journal-entry.schema.json").read_text())
 
@@ -92,10 +92,10 @@ def test_the_real_key_stays_in_the_desk_and_out_of_the_journal(
     with WireFake(SCRIPT) as fake:
         outcome = drive(tmp_path / "j", fake, api=api, cwd=tmp_path / "w", stream=stream)
         assert outcome.error is None and outcome.client_error is None
-        sent = fake.headers[0]
+        sent = fake.turn_requests()[0].headers
         presented = sent.get("x-api-key") or sent.get("authorization", "").removeprefix("Bearer ")
         assert presented == KEY  # the upstream got the real key, in its own header
-        assert all(outcome.token not in json.dumps(h) for h in fake.headers)
+        assert all(outcome.token not in json.dumps(s.headers) for s in fake.seen)
     assert outcome.transcript is not None
     for raw in outcome.transcript.raw:
         assert KEY.encode() not in raw
@@ -290,7 +290,7 @@ def test_steering_reaches_the_next_model_call_once(tmp_path: Path) -> None:
     LocalEventStore(journal).append(Event(id="s1", kind="signal", text="use tabs", actor="ann"))
     with WireFake(SCRIPT) as fake:
         drive(journal, fake, api="openai-chat", cwd=tmp_path / "a")
-        seen = [json.dumps(r) for r in fake.requests]
+        seen = [json.dumps(t.body) for t in fake.turn_requests()]
         assert sum("Steering from ann: use tabs" in s for s in seen) == 1
         assert "use tabs" in seen[0]
         again = drive(journal, fake, api="openai-chat", cwd=tmp_path / "b")
@@ -301,7 +301,7 @@ def test_steering_reaches_the_next_model_call_once(tmp_path: Path) -> None:
 
 def test_an_upstream_answering_garbage_is_unavailable(tmp_path: Path) -> None:
     with WireFake(SCRIPT) as fake:
-        fake.garbage = True
+        fake.inject("garbage", times=5)
         outcome = drive(tmp_path / "j", fake, api="openai-chat", cwd=tmp_path / "a")
     assert isinstance(outcome.error, Unavailable) and outcome.error.code == 69
     assert "desks/cli.yaml: model:" in outcome.error.message
@@ -309,7 +309,8 @@ def test_an_upstream_answering_garbage_is_unavailable(tmp_path: Path) -> None:
 
 
 def test_an_upstream_answering_500s_is_unavailable_after_its_retries(tmp_path: Path) -> None:
-    with WireFake(SCRIPT, fail_first=5, fail_status=500) as fake:
+    with WireFake(SCRIPT) as fake:
+        fake.inject(500, times=5)
         outcome = drive(tmp_path / "j", fake, api="anthropic", cwd=tmp_path / "a")
         assert fake.failures_sent == 2  # attempts: 2
     assert isinstance(outcome.error, Unavailable)
@@ -319,13 +320,15 @@ def test_an_upstream_answering_500s_is_unavailable_after_its_retries(tmp_path: P
 
 
 def test_a_retry_after_is_honoured_and_the_call_succeeds(tmp_path: Path) -> None:
-    with WireFake(SCRIPT, fail_first=1, fail_status=429, retry_after="0") as fake:
+    with WireFake(SCRIPT) as fake:
+        fake.inject(429, retry_after="0")
         outcome = drive(tmp_path / "j", fake, api="anthropic", cwd=tmp_path / "a")
         assert outcome.error is None and fake.failures_sent == 1 and fake.count == 3
 
 
 def test_an_upstream_refusing_the_key_is_denied_naming_the_variable(tmp_path: Path) -> None:
-    with WireFake(SCRIPT, fail_first=1, fail_status=401) as fake:
+    with WireFake(SCRIPT) as fake:
+        fake.inject(401)
         outcome = drive(tmp_path / "j", fake, api="openai-chat", cwd=tmp_path / "a")
         assert fake.failures_sent == 1 and fake.count == 0  # not retried
     assert isinstance(outcome.error, Denied) and outcome.error.code == 77
