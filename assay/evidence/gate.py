@@ -305,7 +305,8 @@ def verify(
             key=key,
             on_start=on_start,
             on_row=on_row,
-            sandbox=gate_sandbox(unsandboxed=unsandboxed),
+            # The gate's own sitecustomize (safe_python_env) must be readable inside.
+            sandbox=gate_sandbox(unsandboxed=unsandboxed).with_read_only(Path(site)),
         )
     timings["rows"] = sum(record.seconds for record in ran)
     mark = time.monotonic()
