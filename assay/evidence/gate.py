@@ -32,6 +32,7 @@ from assay.evidence.records import EvidenceRecord
 from assay.evidence.reviews import next_version, reviews_ref
 from assay.evidence.rule import MergeDecision, decide
 from assay.evidence.runner import (
+    gate_sandbox,
     row_environment,
     run_row,
     shield_gate_process,
@@ -57,6 +58,7 @@ from assay.evidence.table import render_markdown, with_table
 from assay.forge import Forge
 from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import GitError, RefUpdate, run_git, write_commit
+from assay.sandbox import SandboxSpec
 
 _MERGE_ATTEMPTS = 5
 
@@ -295,6 +297,8 @@ def verify(
             ctx.rows,
             tree=tree,
             environ=safe_python_env(environ, Path(site)),
+            # The rows' private /tmp hides the gate's sitecustomize unless it is bound in.
+            sandbox=gate_sandbox().with_read_only(Path(site)),
             template=template,
             key=key,
             on_start=on_start,
@@ -329,6 +333,7 @@ def _run_rows(
     *,
     tree: Path,
     environ: dict[str, str],
+    sandbox: SandboxSpec,
     template: EvidenceRecord,
     key: bytes | None,
     on_start: Callable[[RowSpec], None] | None,
@@ -343,7 +348,9 @@ def _run_rows(
     for row in rows:
         if on_start is not None:
             on_start(row)
-        result = run_row(row.command, cwd=tree, timeout_s=row.timeout_s, env=environ)
+        result = run_row(
+            row.command, cwd=tree, timeout_s=row.timeout_s, env=environ, sandbox=sandbox
+        )
         record = dataclasses.replace(
             template,
             row=row.id,
