@@ -20,8 +20,9 @@ process exit code and whose ``status`` is the word ``--json`` output carries::
     │   ├── ToolError              malformed tool arguments, for the model (assay.desks.tools)
     │   └── GitHubNotFound         no such GitHub resource (assay.github.rest)
     ├── Unavailable (69)           forge or model unreachable after retries; nothing lost
-    │   └── ForgeUnavailable (69)
-    │       └── TransportError     git could not reach the forge (assay.plumbing)
+    │   ├── ForgeUnavailable (69)
+    │   │   └── TransportError     git could not reach the forge (assay.plumbing)
+    │   └── NoSpace                a local disk (forge cache, work tree) is full (assay.plumbing)
     ├── Internal (70)              a bug
     │   └── GitError               git refused in a way Assay did not expect (assay.plumbing)
     ├── Suspended (75)             waiting for an event, timer or approval

@@ -301,6 +301,8 @@ def verify(
             ctx.rows,
             tree=tree,
             environ=safe_python_env(environ, Path(site)),
+            # The rows' private /tmp hides the gate's sitecustomize unless it is bound in.
+            sandbox=gate_sandbox().with_read_only(Path(site)),
             template=template,
             key=key,
             on_start=on_start,
@@ -337,6 +339,7 @@ def _run_rows(
     *,
     tree: Path,
     environ: dict[str, str],
+    sandbox: SandboxSpec,
     template: EvidenceRecord,
     key: bytes | None,
     on_start: Callable[[RowSpec], None] | None,

@@ -23,6 +23,7 @@ from typing import Any
 from assay.board.model import iso
 from assay.board.snapshot import ForgeSnapshot
 from assay.board.source import read_snapshot
+from assay.claims.record import CLAIMS_PREFIX
 from assay.errors import Busy
 from assay.ids import check_id
 from assay.sweep.apply import apply_plan, planned_outcomes
@@ -137,7 +138,8 @@ def run_sweep(
             by=actor,
             at=moment,
             dry_run=dry_run,
-            claims=len(snapshot.claims),
+            # Every claim ref read, a refused one included: it is shown invalid, not hidden.
+            claims=sum(ref.startswith(CLAIMS_PREFIX) for ref in snapshot.refs),
             actions=actions,
             round_trips=trips,
         )

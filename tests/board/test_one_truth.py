@@ -36,6 +36,7 @@ from tests.forge_fixtures import put_on_main
 
 CLAIMS = ("none", "held", "expired", "renewed", "stuck", "released", "waiting", "done", "corrupt")
 JOURNALS = ("none", "ok", "wait", "budget")
+GATE_KEY = b"truth-gate-key"
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,8 @@ def _build(root_dir: Path, briefs: list[Plan]) -> Path:
                 EventLog(forge, name).append(plan.event)
             if plan.evidence != "none":
                 passed = plan.evidence == "pass"
-                append_records(forge, name, [_evidence(name, head, passed=passed)])
+                record = _evidence(name, head, passed=passed)
+                append_records(forge, name, [record], key=GATE_KEY)
             if plan.review != "none":
                 write_review(forge, name, head_sha=head, title=name, body="", state=plan.review)
     return forge_path
@@ -171,7 +173,8 @@ def test_every_reader_agrees_about_every_brief(
     briefs: list[Plan], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ASSAY_CLAIM_SKEW", "0")
-    monkeypatch.delenv("ASSAY_EVIDENCE_KEY", raising=False)
+    # Evidence is signed by default: the readers count only records the gate's key signed.
+    monkeypatch.setenv("ASSAY_EVIDENCE_KEY", GATE_KEY.decode())
     with tempfile.TemporaryDirectory(prefix="assay-truth-") as scratch:
         root_dir = Path(scratch)
         monkeypatch.setenv("ASSAY_STATE", str(root_dir / "state"))
