@@ -301,13 +301,11 @@ def verify(
             ctx.rows,
             tree=tree,
             environ=safe_python_env(environ, Path(site)),
-            # The rows' private /tmp hides the gate's sitecustomize unless it is bound in.
-            sandbox=gate_sandbox().with_read_only(Path(site)),
             template=template,
             key=key,
             on_start=on_start,
             on_row=on_row,
-            # The gate's own sitecustomize (safe_python_env) must be readable inside.
+            # The rows' private /tmp hides the gate's sitecustomize unless it is bound in.
             sandbox=gate_sandbox(unsandboxed=unsandboxed).with_read_only(Path(site)),
         )
     timings["rows"] = sum(record.seconds for record in ran)
@@ -344,7 +342,6 @@ def _run_rows(
     key: bytes | None,
     on_start: Callable[[RowSpec], None] | None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
-    sandbox: SandboxSpec,
 ) -> list[EvidenceRecord]:
     """Run each row in ``tree`` and make its (unsealed) record from ``template``."""
     # Evidence is committed to the forge: scrub any secret a row found and printed.
