@@ -54,6 +54,11 @@ def forget(git_dir: Path) -> None:
         handles.pop(os.fspath(git_dir), None)
 
 
+def forget_all() -> None:
+    """Drop every handle of this thread (a forked child starts with none of its parent's)."""
+    _LOCAL.handles = {}
+
+
 # ---------------------------------------------------------------------------- refs
 
 

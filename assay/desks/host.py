@@ -34,6 +34,7 @@ from typing import Any
 
 from assay.errors import AssayError, BadInput
 from assay.ids import check_id
+from assay.odb import forget_all
 
 # What a woken run needs, imported once in the host so every child starts warm.
 PRELOAD = (
@@ -43,6 +44,11 @@ PRELOAD = (
     "assay.desks.agent",
     "assay.runtime",
     "assay.models",
+    "assay.models.scripted",
+    "assay.models.openai",
+    "assay.models.anthropic",
+    "assay.models.command",
+    "assay.desks.tools",
     "assay.evidence.gate",
     "assay.odb",
     "pygit2",
@@ -174,6 +180,7 @@ class DeskHost:
             code = 70
             try:
                 die_with_parent()
+                forget_all()  # never use a libgit2 handle the host opened (none, normally)
                 signal.set_wakeup_fd(-1)
                 for number in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
                     signal.signal(number, signal.SIG_DFL)

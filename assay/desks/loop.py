@@ -163,6 +163,8 @@ class DeskLoop:
         candidate lost that way moved after the view was read; when every candidate was
         lost like that, the view is read once more (another desk may have released one).
         """
+        if view is not None:
+            view.budget_left = self.budget_left  # this desk's budgets judge a paused run
         for _ in range(3):
             view = view or self.view()
             if only is not None:

@@ -99,31 +99,6 @@ def assay_pushed(work: Path, url: str, n: int, tag: str) -> float:
     return statistics.median(times)
 
 
-def bare_push(work: Path, url: str, n: int, tag: str) -> float:
-    """Median seconds of a bare ``git push`` of one ref (a new one-file commit on top of the
-    last) to ``url``: the floor a pushed step is compared with on the same transport."""
-    forge = open_forge(url, cache_dir=work / f"floor-cache-{tag}")
-    try:
-        times: list[float] = []
-        parent: list[str] = []
-        for i in range(n):
-            commit = forge.commit(
-                {"f.txt": f"{tag} {i}".encode()},
-                parents=parent,
-                message="floor",
-                author=Identity("bench", "b@x"),
-            )
-            started = time.perf_counter()
-            run_git(
-                ["push", "--quiet", url, f"{commit}:refs/bench/floor-{tag}"], git_dir=forge.cache
-            )
-            times.append(time.perf_counter() - started)
-            parent = [commit]
-    finally:
-        forge.close()
-    return statistics.median(times)
-
-
 _DBOS_SCRIPT = textwrap.dedent(
     """
     import os, sys, time
@@ -214,11 +189,11 @@ def measure(*, quick: bool, progress: Callable[[str], None] = lambda s: None) ->
         progress("step overhead: Assay with forge push")
         forge_path = init_forge(work / "forge.git")
         file_url = f"file://{forge_path}"
-        figures["bare_push_file"] = bare_push(work, file_url, pushes, "file")
-        figures["assay_push_file"] = assay_pushed(work, file_url, pushes, "file")
+        bare, step = interleaved(work, file_url, pushes, "file")
+        figures.update(bare_push_file=bare, assay_push_file=step)
         with ForgeServer(forge_path) as server:
-            figures["bare_push_http"] = bare_push(work, server.url, pushes, "http")
-            figures["assay_push_http"] = assay_pushed(work, server.url, pushes, "http")
+            bare, step = interleaved(work, server.url, pushes, "http")
+            figures.update(bare_push_http=bare, assay_push_http=step)
         progress("step overhead: DBOS, LangGraph")
         figures["dbos_floor"] = sqlite_floor(work, n // 3)
         figures["dbos"] = jb.dbos_steps(work, n)
@@ -327,6 +302,42 @@ def push_rows(figures: Figures) -> list[tuple[str, str, str]]:
     return out
 
 
+def interleaved(work: Path, url: str, n: int, tag: str) -> tuple[float, float]:
+    """Medians of (bare push of one ref, Assay pushed step), sampled alternately in one run
+    so both see the same machine (this VM's load moves within seconds)."""
+    forge = open_forge(url, cache_dir=work / f"cache-i{tag}")
+    bare: list[float] = []
+    steps: list[float] = []
+    try:
+        sync = BranchSync(
+            forge, f"bench-i{tag}", workdir=work / f"wt-i{tag}", identity=Identity("bench", "b@x")
+        )
+        sync.checkout()
+        parent: list[str] = []
+
+        def desk(run: Run, _: Any) -> Any:
+            for i in range(n):
+                commit = forge.commit(
+                    {"f.txt": f"{tag} {i}".encode()},
+                    parents=list(parent),
+                    message="floor",
+                    author=Identity("bench", "b@x"),
+                )
+                started = time.perf_counter()
+                ref = f"{commit}:refs/bench/floor-i{tag}"
+                run_git(["push", "--quiet", url, ref], git_dir=forge.cache)
+                bare.append(time.perf_counter() - started)
+                parent[:] = [commit]
+                started = time.perf_counter()
+                run.effect(f"e{i}", lambda key: None)
+                steps.append(time.perf_counter() - started)
+
+        execute(desk, None, journal_dir=sync.journal_dir, hooks=_PushHooks(sync))
+    finally:
+        forge.close()
+    return statistics.median(bare), statistics.median(steps)
+
+
 def pushes_only(*, pushes: int) -> Figures:
     """Only the pushed-step figures (``--pushes``): the bare push and Assay on both transports."""
     work = Path(tempfile.mkdtemp(prefix="assay-bench-push-", dir=os.environ.get("BENCH_DIR")))
@@ -334,11 +345,11 @@ def pushes_only(*, pushes: int) -> Figures:
     try:
         forge_path = init_forge(work / "forge.git")
         file_url = f"file://{forge_path}"
-        figures["bare_push_file"] = bare_push(work, file_url, pushes, "file")
-        figures["assay_push_file"] = assay_pushed(work, file_url, pushes, "file")
+        bare, step = interleaved(work, file_url, pushes, "file")
+        figures.update(bare_push_file=bare, assay_push_file=step)
         with ForgeServer(forge_path) as server:
-            figures["bare_push_http"] = bare_push(work, server.url, pushes, "http")
-            figures["assay_push_http"] = assay_pushed(work, server.url, pushes, "http")
+            bare, step = interleaved(work, server.url, pushes, "http")
+            figures.update(bare_push_http=bare, assay_push_http=step)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return figures
@@ -378,12 +389,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print the raw figures as JSON")
     parser.add_argument("--profile", action="store_true", help="cProfile Assay's steps instead")
     parser.add_argument("--pushes", type=int, default=0, help="only the pushed-step lines")
+    parser.add_argument(
+        "--baseline", metavar="REF", help="with --pushes: also measure commit REF first"
+    )
     options = parser.parse_args(argv)
     if options.pushes:
+        before = None
+        if options.baseline:
+            from tests.bench import baseline
+
+            before = baseline.figures(options.baseline, "peers", ["--pushes", str(options.pushes)])
         pushed = pushes_only(pushes=options.pushes)
         if options.json:
             print(json.dumps(pushed, indent=2))
             return
+        if before is not None:
+            for name, value, note in push_rows(before):
+                print(f"{options.baseline}: {name:<44} {value:>12}  {note}")
         for name, value, note in push_rows(pushed):
             print(f"{name:<52} {value:>14}  {note}")
         return

@@ -10,6 +10,7 @@ that waits on a FIFO (a real condition) at that moment.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -189,7 +190,9 @@ def test_a_desk_killed_inside_its_settle_push_leaves_claim_and_review_together(
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "git"
-    wrapper.write_text(_BLOCKING_GIT.format(git="/usr/bin/git"), encoding="utf-8")
+    real_git = shutil.which("git")
+    assert real_git is not None
+    wrapper.write_text(_BLOCKING_GIT.format(git=real_git), encoding="utf-8")
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     fifo, mark = tmp_path / "hold.fifo", tmp_path / "held"
     os.mkfifo(fifo)

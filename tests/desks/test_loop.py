@@ -219,3 +219,22 @@ def test_secrets_reach_neither_the_journal_nor_the_review(
         check=True,
     ).stdout
     assert secret not in branch and secret.encode() not in archive
+
+
+def test_assay_wake_resumes_a_budget_paused_run_once_main_raises_the_budget(
+    world: World,
+) -> None:
+    world.add_briefs(brief_text("b1", budget={"model_calls": 1}))
+    world.add_desk("coder", [write("a.txt", "a"), write("b.txt", "b"), finish()])
+    [paused] = world.run_here("coder")
+    assert (paused.code, paused.status) == (7, "paused")
+    waker = ("wake", "--forge", world.url, "--desks", str(world.desks), "--json")
+    still = world.assay(*waker)
+    assert still.returncode == 0 and json.loads(still.stdout)["runs"] == [], still.stderr
+    world.add_briefs(brief_text("b1", budget={"model_calls": 10}))
+    woken = world.assay(*waker)
+    assert woken.returncode == 0, woken.stderr
+    [run] = json.loads(woken.stdout)["runs"]
+    assert (run["brief"], run["why"], run["code"]) == ("b1", "wake", 0)
+    claim = world.claim("b1")
+    assert claim is not None and claim.state == "done"
