@@ -15,11 +15,15 @@ forge is the truth: :meth:`checkout` makes the work tree exactly the forge's tip
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from assay.errors import BadInput, Fenced
 from assay.forge.base import Forge
 from assay.ids import check_id
 from assay.plumbing import GitError, Identity, RefUpdate, fetch, push, run_git
+
+if TYPE_CHECKING:
+    from assay.journal import Journal
 
 MAIN_REF = "refs/heads/main"
 _REMOTE = "refs/remotes/forge"
@@ -183,3 +187,26 @@ def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[st
     checked = run_git(["cat-file", "--batch-check"], git_dir=forge.cache, input=query)
     lines = checked.stdout.decode().splitlines()
     return {b for b, line in zip(ancestors, lines, strict=True) if not line.endswith("missing")}
+
+
+def read_branch_journal(forge: Forge, commit: str, brief: str, into: Path) -> Journal | None:
+    """The verified journal of ``brief`` in ``commit``, materialised under ``into`` without a
+    checkout (``Corrupt`` when edited); None when the commit holds no journal. The one way
+    a journal is read from a commit (the gate and the desks' wake check both use it)."""
+    from assay.errors import Corrupt
+    from assay.journal import read_journal
+
+    prefix = journal_path(brief)
+    listing = run_git(
+        ["ls-tree", "-r", "--name-only", commit, "--", prefix + "/"], git_dir=forge.cache
+    )
+    names = listing.stdout.decode().splitlines()
+    if not names:
+        return None
+    for name, blob in zip(names, forge.read_blobs([(commit, n) for n in names]), strict=True):
+        if blob is None:
+            raise Corrupt(f"{commit[:12]}:{name}: listed in the tree but unreadable")
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(blob)
+    return read_journal(into / prefix)

@@ -9,8 +9,6 @@ not stop the other briefs: it is kept in ``bad`` and reported, and naming it wit
 
 from __future__ import annotations
 
-import io
-import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,13 +16,13 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from assay.branch import journal_path
+from assay.branch import read_branch_journal
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
 from assay.desks.events import EventLog
 from assay.desks.objectives import objective_events
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
-from assay.journal import Journal, read_journal
+from assay.journal import Journal
 from assay.plumbing import run_git
 from assay.runtime.history import History
 from assay.states import arrival
@@ -114,16 +112,8 @@ def wait_until(journal: Journal | None) -> datetime | None:
 
 def read_tree_journal(forge: Forge, commit: str, brief_id: str) -> Journal | None:
     """Read (and verify) the journal stored in ``commit``; None when it has none."""
-    prefix = journal_path(brief_id)
-    done = run_git(
-        ["archive", "--format=tar", commit, "--", prefix], git_dir=forge.cache, check=False
-    )
-    if done.returncode != 0:
-        return None  # the path does not exist in that commit
     with tempfile.TemporaryDirectory(prefix="assay-journal-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
-            archive.extractall(tmp, filter="data")
-        return read_journal(Path(tmp) / prefix)
+        return read_branch_journal(forge, commit, brief_id, Path(tmp))
 
 
 def _brief_files(forge: Forge, main: str) -> dict[str, bytes]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.briefs import Brief, load_briefs, parse_brief
-from assay.errors import BadInput, Corrupt
+from assay.errors import BadInput
 from assay.evidence.reviews import ReviewRecord, read_review_at, reviews_ref
 from assay.evidence.store import evidence_ref
 from assay.forge import Forge
@@ -183,17 +183,8 @@ def journal_at(tree: Path, brief: str) -> Journal:
 
 
 def journal_from_commit(forge: Forge, sha: str, brief: str, into: Path) -> Journal:
-    """The journal of ``brief`` at ``sha``, materialised under ``into`` without a checkout."""
-    prefix = journal_path(brief)
-    listing = run_git(
-        ["ls-tree", "-r", "--name-only", sha, "--", prefix + "/"], git_dir=forge.cache
-    )
-    names = listing.stdout.decode().splitlines()
-    blobs = forge.read_blobs([(sha, name) for name in names])
-    for name, blob in zip(names, blobs, strict=True):
-        if blob is None:
-            raise Corrupt(f"{sha[:12]}:{name}: listed in the tree but unreadable")
-        target = into / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(blob)
-    return read_journal(into / prefix)
+    """The journal of ``brief`` at ``sha``, materialised under ``into`` without a checkout
+    (``assay.branch.read_branch_journal``; an absent journal reads as empty)."""
+    from assay.branch import read_branch_journal
+
+    return read_branch_journal(forge, sha, brief, into) or read_journal(into / journal_path(brief))
