@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import assay.refs as refs
 from assay.errors import BadInput, Fenced
 from assay.forge.base import Forge
 from assay.ids import check_id
@@ -25,7 +26,7 @@ from assay.plumbing import GitError, Identity, RefUpdate, fetch, push, run_git
 if TYPE_CHECKING:
     from assay.journal import Journal
 
-MAIN_REF = "refs/heads/main"
+MAIN_REF = refs.MAIN
 _REMOTE = "refs/remotes/forge"
 # Settings that must not come from a machine's git config when committing a checkpoint.
 _COMMIT_CONFIG = {
@@ -39,7 +40,7 @@ _COMMIT_CONFIG = {
 
 def branch_ref(brief: str) -> str:
     """``refs/heads/assay/<brief>``."""
-    return f"refs/heads/assay/{check_id(brief)}"
+    return refs.branch_ref(brief)
 
 
 def journal_path(brief: str) -> str:
@@ -92,7 +93,7 @@ class BranchSync:
         base = remote_branch or self._rev(f"{_REMOTE}/main")
         if base is None:
             raise BadInput(f"forge {self.forge.display_url} has no main branch to start from")
-        self._git("checkout", "--quiet", "--force", "-B", f"assay/{self.brief}", base)
+        self._git("checkout", "--quiet", "--force", "-B", refs.branch_name(self.brief), base)
         self._git("reset", "--quiet", "--hard", base)
         self._git("clean", "--quiet", "-d", "--force")
         self.tip = remote_branch

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import assay.refs as refs
 from assay.errors import BadInput, Corrupt
 from assay.forge import Forge, RefLog
 from assay.ids import check_id
@@ -29,7 +30,7 @@ MAX_TEXT = 20_000
 
 def events_ref(brief: str) -> str:
     """The ref holding a brief's events."""
-    return f"refs/assay/events/{check_id(brief)}"
+    return refs.events_ref(brief)
 
 
 def _now() -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import assay.refs as refs
 from assay.briefs import Brief, load_briefs, parse_brief
 from assay.errors import BadInput
 from assay.evidence.reviews import ReviewRecord, read_review_at, reviews_ref
@@ -24,15 +25,15 @@ from assay.ids import check_id
 from assay.journal import Journal, read_journal
 from assay.plumbing import run_git
 
-MAIN_REF = "refs/heads/main"
+MAIN_REF = refs.MAIN
 
 
 def branch_ref(brief: str) -> str:
-    return f"refs/heads/assay/{check_id(brief)}"
+    return refs.branch_ref(brief)
 
 
 def claim_ref(brief: str) -> str:
-    return f"refs/assay/claims/{check_id(brief)}"
+    return refs.claim_ref(brief)
 
 
 def journal_path(brief: str) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import assay.refs as refs
 from assay.board.model import iso
 from assay.board.snapshot import ForgeSnapshot
 from assay.board.source import read_snapshot
@@ -27,8 +28,8 @@ from assay.sweep.apply import apply_plan
 from assay.sweep.plan import Action, plan
 from assay.sweep.policy import SweepPolicy, WakerPolicy
 
-SWEEP_LOG = "refs/assay/sweeps/log"
-ORPHAN_LOG = "refs/assay/sweeps/orphans"
+SWEEP_LOG = refs.SWEEP_LOG
+ORPHAN_LOG = refs.ORPHAN_LOG
 
 # (brief, desk, forge url, policy) -> pid of the woken desk process
 Dispatcher = Callable[[str, str, str, WakerPolicy], int | None]
