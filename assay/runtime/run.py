@@ -311,25 +311,18 @@ class Run:
             )
             self._append(intent)
         started = time.monotonic()
-        value: Any = None
+        chosen = key
         existing = check_fn(key) if check_fn is not None and rec is not None else None
-        if existing is not None:
-            value = existing
-        else:
-            for attempt in range(retry + 1):
-                try:
-                    value = fn()
-                    break
-                except AssayError:
-                    raise  # unavailable, fenced, denied…: nothing recorded, rerun later
-                except Exception as exc:
-                    if attempt < retry:
-                        time.sleep(min(0.05 * 2**attempt, 2.0))
-                        continue
-                    self._record_error(pos, kind, name, key, t0, started, exc)
-                    raise StepError(
-                        f"{type(exc).__name__}: {exc}", step=label, error_type=type(exc).__name__
-                    ) from exc
+        value = existing
+        if existing is None:
+            value = self._run_body(
+                fn,
+                retry=retry,
+                label=label,
+                record_error=lambda exc: self._record_error(
+                    pos, kind, name, chosen, t0, started, exc
+                ),
+            )
         extra = result_extra(value) if result_extra else {}
         if "out" in extra:
             given, packed, blobs = value, extra.pop("out"), extra.pop("blobs", [])
@@ -358,6 +351,30 @@ class Run:
         elif time.monotonic() - self._last_durable > TIMER_INTERVAL_S:
             self._durable("timer")
         return given
+
+    def _run_body(
+        self,
+        fn: Callable[[], Any],
+        *,
+        retry: int,
+        label: str,
+        record_error: Callable[[Exception], None],
+    ) -> Any:
+        """``fn()``, retried ``retry`` times on an ordinary exception; the last is recorded."""
+        for attempt in range(retry + 1):
+            try:
+                return fn()
+            except AssayError:
+                raise  # unavailable, fenced, denied…: nothing recorded, rerun later
+            except Exception as exc:
+                if attempt < retry:
+                    time.sleep(min(0.05 * 2**attempt, 2.0))
+                    continue
+                record_error(exc)
+                raise StepError(
+                    f"{type(exc).__name__}: {exc}", step=label, error_type=type(exc).__name__
+                ) from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _record_error(
         self, pos: int, kind: str, name: str, key: str, t0: str, started: float, exc: Exception

@@ -65,12 +65,20 @@ def apply_plan(
     author: Any,
 ) -> Applied:
     """Claim updates and ref deletions in one push, then status records in a second."""
+    applied = Applied(outcomes=["done"] * len(actions), landed=[True] * len(actions))
+    _push_refs(forge, actions, applied, by=by, author=author)
+    _push_statuses(forge, snapshot, actions, applied, by=by, at=at, sweep=sweep, author=author)
+    return applied
+
+
+def _push_refs(
+    forge: Any, actions: list[Action], applied: Applied, *, by: str, author: Any
+) -> None:
+    """Every stuck claim and deleted ref of the plan in one non-atomic push."""
     from assay.claims import ClaimStore
-    from assay.forge.records import RECORD_PATH, RefLog
     from assay.plumbing import RefUpdate
 
     store = ClaimStore(forge)
-    applied = Applied(outcomes=["done"] * len(actions), landed=[True] * len(actions))
     first: dict[str, tuple[int, Any]] = {}  # ref -> (action index, RefUpdate)
     for index, action in enumerate(actions):
         if action.action == "mark-stuck":
@@ -86,20 +94,37 @@ def apply_plan(
             first[action.ref] = (index, RefUpdate(action.ref, None, expected=sha or None))
         elif action.action == "report-orphan":
             applied.outcomes[index] = "reported"
-    if first:
-        result = forge.push([update for _, update in first.values()], atomic=False)
-        applied.pushes += 1
-        for ref, (index, update) in first.items():
-            outcome = result.refs.get(ref, result.outcome)
-            if not outcome.ok:
-                applied.landed[index] = False
-                applied.outcomes[index] = (
-                    "skipped: the ref changed since the sweep read it"
-                    if outcome.lost
-                    else f"refused: {outcome.value}"
-                )
-            elif update.new is None:
-                applied.outcomes[index] = "deleted"
+    if not first:
+        return
+    result = forge.push([update for _, update in first.values()], atomic=False)
+    applied.pushes += 1
+    for ref, (index, update) in first.items():
+        outcome = result.refs.get(ref, result.outcome)
+        if not outcome.ok:
+            applied.landed[index] = False
+            applied.outcomes[index] = (
+                "skipped: the ref changed since the sweep read it"
+                if outcome.lost
+                else f"refused: {outcome.value}"
+            )
+        elif update.new is None:
+            applied.outcomes[index] = "deleted"
+
+
+def _push_statuses(
+    forge: Any,
+    snapshot: ForgeSnapshot,
+    actions: list[Action],
+    applied: Applied,
+    *,
+    by: str,
+    at: Any,
+    sweep: str,
+    author: Any,
+) -> None:
+    """The status records of the actions that landed, chained per brief, in one push."""
+    from assay.forge.records import RECORD_PATH, RefLog
+    from assay.plumbing import RefUpdate
 
     stamp = iso(at)
     tips: dict[str, str | None] = {}
@@ -116,24 +141,22 @@ def apply_plan(
             message=f"status {action.brief}: {record['state']} ({by})",
             author=author,
         )
-        expected = snapshot.refs.get(ref)
         tips[ref] = commit
-        second.setdefault(ref, []).append((index, (commit, expected), record))
-    if second:
-        updates = [
-            RefUpdate(ref, entries[-1][1][0], expected=entries[0][1][1])
-            for ref, entries in second.items()
-        ]
-        result = forge.push(updates, atomic=False)
-        applied.pushes += 1
-        for ref, entries in second.items():
-            outcome = result.refs.get(ref, result.outcome)
-            if outcome.ok:
-                continue
-            # Someone else wrote this status meanwhile: append on top of theirs instead.
-            log = RefLog(forge, ref, kind="status")
-            for _, _, record in entries:
-                body = {k: v for k, v in record.items() if k not in ("v", "kind")}
-                log.append(body, author=author, message=f"status {record['brief']}")
-                applied.pushes += 2
-    return applied
+        second.setdefault(ref, []).append((index, (commit, snapshot.refs.get(ref)), record))
+    if not second:
+        return
+    updates = [
+        RefUpdate(ref, entries[-1][1][0], expected=entries[0][1][1])
+        for ref, entries in second.items()
+    ]
+    result = forge.push(updates, atomic=False)
+    applied.pushes += 1
+    for ref, entries in second.items():
+        if result.refs.get(ref, result.outcome).ok:
+            continue
+        # Someone else wrote this status meanwhile: append on top of theirs instead.
+        log = RefLog(forge, ref, kind="status")
+        for _, _, record in entries:
+            body = {k: v for k, v in record.items() if k not in ("v", "kind")}
+            log.append(body, author=author, message=f"status {record['brief']}")
+            applied.pushes += 2

@@ -144,20 +144,18 @@ def _policy(policies: Sequence[SweepPolicy], name: str) -> SweepPolicy | None:
     return next((p for p in policies if p.name == name), None)
 
 
-def _apply(
+def _dispatch_wakes(
     forge: Any,
-    snapshot: ForgeSnapshot,
     report: SweepReport,
     policies: Sequence[SweepPolicy],
-    reported: frozenset[str],
     dispatcher: Dispatcher | None,
-) -> None:
-    from assay.forge.records import RefLog
+) -> dict[int, str]:
+    """Start the desk of every planned wake; the outcome text per action index.
 
-    author = _identity(report.by)
-    # Wakes are dispatched first, before anything is written: the woken desk's start-up is
-    # most of the wake latency, so it overlaps with recording the wake. Two wakers racing
-    # for one event at most start two desks, and the claim's CAS acquire lets one through.
+    Wakes are dispatched first, before anything is written: the woken desk's start-up is
+    most of the wake latency, so it overlaps with recording the wake. Two wakers racing
+    for one event at most start two desks, and the claim's CAS acquire lets one through.
+    """
     dispatched: dict[int, str] = {}
     for index, action in enumerate(report.actions):
         if action.action != "wake":
@@ -170,6 +168,21 @@ def _apply(
             dispatched[index] = f"dispatched pid {pid}" if pid else "dispatched"
         else:
             dispatched[index] = "recorded (dispatch: none)"
+    return dispatched
+
+
+def _apply(
+    forge: Any,
+    snapshot: ForgeSnapshot,
+    report: SweepReport,
+    policies: Sequence[SweepPolicy],
+    reported: frozenset[str],
+    dispatcher: Dispatcher | None,
+) -> None:
+    from assay.forge.records import RefLog
+
+    author = _identity(report.by)
+    dispatched = _dispatch_wakes(forge, report, policies, dispatcher)
     applied = apply_plan(
         forge,
         snapshot,
