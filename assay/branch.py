@@ -177,17 +177,9 @@ def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[st
     by_sha: dict[str, list[str]] = {}
     for brief, tip in branches.items():
         by_sha.setdefault(tip, []).append(brief)
-    listed = run_git(
-        ["for-each-ref", f"--merged={main}", "--format=%(objectname)", forge.namespace + "/"],
-        git_dir=forge.cache,
-    ).stdout.decode()
-    ancestors = [b for sha in set(listed.split()) for b in by_sha.get(sha, [])]
-    if not ancestors:
-        return set()
-    query = "".join(f"{branches[b]}:{journal_path(b)}\n" for b in ancestors).encode()
-    checked = run_git(["cat-file", "--batch-check"], git_dir=forge.cache, input=query)
-    lines = checked.stdout.decode().splitlines()
-    return {b for b, line in zip(ancestors, lines, strict=True) if not line.endswith("missing")}
+    ancestors = [b for sha in forge.merged_into(main) for b in by_sha.get(sha, [])]
+    present = forge.has_paths([(branches[b], journal_path(b)) for b in ancestors])
+    return {b for b, has_journal in zip(ancestors, present, strict=True) if has_journal}
 
 
 def read_branch_journal(forge: Forge, commit: str, brief: str, into: Path) -> Journal | None:
@@ -198,10 +190,7 @@ def read_branch_journal(forge: Forge, commit: str, brief: str, into: Path) -> Jo
     from assay.journal import read_journal
 
     prefix = journal_path(brief)
-    listing = run_git(
-        ["ls-tree", "-r", "--name-only", commit, "--", prefix + "/"], git_dir=forge.cache
-    )
-    names = listing.stdout.decode().splitlines()
+    names = forge.list_tree(commit, prefix)
     if not names:
         return None
     for name, blob in zip(names, forge.read_blobs([(commit, n) for n in names]), strict=True):

@@ -23,7 +23,6 @@ from assay.desks.objectives import objective_events
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
 from assay.journal import Journal
-from assay.plumbing import run_git
 from assay.runtime.history import History
 from assay.states import arrival
 
@@ -117,10 +116,7 @@ def read_tree_journal(forge: Forge, commit: str, brief_id: str) -> Journal | Non
 
 
 def _brief_files(forge: Forge, main: str) -> dict[str, bytes]:
-    listing = run_git(
-        ["ls-tree", "-r", "--name-only", main, "--", "briefs/"], git_dir=forge.cache
-    ).stdout.decode()
-    paths = [p for p in listing.splitlines() if is_brief_path(p)]
+    paths = [p for p in forge.list_tree(main, "briefs") if is_brief_path(p)]
     blobs = forge.read_blobs([(main, p) for p in paths])
     return {path: blob for path, blob in zip(paths, blobs, strict=True) if blob is not None}
 

@@ -93,14 +93,7 @@ def load_brief(forge: Forge, main: str | None, brief_id: str) -> Brief:
             raise BadInput(f"{path}: not UTF-8 text ({exc.reason})") from None
         if brief.id == brief_id:
             return brief
-    listing = run_git(
-        ["ls-tree", "--name-only", f"{main}:briefs"], git_dir=forge.cache, check=False
-    )
-    names = (
-        [f"briefs/{n}" for n in listing.stdout.decode().splitlines()]
-        if listing.returncode == 0
-        else []
-    )
+    names = forge.list_tree(main, "briefs", recursive=False)
     blobs = forge.read_blobs([(main, name) for name in names])
     files = {name: blob for name, blob in zip(names, blobs, strict=True) if blob is not None}
     briefs = load_briefs(files)
@@ -136,25 +129,21 @@ def claim_desks(forge: Forge, claim: str | None) -> frozenset[str]:
 
 
 def has_commit(forge: Forge, sha: str) -> bool:
-    done = run_git(["cat-file", "-e", f"{sha}^{{commit}}"], git_dir=forge.cache, check=False)
-    return done.returncode == 0
+    return forge.resolve_commit(sha) is not None
 
 
 def resolve_commit(forge: Forge, sha: str) -> str:
     """The full id of ``sha`` (a prefix allowed) in the fetched objects; ``BadInput`` if unknown."""
-    done = run_git(
-        ["rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}"], git_dir=forge.cache, check=False
-    )
-    if done.returncode != 0:
+    found = forge.resolve_commit(sha)
+    if found is None:
         raise BadInput(
             f"--sha: {sha!r} is not a commit fetched from the forge's refs for this brief"
         )
-    return done.stdout.decode().strip()
+    return found
 
 
 def is_ancestor(forge: Forge, older: str, newer: str) -> bool:
-    done = run_git(["merge-base", "--is-ancestor", older, newer], git_dir=forge.cache, check=False)
-    return done.returncode == 0
+    return forge.is_ancestor(older, newer)
 
 
 class CleanTree:

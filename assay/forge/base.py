@@ -168,6 +168,44 @@ class Forge:
         """Commits from ``tip`` back along first parents, newest first (already fetched)."""
         return first_parent_chain(self.cache, tip, limit=limit)
 
+    def list_tree(self, commit: str, path: str, *, recursive: bool = True) -> list[str]:
+        """The file paths under ``path`` (a folder) in a fetched commit; [] when absent."""
+        args = ["ls-tree", "--name-only", *(["-r"] if recursive else []), commit, "--"]
+        done = run_git([*args, path.rstrip("/") + "/"], git_dir=self.cache, check=False)
+        return done.stdout.decode().splitlines() if done.returncode == 0 else []
+
+    def has_paths(self, wanted: Sequence[tuple[str, str]]) -> list[bool]:
+        """Whether each ``(commit, path)`` exists, in one git process."""
+        if not wanted:
+            return []
+        query = "".join(f"{commit}:{path}\n" for commit, path in wanted).encode()
+        checked = run_git(["cat-file", "--batch-check"], git_dir=self.cache, input=query)
+        return [not line.endswith("missing") for line in checked.stdout.decode().splitlines()]
+
+    def resolve_commit(self, rev: str) -> str | None:
+        """The full id of a fetched commit named by ``rev`` (a prefix allowed), else None."""
+        done = run_git(
+            ["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+            git_dir=self.cache,
+            check=False,
+        )
+        return done.stdout.decode().strip() if done.returncode == 0 else None
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """Whether fetched commit ``older`` is reachable from ``newer``."""
+        done = run_git(
+            ["merge-base", "--is-ancestor", older, newer], git_dir=self.cache, check=False
+        )
+        return done.returncode == 0
+
+    def merged_into(self, main: str) -> set[str]:
+        """The tips of this instance's fetched refs that ``main`` already contains."""
+        listed = run_git(
+            ["for-each-ref", f"--merged={main}", "--format=%(objectname)", self.namespace + "/"],
+            git_dir=self.cache,
+        )
+        return set(listed.stdout.decode().split())
+
     # ------------------------------------------------------------------ writing
 
     def commit(
