@@ -38,11 +38,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         MergeDecision,
         VerifyReport,
         decide,
-        fingerprint,
         merge,
         merge_decision,
         verify,
     )
+    from assay.evidence.fingerprint import fingerprint  # the function, not its module
     from assay.forge import (
         Forge,
         ForgeServer,

@@ -17,14 +17,19 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import assay.odb as odb
+import assay.refs as refs
 from assay.errors import BadInput, Fenced
 from assay.forge.base import Forge
 from assay.ids import check_id
 from assay.plumbing import GitError, Identity, RefUpdate, has_path, merged_into, push
 
-MAIN_REF = "refs/heads/main"
+if TYPE_CHECKING:
+    from assay.journal import Journal
+
+MAIN_REF = refs.MAIN
 _REMOTE = "refs/remotes/forge"
 # Repository settings that must not come from a machine's git config when the work tree is
 # staged and checked out (a repository's own config wins over the global one).
@@ -38,7 +43,7 @@ _WORKDIR_CONFIG = {
 
 def branch_ref(brief: str) -> str:
     """``refs/heads/assay/<brief>``."""
-    return f"refs/heads/assay/{check_id(brief)}"
+    return refs.branch_ref(brief)
 
 
 def journal_path(brief: str) -> str:
@@ -95,7 +100,7 @@ class BranchSync:
         # -d --force`` removed (ignored files stay, as they did).
         flags = strategy.FORCE | strategy.REMOVE_UNTRACKED
         repo.checkout_tree(target.tree, strategy=flags)  # type: ignore[no-untyped-call]
-        local = f"refs/heads/assay/{self.brief}"
+        local = f"refs/heads/{refs.branch_name(self.brief)}"
         odb.write_ref(self.git_dir, local, base)
         (self.git_dir / "HEAD").write_text(f"ref: {local}\n", encoding="utf-8")
         repo.index.read(True)
@@ -210,3 +215,23 @@ def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[st
     reached = merged_into(forge.cache, list(by_sha), main)
     ancestors = [b for sha in reached for b in by_sha[sha]]
     return {b for b in ancestors if has_path(forge.cache, branches[b], journal_path(b))}
+
+
+def read_branch_journal(forge: Forge, commit: str, brief: str, into: Path) -> Journal | None:
+    """The verified journal of ``brief`` in ``commit``, materialised under ``into`` without a
+    checkout (``Corrupt`` when edited); None when the commit holds no journal. The one way
+    a journal is read from a commit (the gate and the desks' wake check both use it)."""
+    from assay.errors import Corrupt
+    from assay.journal import read_journal
+
+    prefix = journal_path(brief)
+    names = forge.list_tree(commit, prefix)
+    if not names:
+        return None
+    for name, blob in zip(names, forge.read_blobs([(commit, n) for n in names]), strict=True):
+        if blob is None:
+            raise Corrupt(f"{commit[:12]}:{name}: listed in the tree but unreadable")
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(blob)
+    return read_journal(into / prefix)

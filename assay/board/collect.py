@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
+import assay.refs as refs
 from assay.board.model import BoardState, BriefRow, EvidenceCounts
 from assay.board.snapshot import ClaimInfo, EvidenceInfo, ForgeSnapshot, JournalInfo
 from assay.states import Facts, State, classify
@@ -106,7 +107,7 @@ def _review(snapshot: ForgeSnapshot, brief: str) -> str:
     if brief not in snapshot.reviews:
         return ""
     state = snapshot.review_states.get(brief)
-    return f"refs/assay/reviews/{brief}" + (f" ({state})" if state else "")
+    return refs.REVIEWS + brief + (f" ({state})" if state else "")
 
 
 def board_from_snapshot(

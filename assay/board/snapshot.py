@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import assay.refs as refs
 from assay.board.model import Session, parse_time
 from assay.errors import AssayError
 from assay.states import lease_expired
@@ -158,7 +159,7 @@ class ForgeSnapshot:
 
     def branch(self, brief: str) -> str:
         """The sha of ``assay/<brief>``, or "" when there is no such branch."""
-        return self.refs.get(f"refs/heads/assay/{brief}", "")
+        return self.refs.get(refs.BRANCHES + brief, "")
 
     def invalid_reason(self, brief: str) -> str:
         """Why a record of ``brief`` failed its owner's decoder ("" when all are sound):
@@ -180,8 +181,8 @@ class ForgeSnapshot:
         return any(event.kind == "cancel" for event in self.events.get(brief, ()))
 
     def branches(self) -> list[str]:
-        prefix = "refs/heads/assay/"
-        return sorted(ref[len(prefix) :] for ref in self.refs if ref.startswith(prefix))
+        found = (refs.brief_of(ref, refs.BRANCHES) for ref in self.refs)
+        return sorted(brief for brief in found if brief)
 
     def latest_instant(self) -> datetime | None:
         """The latest time the forge itself records: claim renewals and journal entries."""

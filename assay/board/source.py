@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import assay.refs as refs
 from assay.board.gitread import GitBatch
 from assay.board.model import parse_time
 from assay.board.snapshot import (
@@ -33,15 +34,8 @@ from assay.board.snapshot import (
 )
 from assay.errors import AssayError, Corrupt
 from assay.evidence.anchors import anchor_problem
+from assay.refs import BRANCHES, CLAIMS, EVENTS, EVIDENCE, FETCH_ALL, MAIN, REVIEWS, STATUS
 from assay.sweep.apply import status_problem
-
-CLAIMS = "refs/assay/claims/"
-EVENTS = "refs/assay/events/"
-EVIDENCE = "refs/assay/evidence/"
-REVIEWS = "refs/assay/reviews/"
-STATUS = "refs/assay/status/"
-BRANCHES = "refs/heads/assay/"
-MAIN = "refs/heads/main"
 
 
 @dataclass(frozen=True)
@@ -384,9 +378,6 @@ def snapshot_from_cache(
     )
 
 
-FETCH_ALL = ("refs/heads/", "refs/assay/")
-
-
 def read_snapshot(
     forge: Any,
     *,
@@ -399,23 +390,23 @@ def read_snapshot(
         wanted: list[str] = list(FETCH_ALL)
     else:
         wanted = [
-            f"refs/assay/claims/{only_brief}",
-            f"refs/assay/events/{only_brief}",
-            f"refs/assay/status/{only_brief}",
-            f"refs/heads/assay/{only_brief}",
+            refs.claim_ref(only_brief),
+            refs.events_ref(only_brief),
+            refs.status_ref(only_brief),
+            refs.branch_ref(only_brief),
         ]
     from assay.branch import merged_branches
 
-    refs = forge.fetch(wanted)
+    fetched = forge.fetch(wanted)
     branches = {
-        _suffix(ref, BRANCHES): sha for ref, sha in refs.items() if ref.startswith(BRANCHES)
+        _suffix(ref, BRANCHES): sha for ref, sha in fetched.items() if ref.startswith(BRANCHES)
     }
-    main = refs.get(MAIN)
+    main = fetched.get(MAIN)
     merged = merged_branches(forge, branches, main) if main and only_brief is None else set()
     snapshot = snapshot_from_cache(
         str(getattr(forge, "display_url", forge.url)),
         forge.cache,
-        refs,
+        fetched,
         round_trips=1,
         journals=journals,
     )

@@ -20,13 +20,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
+import assay.refs as refs
 from assay.errors import BadInput, Corrupt
 from assay.ids import check_id
 from assay.states import lease_expired
 
 FORMAT_VERSION = 1
 CLAIM_FILE = "claim.json"
-CLAIMS_PREFIX = "refs/assay/claims/"
+CLAIMS_PREFIX = refs.CLAIMS
 DEFAULT_SKEW_S = 30.0
 # Bounds on every number a claim carries, so no record can overflow a clock downstream
 # (a lease of 1e23 s once made every reader of the forge fail).
@@ -60,7 +61,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
 
 def claim_ref(brief: str) -> str:
     """``refs/assay/claims/<brief>`` for a checked brief id."""
-    return CLAIMS_PREFIX + check_id(brief)
+    return refs.claim_ref(brief)
 
 
 def now_utc() -> datetime:

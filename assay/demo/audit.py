@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import assay.refs as refs
 from assay.claims import CLAIM_FILE, claim_ref, parse_record
 from assay.errors import AssayError
 from assay.forge import Forge
@@ -74,7 +75,7 @@ def journal_violations(forge_path: Path, brief: str, audit: Audit) -> list[str]:
     """Read the branch's journal (chain checked); a fence going back is a double claim."""
     with tempfile.TemporaryDirectory(prefix="assay-demo-audit-") as scratch:
         clone = Path(scratch) / "tree"
-        branch = f"assay/{brief}"
+        branch = refs.branch_name(brief)
         done = subprocess.run(
             ["git", "clone", "-q", "--depth", "1", "--branch", branch, str(forge_path), str(clone)],
             capture_output=True,

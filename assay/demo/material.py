@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+import assay.refs as refs
 from assay.briefs import Brief, parse_brief
 from assay.errors import UsageError
 from assay.forge import Forge
@@ -80,7 +81,7 @@ def load_material(count: int) -> Material:
 
 def seed_forge(forge: Forge, material: Material) -> str:
     """Commit the project and the briefs on top of main with one CAS push; the new sha."""
-    main = forge.fetch(["refs/heads/main"]).get("refs/heads/main")
+    main = forge.fetch([refs.MAIN]).get(refs.MAIN)
     parents = [main] if main else []
     sha = forge.commit(
         material.files,
@@ -88,7 +89,7 @@ def seed_forge(forge: Forge, material: Material) -> str:
         message="Add the textkit example project and the demo's briefs",
         author=DEMO_IDENTITY,
     )
-    result = forge.push([RefUpdate("refs/heads/main", sha, main)])
+    result = forge.push([RefUpdate(refs.MAIN, sha, main)])
     if not result.ok:
         raise UsageError(f"could not seed the demo forge's main: {result.detail}")
     return sha

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import assay.refs as refs
 from assay.claims import ClaimRecord, ClaimStore
 from assay.demo.audit import Audit, audit_run
 from assay.demo.display import Display
@@ -205,7 +206,7 @@ class Stage:
         server's own callback so the woken desk gets the demo's environment.
         """
         listing = subprocess.run(
-            ["git", "for-each-ref", "--format=%(refname) %(objectname)", "refs/assay/events/"],
+            ["git", "for-each-ref", "--format=%(refname) %(objectname)", refs.EVENTS],
             cwd=self.report.forge_path,
             capture_output=True,
             text=True,

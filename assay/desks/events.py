@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import assay.refs as refs
 from assay.errors import BadInput, Corrupt
 from assay.forge import Forge, RefLog
 from assay.ids import check_id
@@ -33,7 +34,7 @@ MAX_RECORD_BYTES = 64 * 1024  # the whole record: a bigger one is never read, on
 
 def events_ref(brief: str) -> str:
     """The ref holding a brief's events."""
-    return f"refs/assay/events/{check_id(brief)}"
+    return refs.events_ref(brief)
 
 
 def _now() -> str:

@@ -14,66 +14,46 @@ evidence rows the desk claimed (the gate's verified rows live on the evidence re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from assay.desks.forgeio import DESK_IDENTITY, cas_write_json, read_json_at_ref, read_json_blob
+import assay.refs as refs
+from assay.desks.forgeio import DESK_IDENTITY, cas_write_json
 from assay.errors import BadInput
+from assay.evidence.reviews import (
+    REVIEW_FILE,
+    REVIEW_STATES,
+    REVIEW_VERSION,
+    ReviewRecord,
+    now_stamp,
+    read_review_at,
+    reviews_ref,
+)
 from assay.forge import Forge
-from assay.ids import check_id
 from assay.plumbing import RefUpdate
 
-FORMAT_VERSION = 1
-REVIEW_FILE = "review.json"
-STATES = ("draft", "ready", "merged", "closed")
+# One review record type, written by the desk and read (and marked merged) by the gate.
+Review = ReviewRecord
+FORMAT_VERSION = REVIEW_VERSION
+STATES = REVIEW_STATES
 
-
-def reviews_ref(brief: str) -> str:
-    """The ref of a brief's review record."""
-    return f"refs/assay/reviews/{check_id(brief)}"
-
-
-@dataclass(frozen=True)
-class Review:
-    """One version of a brief's review record."""
-
-    brief: str
-    branch: str
-    head_sha: str
-    title: str
-    body: str
-    state: str
-    updated_at: str
-    v: int = FORMAT_VERSION
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Any, *, where: str) -> Review:
-        if not isinstance(data, Mapping):
-            raise BadInput(f"{where}: a review record must be a JSON object")
-        if data.get("v") != FORMAT_VERSION:
-            raise BadInput(f"{where}: field 'v' must be {FORMAT_VERSION}")
-        for name in ("brief", "branch", "head_sha", "title", "body", "state", "updated_at"):
-            if not isinstance(data.get(name), str):
-                raise BadInput(f"{where}: field {name!r} must be a string")
-        if data["state"] not in STATES:
-            raise BadInput(f"{where}: field 'state' is {data['state']!r}, expected one of {STATES}")
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+__all__ = [
+    "REVIEW_FILE",
+    "Review",
+    "evidence_table",
+    "read_review",
+    "render_body",
+    "review_at",
+    "review_update",
+    "reviews_ref",
+    "write_review",
+]
 
 
 def read_review(forge: Forge, brief: str) -> Review | None:
     """The current review record of ``brief``, or None when none was opened."""
     ref = reviews_ref(brief)
-    found = read_json_at_ref(forge, ref, REVIEW_FILE)
-    if found is None:
-        return None
-    _sha, data = found
-    return Review.from_json(data, where=f"{ref}:{REVIEW_FILE}")
+    return read_review_at(forge, brief, forge.fetch([ref]).get(ref))
 
 
 def evidence_table(rows: list[Mapping[str, Any]]) -> str:
@@ -115,17 +95,13 @@ def _record(brief: str, *, head_sha: str, title: str, body: str, state: str) -> 
         raise BadInput(f"review state {state!r} is not one of {STATES}")
     return Review(
         brief=brief,
-        branch=f"assay/{brief}",
+        branch=refs.branch_name(brief),
         head_sha=head_sha,
         title=title,
         body=body,
         state=state,
-        updated_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        updated_at=now_stamp(),
     )
-
-
-def _payload(review: Review) -> bytes:
-    return json.dumps(review.to_json(), indent=2, sort_keys=True).encode() + b"\n"
 
 
 def write_review(
@@ -140,10 +116,11 @@ def write_review(
 ) -> Review:
     """Open or update the review record (CAS; retried on a lost race with a fresh read)."""
     review = _record(brief, head_sha=head_sha, title=title, body=body, state=state)
+    payload = review.encode()
     cas_write_json(
         forge,
         reviews_ref(brief),
-        {REVIEW_FILE: _payload(review)},
+        {REVIEW_FILE: payload},
         message=f"review {brief}: {state} at {head_sha[:12]}",
         author=DESK_IDENTITY,
         attempts=attempts,
@@ -165,7 +142,7 @@ def review_update(
     pushed: the update goes into the caller's atomic push (with the claim's settlement)."""
     review = _record(brief, head_sha=head_sha, title=title, body=body, state=state)
     commit = forge.commit(
-        {REVIEW_FILE: _payload(review)},
+        {REVIEW_FILE: review.encode()},
         parents=[parent] if parent else [],
         message=f"review {brief}: {state} at {head_sha[:12]}",
         author=DESK_IDENTITY,
@@ -175,8 +152,4 @@ def review_update(
 
 def review_at(forge: Forge, brief: str, sha: str | None) -> Review | None:
     """The review record in commit ``sha`` (already fetched), or None when ``sha`` is None."""
-    if sha is None:
-        return None
-    ref = reviews_ref(brief)
-    found = read_json_blob(forge, ref, sha, REVIEW_FILE)
-    return Review.from_json(found, where=f"{ref}:{REVIEW_FILE}")
+    return read_review_at(forge, brief, sha)

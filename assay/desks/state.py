@@ -16,14 +16,14 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from assay.branch import journal_path
+import assay.refs as refs
+from assay.branch import read_branch_journal
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
 from assay.desks.events import EventLog
 from assay.desks.objectives import objective_events
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
-from assay.journal import Journal, read_journal
-from assay.plumbing import extract_folder, tree_paths
+from assay.journal import Journal
 from assay.runtime.history import History
 from assay.states import arrival
 
@@ -118,16 +118,12 @@ def wait_until(journal: Journal | None) -> datetime | None:
 
 def read_tree_journal(forge: Forge, commit: str, brief_id: str) -> Journal | None:
     """Read (and verify) the journal stored in ``commit``; None when it has none."""
-    prefix = journal_path(brief_id)
     with tempfile.TemporaryDirectory(prefix="assay-journal-") as tmp:
-        if not extract_folder(forge.cache, commit, prefix, Path(tmp)):
-            return None  # the path does not exist in that commit
-        return read_journal(Path(tmp) / prefix)
+        return read_branch_journal(forge, commit, brief_id, Path(tmp))
 
 
 def _brief_files(forge: Forge, main: str) -> dict[str, bytes]:
-    listing = tree_paths(forge.cache, main, under="briefs/")
-    paths = [p for p in listing if is_brief_path(p)]
+    paths = [p for p in forge.list_tree(main, "briefs") if is_brief_path(p)]
     blobs = forge.read_blobs([(main, p) for p in paths])
     return {path: blob for path, blob in zip(paths, blobs, strict=True) if blob is not None}
 
@@ -202,7 +198,7 @@ def read_view(forge: Forge) -> ForgeView:
     (``forge.extra_briefs()``: a GitHub forge's open issues labelled ``assay``, one
     conditional REST call); a malformed one of either kind is kept in ``bad``.
     """
-    from assay.board.source import EVENTS, read_snapshot
+    from assay.board.source import read_snapshot
 
     # One fetch; every claim, event and review record decoded by its owner's strict decoder.
     snapshot = read_snapshot(forge, journals=False, extra_briefs=False)
@@ -238,9 +234,9 @@ def read_view(forge: Forge) -> ForgeView:
         cancelled={brief for brief in briefs if snapshot.cancelled(brief)},
         issues=issues,
         event_tips={
-            ref.removeprefix(EVENTS): sha
+            ref.removeprefix(refs.EVENTS): sha
             for ref, sha in snapshot.refs.items()
-            if ref.startswith(EVENTS)
+            if ref.startswith(refs.EVENTS)
         },
     )
     view._events = {

@@ -16,11 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import assay.refs as refs
 from assay.errors import AssayError
 from assay.plumbing import run_git
 
 LOG = logging.getLogger("assay.desks.waker")
-WATCHED = ("refs/heads/main", "refs/assay/events/")
+WATCHED = refs.WATCHED
 
 
 def watched_refs(forge_path: Path) -> str:

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import assay.refs as refs
 from assay.errors import BadInput
 from assay.forge import Forge
-from assay.ids import check_id
 from assay.plumbing import Identity
 
 REVIEW_VERSION = 1
@@ -30,7 +30,7 @@ GATE_IDENTITY = Identity(name="assay-gate", email="gate@assay.invalid")
 
 def reviews_ref(brief: str) -> str:
     """The ref of ``brief``'s review record."""
-    return f"refs/assay/reviews/{check_id(brief)}"
+    return refs.review_ref(brief)
 
 
 @dataclass(frozen=True)

@@ -15,25 +15,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import assay.refs as refs
 from assay.briefs import Brief, load_briefs, parse_brief
-from assay.errors import BadInput, Corrupt
+from assay.errors import BadInput
 from assay.evidence.reviews import ReviewRecord, read_review_at, reviews_ref
 from assay.evidence.store import evidence_ref
 from assay.forge import Forge
 from assay.ids import check_id
 from assay.journal import Journal, read_journal
 from assay.plumbing import has_commit as plumbing_has_commit
-from assay.plumbing import run_git, tree_paths
+from assay.plumbing import run_git
 
-MAIN_REF = "refs/heads/main"
+MAIN_REF = refs.MAIN
 
 
 def branch_ref(brief: str) -> str:
-    return f"refs/heads/assay/{check_id(brief)}"
+    return refs.branch_ref(brief)
 
 
 def claim_ref(brief: str) -> str:
-    return f"refs/assay/claims/{check_id(brief)}"
+    return refs.claim_ref(brief)
 
 
 def journal_path(brief: str) -> str:
@@ -93,14 +94,7 @@ def load_brief(forge: Forge, main: str | None, brief_id: str) -> Brief:
             raise BadInput(f"{path}: not UTF-8 text ({exc.reason})") from None
         if brief.id == brief_id:
             return brief
-    listing = run_git(
-        ["ls-tree", "--name-only", f"{main}:briefs"], git_dir=forge.cache, check=False
-    )
-    names = (
-        [f"briefs/{n}" for n in listing.stdout.decode().splitlines()]
-        if listing.returncode == 0
-        else []
-    )
+    names = forge.list_tree(main, "briefs", recursive=False)
     blobs = forge.read_blobs([(main, name) for name in names])
     files = {name: blob for name, blob in zip(names, blobs, strict=True) if blob is not None}
     briefs = load_briefs(files)
@@ -141,19 +135,16 @@ def has_commit(forge: Forge, sha: str) -> bool:
 
 def resolve_commit(forge: Forge, sha: str) -> str:
     """The full id of ``sha`` (a prefix allowed) in the fetched objects; ``BadInput`` if unknown."""
-    done = run_git(
-        ["rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}"], git_dir=forge.cache, check=False
-    )
-    if done.returncode != 0:
+    found = forge.resolve_commit(sha)
+    if found is None:
         raise BadInput(
             f"--sha: {sha!r} is not a commit fetched from the forge's refs for this brief"
         )
-    return done.stdout.decode().strip()
+    return found
 
 
 def is_ancestor(forge: Forge, older: str, newer: str) -> bool:
-    done = run_git(["merge-base", "--is-ancestor", older, newer], git_dir=forge.cache, check=False)
-    return done.returncode == 0
+    return forge.is_ancestor(older, newer)
 
 
 class CleanTree:
@@ -183,14 +174,8 @@ def journal_at(tree: Path, brief: str) -> Journal:
 
 
 def journal_from_commit(forge: Forge, sha: str, brief: str, into: Path) -> Journal:
-    """The journal of ``brief`` at ``sha``, materialised under ``into`` without a checkout."""
-    prefix = journal_path(brief)
-    names = tree_paths(forge.cache, sha, under=prefix + "/")
-    blobs = forge.read_blobs([(sha, name) for name in names])
-    for name, blob in zip(names, blobs, strict=True):
-        if blob is None:
-            raise Corrupt(f"{sha[:12]}:{name}: listed in the tree but unreadable")
-        target = into / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(blob)
-    return read_journal(into / prefix)
+    """The journal of ``brief`` at ``sha``, materialised under ``into`` without a checkout
+    (``assay.branch.read_branch_journal``; an absent journal reads as empty)."""
+    from assay.branch import read_branch_journal
+
+    return read_branch_journal(forge, sha, brief, into) or read_journal(into / journal_path(brief))

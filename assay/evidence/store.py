@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import assay.refs as refs
 from assay.errors import Busy, Corrupt
 from assay.evidence.records import (
     RECORD_FILE,
@@ -32,7 +33,7 @@ from assay.forge import Forge
 from assay.ids import check_id
 from assay.plumbing import GitError, Identity, RefUpdate, run_git
 
-EVIDENCE_PREFIX = "refs/assay/evidence/"
+EVIDENCE_PREFIX = refs.EVIDENCE
 VERIFIER_ENV = "ASSAY_VERIFIER"
 _APPEND_ATTEMPTS = 8
 

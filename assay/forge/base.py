@@ -24,16 +24,19 @@ from pathlib import Path
 from types import TracebackType
 
 from assay.plumbing import (
+    GitError,
     Identity,
     PushResult,
     RefUpdate,
     RetryPolicy,
     first_parent_chain,
+    has_path,
     init_bare,
     local_refs,
     ls_remote,
     read_blobs,
     run_git,
+    tree_paths,
     write_commit,
     write_tree,
 )
@@ -167,6 +170,46 @@ class Forge:
     def history(self, tip: str, *, limit: int | None = None) -> list[str]:
         """Commits from ``tip`` back along first parents, newest first (already fetched)."""
         return first_parent_chain(self.cache, tip, limit=limit)
+
+    def list_tree(self, commit: str, path: str, *, recursive: bool = True) -> list[str]:
+        """The file paths under ``path`` (a folder) in a fetched commit; [] when absent."""
+        folder = path.rstrip("/") + "/"
+        if recursive:  # in process (assay.odb): no git process for the common case
+            try:
+                return tree_paths(self.cache, commit, under=folder)
+            except GitError:
+                return []
+        args = ["ls-tree", "--name-only", commit, "--", folder]
+        done = run_git(args, git_dir=self.cache, check=False)
+        return done.stdout.decode().splitlines() if done.returncode == 0 else []
+
+    def has_paths(self, wanted: Sequence[tuple[str, str]]) -> list[bool]:
+        """Whether each ``(commit, path)`` exists, read in process (assay.odb)."""
+        return [has_path(self.cache, commit, path) for commit, path in wanted]
+
+    def resolve_commit(self, rev: str) -> str | None:
+        """The full id of a fetched commit named by ``rev`` (a prefix allowed), else None."""
+        done = run_git(
+            ["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+            git_dir=self.cache,
+            check=False,
+        )
+        return done.stdout.decode().strip() if done.returncode == 0 else None
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """Whether fetched commit ``older`` is reachable from ``newer``."""
+        done = run_git(
+            ["merge-base", "--is-ancestor", older, newer], git_dir=self.cache, check=False
+        )
+        return done.returncode == 0
+
+    def merged_into(self, main: str) -> set[str]:
+        """The tips of this instance's fetched refs that ``main`` already contains."""
+        listed = run_git(
+            ["for-each-ref", f"--merged={main}", "--format=%(objectname)", self.namespace + "/"],
+            git_dir=self.cache,
+        )
+        return set(listed.stdout.decode().split())
 
     # ------------------------------------------------------------------ writing
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import assay.refs as refs
 from assay.errors import BadInput
 from assay.plumbing import (
     ASSAY_IDENTITY,
@@ -19,7 +20,7 @@ from assay.plumbing import (
     write_tree,
 )
 
-MAIN = "refs/heads/main"
+MAIN = refs.MAIN
 
 GITATTRIBUTES = b".assay/** linguist-generated=true\n"
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import assay.refs as refs
 from assay.errors import BadInput, Busy, Corrupt
 from assay.forge.base import Forge
 from assay.ids import check_id
@@ -98,7 +99,7 @@ class RefLog:
         options.setdefault("kind", log)
         options.setdefault("path", LOG_FILES[log])
         options.setdefault("stamp_kind", log not in KINDLESS_LOGS)
-        return cls(forge, f"refs/assay/{log}/{brief}", **options)
+        return cls(forge, refs.brief_log(log, brief), **options)
 
     # ------------------------------------------------------------------ reading
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import assay.refs as refs
 from assay.claims import ClaimRecord
 from assay.errors import BadInput
 from assay.forge import RefLog
@@ -31,7 +32,7 @@ from assay.github.forge import GitHubForge
 from assay.ids import check_id
 from assay.plumbing import Identity
 
-MIRROR_PREFIX = "refs/assay/github/"
+MIRROR_PREFIX = refs.GITHUB
 MIRROR_KIND = "github-mirror"
 CLAIM_LABEL = "assay:claimed"
 CHECK_NAME = "assay/evidence"

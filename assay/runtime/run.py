@@ -321,47 +321,31 @@ class Run:
         if self.replay_only:
             raise EndOfHistory(pos)
         self._check_budget(kind)
-        if rec is not None and rec.intent is not None:
-            key = str(rec.intent.get("key") or key or "")
-        key = key or f"{self.run_id}:{pos}"
+        recorded = rec.intent if rec is not None else None
+        key = str((recorded or {}).get("key") or key or "") or f"{self.run_id}:{pos}"
         t0 = utcnow()
         if kind == "effect" and self.hooks is not None:
             self.hooks.ensure_owner()
-        if kind != "compute" and (rec is None or rec.intent is None):
-            intent = entries.StepIntent(
-                pos=pos, step=kind, name=name, key=key, t0=t0, **(intent_extra or {})
+        if kind != "compute" and recorded is None:
+            extra_fields = intent_extra or {}
+            self._append(
+                entries.StepIntent(pos=pos, step=kind, name=name, key=key, t0=t0, **extra_fields)
             )
-            self._append(intent)
         started = time.monotonic()
-        value: Any = None
+        chosen = key
         existing = check_fn(key) if check_fn is not None and rec is not None else None
-        if existing is not None:
-            value = existing
-        else:
-            for attempt in range(retry + 1):
-                try:
-                    value = fn()
-                    break
-                except AssayError:
-                    raise  # unavailable, fenced, denied…: nothing recorded, rerun later
-                except Exception as exc:
-                    if attempt < retry:
-                        time.sleep(min(0.05 * 2**attempt, 2.0))
-                        continue
-                    self._record_error(pos, kind, name, key, t0, started, exc)
-                    raise StepError(
-                        f"{type(exc).__name__}: {exc}", step=label, error_type=type(exc).__name__
-                    ) from exc
-        extra = result_extra(value) if result_extra else {}
-        if "out" in extra:
-            given, packed, blobs = value, extra.pop("out"), extra.pop("blobs", [])
-        else:
-            plain = to_json_value(value, label=f"{pos} ({label})")
-            given, record = check(plain, output, label=f"{pos} ({label})", recorded=False)
-            assert self.writer is not None
-            packed, blobs = self.writer.pack(record)
-        self._listed.update(blobs)
-        entry = entries.StepResult(
+        value = existing
+        if existing is None:
+            value = self._run_body(
+                fn,
+                retry=retry,
+                label=label,
+                record_error=lambda exc: self._record_error(
+                    pos, kind, name, chosen, t0, started, exc
+                ),
+            )
+        given, packed, blobs, extra = self._packed(value, f"{pos} ({label})", output, result_extra)
+        result = entries.StepResult(
             pos=pos,
             step=kind,
             name=name,
@@ -374,12 +358,59 @@ class Run:
             blobs=tuple(blobs),
             **extra,
         )
-        self._count(self._append(entry))
-        if kind != "compute":
-            self._durable(kind)
+        self._finished(result)
+        return given
+
+    def _packed(
+        self,
+        value: Any,
+        where: str,
+        output: Shape,
+        result_extra: Callable[[Any], dict[str, Any]] | None,
+    ) -> tuple[Any, Any, list[str], dict[str, Any]]:
+        """``(value given back, packed out, new blobs, other result fields)`` of a step."""
+        extra = result_extra(value) if result_extra else {}
+        if "out" in extra:
+            given, packed, blobs = value, extra.pop("out"), extra.pop("blobs", [])
+        else:
+            plain = to_json_value(value, label=where)
+            given, record = check(plain, output, label=where, recorded=False)
+            assert self.writer is not None
+            packed, blobs = self.writer.pack(record)
+        self._listed.update(blobs)
+        return given, packed, list(blobs), extra
+
+    def _finished(self, result: entries.StepResult) -> None:
+        """Record a step's result; a model, tool or effect step is a durability point."""
+        self._count(self._append(result))
+        if result.step != "compute":
+            self._durable(result.step)
         elif time.monotonic() - self._last_durable > TIMER_INTERVAL_S:
             self._durable("timer")
-        return given
+
+    def _run_body(
+        self,
+        fn: Callable[[], Any],
+        *,
+        retry: int,
+        label: str,
+        record_error: Callable[[Exception], None],
+    ) -> Any:
+        """``fn()``, retried ``retry`` times on an ordinary exception; the last is recorded."""
+        for attempt in range(retry + 1):
+            try:
+                return fn()
+            except AssayError:
+                raise  # unavailable, fenced, denied…: nothing recorded, rerun later
+            except Exception as exc:
+                if attempt < retry:
+                    time.sleep(min(0.05 * 2**attempt, 2.0))
+                    continue
+                record_error(exc)
+                raise StepError(
+                    f"{type(exc).__name__}: {exc}", step=label, error_type=type(exc).__name__
+                ) from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _record_error(
         self, pos: int, kind: str, name: str, key: str, t0: str, started: float, exc: Exception

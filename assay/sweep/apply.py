@@ -20,11 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import assay.refs as refs
 from assay.board.model import iso
 from assay.board.snapshot import ForgeSnapshot
 from assay.sweep.plan import Action
 
-STATUS_PREFIX = "refs/assay/status/"
+STATUS_PREFIX = refs.STATUS
 
 
 @dataclass

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import assay.refs as refs
 from assay.board.model import iso
 from assay.board.snapshot import ForgeSnapshot
 from assay.board.source import read_snapshot
@@ -30,9 +31,9 @@ from assay.sweep.apply import apply_plan, planned_outcomes
 from assay.sweep.plan import Action, plan
 from assay.sweep.policy import SweepPolicy, WakerPolicy
 
-SWEEP_LOG = "refs/assay/sweeps/log"
+SWEEP_LOG = refs.SWEEP_LOG
 _ATTEMPTS = 5  # plans per sweep when refs keep moving under it
-ORPHAN_LOG = "refs/assay/sweeps/orphans"
+ORPHAN_LOG = refs.ORPHAN_LOG
 
 # (brief, desk, forge url, policy) -> pid of the woken desk process
 Dispatcher = Callable[[str, str, str, WakerPolicy], int | None]

@@ -23,6 +23,7 @@ import stat
 import sys
 from pathlib import Path
 
+import assay.refs as refs
 from assay.errors import BadInput
 
 HOOK_NAME = "post-receive"
@@ -43,7 +44,7 @@ FORGE = {forge!r}
 LOG = {log!r}
 WORKDIR = {workdir!r}
 HOST_SOCKET = {host_socket!r}
-PREFIX = "refs/assay/events/"
+PREFIX = {events!r}
 SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{{0,99}}")
 
 
@@ -127,6 +128,7 @@ def install_wake_hook(
     text = _TEMPLATE.format(
         python=python or sys.executable,
         marker=MARKER,
+        events=refs.EVENTS,
         assay_path=assay_path,
         forge=forge_url or str(repo),
         log=str(repo / LOG_NAME),

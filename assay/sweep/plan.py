@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import assay.refs as refs
 from assay.board.model import iso, parse_time
 from assay.board.render import duration
 from assay.board.snapshot import ClaimInfo, EventInfo, ForgeSnapshot, JournalInfo
@@ -95,7 +96,7 @@ def plan_stuck(snapshot: ForgeSnapshot, policy: StuckClaimsPolicy, now: datetime
                 kind=policy.kind,
                 action="mark-stuck",
                 brief=brief,
-                ref=f"refs/assay/claims/{brief}",
+                ref=refs.CLAIMS + brief,
                 note=note,
                 claim=claim,
                 status=_status(
@@ -169,13 +170,13 @@ def find_orphans(snapshot: ForgeSnapshot) -> list[tuple[str, str, str]]:
     found: list[tuple[str, str, str]] = []
     for brief in snapshot.branches():
         if brief not in snapshot.briefs and brief not in snapshot.claims:
-            found.append(("branch without brief or claim", f"refs/heads/assay/{brief}", brief))
+            found.append(("branch without brief or claim", refs.BRANCHES + brief, brief))
     for brief in sorted(snapshot.claims):
         if brief not in snapshot.briefs:
-            found.append(("claim without brief", f"refs/assay/claims/{brief}", brief))
+            found.append(("claim without brief", refs.CLAIMS + brief, brief))
     for brief in sorted(snapshot.reviews):
         if not snapshot.branch(brief):
-            found.append(("review whose branch is gone", f"refs/assay/reviews/{brief}", brief))
+            found.append(("review whose branch is gone", refs.REVIEWS + brief, brief))
     return sorted(found, key=lambda item: item[1])
 
 

@@ -54,7 +54,7 @@ plans = st.builds(
     journal=st.sampled_from(JOURNALS),
     event=st.sampled_from(("none", "approve", "cancel")),
     evidence=st.sampled_from(("none", "pass", "fail")),
-    review=st.sampled_from(("none", "ready", "merged")),
+    review=st.sampled_from(("none", "ready", "merged", "main")),  # main: the branch reached main
 )
 
 # What a claim-list status allows the brief's one state to be (merged and invalid aside).
@@ -129,10 +129,18 @@ def _claim(store: ClaimStore, forge: Forge, brief: str, kind: str) -> None:
         store.release(claim, done=True)
 
 
+def _merge_to_main(forge: Forge, head: str, files: dict[str, bytes]) -> None:
+    """A merge commit of main and ``head`` on main (the tree keeps the briefs)."""
+    main = forge.fetch(["refs/heads/main"])["refs/heads/main"]
+    merge = forge.commit(files, parents=[main, head], message="merge", author=ASSAY_IDENTITY)
+    assert forge.push([RefUpdate("refs/heads/main", merge, expected=main)]).ok
+
+
 def _build(root_dir: Path, briefs: list[Plan]) -> Path:
     forge_path = init_forge(root_dir / "forge.git")
     names = [f"b{index}" for index in range(len(briefs))]
-    main = put_on_main(forge_path, {f"briefs/{n}.md": _brief(n) for n in names})
+    on_main = {f"briefs/{n}.md": _brief(n) for n in names}
+    main = put_on_main(forge_path, on_main)
     with open_forge(str(forge_path)) as forge:
         store = ClaimStore(forge, skew_s=0)
         for name, plan in zip(names, briefs, strict=True):
@@ -152,8 +160,10 @@ def _build(root_dir: Path, briefs: list[Plan]) -> Path:
                 passed = plan.evidence == "pass"
                 record = _evidence(name, head, passed=passed)
                 append_records(forge, name, [record], key=GATE_KEY)
-            if plan.review != "none":
+            if plan.review in {"ready", "merged"}:
                 write_review(forge, name, head_sha=head, title=name, body="", state=plan.review)
+            elif plan.review == "main" and head:
+                _merge_to_main(forge, head, {k: v.encode() for k, v in on_main.items()})
     return forge_path
 
 
@@ -206,13 +216,14 @@ def test_every_reader_agrees_about_every_brief(
             assert state == "invalid" and "claim" in status[name]["status_note"]
             assert name not in claims and listed["status"] == "corrupt"
             continue
-        if brief.review == "merged":
+        reached_main = brief.review == "main" and brief.journal != "none"
+        if brief.review == "merged" or reached_main:
             assert state == "merged"
         elif brief.claim in {"none"}:
             assert state in {"queued", "cancelled"}
         else:
             assert state in ALLOWED[claims[name]], (name, brief, claims[name], state)
-        if brief.claim == "done" and brief.evidence == "fail" and brief.review != "merged":
+        if brief.claim == "done" and brief.evidence == "fail" and state != "merged":
             assert state == "refused"  # the gate refused it: never done, never merged
         # the sweepers act exactly where the readers see an expired lease or a wake
         assert (name in stuck) == (state == "expired"), (name, brief, plan["actions"])
