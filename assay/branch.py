@@ -24,7 +24,15 @@ import assay.refs as refs
 from assay.errors import BadInput, Fenced
 from assay.forge.base import Forge
 from assay.ids import check_id
-from assay.plumbing import GitError, Identity, RefUpdate, has_path, merged_into, push
+from assay.plumbing import (
+    GitError,
+    Identity,
+    RefUpdate,
+    has_path,
+    local_disk,
+    merged_into,
+    push,
+)
 
 if TYPE_CHECKING:
     from assay.journal import Journal
@@ -90,6 +98,16 @@ class BranchSync:
         base = remote_branch or found.get(MAIN_REF)
         if base is None:
             raise BadInput(f"forge {self.forge.display_url} has no main branch to start from")
+        with local_disk(str(self.workdir)):
+            self._check_out(base)
+        odb.write_ref(self.git_dir, f"{_REMOTE}/main", found.get(MAIN_REF))
+        odb.write_ref(self.git_dir, f"{_REMOTE}/assay/{self.brief}", remote_branch)
+        self.tip = remote_branch
+        self._checked_out = True
+        return self.workdir
+
+    def _check_out(self, base: str) -> None:
+        """The work tree, index and local branch exactly at commit ``base``."""
         self._init()
         import pygit2
 
@@ -106,11 +124,6 @@ class BranchSync:
         repo.index.read(True)
         repo.index.read_tree(target.tree)
         repo.index.write()
-        odb.write_ref(self.git_dir, f"{_REMOTE}/main", found.get(MAIN_REF))
-        odb.write_ref(self.git_dir, f"{_REMOTE}/assay/{self.brief}", remote_branch)
-        self.tip = remote_branch
-        self._checked_out = True
-        return self.workdir
 
     def _init(self) -> None:
         """A repository in the work directory whose objects include the forge cache's."""
@@ -148,6 +161,10 @@ class BranchSync:
         """
         if not self._checked_out:
             raise GitError("BranchSync.commit before checkout()")
+        with local_disk(str(self.workdir)):
+            return self._commit(message)
+
+    def _commit(self, message: str) -> str | None:
         import pygit2
 
         repo = odb.repository(self.git_dir)

@@ -18,6 +18,7 @@ It owns four things:
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import logging
@@ -27,7 +28,7 @@ import subprocess
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -205,6 +206,21 @@ def no_space_here(args: Sequence[str], done: subprocess.CompletedProcess[bytes])
         raise NoSpace(f"git {args[0]}: no space left on device: {last}")
 
 
+@contextlib.contextmanager
+def local_disk(where: str) -> Iterator[None]:
+    """In-process git (libgit2) writing under ``where``: a full disk is ``NoSpace`` (69),
+    as it is for a git command; libgit2 reports it as a bare ``GitError``."""
+    try:
+        yield
+    except Exception as exc:
+        import pygit2  # only once something failed: commands that never write skip it
+
+        text = str(exc).lower()
+        if isinstance(exc, pygit2.GitError) and any(p in text for p in _LOCAL_SPACE):
+            raise NoSpace(f"{where}: no space left on device: {exc}") from exc
+        raise
+
+
 _TRANSPORT_PATTERNS = (
     "unable to access",
     "could not read from remote",
@@ -368,7 +384,8 @@ def init_bare(
         return path
     path.mkdir(parents=True, exist_ok=True)
     if config is not None:
-        init_in_process(path, initial_branch=initial_branch, config=config)
+        with local_disk(str(path)):
+            init_in_process(path, initial_branch=initial_branch, config=config)
         return path
     run_git(["init", "--quiet", "--bare", f"--initial-branch={initial_branch}", str(path)])
     return path

@@ -349,6 +349,7 @@ def register(root: click.Group) -> None:
         from assay.desks.loop import exit_code
         from assay.desks.resync import resync
         from assay.errors import Corrupt
+        from assay.states import State
 
         desks = _load_desks(desks_dir) if desk_name else {}
         rows, reports = resync(
@@ -360,13 +361,13 @@ def register(root: click.Group) -> None:
             on_progress=_progress(as_json),
         )
         code = exit_code(reports, nothing=0)
-        corrupt = [row for row in rows if row.state == "corrupt"]
-        if corrupt and not code:
-            code = Corrupt.code  # every brief is reported; the corrupt ones are named
+        invalid = [row for row in rows if row.state == State.INVALID]
+        if invalid and not code:
+            code = Corrupt.code  # every brief is reported; the invalid ones are named
         if as_json:
             print_result(
                 {
-                    "status": Corrupt.status if corrupt else "ok",
+                    "status": Corrupt.status if invalid else "ok",
                     "code": code,
                     "briefs": [r.to_json() for r in rows],
                     "runs": [r.to_json() for r in reports],
@@ -391,8 +392,8 @@ def register(root: click.Group) -> None:
                 floors={"last step": 16},
             )
             out.print(table)
-            for row in corrupt:
-                err.print(f"corrupt: {row.brief}: {row.problem}", markup=False, highlight=False)
+            for row in invalid:
+                err.print(f"invalid: {row.brief}: {row.problem}", markup=False, highlight=False)
             if reports:
                 _print_reports(reports, as_json=False, code=code)
         if code:

@@ -47,8 +47,9 @@ def test_resync_reports_every_brief_and_names_the_corrupt_one(
     done = run_assay("resync", "--forge", str(forge_path), "--json")
     assert done.returncode == 6, done.stdout + done.stderr
     rows = {row["brief"]: row for row in json.loads(done.stdout)["briefs"]}
-    assert rows["good"]["state"] == "unclaimed" and rows["good"]["steps"] == 1
-    assert rows["bad"]["state"] == "corrupt" and "bad" in rows["bad"]["problem"]
+    assert rows["good"]["state"] == "queued" and rows["good"]["steps"] == 1
+    assert rows["bad"]["state"] == "invalid"
+    assert rows["bad"]["problem"] == "journal: corrupt: 000001.jsonl line 2: checksum mismatch"
     table = run_assay("resync", "--forge", str(forge_path))
     assert table.returncode == 6
-    assert "good" in table.stdout and "corrupt: bad:" in table.stderr
+    assert "good" in table.stdout and "invalid: bad: journal: corrupt:" in table.stderr
