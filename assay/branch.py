@@ -118,7 +118,7 @@ class BranchSync:
         # -d --force`` removed (ignored files stay, as they did).
         flags = strategy.FORCE | strategy.REMOVE_UNTRACKED
         repo.checkout_tree(target.tree, strategy=flags)  # type: ignore[no-untyped-call]
-        local = f"refs/heads/{refs.branch_name(self.brief)}"
+        local = refs.branch_ref(self.brief)
         odb.write_ref(self.git_dir, local, base)
         (self.git_dir / "HEAD").write_text(f"ref: {local}\n", encoding="utf-8")
         repo.index.read(True)
@@ -186,7 +186,7 @@ class BranchSync:
         commit = repo.create_commit(
             None, author, author, message.rstrip("\n") + "\n", tree, [parent]
         )
-        odb.write_ref(self.git_dir, f"refs/heads/assay/{self.brief}", str(commit))
+        odb.write_ref(self.git_dir, refs.branch_ref(self.brief), str(commit))
         return str(commit)
 
     def push(self) -> str:

@@ -197,14 +197,21 @@ def _row(
         run_started=info.first_at,
         run_last=info.last_at,
         sessions=info.sessions,
-        status_note=_note(invalid or (str(status.get("note", "")) if status else ""), info),
+        status_note=_note(
+            invalid or (str(status.get("note", "")) if status else ""),
+            info,
+            snapshot.event_notes.get(brief_id, ()),
+        ),
         journal_head=info.head,
     )
 
 
-def _note(note: str, info: JournalInfo) -> str:
-    """The row's note; a run whose agent code ran unconfined says so first."""
-    return f"unsandboxed run; {note}".rstrip("; ") if info.unsandboxed else note
+def _note(note: str, info: JournalInfo, skipped: Sequence[str] = ()) -> str:
+    """The row's note; a run whose agent code ran unconfined says so first, and event
+    records that were skipped (never delivered) are named last."""
+    parts = ["unsandboxed run"] if info.unsandboxed else []
+    parts += [note] if note else []
+    return "; ".join([*parts, *skipped])
 
 
 def collect_board(

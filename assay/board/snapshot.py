@@ -155,6 +155,8 @@ class ForgeSnapshot:
     templates: Mapping[str, str] = field(default_factory=dict)  # board_templates/ on main
     merged: frozenset[str] = frozenset()  # briefs whose branch journal reached main
     invalid: Mapping[str, AssayError] = field(default_factory=dict)  # brief -> its decoder's error
+    # brief -> one note per event record skipped (malformed, oversized): never delivered
+    event_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     round_trips: int = 0
 
     def branch(self, brief: str) -> str:

@@ -32,7 +32,7 @@ from assay.board.snapshot import (
     JournalInfo,
     journal_info,
 )
-from assay.errors import AssayError, Corrupt
+from assay.errors import AssayError, BadInput, Corrupt
 from assay.evidence.anchors import anchor_problem
 from assay.refs import BRANCHES, CLAIMS, EVENTS, EVIDENCE, FETCH_ALL, MAIN, REVIEWS, STATUS
 from assay.sweep.apply import status_problem
@@ -264,12 +264,13 @@ def _review(batch: GitBatch, ref: str, sha: str) -> Any:
     return parse_review(data, where=where, commit=sha)
 
 
-def _events(batch: GitBatch, ref: str, sha: str) -> list[EventInfo]:
+def _events(batch: GitBatch, ref: str, sha: str, notes: list[str]) -> list[EventInfo]:
     """Every event on the ref, oldest first, each checked by the desk's events decoder.
 
     A malformed or oversized record is skipped, as the desk's own reader skips it: it is
     never delivered, so no sweep may wake a brief for it, and it does not stop the brief's
-    other events (anyone who can push an event could otherwise wedge the brief)."""
+    other events (anyone who can push an event could otherwise wedge the brief). ``notes``
+    gets one line per skipped record, naming the ref, the commit and why."""
     from assay.desks.events import MAX_RECORD_BYTES, validate_record
 
     found: list[EventInfo] = []
@@ -278,9 +279,13 @@ def _events(batch: GitBatch, ref: str, sha: str) -> list[EventInfo]:
         data = batch.blob(f"{commit}:record.json")
         try:
             if data is not None and len(data) > MAX_RECORD_BYTES:
-                continue
+                raise BadInput(f"{where}: the record is over {MAX_RECORD_BYTES} bytes")
             event = validate_record(json.loads(data) if data is not None else None, where=where)
-        except (AssayError, UnicodeDecodeError, ValueError, RecursionError):
+        except AssayError as bad:
+            notes.append(f"skipped: {bad.message}")
+            continue
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            notes.append(f"skipped: {where}: record.json is not JSON")
             continue
         found.append(
             EventInfo(
@@ -309,6 +314,7 @@ class _Parts:
     events: dict[str, list[EventInfo]] = field(default_factory=dict)
     statuses: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     invalid: dict[str, AssayError] = field(default_factory=dict)
+    event_notes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 _PREFIXES = (CLAIMS, BRANCHES, EVIDENCE, REVIEWS, EVENTS, STATUS)
@@ -326,7 +332,10 @@ def _read_ref(batch: GitBatch, parts: _Parts, ref: str, sha: str, *, journals: b
         elif prefix == EVIDENCE:
             parts.evidence[brief] = _evidence(batch, sha, brief)
         elif prefix == EVENTS:
-            parts.events[brief] = _events(batch, ref, sha)
+            notes: list[str] = []
+            parts.events[brief] = _events(batch, ref, sha, notes)
+            if notes:
+                parts.event_notes[brief] = tuple(notes)
         elif prefix == REVIEWS:
             parts.reviews[brief] = sha
             review = _review(batch, ref, sha)

@@ -180,6 +180,8 @@ class DeskLoop:
                     continue  # another desk won this one; the next candidate
                 self._tips[candidate.brief] = self._known_tips(view, candidate.brief)
                 self._seen_events[candidate.brief] = view.events(candidate.brief)
+                for note in view.event_notes.get(candidate.brief, ()):
+                    self.on_progress(f"{candidate.brief}: event {note}")  # never delivered
                 return view.briefs[candidate.brief], claim, candidate.why
             if not raced:
                 return None
@@ -332,14 +334,16 @@ class DeskLoop:
         head = session.hooks.pushed_head
         if head is not None and head != claim.record.journal_head:
             changes["journal_head"] = head  # anchor the pushed journal head (DESIGN §6)
-        table = evidence_table(self.forge, brief)
+        # Read first: its fetch also brings the review ref's tip (``parent`` below). With
+        # nothing ever pushed and no review, there is no table to read (Failed).
+        table = _table_or_none(self.forge, brief)
         parent = fetched_sha(self.forge, reviews_ref(brief.id))
         previous = review_at(self.forge, brief.id, parent)
         prepared = self.store.prepare(claim, changes, message)
         updates = [prepared.update]
         if previous is not None and previous.state == "merged":
             report.review = "merged"
-        elif not report.head_sha and previous is None:
+        elif table is None or (not report.head_sha and previous is None):
             # Nothing was ever pushed (the first checkpoint was refused): no branch to review.
             report.review = "none"
         else:
@@ -441,6 +445,14 @@ def no_space(raised: AssayError | OSError) -> AssayError:
     if raised.errno in (errno.ENOSPC, errno.EDQUOT):
         return NoSpace(f"no space left on device: {raised.filename or ''}".rstrip(": "))
     raise raised
+
+
+def _table_or_none(forge: Forge, brief: Brief) -> str | None:
+    """``evidence_table``, or None when the brief has neither a branch nor a review."""
+    try:
+        return evidence_table(forge, brief)
+    except Failed:
+        return None
 
 
 def evidence_table(forge: Forge, brief: Brief) -> str:

@@ -45,6 +45,8 @@ class ForgeView:
     event_tips: dict[str, str] | None = None  # brief -> events ref tip, as fetched (None: unknown)
     _journals: dict[str, Journal | None] = field(default_factory=dict)
     _events: dict[str, list[Any]] = field(default_factory=dict)
+    # brief -> notes on the event records the view's read skipped (never delivered)
+    event_notes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def require(self, brief_id: str) -> Brief:
         """The brief named on the command line, or the error that explains why not."""
@@ -239,6 +241,7 @@ def read_view(forge: Forge) -> ForgeView:
             if ref.startswith(refs.EVENTS)
         },
     )
+    view.event_notes = dict(snapshot.event_notes)
     view._events = {
         brief: [event.record for event in events] for brief, events in snapshot.events.items()
     }

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import assay.refs as refs
 from assay.claims.record import CLAIM_FILE, parse_record
 from assay.errors import BadInput, Corrupt
 from assay.forge import Forge
@@ -59,7 +60,7 @@ def read_claim_anchors(forge: Forge, brief: str, claim_tip: str | None) -> Claim
     """The anchors along the claim ref's history (already fetched); ``Corrupt`` if a record is."""
     if claim_tip is None:
         return ClaimAnchors(brief)
-    ref = f"refs/assay/claims/{brief}"
+    ref = refs.claim_ref(brief)
     commits = forge.history(claim_tip, limit=_HISTORY_LIMIT)
     blobs = forge.read_blobs([(sha, CLAIM_FILE) for sha in commits])
     records = [
