@@ -150,6 +150,7 @@ class ForgeSnapshot:
     review_states: Mapping[str, str] = field(default_factory=dict)  # draft/ready/merged/closed
     review_heads: Mapping[str, str] = field(default_factory=dict)  # the review record's head_sha
     events: Mapping[str, Sequence[EventInfo]] = field(default_factory=dict)
+    skipped_events: Mapping[str, Sequence[str]] = field(default_factory=dict)  # notes, per brief
     statuses: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     templates: Mapping[str, str] = field(default_factory=dict)  # board_templates/ on main
     merged: frozenset[str] = frozenset()  # briefs whose branch journal reached main

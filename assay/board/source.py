@@ -31,7 +31,7 @@ from assay.board.snapshot import (
     JournalInfo,
     journal_info,
 )
-from assay.errors import AssayError, Corrupt
+from assay.errors import AssayError, BadInput, Corrupt
 from assay.evidence.anchors import anchor_problem
 from assay.sweep.apply import status_problem
 
@@ -267,23 +267,33 @@ def _review(batch: GitBatch, ref: str, sha: str) -> Any:
     return parse_review(data, where=where, commit=sha)
 
 
-def _events(batch: GitBatch, ref: str, sha: str) -> list[EventInfo]:
+def _events(batch: GitBatch, ref: str, sha: str, skipped: list[str]) -> list[EventInfo]:
     """Every event on the ref, oldest first, each checked by the desk's events decoder.
 
     A malformed or oversized record is skipped, as the desk's own reader skips it: it is
     never delivered, so no sweep may wake a brief for it, and it does not stop the brief's
-    other events (anyone who can push an event could otherwise wedge the brief)."""
+    other events (anyone who can push an event could otherwise wedge the brief). A note
+    naming the ref, the commit and the reason is added to ``skipped`` for each (the desk
+    that claims the brief reports them)."""
     from assay.desks.events import MAX_RECORD_BYTES, validate_record
 
     found: list[EventInfo] = []
+    notes: list[str] = []
     for commit in history(batch, sha):
         where = f"{ref} at {commit[:12]}"
         data = batch.blob(f"{commit}:record.json")
         try:
             if data is not None and len(data) > MAX_RECORD_BYTES:
-                continue
+                raise BadInput(f"{where}: the record is over {MAX_RECORD_BYTES} bytes")
             event = validate_record(json.loads(data) if data is not None else None, where=where)
-        except (AssayError, UnicodeDecodeError, ValueError, RecursionError):
+        except AssayError as bad:
+            notes.append(f"skipped: {bad.message}")
+            continue
+        except (UnicodeDecodeError, ValueError):
+            notes.append(f"skipped: {where}: record.json is not JSON")
+            continue
+        except RecursionError:
+            notes.append(f"skipped: {where}: record.json is nested too deeply")
             continue
         found.append(
             EventInfo(
@@ -296,6 +306,7 @@ def _events(batch: GitBatch, ref: str, sha: str) -> list[EventInfo]:
             )
         )
     found.reverse()
+    skipped += reversed(notes)  # oldest first, as the events
     return found
 
 
@@ -310,6 +321,7 @@ class _Parts:
     review_states: dict[str, str] = field(default_factory=dict)
     review_heads: dict[str, str] = field(default_factory=dict)
     events: dict[str, list[EventInfo]] = field(default_factory=dict)
+    skipped_events: dict[str, list[str]] = field(default_factory=dict)
     statuses: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     invalid: dict[str, AssayError] = field(default_factory=dict)
 
@@ -329,7 +341,9 @@ def _read_ref(batch: GitBatch, parts: _Parts, ref: str, sha: str, *, journals: b
         elif prefix == EVIDENCE:
             parts.evidence[brief] = _evidence(batch, sha, brief)
         elif prefix == EVENTS:
-            parts.events[brief] = _events(batch, ref, sha)
+            parts.events[brief] = _events(
+                batch, ref, sha, parts.skipped_events.setdefault(brief, [])
+            )
         elif prefix == REVIEWS:
             parts.reviews[brief] = sha
             review = _review(batch, ref, sha)

@@ -116,6 +116,7 @@ class DeskLoop:
         # The branch and main tips each claimed brief's claim push asserted (checkout uses).
         self._tips: dict[str, dict[str, str | None] | None] = {}
         self._seen_events: dict[str, list[Any]] = {}  # ... and its events, as the view read them
+        self._seen_skipped: dict[str, list[str]] = {}  # ... and the notes on the ones it skipped
 
     # ------------------------------------------------------------------ choosing
 
@@ -178,6 +179,7 @@ class DeskLoop:
                     continue  # another desk won this one; the next candidate
                 self._tips[candidate.brief] = self._known_tips(view, candidate.brief)
                 self._seen_events[candidate.brief] = view.events(candidate.brief)
+                self._seen_skipped[candidate.brief] = view.skipped(candidate.brief)
                 return view.briefs[candidate.brief], claim, candidate.why
             if not raced:
                 return None
@@ -236,6 +238,7 @@ class DeskLoop:
         """Run one claimed brief to its next stop and leave claim and review consistent."""
         self.on_progress(f"{brief.id}: {why.value} (fence {claim.fence})")
         tips, seen_events = self._tips.pop(brief.id, None), self._seen_events.pop(brief.id, None)
+        seen_skipped = self._seen_skipped.pop(brief.id, [])
         if why is Why.CANCEL:
             return self._close_cancelled(brief, claim)
         try:
@@ -269,7 +272,8 @@ class DeskLoop:
             message = error.message
         finally:
             session.close()
-        for note in getattr(session.hooks.log, "skipped", ()):
+        # The first drain used the view's read of the events: its notes, then any later read's.
+        for note in dict.fromkeys([*seen_skipped, *getattr(session.hooks.log, "skipped", ())]):
             self.on_progress(f"{brief.id}: event {note}")  # never delivered to the run
         if code != Fenced.code and not session.fenced:
             # Entries written after the last durability point (a ``denied`` entry, a

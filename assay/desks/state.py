@@ -45,6 +45,7 @@ class ForgeView:
     event_tips: dict[str, str] | None = None  # brief -> events ref tip, as fetched (None: unknown)
     _journals: dict[str, Journal | None] = field(default_factory=dict)
     _events: dict[str, list[Any]] = field(default_factory=dict)
+    _skipped: dict[str, list[str]] = field(default_factory=dict)
 
     def require(self, brief_id: str) -> Brief:
         """The brief named on the command line, or the error that explains why not."""
@@ -64,7 +65,13 @@ class ForgeView:
             else:  # the view's own fetch brought every events ref: no fetch per brief
                 tip = self.event_tips.get(brief_id)
                 self._events[brief_id] = log.read(fetched=True, tip=tip)
+            self._skipped[brief_id] = list(log.skipped)
         return self._events[brief_id]
+
+    def skipped(self, brief_id: str) -> list[str]:
+        """The notes on the records ``events(brief_id)`` skipped (malformed, oversized)."""
+        self.events(brief_id)
+        return self._skipped.get(brief_id, [])
 
     def journal(self, brief_id: str) -> Journal | None:
         """The journal on the brief's branch tip (read once per view), or None."""
@@ -246,4 +253,5 @@ def read_view(forge: Forge) -> ForgeView:
     view._events = {
         brief: [event.record for event in events] for brief, events in snapshot.events.items()
     }
+    view._skipped = {brief: list(notes) for brief, notes in snapshot.skipped_events.items()}
     return view
