@@ -334,7 +334,12 @@ class DeskLoop:
         head = session.hooks.pushed_head
         if head is not None and head != claim.record.journal_head:
             changes["journal_head"] = head  # anchor the pushed journal head (DESIGN §6)
-        table = evidence_table(self.forge, brief)
+        # Nothing pushed and no review (the first checkpoint was refused): no branch, so the
+        # gate has no head to table and no review is written below.
+        unreviewable = (
+            not report.head_sha and fetched_sha(self.forge, reviews_ref(brief.id)) is None
+        )
+        table = "" if unreviewable else evidence_table(self.forge, brief)
         parent = fetched_sha(self.forge, reviews_ref(brief.id))
         previous = review_at(self.forge, brief.id, parent)
         prepared = self.store.prepare(claim, changes, message)
