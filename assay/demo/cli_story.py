@@ -144,8 +144,10 @@ def _call(call: dict[str, Any], choice: CliChoice) -> dict[str, Any]:
         path = str(arguments["path"])
         folder = str(PurePosixPath(path).parent)
         quoted = shlex.quote(path)
+        content = str(arguments["content"])
+        content += "" if content.endswith("\n") else "\n"  # the heredoc's end on its own line
         command = f"mkdir -p {shlex.quote(folder)} && cat > {quoted} <<'ASSAY_DEMO_EOF'\n"
-        return choice.shell_call(command + str(arguments["content"]) + "ASSAY_DEMO_EOF")
+        return choice.shell_call(command + content + "ASSAY_DEMO_EOF")
     if name == "run":
         return choice.shell_call(str(arguments["command"]))
     return choice.mcp_call(name, arguments)
@@ -209,7 +211,7 @@ class DemoUpstream(WireFake):
     def held(self, seen: Seen) -> bool:
         if self.crash_let_go or not self._is_crash(seen):
             return False
-        self.crash_held = True
+        self.crash_held = True  # what the stage waits for before it kills the desk
         return True
 
     def dropped(self, seen: Seen) -> bool:

@@ -161,6 +161,7 @@ class Stage:
         self.killed_fence = 0
         self.stuck_at: float | None = None
         self.approved_at: float | None = None
+        self.approval_fence = 0  # the waiting claim's fence when the approval was pushed
         self.last_sweep = 0.0
         self.model: dict[str, str] | None = None  # a real endpoint's model section, if any
         self.cli = choose_cli(options.cli) if options.cli else None  # BadInput before any effect
@@ -438,13 +439,16 @@ class Stage:
             if holder is not None and holder.alive:
                 return  # approve only once the desk that ran it has exited: nothing is held
             self.approved_at = time.monotonic()
+            self.approval_fence = record.fence
             code, payload = self._assay(
                 "approve", APPROVAL_BRIEF, "--forge", self.report.forge_url, "--json"
             )
             if code != 0:
                 raise Failed(f"assay approve {APPROVAL_BRIEF} failed: {payload}")
             self.display.event(f"approved {APPROVAL_BRIEF}; the forge's push wakes its run")
-        elif self.report.approval_to_resume_s is None and record.state == "held":
+        elif self.report.approval_to_resume_s is None and record.fence > self.approval_fence:
+            # A higher fence is the resumed run, held or (when it was quicker than a tick)
+            # already done: either way the approval woke it.
             self.report.approval_to_resume_s = round(time.monotonic() - self.approved_at, 3)
             self.report.approvals_waited += 1
 
