@@ -13,6 +13,8 @@ from assay.cli.options import json_option
 from assay.console import err, out, print_json
 from assay.errors import Failed
 
+CLI_TIMEOUT_S = 300.0  # a real CLI starts as a process per run: slower than the agent desk
+
 
 def _summary(report: object) -> Table:
     from assay.demo import DemoReport
@@ -37,6 +39,7 @@ def _summary(report: object) -> Table:
         ("stuck to resume", _seconds(report.resume_after_stuck_s)),
         ("approval to resume", _seconds(report.approval_to_resume_s)),
         ("forged evidence caught", str(report.forged_evidence_caught)),
+        ("agent CLI", report.cli or "none (the agent desk)"),
         ("agent code sandboxed", "yes" if report.sandboxed else "NO (bubblewrap missing)"),
         ("board", f"{report.board_path} and {report.board_html_path}"),
         ("forge", f"{report.forge_path}"),
@@ -70,14 +73,33 @@ def _seconds(value: float | None) -> str:
     "--seed", type=int, default=7, show_default=True, help="Chooses the instant of the crash."
 )
 @click.option("--keep", is_flag=True, help="Keep the desks' work trees and caches (state/).")
+@click.option(
+    "--cli",
+    "cli",
+    metavar="NAME",
+    default=None,
+    help="Tell the story with a real agent CLI (codex or claude-code) in a kind: cli desk.",
+)
 @json_option
-def demo(directory: Path, desks: int, briefs: int, seed: int, keep: bool, as_json: bool) -> None:
+def demo(
+    directory: Path,
+    desks: int,
+    briefs: int,
+    seed: int,
+    keep: bool,
+    cli: str | None,
+    as_json: bool,
+) -> None:
     """Run Assay's story on an embedded forge: desks, a crash, an approval, a forged claim.
 
     Starts an embedded forge served over smart HTTP on 127.0.0.1, files the example briefs,
     runs several desk processes, SIGKILLs one mid-run and resumes it, waits for an approval
     that holds no process, lets the gate catch a false "tests pass", merges what is verified
     and renders the board. Exit 0 when every invariant held, 1 otherwise.
+
+    With --cli, each desk runs that agent CLI, unmodified, through Assay's model gateway,
+    answered by a scripted upstream on 127.0.0.1 (or ASSAY_MODEL_BASE_URL's endpoint); the
+    CLI must be installed (on PATH, or where .ci/install puts it).
     """
     from assay.demo import DemoOptions, Stage
     from assay.demo.display import Display
@@ -85,7 +107,15 @@ def demo(directory: Path, desks: int, briefs: int, seed: int, keep: bool, as_jso
     display = Display(err, enabled=not as_json)
     try:
         report = Stage(
-            DemoOptions(directory=directory, desks=desks, briefs=briefs, seed=seed, keep=keep),
+            DemoOptions(
+                directory=directory,
+                desks=desks,
+                briefs=briefs,
+                seed=seed,
+                keep=keep,
+                cli=cli,
+                timeout_s=CLI_TIMEOUT_S if cli else 120.0,
+            ),
             display,
         ).run()
     finally:

@@ -75,6 +75,9 @@ class Fleet:
     forge_url: str
     env: dict[str, str]
     processes: list[DeskProcess] = field(default_factory=list)
+    # One work root for every process, as on one machine (a ``--cli`` demo: a CLI writes
+    # its work tree's path into its prompts, so a run resumes only on the same path).
+    shared_workroot: Path | None = None
 
     def start(self, *, brief: str | None = None) -> DeskProcess:
         """Start one more desk process (on one brief with ``--once`` when ``brief`` is set)."""
@@ -96,7 +99,7 @@ class Fleet:
             "--holder",
             holder,
             "--workdir",
-            str(state / "work"),
+            str(self.shared_workroot or state / "work"),
             "--cache",
             str(state / "cache"),
             "--json",
@@ -115,7 +118,9 @@ class Fleet:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        desk = DeskProcess(name, holder, process, time.monotonic(), state / "work")
+        desk = DeskProcess(
+            name, holder, process, time.monotonic(), self.shared_workroot or state / "work"
+        )
         self.processes.append(desk)
         return desk
 

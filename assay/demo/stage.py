@@ -18,6 +18,7 @@ the same commands a team would use:
 from __future__ import annotations
 
 import json
+import os
 import queue
 import random
 import subprocess
@@ -28,14 +29,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 import assay.refs as refs
 from assay.claims import ClaimRecord, ClaimStore
 from assay.demo.audit import Audit, audit_run
+from assay.demo.cli_story import (
+    KEY_ENV,
+    KEY_VALUE,
+    CliChoice,
+    DemoUpstream,
+    choose_cli,
+    cli_manifest,
+    scripted_model,
+)
 from assay.demo.display import Display
-from assay.demo.fleet import DESK_NAME, Fleet, child_environment
+from assay.demo.fleet import DESK_NAME, DeskProcess, Fleet, child_environment
 from assay.demo.material import (
     APPROVAL_BRIEF,
     CRASH_BRIEF,
+    DATA,
+    DESK_MANIFEST,
     FORGED_BRIEF,
     load_material,
     real_model,
@@ -66,6 +80,7 @@ class DemoOptions:
     seed: int = 7
     keep: bool = False
     timeout_s: float = 120.0
+    cli: str | None = None  # "codex" or "claude-code": a kind: cli desk driving that CLI
 
 
 @dataclass
@@ -86,6 +101,7 @@ class DemoReport:
     steps: int = 0
     desk_processes: int = 0
     sandboxed: bool = True  # False: no bubblewrap here, agent code and rows ran unconfined
+    cli: str | None = None  # the agent CLI the desks ran, None for the agent desk
     kill_to_resume_s: float | None = None
     resume_after_stuck_s: float | None = None
     approval_to_resume_s: float | None = None
@@ -145,8 +161,11 @@ class Stage:
         self.killed_fence = 0
         self.stuck_at: float | None = None
         self.approved_at: float | None = None
+        self.approval_fence = 0  # the waiting claim's fence when the approval was pushed
         self.last_sweep = 0.0
         self.model: dict[str, str] | None = None  # a real endpoint's model section, if any
+        self.cli = choose_cli(options.cli) if options.cli else None  # BadInput before any effect
+        self.upstream: DemoUpstream | None = None  # the scripted upstream of a --cli demo
 
     # -- set-up -------------------------------------------------------------------------
 
@@ -162,6 +181,10 @@ class Stage:
 
         self.report.sandboxed = sandbox_available()
         write_workspace(self.directory, model=self.model, sandboxed=self.report.sandboxed)
+        # Which model call of the crash brief the kill lands in: the second or the third.
+        self.crash_call = self.rng.choice([2, 3])
+        if self.cli is not None:
+            self._cli_desk(self.cli[0])
         for brief in material.briefs:
             self.progress[brief.id] = BriefProgress(brief.id, list(brief.depends_on))
         self.report.briefs_total = len(material.briefs)
@@ -169,9 +192,33 @@ class Stage:
         forge = open_forge(server.url, cache_dir=self.directory / "state" / "stage")
         self.report.forge_path = str(forge_path)
         self.report.forge_url = server.url
-        # Which model call of the crash brief the kill lands in: the second or the third.
-        self.crash_call = self.rng.choice([2, 3])
         return forge_path, server, forge
+
+    def _cli_desk(self, choice: CliChoice) -> None:
+        """Make the demo's desk a ``kind: cli`` desk, with the scripted upstream unless a
+        real endpoint was given."""
+        self.report.cli = choice.profile
+        model = self.model
+        if model is None:
+            script = (DATA / "desks" / "scripts" / DESK_MANIFEST).read_text(encoding="utf-8")
+            upstream = DemoUpstream(script, choice, self.directory / "model-calls.jsonl")
+            upstream.start()
+            upstream.arm_crash(CRASH_BRIEF, self.crash_call - 1)
+            self.upstream = upstream
+            model = scripted_model(choice, upstream.url)
+        else:
+            model = {**model, "adapter": choice.adapter}
+        path = self.directory / "desks" / DESK_MANIFEST
+        manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
+        desk = cli_manifest(manifest, choice, model, sandboxed=self.report.sandboxed)
+        path.write_text(yaml.safe_dump(desk, sort_keys=False), encoding="utf-8")
+
+    def _environment(self) -> dict[str, str]:
+        env = child_environment(self.directory)
+        if self.cli is not None:  # the CLI's folder first, and the placeholder key
+            env["PATH"] = os.pathsep.join([str(self.cli[1]), env["PATH"]])
+            env.setdefault(KEY_ENV, KEY_VALUE)
+        return env
 
     # -- helpers that run real commands ---------------------------------------------------
 
@@ -324,6 +371,11 @@ class Stage:
         desk = self.fleet.holding(record.holder)
         if desk is None or not desk.alive:
             return
+        if self.upstream is not None:  # the scripted upstream holds the chosen call
+            if self.upstream.crash_held:
+                self._kill(desk, record, self.crash_call)
+                self.upstream.let_go()
+            return
         journal = desk.workroot / DESK_NAME / CRASH_BRIEF / ".assay" / "journal" / CRASH_BRIEF
         started = finished = 0
         for segment in segment_files(journal) if journal.exists() else []:
@@ -333,14 +385,17 @@ class Stage:
                 started += b'"status":"started"' in line
                 finished += b'"status":"ok"' in line
         if started >= self.crash_call and finished < started:
-            desk.kill()
-            self.killed_at = time.monotonic()
-            self.killed_fence = record.fence
-            self.report.crashes_injected += 1
-            self.display.event(
-                f"SIGKILL {desk.name} inside model call {started} of {CRASH_BRIEF} "
-                f"(its lease stays until it expires)"
-            )
+            self._kill(desk, record, started)
+
+    def _kill(self, desk: DeskProcess, record: ClaimRecord, call: int) -> None:
+        desk.kill()
+        self.killed_at = time.monotonic()
+        self.killed_fence = record.fence
+        self.report.crashes_injected += 1
+        self.display.event(
+            f"SIGKILL {desk.name} inside model call {call} of {CRASH_BRIEF} "
+            f"(its lease stays until it expires)"
+        )
 
     def _recover(self, claims: dict[str, ClaimRecord], store: ClaimStore, forge: Forge) -> None:
         """After the kill: sweep once the lease has expired, then time the resume.
@@ -384,13 +439,16 @@ class Stage:
             if holder is not None and holder.alive:
                 return  # approve only once the desk that ran it has exited: nothing is held
             self.approved_at = time.monotonic()
+            self.approval_fence = record.fence
             code, payload = self._assay(
                 "approve", APPROVAL_BRIEF, "--forge", self.report.forge_url, "--json"
             )
             if code != 0:
                 raise Failed(f"assay approve {APPROVAL_BRIEF} failed: {payload}")
             self.display.event(f"approved {APPROVAL_BRIEF}; the forge's push wakes its run")
-        elif self.report.approval_to_resume_s is None and record.state == "held":
+        elif self.report.approval_to_resume_s is None and record.fence > self.approval_fence:
+            # A higher fence is the resumed run, held or (when it was quicker than a tick)
+            # already done: either way the approval woke it.
             self.report.approval_to_resume_s = round(time.monotonic() - self.approved_at, 3)
             self.report.approvals_waited += 1
 
@@ -413,7 +471,9 @@ class Stage:
     def run(self) -> DemoReport:
         began = time.monotonic()
         forge_path, server, forge = self._set_up()
-        self.fleet = Fleet(self.directory, server.url, child_environment(self.directory))
+        self.fleet = Fleet(self.directory, server.url, self._environment())
+        if self.cli is not None:  # where `assay sweep wake` checks out too ($ASSAY_STATE/work)
+            self.fleet.shared_workroot = self.directory / "state" / "wakers" / "work"
         self.display.event(
             f"forge served at {server.url}; {self.report.briefs_total} briefs on main"
         )
@@ -458,6 +518,8 @@ class Stage:
             for _ in range(GATE_WORKERS):
                 self.gate_queue.put(None)
             self.fleet.stop_all()
+            if self.upstream is not None:
+                self.upstream.stop()
             server.stop()
             forge.close()
         self.report.seconds = round(time.monotonic() - began, 2)

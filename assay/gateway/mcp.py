@@ -208,7 +208,11 @@ def _mcp_server(bridge: ToolBridge) -> Server[Any]:
         async with serial:
             try:
                 result = await anyio.to_thread.run_sync(bridge.call_tool, params.name, arguments)
-                text = json.dumps(result, ensure_ascii=False)
+                # Keys sorted, in the text and the structured copy: a replayed result comes
+                # back from the journal in canonical order, and the CLI must read the same
+                # result live and replayed (or its next model call differs: a divergence).
+                text = json.dumps(result, ensure_ascii=False, sort_keys=True)
+                result = json.loads(text)
             except AssayError as exc:
                 return _text_result(f"{exc.status}: {exc.message}", error=True)
             except Suspension as exc:

@@ -1,0 +1,226 @@
+"""``assay demo --cli``: the demo's story told by a real agent CLI instead of the agent desk.
+
+The desk becomes a ``kind: cli`` desk (docs/agent-clis.md): the CLI runs unmodified, and the
+desk's gateway journals each model call it makes. No real model is reachable offline, so by
+default the calls go on to ``DemoUpstream``, a loopback server in the demo's own process
+that answers in the CLI's wire format from the demo's script (``data/desks/scripts``), each
+scripted tool call translated into the CLI's own tools: a file write and a command become
+its shell tool, ``finish`` becomes Assay's MCP ``finish``. Because the upstream is the
+demo's, the kill lands inside a model call for certain: the crash brief's chosen call is
+held in the server until its desk has been SIGKILLed, and then closed unanswered, so no
+call is answered (paid) twice. ``ASSAY_MODEL_BASE_URL`` points the CLI at a real endpoint
+instead, as it does for the agent desk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from assay.demo.upstream import Seen, WireFake
+from assay.errors import BadInput
+from assay.models.scripted import brief_of
+
+KEY_ENV = "ASSAY_DEMO_UPSTREAM_KEY"  # the scripted upstream checks no key; the CLI wants one
+KEY_VALUE = "assay-demo-no-secret"
+FINAL_TEXT = "The brief is done."
+CLIS_ENV = "ASSAY_AGENT_CLIS"  # where .ci/install put the CLIs, when not the venv's folder
+
+
+@dataclass(frozen=True)
+class CliChoice:
+    """How the demo drives one agent CLI: its program, wire API and tool names."""
+
+    profile: str
+    program: str
+    adapter: str  # the desk's model adapter: the API the CLI speaks
+    model: str
+    shell: str  # the CLI's own shell tool
+    mcp: dict[str, str]  # how the CLI names an MCP tool of the ``assay`` server
+
+    def shell_call(self, command: str) -> dict[str, Any]:
+        arguments: dict[str, Any] = {"cmd": command}
+        if self.shell == "Bash":
+            arguments = {"command": command, "description": "demo step"}
+        return {"name": self.shell, "arguments": arguments}
+
+    def mcp_call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if "namespace" in self.mcp:
+            return {"namespace": self.mcp["namespace"], "name": name, "arguments": arguments}
+        return {"name": f"{self.mcp['prefix']}{name}", "arguments": arguments}
+
+
+CLIS = {
+    "codex": CliChoice(
+        "codex", "codex", "openai", "gpt-5-codex", "exec_command", {"namespace": "mcp__assay"}
+    ),
+    "claude-code": CliChoice(
+        "claude-code",
+        "claude",
+        "anthropic",
+        "claude-sonnet-4-5",
+        "Bash",
+        {"prefix": "mcp__assay__"},
+    ),
+}
+
+
+def choose_cli(name: str) -> tuple[CliChoice, Path]:
+    """The CLI named by ``--cli`` and the folder of its program (``BadInput`` naming ``--cli``).
+
+    The program is looked up on ``PATH``, then where ``.ci/install`` puts the CLIs: the
+    ``agent-clis`` folder of the interpreter's virtual environment (``$ASSAY_AGENT_CLIS``
+    names another).
+    """
+    choice = CLIS.get(name)
+    if choice is None:
+        raise BadInput(f"--cli: unknown agent CLI {name!r} (known: {', '.join(sorted(CLIS))})")
+    found = shutil.which(choice.program)
+    root = Path(os.environ.get(CLIS_ENV) or Path(sys.prefix) / "agent-clis")
+    installed = root / "node_modules" / ".bin" / choice.program
+    if found is None and installed.is_file() and os.access(installed, os.X_OK):
+        found = str(installed)
+    if found is None:
+        raise BadInput(
+            f"--cli {name}: {choice.program!r} is not installed (not on PATH nor in "
+            f"{installed.parent}); install it with npm, or run .ci/install"
+        )
+    return choice, Path(found).parent
+
+
+def cli_manifest(
+    manifest: dict[str, Any], choice: CliChoice, model: dict[str, str], *, sandboxed: bool
+) -> dict[str, Any]:
+    """The demo's agent desk manifest turned into a ``kind: cli`` desk driving ``choice``."""
+    desk = {key: value for key, value in manifest.items() if key not in ("run", "model")}
+    desk.update(
+        description=f"Adds small functions to textkit, driven by the {choice.profile} CLI.",
+        kind="cli",
+        cli={"profile": choice.profile},
+        model=model,
+        tools=[choice.shell, "finish"],
+    )
+    if sandboxed:
+        desk["sandbox"] = {"toolchains": ["python", "node"]}
+    return desk
+
+
+def scripted_model(choice: CliChoice, url: str) -> dict[str, str]:
+    """The desk's model section pointing at the demo's upstream (``url``)."""
+    base = f"{url}/v1" if choice.adapter == "openai" else url
+    return {
+        "adapter": choice.adapter,
+        "model": choice.model,
+        "base_url": base,
+        "api_key_env": KEY_ENV,
+    }
+
+
+def translate(responses: Sequence[dict[str, Any]], choice: CliChoice) -> list[dict[str, Any]]:
+    """The demo script's turns for one brief, in ``choice``'s tools, plus a closing turn.
+
+    A CLI asks the model once more after its last tool result; that call is the closing
+    text turn, and it ends the CLI's session.
+    """
+    turns = []
+    for response in responses:
+        calls = [_call(call, choice) for call in response.get("tool_calls") or []]
+        turns.append({"content": response.get("content"), "tool_calls": calls})
+    return [*turns, {"content": FINAL_TEXT}]
+
+
+def _call(call: dict[str, Any], choice: CliChoice) -> dict[str, Any]:
+    name, arguments = call["name"], dict(call.get("arguments") or {})
+    if name == "write_file":
+        path = str(arguments["path"])
+        folder = str(PurePosixPath(path).parent)
+        quoted = shlex.quote(path)
+        content = str(arguments["content"])
+        content += "" if content.endswith("\n") else "\n"  # the heredoc's end on its own line
+        command = f"mkdir -p {shlex.quote(folder)} && cat > {quoted} <<'ASSAY_DEMO_EOF'\n"
+        return choice.shell_call(command + content + "ASSAY_DEMO_EOF")
+    if name == "run":
+        return choice.shell_call(str(arguments["command"]))
+    return choice.mcp_call(name, arguments)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def conversation_brief(body: dict[str, Any]) -> str | None:
+    """The brief a request's conversation is about: the first ``# Brief <id>:`` heading."""
+    for text in _strings(body.get("messages") or body.get("input") or []):
+        found = brief_of([{"role": "user", "content": text}])
+        if found is not None:
+            return found
+    return None
+
+
+class DemoUpstream(WireFake):
+    """The demo's scripted upstream: turns by brief, a held crash call, a call log."""
+
+    def __init__(self, script: str, choice: CliChoice, call_log: Path) -> None:
+        data = yaml.safe_load(script)
+        self.scripts = {
+            brief: translate(entry["responses"], choice) for brief, entry in data["briefs"].items()
+        }
+        super().__init__([])
+        self.call_log = call_log
+        self.crash_at: tuple[str, int] | None = None
+        self.crash_held = False
+        self.crash_let_go = False
+
+    def arm_crash(self, brief: str, turn: int) -> None:
+        """Hold the call for ``brief``'s turn ``turn`` (0-based) until ``let_go``."""
+        with self._lock:
+            self.crash_at = (brief, turn)
+
+    def let_go(self) -> None:
+        """Close the held crash call unanswered (its desk is dead: nothing was paid)."""
+        with self._lock:
+            self.crash_let_go = True
+            self._lock.notify_all()
+
+    def stop(self) -> None:
+        self.let_go()
+        super().stop()
+
+    def _is_crash(self, seen: Seen) -> bool:
+        return (conversation_brief(seen.body), seen.turn) == self.crash_at
+
+    def script_for(self, seen: Seen) -> Sequence[dict[str, Any]]:
+        return self.scripts.get(conversation_brief(seen.body) or "", [])
+
+    def held(self, seen: Seen) -> bool:
+        if self.crash_let_go or not self._is_crash(seen):
+            return False
+        self.crash_held = True  # what the stage waits for before it kills the desk
+        return True
+
+    def dropped(self, seen: Seen) -> bool:
+        if not self._is_crash(seen) or not self.crash_held:
+            return False
+        self.crash_at = None  # once: the resumed run's call is answered
+        return True
+
+    def on_answer(self, seen: Seen) -> None:
+        line = {"brief": conversation_brief(seen.body), "turn": seen.turn, "pid": os.getpid()}
+        with open(self.call_log, "a", encoding="utf-8") as log:
+            log.write(json.dumps(line) + "\n")

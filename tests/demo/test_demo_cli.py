@@ -1,0 +1,78 @@
+"""``assay demo --cli``: the demo's story told by a real agent CLI (installed by
+``.ci/install``) in a ``kind: cli`` desk, against the scripted upstream that ships with the
+demo; and the typed errors for a CLI that is unknown or not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.agentcli.clis import cli_path
+from tests.conftest import assay_argv, assay_env
+
+BINARIES = {"codex": "codex", "claude-code": "claude"}
+
+
+def run_demo(directory: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        assay_argv("demo", "--dir", str(directory), "--json", *args),
+        env=env,
+        cwd=directory.parent,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+
+
+@pytest.mark.parametrize("cli", ["codex", "claude-code"])
+def test_a_real_cli_tells_the_whole_story(tmp_path: Path, cli: str) -> None:
+    directory = tmp_path / "run"
+    program = cli_path(BINARIES[cli])
+    env = assay_env({"PATH": os.pathsep.join([str(program.parent), os.environ["PATH"]])})
+    done = run_demo(directory, "--cli", cli, "--seed", "3", env=env)
+    assert done.stdout, done.stderr
+    report = json.loads(done.stdout)
+    assert report["problems"] == []
+    assert done.returncode == 0
+    assert report["cli"] == cli
+    assert report["repaid_model_calls"] == 0
+    assert report["double_claims"] == 0
+    assert report["crashes_injected"] == 1
+    assert report["crashes_recovered"] == 1
+    assert report["forged_evidence_caught"] == 1
+    assert report["approvals_waited"] == 1
+    assert report["blocked"] == ["palindrome"]
+    assert report["briefs_merged"] == 5
+    assert report["model_calls"] > 0
+    desk = yaml.safe_load((directory / "desks" / "demo.yaml").read_text(encoding="utf-8"))
+    assert desk["kind"] == "cli" and desk["cli"] == {"profile": cli}
+    assert "finish" in desk["tools"]
+    calls = (directory / "model-calls.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(calls) == report["model_calls"]  # the upstream's own log, not a desk's account
+
+
+def test_an_unknown_cli_is_bad_input_naming_the_option(tmp_path: Path) -> None:
+    directory = tmp_path / "run"
+    done = run_demo(directory, "--cli", "vim", env=assay_env())
+    assert done.returncode == 65, done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "bad_input"
+    assert "--cli" in report["message"] and "codex" in report["message"]
+    assert not directory.exists()  # nothing written
+
+
+def test_a_cli_that_is_not_installed_is_bad_input_naming_the_option(tmp_path: Path) -> None:
+    directory = tmp_path / "run"
+    bare = [p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "codex").exists()]
+    env = assay_env({"PATH": os.pathsep.join(bare), "ASSAY_AGENT_CLIS": str(tmp_path / "none")})
+    done = run_demo(directory, "--cli", "codex", env=env)
+    assert done.returncode == 65, done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "bad_input"
+    assert "--cli codex" in report["message"] and "not installed" in report["message"]
+    assert not directory.exists()
