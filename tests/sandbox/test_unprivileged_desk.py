@@ -7,11 +7,14 @@ here, with the system Python and the project's dependencies on its path.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -37,6 +40,24 @@ def _site_packages() -> str:
     import pydantic
 
     return str(Path(pydantic.__file__).resolve().parent.parent)
+
+
+@contextlib.contextmanager
+def _traversable(*paths: Path) -> Iterator[None]:
+    """Let ``nobody`` pass through (search, not list) every folder above ``paths``: a
+    checkout may sit under a private folder (``mktemp -d`` makes them 0700). Restored after."""
+    changed: dict[Path, int] = {}
+    for path in paths:
+        for folder in [path, *path.parents]:
+            mode = folder.stat().st_mode
+            if folder not in changed and not mode & stat.S_IXOTH:
+                changed[folder] = mode
+                folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+    try:
+        yield
+    finally:
+        for folder, mode in changed.items():
+            folder.chmod(stat.S_IMODE(mode))
 
 
 def _run_as_nobody(
@@ -75,15 +96,16 @@ def _run_as_nobody(
         argv = [system_python, "-m", "assay", "desk", "run", "probe", "--once", "--json"]
         argv += ["--forge", str(forge), "--desks", str(desks)]
         runuser = shutil.which("runuser") or "/usr/sbin/runuser"
-        done = subprocess.run(
-            [runuser, "-u", "nobody", "--", *argv],
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        with _traversable(REPO_ROOT, Path(_site_packages())):
+            done = subprocess.run(
+                [runuser, "-u", "nobody", "--", *argv],
+                cwd=root,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
         assert done.returncode == 0, done.stdout + done.stderr
         journal = root / "state" / "work" / "probe" / "b1" / ".assay" / "journal" / "b1"
         lines = [json.loads(line) for line in (journal / "000001.jsonl").read_text().splitlines()]
