@@ -165,7 +165,7 @@ def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
         view=view,
         rows=rows,
         env=env,
-        desks=claim_desks(forge, view.claim),
+        desks=claim_desks(forge, view.claim, brief=brief_id),
         log=log,
         anchors=read_claim_anchors(forge, brief_id, view.claim),
         protect=protect_globs(brief),

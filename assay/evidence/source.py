@@ -8,15 +8,14 @@ the cache's objects, so the gate's own state is out of the rows' way.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import assay.refs as refs
 from assay.briefs import Brief, load_briefs, parse_brief
+from assay.claims.record import CLAIM_FILE, parse_record
 from assay.errors import BadInput
 from assay.evidence.reviews import ReviewRecord, read_review_at, reviews_ref
 from assay.evidence.store import evidence_ref
@@ -111,22 +110,15 @@ def load_brief(forge: Forge, main: str | None, brief_id: str) -> Brief:
     raise BadInput(f"briefs/: main ({main[:12]}) has no brief with id {brief_id!r}")
 
 
-def claim_desks(forge: Forge, claim: str | None) -> frozenset[str]:
-    """The desk and holder names in the brief's claim record (whose rows never count)."""
+def claim_desks(forge: Forge, claim: str | None, *, brief: str) -> frozenset[str]:
+    """The desk and holder names in the brief's claim record (whose rows never count).
+
+    Decoded by the claims owner's strict decoder: a record it refuses is ``Corrupt`` for
+    this brief (so nothing of it merges), never read leniently as "no desk"."""
     if claim is None:
         return frozenset()
-    data = forge.read_blob(claim, "claim.json")
-    if data is None:
-        return frozenset()
-    try:
-        raw: Any = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return frozenset()
-    if not isinstance(raw, dict):
-        return frozenset()
-    return frozenset(
-        str(raw[k]) for k in ("desk", "holder") if isinstance(raw.get(k), str) and raw[k]
-    )
+    record = parse_record(forge.read_blob(claim, CLAIM_FILE), ref=claim_ref(brief), sha=claim)
+    return frozenset(name for name in (record.desk, record.holder) if name)
 
 
 def has_commit(forge: Forge, sha: str) -> bool:
