@@ -110,6 +110,18 @@ def _review(snapshot: ForgeSnapshot, brief: str) -> str:
     return refs.REVIEWS + brief + (f" ({state})" if state else "")
 
 
+def gate_key_known() -> bool:
+    """Whether the gate's key is at hand to check signatures (as the gate's merge rule:
+    unsigned records never count; without the key a signature is seen, not checked)."""
+    from assay.errors import AssayError
+    from assay.evidence.records import gate_key
+
+    try:
+        return gate_key() is not None
+    except AssayError:  # an unreadable key file: signatures are seen, not checked
+        return False
+
+
 def board_from_snapshot(
     snapshot: ForgeSnapshot,
     *,
@@ -118,15 +130,7 @@ def board_from_snapshot(
 ) -> BoardState:
     """The board of ``snapshot``, as of ``now`` or else the latest instant the forge records."""
     as_of = now or snapshot.latest_instant() or _EPOCH
-    from assay.errors import AssayError
-    from assay.evidence.records import gate_key
-
-    # As the gate's merge rule: unsigned records never count. Without the gate's key here a
-    # signature is seen but cannot be checked (the merge checks it).
-    try:
-        key_known = gate_key() is not None
-    except AssayError:  # an unreadable key file: signatures are seen, not checked
-        key_known = False
+    key_known = gate_key_known()
     ids = sorted(set(snapshot.briefs) | set(snapshot.claims) | set(snapshot.invalid))
     return BoardState(
         forge=snapshot.url,
@@ -140,39 +144,60 @@ def board_from_snapshot(
     )
 
 
-def _row(
-    snapshot: ForgeSnapshot, brief_id: str, *, as_of: datetime, skew_s: float, key_known: bool
-) -> BriefRow:
-    """One brief's row: its state by the one classification, its journal's figures."""
+def _evidence(snapshot: ForgeSnapshot, brief_id: str, *, key_known: bool) -> EvidenceCounts:
+    """The brief's evidence column, judged at the review's current head: the branch's tip,
+    else the review record's head_sha."""
     brief = snapshot.briefs.get(brief_id)
     claim = snapshot.claims.get(brief_id)
     journal = snapshot.journals.get(brief_id)
-    info = journal or JournalInfo()
-    invalid = snapshot.invalid_reason(brief_id)
-    status = snapshot.statuses.get(brief_id, {})
-    evidence = evidence_counts(
+    return evidence_counts(
         brief.rows if brief else (),
         snapshot.evidence.get(brief_id, ()),
-        dict(info.claimed),
-        # The review's current head: the branch's tip, else the review record's head_sha.
+        dict(journal.claimed) if journal else {},
         snapshot.branch(brief_id) or snapshot.review_heads.get(brief_id, ""),
         brief=brief_id,
         commands=brief.commands if brief else (),
         desk_names={claim.desk, claim.holder} - {""} if claim else (),
         key_known=key_known,
     )
-    state = brief_state(
-        claim,
-        journal,
-        on_main=brief is not None,
-        now=as_of,
+
+
+def state_of(
+    snapshot: ForgeSnapshot,
+    brief_id: str,
+    *,
+    now: datetime,
+    skew_s: float = DEFAULT_SKEW_S,
+    evidence: EvidenceCounts | None = None,
+) -> State:
+    """The state of ``brief_id`` in ``snapshot``: what its board row, ``assay status`` and
+    the honest-status sweeper all say (``evidence``: its column, when already judged)."""
+    if evidence is None:
+        evidence = _evidence(snapshot, brief_id, key_known=gate_key_known())
+    return brief_state(
+        snapshot.claims.get(brief_id),
+        snapshot.journals.get(brief_id),
+        on_main=brief_id in snapshot.briefs,
+        now=now,
         skew_s=skew_s,
         merged=snapshot.is_merged(brief_id),
         review=snapshot.review_states.get(brief_id, ""),
         refused=evidence.failing > 0,
         cancelled=snapshot.cancelled(brief_id),
-        invalid=invalid,
+        invalid=snapshot.invalid_reason(brief_id),
     )
+
+
+def _row(
+    snapshot: ForgeSnapshot, brief_id: str, *, as_of: datetime, skew_s: float, key_known: bool
+) -> BriefRow:
+    """One brief's row: its state by the one classification, its journal's figures."""
+    brief = snapshot.briefs.get(brief_id)
+    claim = snapshot.claims.get(brief_id)
+    info = snapshot.journals.get(brief_id) or JournalInfo()
+    status = snapshot.statuses.get(brief_id, {})
+    evidence = _evidence(snapshot, brief_id, key_known=key_known)
+    state = state_of(snapshot, brief_id, now=as_of, skew_s=skew_s, evidence=evidence)
     return BriefRow(
         id=brief_id,
         title=brief.title if brief else "",
@@ -198,7 +223,7 @@ def _row(
         run_last=info.last_at,
         sessions=info.sessions,
         status_note=_note(
-            invalid or (str(status.get("note", "")) if status else ""),
+            snapshot.invalid_reason(brief_id) or str(status.get("note", "")),
             info,
             snapshot.event_notes.get(brief_id, ()),
         ),

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import assay.refs as refs
+from assay.board.collect import state_of
 from assay.board.model import iso, parse_time
 from assay.board.render import duration
 from assay.board.snapshot import ClaimInfo, EventInfo, ForgeSnapshot, JournalInfo
@@ -270,12 +271,15 @@ def plan_honest_status(
         claim = snapshot.claims.get(brief)
         if claim is not None and claim.live(now, policy.skew_s):
             continue
+        # What the status now says is the brief's state in the one vocabulary: what the
+        # board and ``assay status`` show for it.
+        truth = state_of(snapshot, brief, now=now, skew_s=policy.skew_s).value
         if claim is None:
-            truth, why = "unclaimed", "no claim exists"
+            why = "no claim exists"
         elif claim.state == "held":
-            truth, why = "expired", f"the lease of fence {claim.fence} ran out"
+            why = f"the lease of fence {claim.fence} ran out"
         else:
-            truth, why = claim.state, f"the claim is {claim.state}"
+            why = f"the claim is {claim.state}"
         note = f"corrected: status said {status.get('state')!r} but {why}"
         actions.append(
             Action(

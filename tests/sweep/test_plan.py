@@ -152,8 +152,8 @@ def test_working_status_without_a_live_claim_is_corrected() -> None:
     )
     actions = plan(snapshot, default_policies(), NOW)
     assert [(a.brief, a.status["state"]) for a in actions if a.status] == [
-        ("x", "done"),
-        ("z", "unclaimed"),
+        ("x", "closed"),
+        ("z", "queued"),
     ]
 
 
