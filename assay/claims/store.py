@@ -236,23 +236,30 @@ class ClaimStore:
             current = self.get(brief)
             if current is None:
                 continue  # released by deletion between our push and our read: try again
-            self._check_claimable(current, allow_waiting=allow_waiting)
-            resumed = current.state == "waiting"
-            taken = fresh.evolve(
-                fence=current.fence + 1,
-                attempt=current.attempt if resumed else current.attempt + 1,
-                journal_head=current.journal_head,
-            )
-            commit, result = self._push(
-                taken, current.sha, f"{message} (fence {taken.fence}, was {current.state})"
-            )
-            if result.ok:
-                return Claim(taken.evolve(sha=commit))
-            latest = self.get(brief) or current
-            renewed = latest.holder == current.holder
-            why = "its holder renewed it first" if renewed else "another desk took it first"
-            raise self._busy(latest, lost=why)
+            return self._take_over(fresh, current, message, allow_waiting=allow_waiting)
         raise Busy(f"claim {brief}: the ref kept appearing and vanishing; try again")
+
+    def _take_over(
+        self, fresh: ClaimRecord, current: ClaimRecord, message: str, *, allow_waiting: bool
+    ) -> Claim:
+        """Take a claim that exists (``current``) when it may be taken: fence + 1, a new
+        attempt unless a waiting run resumes; ``Busy`` when it may not or the push lost."""
+        self._check_claimable(current, allow_waiting=allow_waiting)
+        resumed = current.state == "waiting"
+        taken = fresh.evolve(
+            fence=current.fence + 1,
+            attempt=current.attempt if resumed else current.attempt + 1,
+            journal_head=current.journal_head,
+        )
+        commit, result = self._push(
+            taken, current.sha, f"{message} (fence {taken.fence}, was {current.state})"
+        )
+        if result.ok:
+            return Claim(taken.evolve(sha=commit))
+        latest = self.get(fresh.brief) or current
+        renewed = latest.holder == current.holder
+        why = "its holder renewed it first" if renewed else "another desk took it first"
+        raise self._busy(latest, lost=why)
 
     def _acquire_seen(
         self,

@@ -128,6 +128,21 @@ def planned_outcomes(actions: list[Action], dispatched: Mapping[int, str]) -> li
     return outcomes
 
 
+def _claims_and_deletions(actions: list[Action], landed: list[bool]) -> _Batch:
+    """The claims to mark stuck (those whose action will land) and the refs to delete."""
+    from assay.plumbing import RefUpdate
+
+    batch = _Batch()
+    for index, action in enumerate(actions):
+        if action.action == "mark-stuck" and landed[index]:
+            assert action.claim is not None
+            batch.stuck.append((action.claim.record, action.note))
+        elif action.action == "delete-ref":
+            sha = str(action.detail.get("sha", ""))
+            batch.updates[action.ref] = RefUpdate(action.ref, None, expected=sha or None)
+    return batch
+
+
 def apply_plan(
     forge: Any,
     snapshot: ForgeSnapshot,
@@ -152,16 +167,9 @@ def apply_plan(
     applied = Applied(
         outcomes=list(outcomes), landed=[not o.startswith("skipped") for o in outcomes]
     )
-    batch = _Batch()
+    batch = _claims_and_deletions(actions, applied.landed)
     stamp = iso(at)
     tips: dict[str, str] = {}
-    for index, action in enumerate(actions):
-        if action.action == "mark-stuck" and applied.landed[index]:
-            assert action.claim is not None
-            batch.stuck.append((action.claim.record, action.note))
-        elif action.action == "delete-ref":
-            sha = str(action.detail.get("sha", ""))
-            batch.updates[action.ref] = RefUpdate(action.ref, None, expected=sha or None)
     for index, action in enumerate(actions):
         if action.status is None or not applied.landed[index]:
             continue

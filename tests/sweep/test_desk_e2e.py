@@ -154,5 +154,8 @@ def test_a_status_still_saying_working_is_corrected_from_the_claim(
     swept = sweep_json(run_assay, "--sweepers", str(policies), "--forge", world.url)
     assert [(a["action"], a["brief"]) for a in swept["actions"]] == [("correct-status", "b1")]
     status = status_record(world.url, "b1")
-    assert status is not None and (status["state"], status["was"]) == ("done", "working")
+    # Corrected to the brief's state as the board shows it (finished, its review open).
+    [shown] = json.loads(run_assay("status", "--json", "--forge", world.url).stdout)["briefs"]
+    assert status is not None and (status["state"], status["was"]) == ("in review", "working")
+    assert shown["state"] == status["state"]
     assert sweep_json(run_assay, "--sweepers", str(policies), "--forge", world.url)["actions"] == []
