@@ -242,8 +242,22 @@ class ClaimStore:
     def _take_over(
         self, fresh: ClaimRecord, current: ClaimRecord, message: str, *, allow_waiting: bool
     ) -> Claim:
-        """Take a claim that exists (``current``) when it may be taken: fence + 1, a new
-        attempt unless a waiting run resumes; ``Busy`` when it may not or the push lost."""
+        """Take a claim that exists (``current``) when it may be taken; ``Busy`` when it
+        may not, or when another writer's push landed first."""
+        taken, text = self._successor(fresh, current, message, allow_waiting=allow_waiting)
+        commit, result = self._push(taken, current.sha, text)
+        if result.ok:
+            return Claim(taken.evolve(sha=commit))
+        latest = self.get(fresh.brief) or current
+        renewed = latest.holder == current.holder
+        why = "its holder renewed it first" if renewed else "another desk took it first"
+        raise self._busy(latest, lost=why)
+
+    def _successor(
+        self, fresh: ClaimRecord, current: ClaimRecord, message: str, *, allow_waiting: bool
+    ) -> tuple[ClaimRecord, str]:
+        """The record (and commit message) that takes over ``current`` when it may be
+        taken: fence + 1, a new attempt unless a waiting run resumes; else ``Busy``."""
         self._check_claimable(current, allow_waiting=allow_waiting)
         resumed = current.state == "waiting"
         taken = fresh.evolve(
@@ -251,15 +265,7 @@ class ClaimStore:
             attempt=current.attempt if resumed else current.attempt + 1,
             journal_head=current.journal_head,
         )
-        commit, result = self._push(
-            taken, current.sha, f"{message} (fence {taken.fence}, was {current.state})"
-        )
-        if result.ok:
-            return Claim(taken.evolve(sha=commit))
-        latest = self.get(fresh.brief) or current
-        renewed = latest.holder == current.holder
-        why = "its holder renewed it first" if renewed else "another desk took it first"
-        raise self._busy(latest, lost=why)
+        return taken, f"{message} (fence {taken.fence}, was {current.state})"
 
     def _acquire_seen(
         self,
@@ -273,14 +279,7 @@ class ClaimStore:
         if seen is None:
             record, text = fresh, f"{message} (fence 1)"
         else:
-            self._check_claimable(seen, allow_waiting=allow_waiting)
-            resumed = seen.state == "waiting"
-            record = fresh.evolve(
-                fence=seen.fence + 1,
-                attempt=seen.attempt if resumed else seen.attempt + 1,
-                journal_head=seen.journal_head,
-            )
-            text = f"{message} (fence {record.fence}, was {seen.state})"
+            record, text = self._successor(fresh, seen, message, allow_waiting=allow_waiting)
         parent = seen.sha if seen is not None else None
         commit = self.forge.commit(
             {CLAIM_FILE: record.to_bytes()},

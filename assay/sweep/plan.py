@@ -75,6 +75,13 @@ def _status(state: str, note: str, *, claim: ClaimInfo | None, **extra: Any) -> 
     return record
 
 
+def _act(policy: SweepPolicy, action: str, brief: str, note: str, **rest: Any) -> Action:
+    """One ``Action`` of ``policy``'s sweeper."""
+    return Action(
+        sweeper=policy.name, kind=policy.kind, action=action, brief=brief, note=note, **rest
+    )
+
+
 def plan_stuck(snapshot: ForgeSnapshot, policy: StuckClaimsPolicy, now: datetime) -> list[Action]:
     actions = []
     for brief, claim in sorted(snapshot.claims.items()):
@@ -92,13 +99,12 @@ def plan_stuck(snapshot: ForgeSnapshot, policy: StuckClaimsPolicy, now: datetime
             + f"; lease of {duration(claim.lease_s)} expired; released for resume"
         )
         actions.append(
-            Action(
-                sweeper=policy.name,
-                kind=policy.kind,
-                action="mark-stuck",
-                brief=brief,
+            _act(
+                policy,
+                "mark-stuck",
+                brief,
+                note,
                 ref=refs.CLAIMS + brief,
-                note=note,
                 claim=claim,
                 status=_status(
                     "stuck",
@@ -152,12 +158,11 @@ def plan_wake(snapshot: ForgeSnapshot, policy: WakerPolicy, now: datetime) -> li
             break
         note = f"woken: {event} arrived for a run waiting on {claim.waiting_for or 'an event'}"
         actions.append(
-            Action(
-                sweeper=policy.name,
-                kind=policy.kind,
-                action="wake",
-                brief=brief,
-                note=note,
+            _act(
+                policy,
+                "wake",
+                brief,
+                note,
                 claim=claim,
                 status=_status("woken", note, claim=claim, event=event),
                 detail={"event": event, "dispatch": policy.dispatch},
@@ -190,25 +195,23 @@ def plan_orphans(
     for what, ref, brief in find_orphans(snapshot):
         if fix or policy.fix:
             actions.append(
-                Action(
-                    sweeper=policy.name,
-                    kind=policy.kind,
-                    action="delete-ref",
-                    brief=brief,
+                _act(
+                    policy,
+                    "delete-ref",
+                    brief,
+                    f"deleted {ref}: {what}",
                     ref=ref,
-                    note=f"deleted {ref}: {what}",
                     detail={"what": what, "sha": snapshot.refs.get(ref, "")},
                 )
             )
         elif ref not in reported:
             actions.append(
-                Action(
-                    sweeper=policy.name,
-                    kind=policy.kind,
-                    action="report-orphan",
-                    brief=brief,
+                _act(
+                    policy,
+                    "report-orphan",
+                    brief,
+                    f"orphan: {ref}: {what} (not deleted; `assay sweep --fix` deletes it)",
                     ref=ref,
-                    note=f"orphan: {ref}: {what} (not deleted; `assay sweep --fix` deletes it)",
                     detail={"what": what},
                 )
             )
@@ -241,12 +244,11 @@ def plan_budgets(snapshot: ForgeSnapshot, policy: BudgetsPolicy, now: datetime) 
             f"{spent['tokens']} tokens, ${spent['usd']:.4f}; raise the budget to resume"
         )
         actions.append(
-            Action(
-                sweeper=policy.name,
-                kind=policy.kind,
-                action="report-budget",
-                brief=brief,
-                note=note,
+            _act(
+                policy,
+                "report-budget",
+                brief,
+                note,
                 claim=claim,
                 status=_status("paused", note, claim=claim, spent=spent),
                 detail={"spent": spent},
@@ -282,12 +284,11 @@ def plan_honest_status(
             why = f"the claim is {claim.state}"
         note = f"corrected: status said {status.get('state')!r} but {why}"
         actions.append(
-            Action(
-                sweeper=policy.name,
-                kind=policy.kind,
-                action="correct-status",
-                brief=brief,
-                note=note,
+            _act(
+                policy,
+                "correct-status",
+                brief,
+                note,
                 claim=claim,
                 status=_status(truth, note, claim=claim, was=str(status.get("state"))),
             )
