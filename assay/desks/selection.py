@@ -17,6 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
+from assay.claims.record import parse_time
 from assay.states import lease_expired
 
 
@@ -80,8 +81,7 @@ def expired(claim: ClaimLike, *, now: datetime, skew_s: float) -> bool:
     """DESIGN §5: ``now > renewed_at + lease_s + skew`` (the one rule, ``assay.states``).
 
     Claims reach selection through the strict decoder, whose times always parse."""
-    renewed = datetime.fromisoformat(claim.renewed_at.replace("Z", "+00:00"))
-    return lease_expired(renewed, claim.lease_s, now=now, skew_s=skew_s)
+    return lease_expired(parse_time(claim.renewed_at), claim.lease_s, now=now, skew_s=skew_s)
 
 
 def classify(

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import assay.refs as refs
+from assay.board.model import parse_time
 from assay.branch import read_branch_journal
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
 from assay.desks.events import EventLog
@@ -24,7 +25,7 @@ from assay.desks.objectives import objective_events
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
 from assay.journal import Journal
-from assay.runtime.history import History
+from assay.journal.fold import fold
 from assay.states import arrival
 
 
@@ -102,20 +103,13 @@ class ForgeView:
 
 def consumed_events(journal: Journal | None) -> set[str]:
     """Ids of events a journal has already consumed (signals drained, waits woken)."""
-    if journal is None:
-        return set()
-    return set(History.build(journal.entries).consumed)
+    return set(fold(journal.entries).consumed) if journal is not None else set()
 
 
 def wait_until(journal: Journal | None) -> datetime | None:
-    """The time a journal's last ``wait`` entry sleeps until, if it is a timer."""
-    for entry in reversed(journal.entries if journal else []):
-        if entry.get("kind") == "wait":
-            until = entry.get("until")
-            if isinstance(until, str) and until:
-                return datetime.fromisoformat(until.replace("Z", "+00:00"))
-            return None
-    return None
+    """The time the journal's current timer wait ends (its fold's, as the sweepers read it);
+    None when it does not wait on a timer or the time does not parse."""
+    return parse_time(fold(journal.entries).wait_until) if journal is not None else None
 
 
 def read_tree_journal(forge: Forge, commit: str, brief_id: str) -> Journal | None:
