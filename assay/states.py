@@ -66,10 +66,62 @@ TITLES: dict[State, str] = {
     State.ORPHAN: "Claims without a brief",
 }
 
+# The board's chart colour of each state (board.html).
+COLOURS: dict[State, str] = {
+    State.INVALID: "#e377c2",
+    State.STUCK: "#d62728",
+    State.EXPIRED: "#ff7f0e",
+    State.REFUSED: "#a50f15",
+    State.PAUSED: "#bcbd22",
+    State.WAITING: "#17becf",
+    State.HELD: "#2ca02c",
+    State.RELEASED: "#9467bd",
+    State.QUEUED: "#7f7f7f",
+    State.CANCELLED: "#c7c7c7",
+    State.IN_REVIEW: "#aec7e8",
+    State.CLOSED: "#98df8a",
+    State.MERGED: "#1f77b4",
+    State.ORPHAN: "#8c564b",
+}
+
 FINISHED = frozenset({State.REFUSED, State.IN_REVIEW, State.CLOSED, State.MERGED})
 
 # States of a claimed run a desk may resume (``assay resync --desk``): no live lease.
 RESUMABLE = frozenset({State.RELEASED, State.STUCK, State.EXPIRED, State.WAITING, State.PAUSED})
+
+
+@dataclass(frozen=True)
+class ClaimRule:
+    """How one claim state is judged: by the claims store, desk selection, ``classify`` and
+    the board. A new claim state is one row of ``CLAIM_STATES`` (docs/internals.md)."""
+
+    shows: State  # the brief's state when nothing else decides (merged, refused, paused, …)
+    take: str = ""  # how a desk takes it: resume | takeover | wake | "" (never)
+    lease: bool = False  # a lease clock runs: live until it expires, then taken over
+    holds: bool = False  # its holder still holds it (may renew, wait or release it)
+    finished: bool = False  # the run ended: the review and the gate say the rest
+    pausable: bool = True  # a budget pause shows over it
+
+
+CLAIM_STATES: dict[str, ClaimRule] = {
+    "held": ClaimRule(State.HELD, take="takeover", lease=True, holds=True),
+    "waiting": ClaimRule(State.WAITING, take="wake", holds=True),
+    "released": ClaimRule(State.RELEASED, take="resume"),
+    "done": ClaimRule(State.CLOSED, finished=True),
+    # a sweeper judged the holder dead: any desk resumes the run
+    "stuck": ClaimRule(State.STUCK, take="takeover", pausable=False),
+}
+
+
+def claim_takeable(state: str, *, expired: bool, wake: bool) -> bool:
+    """Whether a claim in ``state`` may be taken now: freely (released, stuck), once its
+    lease ``expired`` (held), or by a waker when ``wake`` (waiting)."""
+    rule = CLAIM_STATES.get(state)
+    if rule is None or rule.finished:
+        return False
+    if rule.lease:
+        return expired
+    return wake if rule.take == "wake" else bool(rule.take)
 
 
 @dataclass(frozen=True)
@@ -98,19 +150,16 @@ def classify(facts: Facts) -> State:
     claim = facts.claim
     if claim is None or (claim == "released" and facts.cancelled):
         return State.CANCELLED if facts.cancelled else State.QUEUED
-    if claim == "done":
+    rule = CLAIM_STATES.get(claim)
+    if rule is None:  # the strict claim decoder refuses such a record before this
+        return State.INVALID
+    if rule.finished:
         if facts.refused:
             return State.REFUSED
-        return State.IN_REVIEW if facts.review in {"ready", "draft"} else State.CLOSED
-    if claim == "stuck":
-        return State.STUCK
-    if claim == "held":
-        if facts.lease_expired:
-            return State.EXPIRED
-        return State.PAUSED if facts.paused else State.HELD
-    if facts.paused:
-        return State.PAUSED
-    return State.WAITING if claim == "waiting" else State.RELEASED
+        return State.IN_REVIEW if facts.review in {"ready", "draft"} else rule.shows
+    if rule.lease and facts.lease_expired:
+        return State.EXPIRED
+    return State.PAUSED if facts.paused and rule.pausable else rule.shows
 
 
 def lease_expired(

@@ -50,3 +50,21 @@ def test_arrival_skips_consumed_events_and_honours_timers() -> None:
     assert arrival("", [], consumed=(), wait_until=due, now=NOW) == "timer:2026-05-01T08:59:59Z"
     assert arrival("", [], consumed=(), wait_until=NOW + timedelta(1), now=NOW) is None
     assert arrival("timer:2026-05-01T08:00:00Z", [], consumed=(), wait_until=None, now=NOW)
+
+
+def test_every_state_has_a_title_and_a_colour_and_every_claim_state_a_rule() -> None:
+    from assay.claims.record import STATES
+    from assay.states import CLAIM_STATES, COLOURS, TITLES, claim_takeable
+
+    assert set(TITLES) == set(COLOURS) == set(State)
+    assert tuple(CLAIM_STATES) == STATES
+    # What the claims store lets a desk take, by the one table.
+    assert claim_takeable("released", expired=False, wake=False)
+    assert claim_takeable("stuck", expired=False, wake=False)
+    assert not claim_takeable("held", expired=False, wake=True)
+    assert claim_takeable("held", expired=True, wake=False)
+    assert not claim_takeable("waiting", expired=True, wake=False)
+    assert claim_takeable("waiting", expired=False, wake=True)
+    assert not claim_takeable("done", expired=True, wake=True)
+    assert not claim_takeable("no such state", expired=True, wake=True)
+    assert classify(Facts(claim="no such state")) is State.INVALID

@@ -11,24 +11,9 @@ from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
 from assay.board.model import BoardState, BriefRow, iso
-from assay.states import FINISHED
+from assay.states import COLOURS, FINISHED
 
-STATE_COLOURS: dict[str, str] = {
-    "invalid": "#e377c2",
-    "stuck": "#d62728",
-    "expired": "#ff7f0e",
-    "refused": "#a50f15",
-    "paused": "#bcbd22",
-    "waiting": "#17becf",
-    "held": "#2ca02c",
-    "released": "#9467bd",
-    "queued": "#7f7f7f",
-    "cancelled": "#c7c7c7",
-    "in review": "#aec7e8",
-    "closed": "#98df8a",
-    "merged": "#1f77b4",
-    "orphan": "#8c564b",
-}
+STATE_COLOURS: dict[str, str] = {state.value: colour for state, colour in COLOURS.items()}
 
 WIDTH = 960
 TIMELINE_ROWS = 40

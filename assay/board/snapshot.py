@@ -16,9 +16,10 @@ from typing import Any
 import assay.refs as refs
 from assay.board.model import Session, parse_time
 from assay.errors import AssayError
-from assay.states import lease_expired
+from assay.states import CLAIM_STATES, lease_expired
 
-LIVE_CLAIM_STATES = frozenset({"held"})
+# Claim states whose holder is live while its lease runs (``held``).
+LIVE_CLAIM_STATES = frozenset(state for state, rule in CLAIM_STATES.items() if rule.lease)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class ClaimInfo:
 
     def expired(self, now: datetime, skew_s: float) -> bool:
         """A held claim whose lease (plus skew) ran out; other states hold no lease clock."""
-        return self.state == "held" and lease_expired(
+        return self.state in LIVE_CLAIM_STATES and lease_expired(
             self.renewed_at, self.lease_s, now=now, skew_s=skew_s
         )
 

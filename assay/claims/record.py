@@ -18,12 +18,12 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import assay.refs as refs
 from assay.errors import BadInput, Corrupt
 from assay.ids import check_id
-from assay.states import lease_expired
+from assay.states import CLAIM_STATES, lease_expired
 
 FORMAT_VERSION = 1
 CLAIM_FILE = "claim.json"
@@ -39,8 +39,9 @@ MAX_NOTE_CHARS = 4000
 MAX_WAITING_FOR_CHARS = 300
 _JOURNAL_HEAD = re.compile(r"sha256:[0-9a-f]{64}")
 
-State = Literal["held", "waiting", "released", "done", "stuck"]
-STATES: tuple[State, ...] = ("held", "waiting", "released", "done", "stuck")
+# A claim's state: one of ``assay.states.CLAIM_STATES``, the table every reader judges by.
+State = str
+STATES: tuple[State, ...] = tuple(CLAIM_STATES)
 
 _FIELDS: dict[str, tuple[type, ...]] = {
     "v": (int,),
@@ -135,16 +136,22 @@ class ClaimRecord:
     def ref(self) -> str:
         return CLAIMS_PREFIX + self.brief
 
+    @property
+    def has_lease(self) -> bool:
+        """Whether a lease clock runs in this state (``held``)."""
+        rule = CLAIM_STATES.get(self.state)
+        return rule is not None and rule.lease
+
     def expires_at(self, *, skew_s: float) -> datetime | None:
         """When a held claim stops being live; None for states without a lease clock."""
-        if self.state != "held":
+        if not self.has_lease:
             return None
         renewed = parse_time(self.renewed_at).timestamp()
         return datetime.fromtimestamp(renewed + self.lease_s + skew_s, UTC)
 
     def expired(self, *, skew_s: float, now: datetime | None = None) -> bool:
         """``now > renewed_at + lease_s + skew`` for a held claim (``assay.states``' rule)."""
-        return self.state == "held" and lease_expired(
+        return self.has_lease and lease_expired(
             parse_time(self.renewed_at), self.lease_s, now=now or now_utc(), skew_s=skew_s
         )
 
@@ -154,7 +161,7 @@ class ClaimRecord:
 
     def status(self, *, skew_s: float, now: datetime | None = None) -> str:
         """The state as a reader should see it: ``held`` turns ``expired`` past its lease."""
-        if self.state == "held" and self.expired(skew_s=skew_s, now=now):
+        if self.expired(skew_s=skew_s, now=now):
             return "expired"
         return self.state
 

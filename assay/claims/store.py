@@ -38,6 +38,7 @@ from assay.errors import AssayError, BadInput, Busy, Corrupt, Fenced
 from assay.forge.base import Forge
 from assay.ids import check_id
 from assay.plumbing import GitError, Identity, PushResult, RefUpdate
+from assay.states import CLAIM_STATES, claim_takeable
 
 Clock = Callable[[], datetime]
 
@@ -302,14 +303,9 @@ class ClaimStore:
         )
 
     def _check_claimable(self, current: ClaimRecord, *, allow_waiting: bool) -> None:
-        state = current.state
-        if state in ("released", "stuck"):
-            return
-        if state == "held" and current.expired(skew_s=self.skew_s, now=self.clock()):
-            return
-        if state == "waiting" and allow_waiting:
-            return
-        raise self._busy(current)
+        expired = current.expired(skew_s=self.skew_s, now=self.clock())
+        if not claim_takeable(current.state, expired=expired, wake=allow_waiting):
+            raise self._busy(current)
 
     def _busy(self, current: ClaimRecord, *, lost: str | None = None) -> Busy:
         now = self.clock()
@@ -418,11 +414,7 @@ class ClaimStore:
         """The claim of ``brief`` as held by token ``holder`` (for ``renew``/``release``
         from another process); ``Fenced`` when that token no longer holds it."""
         current = self.get(brief)
-        if (
-            current is None
-            or current.holder != holder
-            or current.state in ("released", "done", "stuck")
-        ):
+        if current is None or current.holder != holder or not CLAIM_STATES[current.state].holds:
             what = "nobody" if current is None else f"{current.state} by desk {current.desk}"
             raise Fenced(
                 f"claim {brief}: holder {holder[:12]} does not hold it (it is {what}"

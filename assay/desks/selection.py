@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from assay.claims.record import parse_time
-from assay.states import lease_expired
+from assay.states import CLAIM_STATES, lease_expired
 
 
 class Why(StrEnum):
@@ -110,17 +110,14 @@ def classify(
         return Skip.DEPENDS
     if claim is None:
         return Why.NEW
-    if claim.state == "released":
-        return Why.RESUME
-    if claim.state == "done":
-        return Skip.DONE
-    if claim.state == "stuck":
-        return Why.TAKEOVER  # a sweeper judged the holder dead: resume the run
-    if claim.state == "waiting":
+    rule = CLAIM_STATES.get(claim.state)  # how each claim state is taken: assay.states
+    if rule is None or rule.finished:
+        return Skip.DONE if rule else Skip.HELD
+    if rule.lease:
+        return Why.TAKEOVER if expired(claim, now=now, skew_s=skew_s) else Skip.HELD
+    if rule.take == "wake":
         return Why.WAKE if arrived(brief.id) else Skip.WAITING
-    if expired(claim, now=now, skew_s=skew_s):
-        return Why.TAKEOVER
-    return Skip.HELD
+    return Why.RESUME if rule.take == "resume" else Why.TAKEOVER
 
 
 def queue(
