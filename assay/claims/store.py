@@ -433,7 +433,7 @@ class ClaimStore:
             current is None
             or current.holder != claim.holder
             or current.fence != claim.fence
-            or current.state not in ("held", "waiting")
+            or not CLAIM_STATES[current.state].holds
         ):
             raise self._fenced(claim)
 
