@@ -57,6 +57,8 @@ class Action:
         }
         if self.ref:
             data["ref"] = self.ref
+        if self.status is not None:  # the state the brief's status record is set to
+            data["state"] = str(self.status.get("state", ""))
         if self.detail:
             data["detail"] = dict(self.detail)
         return data

@@ -4,7 +4,8 @@ Hypothesis builds briefs with random claims (held, expired, renewed, stuck, rele
 waiting, done, corrupt), journals, events, evidence rows (a failing row at the head is a
 gate refusal) and reviews (ready or merged), then checks that the board, ``assay status
 --json``, ``assay resync --json``, ``assay claim list --json`` and the sweepers' dry-run
-plan agree about every brief, and that a bad record makes only its own brief ``invalid``.
+plan (stuck claims, wakes, and the state honest-status corrects a stale status to) agree
+about every brief, and that a bad record makes only its own brief ``invalid``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from assay.desks.events import EventLog
 from assay.desks.review import write_review
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.store import append_records
-from assay.forge import Forge, init_forge, open_forge
+from assay.forge import Forge, RefLog, init_forge, open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from assay.runtime import Budget, Run, execute
 from tests.forge_fixtures import put_on_main
@@ -46,6 +47,7 @@ class Plan:
     event: str
     evidence: str
     review: str
+    working: bool  # a status record still says "working" (honest-status corrects it)
 
 
 plans = st.builds(
@@ -55,6 +57,7 @@ plans = st.builds(
     event=st.sampled_from(("none", "approve", "cancel")),
     evidence=st.sampled_from(("none", "pass", "fail")),
     review=st.sampled_from(("none", "ready", "merged", "main")),  # main: the branch reached main
+    working=st.booleans(),
 )
 
 # What a claim-list status allows the brief's one state to be (merged and invalid aside).
@@ -164,6 +167,10 @@ def _build(root_dir: Path, briefs: list[Plan]) -> Path:
                 write_review(forge, name, head_sha=head, title=name, body="", state=plan.review)
             elif plan.review == "main" and head:
                 _merge_to_main(forge, head, {k: v.encode() for k, v in on_main.items()})
+            if plan.working:
+                RefLog.for_brief(forge, "status", name).append(
+                    {"state": "working", "note": "a mirror said so"}, author=ASSAY_IDENTITY
+                )
     return forge_path
 
 
@@ -193,6 +200,7 @@ def test_every_reader_agrees_about_every_brief(
         sweepers.mkdir()
         (sweepers / "stuck.yaml").write_text("kind: stuck-claims\nskew_s: 0\n")
         (sweepers / "waker.yaml").write_text("kind: waker\ndispatch: none\n")
+        (sweepers / "honest.yaml").write_text("kind: honest-status\nskew_s: 0\n")
         spec = str(forge_path)
         with open_forge(spec) as forge:
             # as of now, as status judges leases (BOARD.md is drawn as of the forge's instant)
@@ -206,12 +214,21 @@ def test_every_reader_agrees_about_every_brief(
     claims = {row["brief"]: row["status"] for row in listed["claims"]}
     stuck = {a["brief"] for a in plan["actions"] if a["action"] == "mark-stuck"}
     woken = {a["brief"] for a in plan["actions"] if a["action"] == "wake"}
+    rewritten = {
+        a["brief"] for a in plan["actions"] if "state" in a and a["action"] != "correct-status"
+    }
+    corrected = {a["brief"]: a["state"] for a in plan["actions"] if a["action"] == "correct-status"}
     for index, brief in enumerate(briefs):
         name = f"b{index}"
         state = status[name]["state"]
         # board, status and resync say the same state, last step and fence
         assert board[name].state == state == resync[name]["state"], (name, brief)
         assert board[name].last_step == status[name]["last_step"] == resync[name]["last_step"]
+        # a stale "working" status is corrected to exactly the state every reader shows,
+        # unless a live claim makes it true or another action of this sweep rewrites it
+        live = claims.get(name) == "held"
+        assert (name in corrected) == (brief.working and not live and name not in rewritten)
+        assert corrected.get(name, state) == state, (name, brief, corrected)
         if brief.claim == "corrupt":
             assert state == "invalid" and "claim" in status[name]["status_note"]
             assert name not in claims and listed["status"] == "corrupt"
