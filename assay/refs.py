@@ -8,6 +8,8 @@ the brief id (``assay.ids.check_id``) so a ref can never be aimed outside its na
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from assay.ids import check_id
 
 HEADS = "refs/heads/"
@@ -41,33 +43,23 @@ def branch_name(brief: str) -> str:
     return BRANCH_PREFIX + check_id(brief)
 
 
-def branch_ref(brief: str) -> str:
-    """``refs/heads/assay/<brief>``."""
-    return BRANCHES + check_id(brief)
+def _per_brief(prefix: str, doc: str) -> Callable[[str], str]:
+    """The builder of one per-brief ref: ``prefix`` + the checked brief id."""
+
+    def build(brief: str) -> str:
+        return prefix + check_id(brief)
+
+    build.__doc__ = doc
+    return build
 
 
-def claim_ref(brief: str) -> str:
-    return CLAIMS + check_id(brief)
-
-
-def events_ref(brief: str) -> str:
-    return EVENTS + check_id(brief)
-
-
-def evidence_ref(brief: str) -> str:
-    return EVIDENCE + check_id(brief)
-
-
-def review_ref(brief: str) -> str:
-    return REVIEWS + check_id(brief)
-
-
-def status_ref(brief: str) -> str:
-    return STATUS + check_id(brief)
-
-
-def github_ref(brief: str) -> str:
-    return GITHUB + check_id(brief)
+branch_ref = _per_brief(BRANCHES, "``refs/heads/assay/<brief>``.")
+claim_ref = _per_brief(CLAIMS, "``refs/assay/claims/<brief>``.")
+events_ref = _per_brief(EVENTS, "``refs/assay/events/<brief>``.")
+evidence_ref = _per_brief(EVIDENCE, "``refs/assay/evidence/<brief>``.")
+review_ref = _per_brief(REVIEWS, "``refs/assay/reviews/<brief>``.")
+status_ref = _per_brief(STATUS, "``refs/assay/status/<brief>``.")
+github_ref = _per_brief(GITHUB, "``refs/assay/github/<brief>``.")
 
 
 def brief_of(ref: str, prefix: str) -> str:
