@@ -199,3 +199,23 @@ def test_ref_reads_start_no_process_and_a_fetch_starts_only_upload_pack(
         assert (work / "briefs" / "b1.md").read_text() == "# b1\n"
     started = log.read_text().split()  # the client's clone, fetch-pack, index-pack too
     assert started.count("upload-pack") == 1  # the fetch's, and only it
+
+
+@pytest.mark.parametrize("version", ["0", "1", "2"])
+def test_clients_of_each_protocol_version_fetch_and_push(
+    forge_path: Path, tmp_path: Path, version: str
+) -> None:
+    with ForgeServer(forge_path) as served:
+        work = tmp_path / "work"
+        subprocess.run(
+            ["git", "-c", f"protocol.version={version}", "clone", "-q", served.url, str(work)],
+            check=True,
+            timeout=60,
+        )
+        (work / "briefs" / "v.md").write_text(f"# v{version}\n")
+        _git(work, "add", ".")
+        _git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v")
+        _git(work, "-c", f"protocol.version={version}", "push", "-q", "origin", "main")
+        listed = _git(work, "-c", f"protocol.version={version}", "ls-remote", served.url, "main")
+    assert listed.split()[0] == _git(work, "rev-parse", "HEAD")
+    assert _git(forge_path, "show", "main:briefs/v.md") == f"# v{version}"
