@@ -8,7 +8,6 @@ path traversal, escaping ref-prefixes and services that are not served. After ea
 from __future__ import annotations
 
 import gzip
-import http.client
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import pytest
 
 from assay.forge import ForgeServer
 from assay.forge.smarthttp import FLUSH, pkt_line
+from tests.forge.serving import request as _request
 from tests.forge_fixtures import put_on_main
 
 UPLOAD = {"Content-Type": "application/x-git-upload-pack-request", "Git-Protocol": "version=2"}
@@ -29,18 +29,6 @@ LS_REFS = pkt_line(b"command=ls-refs\n") + b"0001"
 def server(forge_path: Path) -> Iterator[ForgeServer]:
     with ForgeServer(forge_path) as served:
         yield served
-
-
-def _request(
-    server: ForgeServer, method: str, path: str, body: bytes | None = None, **headers: str
-) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
-    try:
-        conn.request(method, path, body=body, headers=headers)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
 
 
 def _still_serves(server: ForgeServer) -> None:

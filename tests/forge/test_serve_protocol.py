@@ -8,7 +8,6 @@ tags, a symbolic ref, an unborn HEAD and ``hideRefs`` in the config.
 
 from __future__ import annotations
 
-import http.client
 import os
 import stat
 import subprocess
@@ -19,6 +18,7 @@ import pytest
 
 from assay.forge import ForgeServer
 from assay.forge.smarthttp import FLUSH, pkt_line, service_env
+from tests.forge.serving import request
 from tests.forge_fixtures import clone, put_on_main
 
 V2 = {"Git-Protocol": "version=2"}
@@ -67,13 +67,7 @@ def server(rich_forge: Path) -> Iterator[ForgeServer]:
 def _request(
     server: ForgeServer, method: str, path: str, body: bytes | None = None, **headers: str
 ) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
-    try:
-        conn.request(method, f"/{server.name}{path}", body=body, headers=headers)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
+    return request(server, method, f"/{server.name}{path}", body, **headers)
 
 
 def _ls_refs(*args: str) -> bytes:
