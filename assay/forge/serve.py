@@ -108,8 +108,7 @@ class _Handler(BaseHTTPRequestHandler):
         ):
             advertised = refs.receive_pack_advertisement()
             if advertised is not None:
-                body = smarthttp.pkt_line(f"# service={service}\n".encode()) + smarthttp.FLUSH
-                body += advertised
+                body = smarthttp.service_line(service) + advertised
         if body is None:  # a v0 fetch or a v1 client: git advertises, still without a CGI
             self._spawn(service, None, advertise=True)
             return
@@ -249,8 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()  # HTTP/1.0: the body ends when the connection closes
         if advertise:
-            self.wfile.write(smarthttp.pkt_line(f"# service={service}\n".encode()))
-            self.wfile.write(smarthttp.FLUSH)
+            self.wfile.write(smarthttp.service_line(service))
         chunk = first
         while chunk:
             self.wfile.write(chunk)

@@ -44,6 +44,11 @@ def pkt_line(payload: bytes) -> bytes:
     return b"%04x" % (len(payload) + 4) + payload
 
 
+def service_line(service: str) -> bytes:
+    """The ``# service=`` line and flush that smart HTTP puts before a v0/v1 advertisement."""
+    return pkt_line(f"# service={service}\n".encode()) + FLUSH
+
+
 def pkt_lines(data: bytes) -> Iterator[bytes | int]:
     """The packets of ``data``: payloads as bytes, flush/delim/response-end as 0/1/2."""
     pos = 0
