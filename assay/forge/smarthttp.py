@@ -19,7 +19,9 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,6 +177,8 @@ class RefServer:
         self.git_dir = git_dir
         self.upload_pack_v2 = b""
         self.receive_pack_caps: str | None = None
+        self._lock = threading.Lock()
+        self._repo: Any = None
 
     def start(self) -> RefServer:
         env = service_env(remote_addr="", git_protocol="version=2")
@@ -210,16 +214,12 @@ class RefServer:
             patterns += [v.rstrip("/") for v in config.get_multivar(key)]
         return patterns
 
-    def _refs(self, repo: Any) -> list[_Ref]:
-        """Every ref under ``refs/`` that resolves to an object, sorted as git sorts."""
-        found: list[_Ref] = []
-        for name in sorted(repo.references, key=lambda n: n.encode()):
-            if not name.startswith("refs/"):
-                continue
-            ref = self._resolve(repo, name)
-            if ref is not None and ref.oid is not None:
-                found.append(ref)
-        return found
+    def _refs(self, repo: Any, wanted: Callable[[str], bool]) -> list[_Ref]:
+        """The refs under ``refs/`` that ``wanted`` keeps and that resolve to an object,
+        sorted as git sorts (bytewise)."""
+        names = [n for n in repo.references if n.startswith("refs/") and wanted(n)]
+        found = [self._resolve(repo, name) for name in sorted(names, key=str.encode)]
+        return [ref for ref in found if ref is not None and ref.oid is not None]
 
     @staticmethod
     def _resolve(repo: Any, name: str) -> _Ref | None:
@@ -227,35 +227,44 @@ class RefServer:
 
         try:
             ref = repo.references[name]
-            target = ref.target if ref.type == pygit2.enums.ReferenceType.SYMBOLIC else None
-            oid: str | None = None
+            if ref.type != pygit2.enums.ReferenceType.SYMBOLIC:
+                oid = str(ref.target)
+                return _Ref(name, oid, None) if oid in repo else None
+            target = str(ref.target)
             try:
-                oid = str(ref.resolve().target)
+                resolved: str | None = str(ref.resolve().target)
             except (KeyError, pygit2.GitError):
-                if target is None:
-                    return None
-            if oid is not None and oid not in repo:
+                resolved = None  # a symref to a ref not born yet
+            if resolved is not None and resolved not in repo:
                 return None
-            return _Ref(name, oid, target)
+            return _Ref(name, resolved, target)
         except (KeyError, pygit2.GitError, ValueError):
             return None
 
+    @contextmanager
+    def _repository(self) -> Iterator[Any]:
+        """The one libgit2 handle, one request at a time (handles are not thread-safe);
+        libgit2 re-reads loose refs and ``packed-refs`` when they change."""
+        import pygit2
+
+        with self._lock:
+            if self._repo is None:
+                self._repo = pygit2.Repository(os.fspath(self.git_dir))
+            yield self._repo
+
     def receive_pack_advertisement(self) -> bytes | None:
         """``receive-pack``'s v0 advertisement (None: git must be asked for this one)."""
-        from assay.odb import repository
-
         if self.receive_pack_caps is None or (self.git_dir / "objects/info/alternates").exists():
             return None
         hidden = self._hide_patterns(self._config(), "receive")
-        refs = [r for r in self._refs(repository(self.git_dir)) if not _hidden(r.name, hidden)]
+        with self._repository() as repo:
+            refs = self._refs(repo, lambda name: not _hidden(name, hidden))
         lines = [f"{r.oid} {r.name}" for r in refs] or [f"{ZERO_OID} capabilities^{{}}"]
         lines[0] += "\0" + self.receive_pack_caps
         return b"".join(pkt_line(f"{line}\n".encode()) for line in lines) + FLUSH
 
     def ls_refs(self, command: Command) -> bytes:
         """The answer to a v2 ``ls-refs`` request, as ``upload-pack`` writes it."""
-        from assay.odb import repository
-
         peel = symrefs = unborn = False
         prefixes: set[str] = set()
         for arg in command.arguments:
@@ -273,19 +282,16 @@ class RefServer:
         config = self._config()
         unborn = unborn and _config_str(config, "lsrefs.unborn", "advertise") != "ignore"
         hidden = self._hide_patterns(config, "uploadpack")
-        repo = repository(self.git_dir)
-        refs = self._refs(repo)
-        head = self._resolve(repo, "HEAD")
-        if head is not None and (
-            head.oid is not None or (unborn and symrefs and head.symref_target)
-        ):
-            refs.insert(0, head)
-        out = [
-            self._ls_line(repo, ref, peel=peel, symrefs=symrefs)
-            for ref in refs
-            if not _hidden(ref.name, hidden)
-            and (not prefixes or _has_prefix_in(ref.name, prefixes))
-        ]
+
+        def wanted(name: str) -> bool:
+            return not _hidden(name, hidden) and (not prefixes or _has_prefix_in(name, prefixes))
+
+        with self._repository() as repo:
+            refs = self._refs(repo, wanted)
+            head = self._resolve(repo, "HEAD") if wanted("HEAD") else None
+            if head is not None and (head.oid or (unborn and symrefs and head.symref_target)):
+                refs.insert(0, head)
+            out = [self._ls_line(repo, ref, peel=peel, symrefs=symrefs) for ref in refs]
         return b"".join(pkt_line(line.encode()) for line in out) + FLUSH
 
     @staticmethod
