@@ -249,9 +249,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()  # HTTP/1.0: the body ends when the connection closes
         if advertise:
             self.wfile.write(smarthttp.service_line(service))
-        chunk = first
+        chunk, listening = first, True
         while chunk:
-            self.wfile.write(chunk)
+            if listening:
+                try:
+                    self.wfile.write(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    # A push must finish (refs, then its post-receive hook) whether or not
+                    # the pusher hears the report: drain it. A fetch nobody reads can stop.
+                    if service != smarthttp.RECEIVE_PACK or advertise:
+                        raise
+                    listening = False
             chunk = proc.stdout.read(1 << 16)
         return proc.wait()
 

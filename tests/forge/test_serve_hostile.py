@@ -8,6 +8,7 @@ path traversal, escaping ref-prefixes and services that are not served. After ea
 from __future__ import annotations
 
 import gzip
+import hashlib
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ import pytest
 from assay.forge import ForgeServer
 from assay.forge.smarthttp import FLUSH, pkt_line
 from tests.forge.serving import request as _request
-from tests.forge_fixtures import put_on_main
+from tests.forge_fixtures import put_on_main, wait_until
 
 UPLOAD = {"Content-Type": "application/x-git-upload-pack-request", "Git-Protocol": "version=2"}
 RECEIVE = {"Content-Type": "application/x-git-receive-pack-request"}
@@ -156,3 +157,32 @@ def test_a_stalled_client_does_not_hold_up_the_others(server: ForgeServer) -> No
             b"Content-Type: application/x-git-upload-pack-request\r\n\r\n" + LS_REFS
         )
         _still_serves(server)
+
+
+def test_a_push_whose_client_hangs_up_unheard_still_lands(forge_path: Path) -> None:
+    tip = subprocess.run(
+        ["git", "rev-parse", "main"], cwd=forge_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    command = f"{'0' * 40} {tip} refs/heads/hung-up\0report-status\n".encode()
+    empty_pack = b"PACK\0\0\0\2\0\0\0\0"
+    body = pkt_line(command) + FLUSH + empty_pack + hashlib.sha1(empty_pack).digest()
+    pushes: list[int] = []
+    with ForgeServer(forge_path, on_push=lambda: pushes.append(1)) as served:
+        with socket.create_connection((served.host, served.port), timeout=30) as sock:
+            sock.sendall(
+                b"POST /forge.git/git-receive-pack HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/x-git-receive-pack-request\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            # and closes at once, before a byte of the answer (which then finds no one)
+        wait_until(lambda: pushes == [1], timeout=30, what="the push's on_push")
+        _still_serves(served)
+    listed = subprocess.run(
+        ["git", "rev-parse", "refs/heads/hung-up"],
+        cwd=forge_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert listed.stdout.strip() == tip
