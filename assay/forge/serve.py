@@ -1,52 +1,53 @@
-"""Serve an embedded forge over smart HTTP: git's own ``http-backend`` behind a small server.
+"""Serve an embedded forge over smart HTTP: the ref reads in process, git for the packs.
 
-The server answers only for the one repository it was given (``/<name>/...``), enables
-``receive-pack`` (pushes) through the environment rather than the repository's config, and
-spools request and response bodies through temporary files so a large push or clone does
-not sit in memory. It binds to 127.0.0.1 unless told otherwise; port 0 picks a free port.
+The server answers only for the one repository it was given (``/<name>/...``) and only the
+two smart-HTTP services, ``git-upload-pack`` and ``git-receive-pack`` (pushes enabled).
+The ref advertisements and protocol v2 ``ls-refs`` are answered in process
+(:mod:`assay.forge.smarthttp`); a ``fetch`` or a push starts ``git upload-pack`` or
+``git receive-pack --stateless-rpc`` directly, with the environment ``git http-backend``
+would give it, so the forge's hooks run as before. Request bodies are spooled through a
+temporary file (de-chunked and un-gzipped); responses stream from the service as it writes.
+It binds to 127.0.0.1 unless told otherwise; port 0 picks a free port.
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import shutil
 import subprocess
 import tempfile
 import threading
+import zlib
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
+from urllib.parse import parse_qs
 
 from assay.errors import BadInput
+from assay.forge import smarthttp
 from assay.forge.embedded import is_forge
 
 LOG = logging.getLogger("assay.forge.serve")
 
-HTTP_BACKEND_CANDIDATES = (
-    "/usr/lib/git-core/git-http-backend",
-    "/usr/libexec/git-core/git-http-backend",
-    "/usr/local/libexec/git-core/git-http-backend",
+# An ls-refs request is a few hundred bytes; one this large is not a client's.
+MAX_COMMAND_BODY = 1 << 20
+NO_CACHE = (
+    ("Expires", "Fri, 01 Jan 1980 00:00:00 GMT"),
+    ("Pragma", "no-cache"),
+    ("Cache-Control", "no-cache, max-age=0, must-revalidate"),
 )
 
 
-def find_http_backend() -> str:
-    """The path of ``git-http-backend`` (asks ``git --exec-path`` first)."""
-    try:
-        exec_path = subprocess.run(
-            ["git", "--exec-path"], capture_output=True, text=True, check=True, timeout=30
-        ).stdout.strip()
-        candidate = os.path.join(exec_path, "git-http-backend")
-        if os.access(candidate, os.X_OK):
-            return candidate
-    except (OSError, subprocess.SubprocessError):
-        pass
-    for candidate in HTTP_BACKEND_CANDIDATES:
-        if os.access(candidate, os.X_OK):
-            return candidate
-    raise BadInput("cannot serve: git-http-backend is not installed")
+class _Refused(Exception):
+    """A request answered with an HTTP error (status, reason) and nothing else."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
 
 
 class _Server(ThreadingHTTPServer):
@@ -67,100 +68,200 @@ class _Handler(BaseHTTPRequestHandler):
         LOG.debug("%s " + format, self.address_string(), *args)
 
     def do_GET(self) -> None:
-        self._backend()
+        self._answer(self._advertise)
 
     def do_POST(self) -> None:
-        self._backend()
+        self._answer(self._rpc)
+
+    def _answer(self, route: Callable[[str], None]) -> None:
+        path, _, self.query = self.path.partition("?")
+        prefix = f"/{self.server.forge.name}/"
+        try:
+            if not path.startswith(prefix) or ".." in path:
+                raise _Refused(404, "no such repository")
+            route(path[len(prefix) :])
+        except _Refused as refused:
+            self.send_error(refused.status, refused.reason)
+        except BadInput as exc:
+            self.send_error(400, str(exc).splitlines()[0][:200])
+        except (BrokenPipeError, ConnectionResetError):
+            LOG.debug("client %s hung up", self.address_string())
+        except Exception:  # one request's bug must not take the server down
+            LOG.exception("forge serve: %s %s failed", self.command, path)
+            self.send_error(500, "the forge server failed on this request")
+
+    def _protocol(self) -> str:
+        return self.headers.get("Git-Protocol", "")
+
+    def _advertise(self, rest: str) -> None:
+        if rest != "info/refs":
+            raise _Refused(404, "not a smart-HTTP path")
+        service = (parse_qs(self.query).get("service") or [""])[0]
+        if service not in smarthttp.SERVICES:
+            raise _Refused(403, "only git-upload-pack and git-receive-pack are served")
+        refs = self.server.forge.refs
+        body: bytes | None = None
+        if service == smarthttp.UPLOAD_PACK and smarthttp.protocol_version(self._protocol()) == 2:
+            body = refs.upload_pack_v2  # v2 starts with the capabilities, no service line
+        elif (
+            service == smarthttp.RECEIVE_PACK and smarthttp.protocol_version(self._protocol()) == 0
+        ):
+            advertised = refs.receive_pack_advertisement()
+            if advertised is not None:
+                body = smarthttp.service_line(service) + advertised
+        if body is None:  # a v0 fetch or a v1 client: git advertises, still without a CGI
+            self._spawn(service, None, advertise=True)
+            return
+        self._send(200, f"application/x-{service}-advertisement", body)
+
+    def _send(self, status: int, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        for key, value in (*NO_CACHE, ("Content-Type", content_type)):
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _rpc(self, rest: str) -> None:
+        if rest not in smarthttp.SERVICES:
+            raise _Refused(404, "not a smart-HTTP path")
+        service = rest
+        if self.headers.get("Content-Type", "") != f"application/x-{service}-request":
+            raise _Refused(415, f"a {service} request must be application/x-{service}-request")
+        with tempfile.TemporaryFile() as raw, tempfile.TemporaryFile() as body:
+            self._read_body(raw)
+            raw.seek(0)
+            self._decode(raw, body)
+            body.seek(0)
+            if self._is_ls_refs(service, body):
+                command = smarthttp.parse_command(self._small(body))
+                answer = self.server.forge.refs.ls_refs(command)
+                self._send(200, f"application/x-{service}-result", answer)
+                return
+            # The child reads the file descriptor itself: a buffered seek(0) may never move it.
+            body.flush()
+            os.lseek(body.fileno(), 0, os.SEEK_SET)
+            self._spawn(service, body, advertise=False)
+
+    def _is_ls_refs(self, service: str, body: IO[bytes]) -> bool:
+        """Whether the (decoded) body is a v2 ``ls-refs``; leaves ``body`` at its start."""
+        if service != smarthttp.UPLOAD_PACK or smarthttp.protocol_version(self._protocol()) != 2:
+            return False
+        first = body.read(len(smarthttp.pkt_line(b"command=ls-refs\n")))
+        body.seek(0)
+        return smarthttp.command_name(first) == "ls-refs"
+
+    @staticmethod
+    def _small(body: IO[bytes]) -> bytes:
+        data = body.read(MAX_COMMAND_BODY + 1)
+        if len(data) > MAX_COMMAND_BODY:
+            raise _Refused(413, f"a command request over {MAX_COMMAND_BODY} bytes")
+        return data
 
     def _read_body(self, sink: IO[bytes]) -> None:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return
-                sink.write(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        remaining = length
+            self._read_chunked(sink)
+            return
+        try:
+            remaining = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            raise _Refused(400, "Content-Length is not a number") from None
         while remaining > 0:
             chunk = self.rfile.read(min(remaining, 1 << 16))
             if not chunk:
-                break
+                raise _Refused(400, "the request body ended before its Content-Length")
             sink.write(chunk)
             remaining -= len(chunk)
 
-    def _backend(self) -> None:
+    def _read_chunked(self, sink: IO[bytes]) -> None:
+        while True:
+            line = self.rfile.readline(1024)
+            try:
+                size = int(line.split(b";")[0].strip(), 16)
+            except ValueError:
+                raise _Refused(400, "a malformed chunk of a chunked body") from None
+            if size < 0:
+                raise _Refused(400, "a malformed chunk of a chunked body")
+            if size == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass
+                return
+            chunk = self.rfile.read(size)
+            if len(chunk) < size:
+                raise _Refused(400, "the chunked body ended inside a chunk")
+            sink.write(chunk)
+            self.rfile.readline(1024)
+
+    def _decode(self, raw: IO[bytes], body: IO[bytes]) -> None:
+        encoding = self.headers.get("Content-Encoding", "").strip().lower()
+        if encoding in ("", "identity"):
+            shutil.copyfileobj(raw, body)
+        elif encoding in ("gzip", "x-gzip"):
+            try:
+                with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+                    shutil.copyfileobj(unzipped, body)
+            except (OSError, EOFError, zlib.error):
+                raise _Refused(400, "the gzip request body does not decode") from None
+        else:
+            raise _Refused(415, f"Content-Encoding {encoding[:40]!r} is not served")
+
+    def _spawn(self, service: str, body: IO[bytes] | None, *, advertise: bool) -> None:
+        """Start the service on the spooled body and stream what it writes to the client."""
         forge = self.server.forge
-        path, _, query = self.path.partition("?")
-        prefix = f"/{forge.name}/"
-        if not path.startswith(prefix) or ".." in path:
-            self.send_error(404, "no such repository")
-            return
-        with tempfile.TemporaryFile() as body, tempfile.TemporaryFile() as output:
-            self._read_body(body)
-            body_length = body.tell()
-            body.seek(0)
-            env = {
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "GIT_PROJECT_ROOT": str(forge.path.parent),
-                "GIT_HTTP_EXPORT_ALL": "1",
-                "GIT_CONFIG_NOSYSTEM": "1",
-                "GIT_CONFIG_COUNT": "1",
-                "GIT_CONFIG_KEY_0": "http.receivepack",
-                "GIT_CONFIG_VALUE_0": "true",
-                "REQUEST_METHOD": self.command,
-                "PATH_INFO": path,
-                "QUERY_STRING": query,
-                "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-                "CONTENT_LENGTH": str(body_length),
-                "REMOTE_ADDR": self.client_address[0],
-                "REMOTE_USER": "assay",
-                "SERVER_PROTOCOL": "HTTP/1.0",
-                "GATEWAY_INTERFACE": "CGI/1.1",
-                "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-                "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
-            }
-            done = subprocess.run(
-                [forge.backend],
-                stdin=body,
-                stdout=output,
-                stderr=subprocess.PIPE,
+        args = ["git", service.removeprefix("git-"), "--stateless-rpc"]
+        args += ["--advertise-refs", "."] if advertise else ["."]
+        env = smarthttp.service_env(
+            remote_addr=self.client_address[0], git_protocol=self._protocol()
+        )
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(
+                args,
+                cwd=forge.path,
+                stdin=body if body is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
                 env=env,
-                check=False,
+                bufsize=0,  # reads return what the service has written so far
             )
-            if done.returncode != 0 and done.stderr:
-                LOG.warning("http-backend: %s", done.stderr.decode("utf-8", "replace").strip())
-            output.seek(0)
-            status, headers = self._cgi_headers(output)
-            start = output.tell()
-            output.seek(0, os.SEEK_END)
-            size = output.tell() - start
-            output.seek(start)
-            self.send_response(status)
-            for key, value in headers:
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(size))
-            self.end_headers()
-            shutil.copyfileobj(output, self.wfile)
-        if self.command == "POST" and path.endswith("/git-receive-pack") and status == 200:
+            assert proc.stdout is not None
+            try:
+                code = self._stream(proc, service, advertise=advertise, errors=errors)
+            finally:
+                proc.stdout.close()
+                proc.wait()
+        if service == smarthttp.RECEIVE_PACK and not advertise and code == 0:
             forge.pushed()
 
-    @staticmethod
-    def _cgi_headers(output: IO[bytes]) -> tuple[int, list[tuple[str, str]]]:
-        status = 200
-        headers: list[tuple[str, str]] = []
-        while True:
-            line = output.readline()
-            if line in (b"\r\n", b"\n", b""):
-                break
-            key, _, value = line.decode("latin-1").partition(":")
-            if key.lower() == "status":
-                status = int(value.strip().split(" ")[0])
-            else:
-                headers.append((key.strip(), value.strip()))
-        return status, headers
+    def _stream(
+        self, proc: subprocess.Popen[bytes], service: str, *, advertise: bool, errors: IO[bytes]
+    ) -> int:
+        assert proc.stdout is not None
+        first = proc.stdout.read(1 << 16)
+        if not first and proc.wait() != 0:
+            errors.seek(0)
+            said = errors.read(2000).decode("utf-8", "replace").strip().splitlines()
+            LOG.warning("%s: %s", service, said[-1] if said else f"exit {proc.returncode}")
+            raise _Refused(400, f"{service} refused the request")
+        self.send_response(200)
+        kind = "advertisement" if advertise else "result"
+        for key, value in (*NO_CACHE, ("Content-Type", f"application/x-{service}-{kind}")):
+            self.send_header(key, value)
+        self.end_headers()  # HTTP/1.0: the body ends when the connection closes
+        if advertise:
+            self.wfile.write(smarthttp.service_line(service))
+        chunk, listening = first, True
+        while chunk:
+            if listening:
+                try:
+                    self.wfile.write(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    # A push must finish (refs, then its post-receive hook) whether or not
+                    # the pusher hears the report: drain it. A fetch nobody reads can stop.
+                    if service != smarthttp.RECEIVE_PACK or advertise:
+                        raise
+                    listening = False
+            chunk = proc.stdout.read(1 << 16)
+        return proc.wait()
 
 
 class ForgeServer:
@@ -181,7 +282,7 @@ class ForgeServer:
         if not is_forge(self.path):
             raise BadInput(f"forge serve {path}: not an Assay forge (run `assay forge init` first)")
         self.name = self.path.name
-        self.backend = find_http_backend()
+        self.refs = smarthttp.RefServer(self.path).start()
         self.on_push = on_push
         self._server = _Server((host, port), self)
         self._thread: threading.Thread | None = None
@@ -230,10 +331,5 @@ class ForgeServer:
     def __enter__(self) -> ForgeServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

@@ -10,7 +10,11 @@ N briefs, and this counts:
 - CPU-seconds per brief for the whole fleet: user + system time of every desk process and
   of the forge server, each with every child it waited for (git, http-backend), read from
   ``wait4`` for desks and ``/proc/<pid>/stat`` (utime, stime, cutime, cstime) for the server
-  just before it is stopped.
+  just before it is stopped;
+- processes the forge server starts per brief: an audit hook (a ``sitecustomize`` on the
+  server's ``PYTHONPATH`` only) notes every ``subprocess.Popen`` the server makes; a
+  ``git http-backend`` counts as two, itself and the ``upload-pack``/``receive-pack`` it
+  starts (git finds that one through its exec path, past any ``PATH`` wrapper).
 
 The breakdown by subcommand says where the processes go.
 """
@@ -45,6 +49,33 @@ exec {git} "$@"
 """
 
 
+_SPAWN_CENSUS = """import os, sys
+_LOG = os.environ.get("ASSAY_SERVER_SPAWNS")
+def _note(event, args):
+    if event == "subprocess.Popen" and _LOG:
+        argv = [os.path.basename(str(a)) for a in list(args[1])[:2]]
+        name = argv[0] if argv[0] != "git" or len(argv) < 2 else argv[1]
+        with open(_LOG, "a") as log:
+            log.write(name + "\\n")
+if _LOG:
+    sys.addaudithook(_note)
+"""
+
+
+def _server_census(directory: Path) -> Path:
+    """A directory whose ``sitecustomize`` logs the server's spawns to ``$ASSAY_SERVER_SPAWNS``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sitecustomize.py").write_text(_SPAWN_CENSUS, encoding="utf-8")
+    return directory
+
+
+def _server_processes(log: Path) -> Counter[str]:
+    spawns = Counter(log.read_text().split()) if log.exists() else Counter()
+    # http-backend is two processes: itself and the service it starts.
+    backend = sum(n for name, n in spawns.items() if "http-backend" in name)
+    return spawns + Counter({"(service of http-backend)": backend}) if backend else spawns
+
+
 def git_wrapper(directory: Path) -> Path:
     """A directory whose ``git`` counts its invocations into ``$ASSAY_GIT_COUNT``."""
     real = shutil.which("git")
@@ -57,10 +88,10 @@ def git_wrapper(directory: Path) -> Path:
     return directory
 
 
-def _proc_cpu(pid: int) -> float:
-    """utime + stime + cutime + cstime of a live process, in seconds."""
+def _proc_cpu(pid: int, *, children: bool = True) -> float:
+    """utime + stime (+ cutime + cstime) of a live process, in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = sum(int(v) for v in fields[11:15])
+    ticks = sum(int(v) for v in fields[11 : 15 if children else 13])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -68,6 +99,7 @@ def measure(*, briefs: int, desks: int, keep: bool = False) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="assay-bench-cost-"))
     fleet = Fleet(root, [f"c{i:04d}" for i in range(briefs)], lease=120)
     counts = root / "git-count.txt"
+    spawn_log = root / "server-spawns.txt"
     wrapped = git_wrapper(root / "bin")
     original_env = fleet.env
 
@@ -80,9 +112,22 @@ def measure(*, briefs: int, desks: int, keep: bool = False) -> dict[str, Any]:
     fleet.env = env  # type: ignore[method-assign]
     try:
         fleet.setup()
-        fleet.serve()
+        census = _server_census(root / "census")
+        saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "ASSAY_SERVER_SPAWNS")}
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(census), saved["PYTHONPATH"]]))
+        os.environ["ASSAY_SERVER_SPAWNS"] = str(spawn_log)
+        try:
+            fleet.serve()
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
         assert fleet.server is not None
+        started_spawns = _server_processes(spawn_log)
         server_cpu_before = _proc_cpu(fleet.server.pid)
+        server_self_before = _proc_cpu(fleet.server.pid, children=False)
         cpu: list[float] = []
         started = time.monotonic()
         for _ in range(desks):
@@ -102,10 +147,12 @@ def measure(*, briefs: int, desks: int, keep: bool = False) -> dict[str, Any]:
             time.sleep(0.05)  # polling the process table, not synchronising with anything
         total = time.monotonic() - started
         server_cpu = _proc_cpu(fleet.server.pid) - server_cpu_before
+        server_self = _proc_cpu(fleet.server.pid, children=False) - server_self_before
         load = os.getloadavg()
         results = fleet.inspect()
         problems = invariant_problems(fleet, results)
         commands = Counter(counts.read_text().split()) if counts.exists() else Counter()
+        served = _server_processes(spawn_log) - started_spawns
         return {
             "briefs": briefs,
             "desks": desks,
@@ -116,6 +163,9 @@ def measure(*, briefs: int, desks: int, keep: bool = False) -> dict[str, Any]:
             "cpu_per_brief": (sum(cpu) + server_cpu) / briefs,
             "desk_cpu_per_brief": sum(cpu) / briefs,
             "server_cpu_per_brief": server_cpu / briefs,
+            "server_self_cpu_per_brief": server_self / briefs,
+            "server_processes_per_brief": sum(served.values()) / briefs,
+            "server_processes": {k: v / briefs for k, v in served.most_common()},
             "load": " ".join(f"{x:.1f}" for x in load),
             "problems": problems[:10],
         }
@@ -134,7 +184,13 @@ def rows(f: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"{label}: CPU-seconds per brief",
             f"{f['cpu_per_brief']:.3f} s",
             f"desks {f['desk_cpu_per_brief']:.3f} s + forge server "
-            f"{f['server_cpu_per_brief']:.3f} s; load {f['load']}",
+            f"{f['server_cpu_per_brief']:.3f} s (its own Python "
+            f"{f.get('server_self_cpu_per_brief', 0):.3f} s); load {f['load']}",
+        ),
+        (
+            f"{label}: forge server processes per brief",
+            f"{f.get('server_processes_per_brief', 0):.1f}",
+            ", ".join(f"{k} {v:.1f}" for k, v in f.get("server_processes", {}).items()),
         ),
         (f"{label}: briefs per minute", f"{f['briefs_per_min']:.1f}", "smart HTTP"),
         (f"{label}: invariant problems", str(len(f["problems"])), "must be 0"),
@@ -152,6 +208,8 @@ def side_by_side(before: dict[str, Any], after: dict[str, Any], ref: str) -> lis
         ("cpu_per_brief", "CPU-seconds per brief (fleet)", "at most 0.3"),
         ("desk_cpu_per_brief", "of which desk processes", ""),
         ("server_cpu_per_brief", "of which the forge server", ""),
+        ("server_self_cpu_per_brief", "of which the server's own Python", ""),
+        ("server_processes_per_brief", "processes the forge server starts per brief", ""),
         ("briefs_per_min", "briefs per minute", ""),
     ):
         old, new = float(before[key]), float(after[key])
