@@ -249,10 +249,7 @@ def verify(
     timings: dict[str, float] = {}
     started = time.monotonic()
     ctx = _context(forge, brief_id, key)
-    head = resolve_commit(forge, sha) if sha else ctx.view.head
-    if head is None:
-        raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to verify")
-    _require_commit(forge, head, brief_id)
+    head = _head_to_verify(forge, ctx, brief_id, sha)
     timings["fetch"] = time.monotonic() - started
     with (
         CleanTree(forge, head, parent=workdir) as tree,
@@ -263,39 +260,13 @@ def verify(
         _check_journal(forge, ctx, journal, head, brief_id=brief_id)
         claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
         mark = time.monotonic()
-        environ = row_environment()
-        environ.pop(GATE_STATE_ENV, None)  # where the key lives is none of a row's business
-        fp = fingerprint(ctx.env, tree, run_env=environ)
+        environ, fp = _gate_fingerprint(ctx, tree)
         timings["fingerprint"] = time.monotonic() - mark
-        problems = [f"declaration: {p}" for p in declaration_problems(ctx.env, fp)]
         desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
-        if desk_fp is not None:
-            problems += [f"desk vs gate: {line}" for line in diff_fingerprints(desk_fp, fp)]
-        plan = plan_for(
-            forge,
-            head=head,
-            main=ctx.view.main,
-            commands=[row.command for row in ctx.rows],
-            protect=ctx.protect,
-        )
-        if plan is not None:
-            apply_pins(forge, tree, plan)
-        template = EvidenceRecord(
-            brief=brief_id,
-            row="",
-            command="",
-            exit=0,
-            timed_out=False,
-            seconds=0.0,
-            output_sha256="",
-            output_bytes=0,
-            output_tail="",
-            head_sha=head,
-            env_fingerprint=fp,
-            verifier=verifier,
-            journal_head=journal.head,
-            at="",
-            pinned=tuple(plan.pinned) if plan is not None else (),
+        problems = _env_problems(ctx, fp, desk_fp)
+        plan = _pin_tree(forge, ctx, tree, head)
+        template = _record_template(
+            brief_id, head, fp=fp, verifier=verifier, journal=journal, plan=plan
         )
         ran = _run_rows(
             ctx.rows,
@@ -317,7 +288,6 @@ def verify(
     updated = head == ctx.view.head and _update_review_table(forge, ctx.view, decision)
     timings["review"] = time.monotonic() - mark
     timings["total"] = time.monotonic() - started
-    sealed = log.records[len(log.records) - len(ran) :]
     return VerifyReport(
         brief=brief_id,
         head_sha=head,
@@ -325,10 +295,77 @@ def verify(
         fingerprint=fp,
         desk_fingerprint=desk_fp,
         env_problems=problems,
-        ran=sealed,
+        ran=log.records[len(log.records) - len(ran) :],
         review_updated=updated,
         timings=timings,
         pins=plan,
+    )
+
+
+def _head_to_verify(forge: Forge, ctx: _Context, brief_id: str, sha: str | None) -> str:
+    """``sha`` when given, else the review's head; ``Failed`` when it is not on the forge."""
+    head = resolve_commit(forge, sha) if sha else ctx.view.head
+    if head is None:
+        raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to verify")
+    _require_commit(forge, head, brief_id)
+    return head
+
+
+def _gate_fingerprint(ctx: _Context, tree: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The rows' environment and the fingerprint the gate takes of it in ``tree``."""
+    environ = row_environment()
+    environ.pop(GATE_STATE_ENV, None)  # where the key lives is none of a row's business
+    return environ, fingerprint(ctx.env, tree, run_env=environ)
+
+
+def _env_problems(ctx: _Context, fp: dict[str, str], desk_fp: dict[str, str] | None) -> list[str]:
+    """The brief's declaration against the gate's fingerprint, then the desk's against it."""
+    problems = [f"declaration: {p}" for p in declaration_problems(ctx.env, fp)]
+    if desk_fp is not None:
+        problems += [f"desk vs gate: {line}" for line in diff_fingerprints(desk_fp, fp)]
+    return problems
+
+
+def _pin_tree(forge: Forge, ctx: _Context, tree: Path, head: str) -> PinPlan | None:
+    """Pin the tree's protected files to main's (``assay.evidence.pinning``), if any apply."""
+    plan = plan_for(
+        forge,
+        head=head,
+        main=ctx.view.main,
+        commands=[row.command for row in ctx.rows],
+        protect=ctx.protect,
+    )
+    if plan is not None:
+        apply_pins(forge, tree, plan)
+    return plan
+
+
+def _record_template(
+    brief_id: str,
+    head: str,
+    *,
+    fp: dict[str, str],
+    verifier: str,
+    journal: Journal,
+    plan: PinPlan | None,
+) -> EvidenceRecord:
+    """What every row's record shares; ``_run_rows`` fills in the row's own fields."""
+    return EvidenceRecord(
+        brief=brief_id,
+        row="",
+        command="",
+        exit=0,
+        timed_out=False,
+        seconds=0.0,
+        output_sha256="",
+        output_bytes=0,
+        output_tail="",
+        head_sha=head,
+        env_fingerprint=fp,
+        verifier=verifier,
+        journal_head=journal.head,
+        at="",
+        pinned=tuple(plan.pinned) if plan is not None else (),
     )
 
 
