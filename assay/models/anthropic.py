@@ -9,7 +9,6 @@ turns of one role, which the API requires), and the answer back.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import httpx
@@ -17,7 +16,7 @@ import httpx
 from assay.errors import Unavailable
 from assay.models.base import Message, ModelReply, ToolSpec, Usage
 from assay.models.config import AnthropicConfig
-from assay.models.http import RetryPolicy, client, post_json
+from assay.models.http import HttpAdapter
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 _STOPS = {
@@ -139,7 +138,7 @@ def from_anthropic(data: dict[str, Any]) -> tuple[Message, str]:
     return message, stop
 
 
-class AnthropicModel:
+class AnthropicModel(HttpAdapter[AnthropicConfig]):
     """``ModelAdapter`` for the Anthropic Messages API."""
 
     name = "anthropic"
@@ -147,13 +146,7 @@ class AnthropicModel:
     def __init__(
         self, config: AnthropicConfig, *, transport: httpx.BaseTransport | None = None
     ) -> None:
-        self.config = config
-        self.context_window = config.context_window
-        self.base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/")
-        self.policy = RetryPolicy(config.attempts, config.backoff_s, config.max_backoff_s)
-        # One client a call: a model call takes seconds, so keep-alive buys nothing, and
-        # no adapter holds a socket between steps (or leaks one when a run suspends).
-        self._transport = transport
+        super().__init__(config, base_url=config.base_url or DEFAULT_BASE_URL, transport=transport)
 
     def complete(
         self, messages: list[Message], *, tools: list[ToolSpec] | None = None
@@ -175,20 +168,10 @@ class AnthropicModel:
             "content-type": "application/json",
             "anthropic-version": self.config.anthropic_version,
         }
-        key_env = self.config.api_key_env
-        key = os.environ.get(key_env) if key_env else None
+        key = self._api_key()
         if key:
             headers["x-api-key"] = key
-        with client(self.config.timeout_s, self._transport) as http_client:
-            data = post_json(
-                http_client,
-                f"{self.base_url}/v1/messages",
-                payload=payload,
-                headers=headers,
-                policy=self.policy,
-                what=f"model {self.config.model} at {self.base_url}",
-                key_env=key_env,
-            )
+        data = self._post("/v1/messages", payload, headers)
         try:
             message, stop = from_anthropic(data)
         except (KeyError, TypeError, AttributeError) as exc:

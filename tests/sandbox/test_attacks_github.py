@@ -17,7 +17,6 @@ from pathlib import Path
 import httpx
 import yaml
 
-from assay.journal import load_packed, read_journal
 from tests.conftest import AssayRunner
 from tests.github.fake_github import BOT, FakeGitHub
 from tests.sandbox.probe import (
@@ -26,8 +25,10 @@ from tests.sandbox.probe import (
     canary_forms,
     escapee_gone,
     files_holding,
+    git_dirs,
     host_escapees,
     objects_holding,
+    ok_steps,
     probe_report,
     probe_source,
 )
@@ -121,12 +122,7 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
         trees = [p.parents[3] for p in state.rglob(f"journal/{brief}/000001.jsonl")]
         assert len(trees) == 1
         journal_dir = trees[0] / ".assay" / "journal" / brief
-        journal = read_journal(journal_dir)
-        [run] = [
-            load_packed(journal_dir, e["out"])
-            for e in journal.entries
-            if e["kind"] == "step" and e.get("name") == "run" and e.get("status") == "ok"
-        ]
+        [run] = [out for name, out in ok_steps(journal_dir) if name == "run"]
         report = probe_report(run["output"])
         assert report["rounds"] > 10
         assert_clean_report(report, outside)
@@ -161,9 +157,7 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
         assert host_escapees() == []
         forms = canary_forms()
         assert objects_holding(fake.bare, forms) == []
-        for repo in sorted(
-            {p.parent for p in state.rglob("HEAD") if (p.parent / "objects").is_dir()}
-        ):
+        for repo in git_dirs(state):
             assert objects_holding(repo, forms) == [], repo
         assert files_holding(state, forms) == []
         assert files_holding(tmp_path / "gate-state", forms) == []
