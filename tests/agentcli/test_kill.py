@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.agentcli.clis import cli_path, profile_launch, start_launch, work_and_home
-from tests.agentcli.test_sessions import SCRIPTED
+from tests.agentcli.clis import cli_path, start_launch, work_and_home
+from tests.agentcli.test_sessions import SCRIPTED, scripted_launch
 from tests.fakes.wire import WireFake
 
 # what hello.py prints once the script's turns 0-2 ran (Codex edits at turn 2)
@@ -20,20 +20,12 @@ WORDS = {"claude-code": "hello", "codex": "bye", "mini-swe-agent": "bye"}
 
 @pytest.mark.parametrize("profile", sorted(SCRIPTED))
 def test_sigkill_during_a_held_call(profile: str, tmp_path: Path) -> None:
-    binary, model, tools, script = SCRIPTED[profile]
+    binary, _, _, script = SCRIPTED[profile]
     word = WORDS[profile]
     work, home = work_and_home(tmp_path)
     with WireFake(script(work)) as fake:
         fake.hold(at_turn=3)
-        launch = profile_launch(
-            profile,
-            workdir=work,
-            home=home,
-            url=fake.url,
-            model=model,
-            prompt="Make hello.py print bye.",
-            tools=tools,
-        )
+        launch = scripted_launch(profile, workdir=work, home=home, url=fake.url)
         process = start_launch(launch, workdir=work, home=home, binary=cli_path(binary))
         try:
             fake.wait_for_in_flight(1, timeout=60)

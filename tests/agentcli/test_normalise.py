@@ -11,28 +11,20 @@ from typing import Any
 import pytest
 
 from assay.agentcli.profiles import PROFILES
-from tests.agentcli.clis import cli_path, profile_launch, run_launch, work_and_home
-from tests.agentcli.test_sessions import SCRIPTED
+from tests.agentcli.clis import cli_path, run_launch, work_and_home
+from tests.agentcli.test_sessions import SCRIPTED, scripted_launch
 from tests.fakes.wire import WireFake
 
 CASES = SCRIPTED
 
 
 def run_twice(profile: str, tmp_path: Path) -> list[list[dict[str, Any]]]:
-    binary, model, tools, script = CASES[profile]
+    binary, _, _, script = CASES[profile]
     runs = []
     for _ in range(2):
         work, home = work_and_home(tmp_path)
         with WireFake(script(work)) as fake:
-            launch = profile_launch(
-                profile,
-                workdir=work,
-                home=home,
-                url=fake.url,
-                model=model,
-                prompt="Make hello.py print bye.",
-                tools=tools,
-            )
+            launch = scripted_launch(profile, workdir=work, home=home, url=fake.url)
             done = run_launch(launch, workdir=work, home=home, binary=cli_path(binary))
             assert done.returncode == 0, done.stderr + done.stdout
             runs.append([s.body for s in fake.turn_requests()])

@@ -12,28 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from assay.agentcli.profiles import get_profile
+from assay.agentcli.profiles import Launch, get_profile
 from tests.agentcli.clis import cli_path, profile_launch, run_launch, work_and_home
 from tests.fakes.wire import Seen, WireFake
 
 TOKEN = "assay-test-token-7f3e"
-
-
-def launch_for(
-    profile: str, fake: WireFake, tmp_path: Path, *, prompt: str, model: str, tools: list[str]
-) -> tuple[Any, Path, Path]:
-    workdir, home = work_and_home(tmp_path)
-    launch = profile_launch(
-        profile,
-        workdir=workdir,
-        home=home,
-        url=fake.url,
-        token=TOKEN,
-        model=model,
-        prompt=prompt,
-        tools=tools,
-    )
-    return launch, workdir, home
 
 
 def sent(body: dict[str, Any], text: str) -> bool:
@@ -165,24 +148,32 @@ SCRIPTED: dict[str, tuple[str, str, list[str], Callable[[Path], list[dict[str, A
 }
 
 
+def scripted_launch(
+    profile: str, *, workdir: Path, home: Path, url: str, token: str = "t"
+) -> Launch:
+    """``profile``'s launch for its scripted session (``SCRIPTED``): make hello.py print bye."""
+    _, model, tools, _ = SCRIPTED[profile]
+    return profile_launch(
+        profile,
+        workdir=workdir,
+        home=home,
+        url=url,
+        token=token,
+        model=model,
+        prompt="Make hello.py print bye.",
+        tools=tools,
+    )
+
+
 def run_session(
     profile: str, tmp_path: Path, *, api: str
 ) -> tuple[subprocess.CompletedProcess[str], list[Seen]]:
     """Run ``profile``'s CLI through its scripted session and check what every CLI's
     session shows: six turns over ``api``, each command's output sent back, the files."""
-    binary, model, tools, script = SCRIPTED[profile]
+    binary, _, _, script = SCRIPTED[profile]
     workdir, home = work_and_home(tmp_path)
     with WireFake(script(workdir)) as fake:
-        launch = profile_launch(
-            profile,
-            workdir=workdir,
-            home=home,
-            url=fake.url,
-            token=TOKEN,
-            model=model,
-            prompt="Make hello.py print bye.",
-            tools=tools,
-        )
+        launch = scripted_launch(profile, workdir=workdir, home=home, url=fake.url, token=TOKEN)
         done = run_launch(launch, workdir=workdir, home=home, binary=cli_path(binary))
         assert done.returncode == 0, done.stderr + done.stdout
         assert fake.answered == 6
@@ -246,8 +237,16 @@ def test_claude_code_retries_an_injected_500_and_codex_does_not(tmp_path: Path) 
     for profile, binary, model, code in cases:
         with WireFake([{"content": "Done."}]) as fake:
             fake.inject(500)
-            launch, workdir, home = launch_for(
-                profile, fake, tmp_path / profile, prompt="hi", model=model, tools=["Bash"]
+            workdir, home = work_and_home(tmp_path / profile)
+            launch = profile_launch(
+                profile,
+                workdir=workdir,
+                home=home,
+                url=fake.url,
+                token=TOKEN,
+                model=model,
+                prompt="hi",
+                tools=["Bash"],
             )
             done = run_launch(launch, workdir=workdir, home=home, binary=cli_path(binary))
             assert done.returncode == code, done.stderr + done.stdout
