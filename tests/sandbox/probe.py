@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,18 @@ def objects_holding(repo: Path, forms: list[bytes]) -> list[str]:
     )
     hits = [form.decode() for form in forms if form in done.stdout]
     return hits
+
+
+def assert_no_canary(*, repos: Iterable[Path], trees: Iterable[Path], texts: Iterable[str]) -> None:
+    """No object of ``repos``, no file under ``trees`` and none of ``texts`` (logs, output)
+    holds a canary in any common form."""
+    forms = canary_forms()
+    for repo in repos:
+        assert objects_holding(repo, forms) == [], repo
+    for tree in trees:
+        assert files_holding(tree, forms) == [], tree
+    for text in texts:
+        assert not any(form.decode() in text for form in forms)
 
 
 def git_dirs(root: Path) -> list[Path]:

@@ -24,12 +24,10 @@ from tests.forge_fixtures import wait_until
 from tests.sandbox.probe import (
     CANARIES,
     assert_clean_report,
-    canary_forms,
+    assert_no_canary,
     escapee_gone,
-    files_holding,
     git_dirs,
     host_escapees,
-    objects_holding,
     ok_steps,
     probe_report,
     probe_source,
@@ -102,12 +100,11 @@ def test_run_tool_judge_and_row_find_no_canary_on_the_embedded_forge(world: Worl
     wait_until(lambda: not host_escapees(), timeout=5, what="no escapee")
     # Nothing durable holds a canary in any common form: no object of any repository (the
     # forge, every cache, every work tree), no file (logs, state, journals), no output.
-    forms = canary_forms()
-    for repo in git_dirs(world.root):
-        assert objects_holding(repo, forms) == [], repo
-    assert files_holding(world.root, forms) == []
-    for text in (done.stdout, done.stderr, verified.stdout, verified.stderr):
-        assert not any(form.decode() in text for form in forms)
+    assert_no_canary(
+        repos=git_dirs(world.root),
+        trees=[world.root],
+        texts=[done.stdout, done.stderr, verified.stdout, verified.stderr],
+    )
 
 
 def test_the_probe_finds_every_attack_when_nothing_confines_it(tmp_path: Path) -> None:

@@ -22,12 +22,10 @@ from tests.github.fake_github import BOT, FakeGitHub
 from tests.sandbox.probe import (
     CANARIES,
     assert_clean_report,
-    canary_forms,
+    assert_no_canary,
     escapee_gone,
-    files_holding,
     git_dirs,
     host_escapees,
-    objects_holding,
     ok_steps,
     probe_report,
     probe_source,
@@ -155,13 +153,9 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
         assert record["mac"], "the key from the file signed the record"
         assert_clean_report(probe_report(record["output_tail"]), outside)
         assert host_escapees() == []
-        forms = canary_forms()
-        assert objects_holding(fake.bare, forms) == []
-        for repo in git_dirs(state):
-            assert objects_holding(repo, forms) == [], repo
-        assert files_holding(state, forms) == []
-        assert files_holding(tmp_path / "gate-state", forms) == []
-        assert files_holding(desks, forms) == []
-        logs = done.stdout + done.stderr + verified.stdout + verified.stderr
-        assert not any(form.decode() in logs for form in forms)
+        assert_no_canary(
+            repos=[fake.bare, *git_dirs(state)],
+            trees=[state, tmp_path / "gate-state", desks],
+            texts=[done.stdout + done.stderr + verified.stdout + verified.stderr],
+        )
     assert not fake.violations, fake.violations
