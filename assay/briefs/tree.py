@@ -20,6 +20,15 @@ def is_brief_path(path: str) -> bool:
     return name.endswith(".md") and name.lower() != "readme.md" and not name.startswith((".", "_"))
 
 
+def _parse_file(path: str, data: bytes) -> Brief:
+    """One brief file, or ``BadInput`` naming ``path`` (not UTF-8, or a bad brief)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: not UTF-8 text ({exc.reason})", source=path) from None
+    return parse_brief(text, source=path)
+
+
 def load_briefs(files: Mapping[str, bytes], *, known_ids: Collection[str] = ()) -> dict[str, Brief]:
     """Parse every brief file in ``files`` (path -> bytes) and check them as a set.
 
@@ -30,11 +39,7 @@ def load_briefs(files: Mapping[str, bytes], *, known_ids: Collection[str] = ()) 
     for path in sorted(files):
         if not is_brief_path(path):
             continue
-        try:
-            text = files[path].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise BadInput(f"{path}: not UTF-8 text ({exc.reason})", source=path) from None
-        brief = parse_brief(text, source=path)
+        brief = _parse_file(path, files[path])
         if brief.id in briefs:
             raise BadInput(
                 f"{path} line {brief.line_of('id')}: id: {brief.id!r} is also the id of "
@@ -58,11 +63,7 @@ def split_briefs(files: Mapping[str, bytes]) -> tuple[dict[str, Brief], dict[str
         if not is_brief_path(path):
             continue
         try:
-            text = files[path].decode("utf-8")
-            brief = parse_brief(text, source=path)
-        except UnicodeDecodeError as exc:
-            bad[path] = BadInput(f"{path}: not UTF-8 text ({exc.reason})", source=path)
-            continue
+            brief = _parse_file(path, files[path])
         except BadInput as error:
             bad[path] = error
             continue
@@ -89,13 +90,7 @@ def read_brief_dir(directory: Path) -> dict[str, bytes]:
 
 def load_brief_dir(directory: Path, *, known_ids: Collection[str] = ()) -> dict[str, Brief]:
     """Load the brief files directly inside ``directory`` (not its subfolders)."""
-    if not directory.is_dir():
-        raise BadInput(f"{directory}: no such briefs directory", source=str(directory))
-    files: dict[str, bytes] = {}
-    for entry in sorted(directory.iterdir()):
-        if entry.is_file() and is_brief_path(entry.name):
-            files[str(directory / entry.name)] = entry.read_bytes()
-    return load_briefs(files, known_ids=known_ids)
+    return load_briefs(read_brief_dir(directory), known_ids=known_ids)
 
 
 def check_dependencies(briefs: Iterable[Brief], *, known_ids: Collection[str] = ()) -> None:

@@ -46,18 +46,16 @@ inside, e.g. to SIGKILL the client mid-call; ``wait_for_answered(n)`` waits for 
 from __future__ import annotations
 
 import json
-import sys
-import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from assay.demo import upstream_wire as render
+from assay.demo.loopback import LoopbackServer, QuietHandler
 
 SideRule = Callable[[str, dict[str, Any]], str | None]
 
@@ -117,7 +115,7 @@ def default_side(api: str, body: dict[str, Any]) -> str | None:
     return None
 
 
-class WireFake:
+class WireFake(LoopbackServer):
     """The scripted upstream (see the module docstring)."""
 
     def __init__(
@@ -131,6 +129,7 @@ class WireFake:
     ) -> None:
         if by not in ("turns", "count"):
             raise ValueError(f"by must be 'turns' or 'count', not {by!r}")
+        super().__init__()
         self.script = list(script)
         self.by = by
         self.model = model
@@ -144,9 +143,6 @@ class WireFake:
         self.seen: list[Seen] = []
         self._faults: list[_Fault] = []
         self._hold: tuple[bool, int | None] = (False, None)
-        self._lock = threading.Condition()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @classmethod
     def from_script(cls, path: Path, **options: Any) -> WireFake:
@@ -154,14 +150,7 @@ class WireFake:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         return cls(data.get("turns", data.get("responses")), **options)
 
-    # -- life cycle -----------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>``: Anthropic clients' base URL."""
-        assert self._server is not None, "the fake is not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+    # -- life cycle (``url``, ``start``, ``stop``: ``LoopbackServer``) ----------------------
 
     @property
     def openai_base_url(self) -> str:
@@ -173,27 +162,8 @@ class WireFake:
         """Conversation turns answered (the name the other fakes use)."""
         return self.answered
 
-    def start(self) -> WireFake:
-        self._server = _Server(("127.0.0.1", 0), _make_handler(self))
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.release()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> WireFake:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("Handler", (_Handler,), {"fake": self})
 
     # -- control --------------------------------------------------------------------------
 
@@ -230,15 +200,6 @@ class WireFake:
         """The conversation requests answered with a scripted turn, in arrival order."""
         with self._lock:
             return [s for s in self.seen if s.turn is not None and s.status == 200]
-
-    def _wait(self, ready: Callable[[], bool], timeout: float, say: Callable[[], str]) -> None:
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while not ready():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(say())
-                self._lock.wait(left)
 
     # -- one request ----------------------------------------------------------------------
 
@@ -298,16 +259,6 @@ class WireFake:
         """Called once per conversation turn answered, before the answer is sent."""
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Stay quiet about clients that vanish (CLIs close idle connections, tests kill
-        them mid-call); anything else is a bug in the fake and is printed."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
 def _route(method: str, path: str) -> str:
     bare = path.split("?", 1)[0].rstrip("/")
     bare = bare[3:] if bare.startswith("/v1/") else bare
@@ -320,130 +271,113 @@ def _route(method: str, path: str) -> str:
     return routes.get((method, bare), "other")
 
 
-def _make_handler(fake: WireFake) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
+class _Handler(QuietHandler):
+    fake: WireFake  # bound by ``WireFake.handler``
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+    def do_GET(self) -> None:
+        self._other("GET")
 
-        def do_GET(self) -> None:
-            self._other("GET")
+    def do_HEAD(self) -> None:
+        self._other("HEAD")
 
-        def do_HEAD(self) -> None:
-            self._other("HEAD")
+    def do_POST(self) -> None:
+        api = _route("POST", self.path)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if api == "other" or not isinstance(body, dict):
+            self._other("POST", raw)
+            return
+        seen = Seen(api, "POST", self.path, body, headers, stream=bool(body.get("stream")))
+        fault, turn = self.fake.answer(seen)
+        if fault is not None:
+            self._fault(seen, fault)
+        elif turn is None:
+            message = f"no scripted turn {seen.turn} in {len(self.fake.script_for(seen))}"
+            self._json(400, _error(api, message))
+        else:
+            self._reply(seen, turn)
 
-        def do_POST(self) -> None:
-            api = _route("POST", self.path)
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                body = None
-            if api == "other" or not isinstance(body, dict):
-                self._other("POST", raw)
-                return
-            seen = Seen(api, "POST", self.path, body, headers, stream=bool(body.get("stream")))
-            fault, turn = fake.answer(seen)
-            if fault is not None:
-                self._fault(seen, fault)
-            elif turn is None:
-                message = f"no scripted turn {seen.turn} in {len(fake.script_for(seen))}"
-                self._json(400, _error(api, message))
-            else:
-                self._reply(seen, turn)
+    def _other(self, method: str, raw: bytes = b"") -> None:
+        with self.fake._lock:
+            self.fake.received += 1
+            seen = Seen(
+                "other",
+                method,
+                self.path,
+                {"raw": raw.decode(errors="replace")},
+                {k.lower(): v for k, v in self.headers.items()},
+                status=404,
+            )
+            self.fake.seen.append(seen)
+        if method == "GET" and self.path.split("?")[0].rstrip("/") in ("/v1/models", "/models"):
+            seen.status = 200
+            self._json(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {
+                            "id": self.fake.model,
+                            "object": "model",
+                            "created": render.CREATED,
+                            "owned_by": "fake",
+                        }
+                    ],
+                },
+            )
+            return
+        self._json(404, {"error": {"message": f"no route {method} {self.path}"}})
 
-        def _other(self, method: str, raw: bytes = b"") -> None:
-            with fake._lock:
-                fake.received += 1
-                seen = Seen(
-                    "other",
-                    method,
-                    self.path,
-                    {"raw": raw.decode(errors="replace")},
-                    {k.lower(): v for k, v in self.headers.items()},
-                    status=404,
-                )
-                fake.seen.append(seen)
-            if method == "GET" and self.path.split("?")[0].rstrip("/") in ("/v1/models", "/models"):
-                seen.status = 200
-                self._json(
-                    200,
-                    {
-                        "object": "list",
-                        "data": [
-                            {
-                                "id": fake.model,
-                                "object": "model",
-                                "created": render.CREATED,
-                                "owned_by": "fake",
-                            }
-                        ],
-                    },
-                )
-                return
-            self._json(404, {"error": {"message": f"no route {method} {self.path}"}})
+    def _fault(self, seen: Seen, fault: _Fault) -> None:
+        if fault.kind == "disconnect":
+            self.close_connection = True
+            self.connection.shutdown(2)  # SHUT_RDWR: no status line at all
+            return
+        if fault.kind == "garbage":
+            seen.status = 200
+            kind = "text/event-stream" if seen.stream else "application/json"
+            self._send(200, kind, b"data: {not json\n\n" if seen.stream else b"<html>{not json")
+            return
+        assert isinstance(fault.kind, int)
+        seen.status = fault.kind
+        extra = {"retry-after": fault.retry_after} if fault.retry_after is not None else {}
+        self._json(fault.kind, _error(seen.api, "injected failure"), extra)
 
-        def _fault(self, seen: Seen, fault: _Fault) -> None:
-            if fault.kind == "disconnect":
-                self.close_connection = True
-                self.connection.shutdown(2)  # SHUT_RDWR: no status line at all
-                return
-            if fault.kind == "garbage":
-                seen.status = 200
-                kind = "text/event-stream" if seen.stream else "application/json"
-                self._send(200, kind, b"data: {not json\n\n" if seen.stream else b"<html>{not json")
-                return
-            assert isinstance(fault.kind, int)
-            seen.status = fault.kind
-            extra = {"retry-after": fault.retry_after} if fault.retry_after is not None else {}
-            self._json(fault.kind, _error(seen.api, "injected failure"), extra)
+    def _reply(self, seen: Seen, turn: dict[str, Any]) -> None:
+        number = seen.turn if seen.turn is not None else 9000 + self.fake.side_answered
+        whole, events = _render(seen, turn, number, self.fake.model)
+        if seen.stream:
+            self._stream(events)
+        else:
+            self._json(200, whole)
 
-        def _reply(self, seen: Seen, turn: dict[str, Any]) -> None:
-            number = seen.turn if seen.turn is not None else 9000 + fake.side_answered
-            whole, events = _render(seen, turn, number, fake.model)
-            if seen.stream:
-                self._stream(events)
-            else:
-                self._json(200, whole)
+    def _json(self, status: int, payload: Any, extra: dict[str, str] | None = None) -> None:
+        self._send(status, "application/json", json.dumps(payload).encode(), extra)
 
-        def _json(self, status: int, payload: Any, extra: dict[str, str] | None = None) -> None:
-            self._send(status, "application/json", json.dumps(payload).encode(), extra)
+    def _send(
+        self, status: int, kind: str, data: bytes, extra: dict[str, str] | None = None
+    ) -> None:
+        super()._send(status, kind, data, {"request-id": "req_fake", **(extra or {})})
 
-        def _send(
-            self, status: int, kind: str, data: bytes, extra: dict[str, str] | None = None
-        ) -> None:
-            try:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(data)))
-                self.send_header("request-id", "req_fake")
-                for name, value in (extra or {}).items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client was killed mid-call; some tests do that
-
-        def _stream(self, events: Iterable[render.Event]) -> None:
-            try:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream; charset=utf-8")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-                for event in events:
-                    chunk = render.sse(event)
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    self.wfile.flush()
-                self.wfile.write(b"0\r\n\r\n")
+    def _stream(self, events: Iterable[render.Event]) -> None:
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream; charset=utf-8")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for event in events:
+                chunk = render.sse(event)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-    return Handler
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
 
 def _render(

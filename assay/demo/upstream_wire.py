@@ -291,34 +291,19 @@ def _item_events(index: int, item: dict[str, Any]) -> Iterator[tuple[str, dict[s
             yield "response.output_text.delta", {**part, "delta": piece}
         yield "response.output_text.done", {**part, "text": text}
         yield "response.content_part.done", {**part, "part": item["content"][0]}
-    elif item["type"] == "function_call":
-        yield (
-            "response.output_item.added",
-            {**at, "item": dict(item, status="in_progress", arguments="")},
-        )
-        for piece in pieces(item["arguments"]):
-            yield (
-                "response.function_call_arguments.delta",
-                {"item_id": item["id"], **at, "delta": piece},
-            )
-        yield (
-            "response.function_call_arguments.done",
-            {"item_id": item["id"], **at, "arguments": item["arguments"]},
-        )
     else:
+        # A function call streams its ``arguments``, a custom tool call its ``input``.
+        if item["type"] == "function_call":
+            name, event = "arguments", "response.function_call_arguments"
+        else:
+            name, event = "input", "response.custom_tool_call_input"
         yield (
             "response.output_item.added",
-            {**at, "item": dict(item, status="in_progress", input="")},
+            {**at, "item": dict(item, status="in_progress", **{name: ""})},
         )
-        for piece in pieces(item["input"]):
-            yield (
-                "response.custom_tool_call_input.delta",
-                {"item_id": item["id"], **at, "delta": piece},
-            )
-        yield (
-            "response.custom_tool_call_input.done",
-            {"item_id": item["id"], **at, "input": item["input"]},
-        )
+        for piece in pieces(item[name]):
+            yield f"{event}.delta", {"item_id": item["id"], **at, "delta": piece}
+        yield f"{event}.done", {"item_id": item["id"], **at, name: item[name]}
     yield "response.output_item.done", {**at, "item": item}
 
 

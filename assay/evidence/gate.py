@@ -12,11 +12,12 @@ at the review's *current* head, and moves main to it with one atomic compare-and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,7 +59,6 @@ from assay.evidence.table import render_markdown, with_table
 from assay.forge import Forge
 from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import GitError, RefUpdate, run_git, write_commit
-from assay.sandbox import SandboxSpec
 
 _MERGE_ATTEMPTS = 5
 
@@ -248,87 +248,149 @@ def verify(
     verifier = verifier or default_verifier()
     timings: dict[str, float] = {}
     started = time.monotonic()
-    ctx = _context(forge, brief_id, key)
-    head = resolve_commit(forge, sha) if sha else ctx.view.head
-    if head is None:
-        raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to verify")
-    _require_commit(forge, head, brief_id)
+    ctx, head = _what_to_verify(forge, brief_id, sha, key)
     timings["fetch"] = time.monotonic() - started
     with (
         CleanTree(forge, head, parent=workdir) as tree,
         tempfile.TemporaryDirectory(prefix="assay-site-", dir=workdir) as site,
     ):
         timings["checkout"] = time.monotonic() - started - timings["fetch"]
-        journal = journal_at(tree, brief_id)
-        _check_journal(forge, ctx, journal, head, brief_id=brief_id)
-        claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
-        mark = time.monotonic()
-        environ = row_environment()
-        environ.pop(GATE_STATE_ENV, None)  # where the key lives is none of a row's business
-        fp = fingerprint(ctx.env, tree, run_env=environ)
-        timings["fingerprint"] = time.monotonic() - mark
-        problems = [f"declaration: {p}" for p in declaration_problems(ctx.env, fp)]
-        desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
-        if desk_fp is not None:
-            problems += [f"desk vs gate: {line}" for line in diff_fingerprints(desk_fp, fp)]
-        plan = plan_for(
-            forge,
-            head=head,
-            main=ctx.view.main,
-            commands=[row.command for row in ctx.rows],
-            protect=ctx.protect,
-        )
-        if plan is not None:
-            apply_pins(forge, tree, plan)
-        template = EvidenceRecord(
-            brief=brief_id,
-            row="",
-            command="",
-            exit=0,
-            timed_out=False,
-            seconds=0.0,
-            output_sha256="",
-            output_bytes=0,
-            output_tail="",
-            head_sha=head,
-            env_fingerprint=fp,
-            verifier=verifier,
-            journal_head=journal.head,
-            at="",
-            pinned=tuple(plan.pinned) if plan is not None else (),
-        )
+        at = _inspect_head(forge, ctx, tree, head, brief_id=brief_id, timings=timings)
         ran = _run_rows(
             ctx.rows,
             tree=tree,
-            environ=safe_python_env(environ, Path(site)),
-            template=template,
+            site=Path(site),
+            environ=at.environ,
+            unsandboxed=unsandboxed,
+            template=_record_template(brief_id, head, at, verifier=verifier),
             key=key,
             on_start=on_start,
             on_row=on_row,
-            # The rows' private /tmp hides the gate's sitecustomize unless it is bound in.
-            sandbox=gate_sandbox(unsandboxed=unsandboxed).with_read_only(Path(site)),
         )
     timings["rows"] = sum(record.seconds for record in ran)
-    mark = time.monotonic()
-    log = append_records(forge, brief_id, ran, key=key, log=ctx.log)
-    timings["record"] = time.monotonic() - mark
-    decision = _decision(ctx, log.records, head, claimed, key, insecure=insecure)
-    mark = time.monotonic()
-    updated = head == ctx.view.head and _update_review_table(forge, ctx.view, decision)
-    timings["review"] = time.monotonic() - mark
+    with _timed(timings, "record"):
+        log = append_records(forge, brief_id, ran, key=key, log=ctx.log)
+    decision = _decision(ctx, log.records, head, at.claimed, key, insecure=insecure)
+    with _timed(timings, "review"):
+        updated = head == ctx.view.head and _update_review_table(forge, ctx.view, decision)
     timings["total"] = time.monotonic() - started
-    sealed = log.records[len(log.records) - len(ran) :]
     return VerifyReport(
         brief=brief_id,
         head_sha=head,
         decision=decision,
-        fingerprint=fp,
-        desk_fingerprint=desk_fp,
-        env_problems=problems,
-        ran=sealed,
+        fingerprint=at.fingerprint,
+        desk_fingerprint=at.desk_fingerprint,
+        env_problems=at.problems,
+        ran=log.records[len(log.records) - len(ran) :],
         review_updated=updated,
         timings=timings,
-        pins=plan,
+        pins=at.plan,
+    )
+
+
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Record in ``timings[name]`` how long the block took."""
+    mark = time.monotonic()
+    yield
+    timings[name] = time.monotonic() - mark
+
+
+@dataclass(frozen=True)
+class _AtHead:
+    """What the gate read and checked in the head's clean tree before any row runs."""
+
+    journal: Journal
+    claimed: Claimed
+    environ: dict[str, str]
+    fingerprint: dict[str, str]
+    desk_fingerprint: dict[str, str] | None
+    problems: list[str]
+    plan: PinPlan | None
+
+
+def _inspect_head(
+    forge: Forge,
+    ctx: _Context,
+    tree: Path,
+    head: str,
+    *,
+    brief_id: str,
+    timings: dict[str, float],
+) -> _AtHead:
+    """Check the journal at ``head`` (``Corrupt``), read the desk's claims, fingerprint the
+    rows' environment against the declaration and the desk's, pin the protected files."""
+    journal = journal_at(tree, brief_id)
+    _check_journal(forge, ctx, journal, head, brief_id=brief_id)
+    claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
+    with _timed(timings, "fingerprint"):
+        environ, fp = _gate_fingerprint(ctx, tree)
+    desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
+    problems = _env_problems(ctx, fp, desk_fp)
+    plan = _pin_tree(forge, ctx, tree, head)
+    return _AtHead(journal, claimed, environ, fp, desk_fp, problems, plan)
+
+
+def _what_to_verify(
+    forge: Forge, brief_id: str, sha: str | None, key: bytes | None
+) -> tuple[_Context, str]:
+    """The brief's context and the commit to verify: ``sha`` when given, else the review's
+    head; ``Failed`` when there is none or it is not on the forge."""
+    ctx = _context(forge, brief_id, key)
+    head = resolve_commit(forge, sha) if sha else ctx.view.head
+    if head is None:
+        raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to verify")
+    _require_commit(forge, head, brief_id)
+    return ctx, head
+
+
+def _gate_fingerprint(ctx: _Context, tree: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The rows' environment and the fingerprint the gate takes of it in ``tree``."""
+    environ = row_environment()
+    environ.pop(GATE_STATE_ENV, None)  # where the key lives is none of a row's business
+    return environ, fingerprint(ctx.env, tree, run_env=environ)
+
+
+def _env_problems(ctx: _Context, fp: dict[str, str], desk_fp: dict[str, str] | None) -> list[str]:
+    """The brief's declaration against the gate's fingerprint, then the desk's against it."""
+    problems = [f"declaration: {p}" for p in declaration_problems(ctx.env, fp)]
+    if desk_fp is not None:
+        problems += [f"desk vs gate: {line}" for line in diff_fingerprints(desk_fp, fp)]
+    return problems
+
+
+def _pin_tree(forge: Forge, ctx: _Context, tree: Path, head: str) -> PinPlan | None:
+    """Pin the tree's protected files to main's (``assay.evidence.pinning``), if any apply."""
+    plan = plan_for(
+        forge,
+        head=head,
+        main=ctx.view.main,
+        commands=[row.command for row in ctx.rows],
+        protect=ctx.protect,
+    )
+    if plan is not None:
+        apply_pins(forge, tree, plan)
+    return plan
+
+
+def _record_template(brief_id: str, head: str, at: _AtHead, *, verifier: str) -> EvidenceRecord:
+    """What every row's record shares; ``_run_rows`` fills in the row's own fields."""
+    return EvidenceRecord(
+        brief=brief_id,
+        row="",
+        command="",
+        exit=0,
+        timed_out=False,
+        seconds=0.0,
+        output_sha256="",
+        output_bytes=0,
+        output_tail="",
+        head_sha=head,
+        env_fingerprint=at.fingerprint,
+        verifier=verifier,
+        journal_head=at.journal.head,
+        at="",
+        pinned=tuple(at.plan.pinned) if at.plan is not None else (),
     )
 
 
@@ -336,14 +398,20 @@ def _run_rows(
     rows: Sequence[RowSpec],
     *,
     tree: Path,
+    site: Path,
     environ: dict[str, str],
-    sandbox: SandboxSpec,
+    unsandboxed: bool,
     template: EvidenceRecord,
     key: bytes | None,
     on_start: Callable[[RowSpec], None] | None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
 ) -> list[EvidenceRecord]:
-    """Run each row in ``tree`` and make its (unsealed) record from ``template``."""
+    """Run each row in ``tree`` and make its (unsealed) record from ``template``.
+
+    ``site`` holds the gate's sitecustomize for the rows' Python (``safe_python_env``)."""
+    environ = safe_python_env(environ, site)
+    # The rows' private /tmp hides the gate's sitecustomize unless it is bound in.
+    sandbox = gate_sandbox(unsandboxed=unsandboxed).with_read_only(site)
     # Evidence is committed to the forge: scrub any secret a row found and printed.
     redactor = Redactor(
         [*withheld_values(), *secrets_from_env(()), *([key.decode()] if key else [])]

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from assay.errors import Corrupt
+from assay.errors import AssayError, Corrupt
 from assay.evidence.keys import KEY_ENV as KEY_ENV
 from assay.evidence.keys import gate_key as gate_key
 
@@ -148,16 +148,29 @@ def encode(record: EvidenceRecord) -> bytes:
     )
 
 
+def load_json(
+    data: bytes,
+    *,
+    where: str,
+    what: str,
+    limit: int,
+    error: type[AssayError] = Corrupt,
+) -> Any:
+    """``data`` as JSON, or ``error`` naming ``where`` and ``what`` when it is over ``limit``
+    bytes, not UTF-8 JSON, or nested too deeply to parse (the gate's records, the reviews)."""
+    if len(data) > limit:
+        raise error(f"{where}: {what} is over {limit} bytes")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise error(f"{where}: {what} is not JSON: {exc}") from exc
+    except RecursionError:
+        raise error(f"{where}: {what} is nested too deeply") from None
+
+
 def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRecord:
     """Parse and check one record; ``Corrupt`` naming ``source`` and the field on any flaw."""
-    if len(data) > MAX_RECORD_BYTES:
-        raise Corrupt(f"{source}: evidence record is over {MAX_RECORD_BYTES} bytes")
-    try:
-        raw = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise Corrupt(f"{source}: evidence record is not JSON: {exc}") from exc
-    except RecursionError:
-        raise Corrupt(f"{source}: evidence record is nested too deeply") from None
+    raw = load_json(data, where=source, what="evidence record", limit=MAX_RECORD_BYTES)
     if not isinstance(raw, dict):
         raise Corrupt(f"{source}: evidence record is not a JSON object")
     version = raw.get("v")

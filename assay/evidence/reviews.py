@@ -19,6 +19,7 @@ from typing import Any
 
 import assay.refs as refs
 from assay.errors import BadInput
+from assay.evidence.records import load_json
 from assay.forge import Forge
 from assay.plumbing import Identity
 
@@ -61,14 +62,7 @@ MAX_REVIEW_BYTES = 4 * 1024 * 1024
 
 def parse_review(data: bytes, *, where: str, commit: str = "") -> ReviewRecord:
     """A validated review record; ``BadInput`` naming ``where`` and the field otherwise."""
-    if len(data) > MAX_REVIEW_BYTES:
-        raise BadInput(f"{where}: review record is over {MAX_REVIEW_BYTES} bytes")
-    try:
-        raw = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"{where}: review record is not JSON: {exc}") from exc
-    except RecursionError:
-        raise BadInput(f"{where}: review record is nested too deeply") from None
+    raw = load_json(data, where=where, what="review record", limit=MAX_REVIEW_BYTES, error=BadInput)
     if not isinstance(raw, Mapping):
         raise BadInput(f"{where}: a review record must be a JSON object")
     if raw.get("v") != REVIEW_VERSION:

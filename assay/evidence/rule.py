@@ -148,14 +148,7 @@ def decide(
 ) -> MergeDecision:
     """The merge rule. ``records`` are in ref order (oldest first)."""
     claim = claimed or Claimed()
-    problems: list[str] = []
-    if not rows:
-        problems.append("the brief declares no verify rows: nothing proves this change")
-    if env.declared and claim.env_fingerprint is None:
-        problems.append(
-            "the desk recorded no environment fingerprint (an evidence.claimed step), "
-            "so the brief's single environment cannot be checked"
-        )
+    problems = _brief_problems(rows, env, claim)
     statuses: list[RowStatus] = []
     for row in rows:
         mine = [
@@ -165,59 +158,63 @@ def decide(
             and r.brief == brief
             and counts(r, desk_names=desk_names, require_signed=require_signed, key_known=key_known)
         ]
-        claimed_row = claim.rows.get(row.id)
-        said = claimed_row.result if claimed_row else None
-        current = [r for r in mine if r.head_sha == head_sha and r.command == row.command]
-        if current:
-            latest = current[-1]
-            if not latest.passed:
-                verdict, reason = Verdict.FAILING, describe(latest)
-            else:
-                mismatch = env_mismatch(latest, declared=claim.env_fingerprint, env=env)
-                if mismatch:
-                    verdict, reason = Verdict.ENV_MISMATCH, "; ".join(mismatch)
-                else:
-                    verdict, reason = Verdict.PASS, ""
-            statuses.append(
-                RowStatus(
-                    row.id,
-                    row.command,
-                    said,
-                    describe(latest),
-                    latest.head_sha,
-                    verdict,
-                    reason,
-                    latest,
-                )
-            )
-        elif mine:
-            latest = mine[-1]
-            if latest.head_sha != head_sha:
-                reason = f"verified at {latest.head_sha[:12]}, the review's head is {head_sha[:12]}"
-            else:
-                reason = "verified for an older command than the brief's row"
-            statuses.append(
-                RowStatus(
-                    row.id,
-                    row.command,
-                    said,
-                    describe(latest),
-                    latest.head_sha,
-                    Verdict.STALE,
-                    reason,
-                    latest,
-                )
-            )
-        else:
-            statuses.append(
-                RowStatus(
-                    row.id,
-                    row.command,
-                    said,
-                    None,
-                    None,
-                    Verdict.MISSING,
-                    "no gate record for this row",
-                )
-            )
+        statuses.append(_row_status(row, mine, head_sha=head_sha, claim=claim, env=env))
     return MergeDecision(brief=brief, head_sha=head_sha, rows=statuses, problems=problems)
+
+
+def _brief_problems(rows: Sequence[RowSpec], env: EnvDecl, claim: Claimed) -> list[str]:
+    """What blocks the merge whatever the records say."""
+    problems: list[str] = []
+    if not rows:
+        problems.append("the brief declares no verify rows: nothing proves this change")
+    if env.declared and claim.env_fingerprint is None:
+        problems.append(
+            "the desk recorded no environment fingerprint (an evidence.claimed step), "
+            "so the brief's single environment cannot be checked"
+        )
+    return problems
+
+
+def _row_status(
+    row: RowSpec,
+    mine: Sequence[EvidenceRecord],
+    *,
+    head_sha: str,
+    claim: Claimed,
+    env: EnvDecl,
+) -> RowStatus:
+    """One row's standing from the records that count for it (oldest first)."""
+    claimed_row = claim.rows.get(row.id)
+    said = claimed_row.result if claimed_row else None
+    current = [r for r in mine if r.head_sha == head_sha and r.command == row.command]
+    if current:
+        latest = current[-1]
+        verdict, reason = _current_verdict(latest, claim=claim, env=env)
+    elif mine:
+        latest = mine[-1]
+        verdict, reason = Verdict.STALE, _stale_reason(latest, head_sha)
+    else:
+        return RowStatus(
+            row.id, row.command, said, None, None, Verdict.MISSING, "no gate record for this row"
+        )
+    return RowStatus(
+        row.id, row.command, said, describe(latest), latest.head_sha, verdict, reason, latest
+    )
+
+
+def _current_verdict(
+    latest: EvidenceRecord, *, claim: Claimed, env: EnvDecl
+) -> tuple[Verdict, str]:
+    """The verdict on a record for the head and the row's current command."""
+    if not latest.passed:
+        return Verdict.FAILING, describe(latest)
+    mismatch = env_mismatch(latest, declared=claim.env_fingerprint, env=env)
+    if mismatch:
+        return Verdict.ENV_MISMATCH, "; ".join(mismatch)
+    return Verdict.PASS, ""
+
+
+def _stale_reason(latest: EvidenceRecord, head_sha: str) -> str:
+    if latest.head_sha != head_sha:
+        return f"verified at {latest.head_sha[:12]}, the review's head is {head_sha[:12]}"
+    return "verified for an older command than the brief's row"

@@ -258,32 +258,33 @@ class McpApp:
             return
         if scope["type"] != "http":
             return
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self._manager.handle_request(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> JSONResponse | None:
+        """The answer to a request the MCP library must not see, or None to pass it on."""
         presented = dict(scope["headers"]).get(b"authorization", b"")
         if not hmac.compare_digest(presented, self._expected):
-            response = JSONResponse(
+            return JSONResponse(
                 {"error": "a valid bearer token is required"},
                 status_code=401,
                 headers={"WWW-Authenticate": 'Bearer realm="assay"'},
             )
-            await response(scope, receive, send)
-            return
         if not self._running:
-            await JSONResponse({"error": "the MCP server is not running"}, 503)(
-                scope, receive, send
-            )
-            return
+            return JSONResponse({"error": "the MCP server is not running"}, 503)
         if scope["method"] == "GET":
             # A stateless server never speaks first, and the library would hold a GET's
             # event stream open until the client goes: 405 says there is none (the spec's
             # answer), and nothing keeps the gateway from stopping.
-            response = JSONResponse(
+            return JSONResponse(
                 {"error": "this server offers no event stream"},
                 status_code=405,
                 headers={"Allow": "POST, DELETE"},
             )
-            await response(scope, receive, send)
-            return
-        await self._manager.handle_request(scope, receive, send)
+        return None
 
     async def _serve_lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()

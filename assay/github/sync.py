@@ -18,14 +18,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from assay.claims import ClaimStore
-from assay.desks.review import read_review
+from assay.claims import ClaimRecord, ClaimStore
+from assay.desks.review import Review, read_review
 from assay.errors import Failed
 from assay.evidence.gate import merge_decision
 from assay.evidence.keys import KEY_ENV, gate_key
+from assay.evidence.rule import MergeDecision
 from assay.github.forge import GitHubForge
 from assay.github.issues import load_issue_briefs
-from assay.github.mirror import CHECK_NAME, GATE_WORKFLOW, GitHubMirror, review_body
+from assay.github.mirror import (
+    CHECK_NAME,
+    GATE_WORKFLOW,
+    GitHubMirror,
+    MirrorState,
+    review_body,
+)
 
 PARTS = ("claims", "reviews", "evidence")
 
@@ -60,51 +67,92 @@ def sync(
     states = mirror.states()
     names = sorted(briefs) if briefs is not None else sorted(set(claims) | set(states))
     report = SyncReport()
-    issues: dict[str, int] | None = None
+    issues = _IssueNumbers(forge)
     for brief in names:
         actions: list[str] = []
         state = states.get(brief) or mirror.state(brief)
         if "claims" in wanted:
-            issue = state.issue
-            if issue is None:
-                if issues is None:  # one conditional list call for the whole sync
-                    found = load_issue_briefs(forge.api).briefs
-                    issues = {key: value.number for key, value in found.items()}
-                issue = issues.get(brief)
+            issue = state.issue if state.issue is not None else issues.get(brief)
             actions += mirror.claim(brief, claims.get(brief), issue=issue)
             state = mirror.state(brief)
         review = read_review(forge, brief) if wanted & {"reviews", "evidence"} else None
-        rows: list[dict[str, Any]] = []
-        decision = None
-        if review is not None:
-            try:
-                decision = merge_decision(forge, brief)
-                rows = [row.to_json() for row in decision.rows]
-            except Exception as exc:  # a sync reports evidence it cannot judge; it goes on
-                report.problems[brief] = f"{type(exc).__name__}: {exc}"
+        decision, rows = _judged_rows(forge, brief, review, report)
         if "reviews" in wanted and review is not None:
-            body = review_body(brief, issue=state.issue, summary=review.body, rows=rows)
-            if state.pull is None:
-                actions += mirror.open_review(
-                    brief, title=review.title, branch=review.branch, body=body
-                )
-            if review.state == "ready":
-                actions += mirror.finish_review(brief, body=body, claim=claims.get(brief))
-                if gate_workflow:
-                    actions += mirror.dispatch_gate(
-                        brief, workflow=gate_workflow, head_sha=review.head_sha
-                    )
-            else:
-                actions += mirror.update_review_body(brief, body=body)
-        if "evidence" in wanted and decision is not None and any(r.get("verified") for r in rows):
-            before = dict(mirror.state(brief).check_runs)
-            mirror.publish_evidence(
-                brief, head_sha=decision.head_sha, rows=rows, passed=decision.allowed
+            actions += _sync_review(
+                mirror,
+                brief,
+                review,
+                state,
+                rows,
+                claim=claims.get(brief),
+                gate_workflow=gate_workflow,
             )
-            if decision.head_sha not in before:
-                actions.append("check+")
+        if "evidence" in wanted and decision is not None and any(r.get("verified") for r in rows):
+            actions += _publish_evidence(mirror, brief, decision, rows)
         report.actions[brief] = actions
     return report
+
+
+class _IssueNumbers:
+    """Issue numbers by brief: one conditional list call for the whole sync, made only when
+    some brief's mirror record does not already know its issue."""
+
+    def __init__(self, forge: GitHubForge) -> None:
+        self._forge = forge
+        self._numbers: dict[str, int] | None = None
+
+    def get(self, brief: str) -> int | None:
+        if self._numbers is None:
+            found = load_issue_briefs(self._forge.api).briefs
+            self._numbers = {key: value.number for key, value in found.items()}
+        return self._numbers.get(brief)
+
+
+def _judged_rows(
+    forge: GitHubForge, brief: str, review: Review | None, report: SyncReport
+) -> tuple[MergeDecision | None, list[dict[str, Any]]]:
+    """The merge rule's decision and its rows as JSON (none without a review)."""
+    if review is None:
+        return None, []
+    try:
+        decision = merge_decision(forge, brief)
+    except Exception as exc:  # a sync reports evidence it cannot judge; it goes on
+        report.problems[brief] = f"{type(exc).__name__}: {exc}"
+        return None, []
+    return decision, [row.to_json() for row in decision.rows]
+
+
+def _sync_review(
+    mirror: GitHubMirror,
+    brief: str,
+    review: Review,
+    state: MirrorState,
+    rows: list[dict[str, Any]],
+    *,
+    claim: ClaimRecord | None,
+    gate_workflow: str | None,
+) -> list[str]:
+    """Open, regenerate or ready the pull request; dispatch the gate for a ready head."""
+    actions: list[str] = []
+    body = review_body(brief, issue=state.issue, summary=review.body, rows=rows)
+    if state.pull is None:
+        actions += mirror.open_review(brief, title=review.title, branch=review.branch, body=body)
+    if review.state == "ready":
+        actions += mirror.finish_review(brief, body=body, claim=claim)
+        if gate_workflow:
+            actions += mirror.dispatch_gate(brief, workflow=gate_workflow, head_sha=review.head_sha)
+    else:
+        actions += mirror.update_review_body(brief, body=body)
+    return actions
+
+
+def _publish_evidence(
+    mirror: GitHubMirror, brief: str, decision: MergeDecision, rows: list[dict[str, Any]]
+) -> list[str]:
+    """The ``assay/evidence`` check run at the decision's head (``check+`` when new)."""
+    before = dict(mirror.state(brief).check_runs)
+    mirror.publish_evidence(brief, head_sha=decision.head_sha, rows=rows, passed=decision.allowed)
+    return ["check+"] if decision.head_sha not in before else []
 
 
 def gate_check_problems(forge: GitHubForge, brief: str, head_sha: str) -> list[str]:

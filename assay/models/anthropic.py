@@ -9,7 +9,6 @@ turns of one role, which the API requires), and the answer back.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import httpx
@@ -17,7 +16,7 @@ import httpx
 from assay.errors import Unavailable
 from assay.models.base import Message, ModelReply, ToolSpec, Usage
 from assay.models.config import AnthropicConfig
-from assay.models.http import RetryPolicy, client, post_json
+from assay.models.http import HttpAdapter
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 _STOPS = {
@@ -48,55 +47,63 @@ def to_anthropic(
     """(system text, Messages-API messages, Messages-API tools) for an OpenAI conversation."""
     system_parts: list[str] = []
     turns: list[dict[str, Any]] = []
-
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": list(blocks)})
-
     for message in messages:
-        role = message.get("role")
-        if role == "system":
+        if message.get("role") == "system":
             system_parts.extend(b["text"] for b in _text_blocks(message.get("content")))
-        elif role == "user":
-            add("user", _text_blocks(message.get("content")))
-        elif role == "assistant":
-            blocks = _text_blocks(message.get("content"))
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") or {}
-                arguments = function.get("arguments") or "{}"
-                try:
-                    parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
-                except ValueError:
-                    parsed = {"raw": arguments}
-                if not isinstance(parsed, dict):
-                    parsed = {"value": parsed}
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": call.get("id", ""),
-                        "name": function.get("name", ""),
-                        "input": parsed,
-                    }
-                )
-            add("assistant", blocks)
-        elif role == "tool":
-            content = message.get("content")
-            text = content if isinstance(content, str) else json.dumps(content, default=str)
-            add(
-                "user",
-                [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": message.get("tool_call_id", ""),
-                        "content": text,
-                    }
-                ],
-            )
-    specs = [
+        else:
+            _add_turn(turns, *_turn(message))
+    return "\n\n".join(system_parts), turns, _tool_specs(tools)
+
+
+def _add_turn(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    """Append ``blocks`` as a ``role`` turn, merged into the last turn when it has that role
+    (the API requires user and assistant turns to alternate)."""
+    if not blocks:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1]["content"].extend(blocks)
+    else:
+        turns.append({"role": role, "content": list(blocks)})
+
+
+def _turn(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    """The Messages-API role and content blocks of one non-system OpenAI message."""
+    role = message.get("role")
+    if role == "user":
+        return "user", _text_blocks(message.get("content"))
+    if role == "assistant":
+        calls = message.get("tool_calls") or []
+        return "assistant", _text_blocks(message.get("content")) + [_tool_use(c) for c in calls]
+    if role == "tool":
+        return "user", [_tool_result(message)]
+    return "", []  # a role the Messages API has no place for carries nothing
+
+
+def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") or {}
+    arguments = function.get("arguments") or "{}"
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        parsed = {"raw": arguments}
+    if not isinstance(parsed, dict):
+        parsed = {"value": parsed}
+    return {
+        "type": "tool_use",
+        "id": call.get("id", ""),
+        "name": function.get("name", ""),
+        "input": parsed,
+    }
+
+
+def _tool_result(message: Message) -> dict[str, Any]:
+    content = message.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, default=str)
+    return {"type": "tool_result", "tool_use_id": message.get("tool_call_id", ""), "content": text}
+
+
+def _tool_specs(tools: list[ToolSpec] | None) -> list[dict[str, Any]]:
+    return [
         {
             "name": spec["function"]["name"],
             "description": spec["function"].get("description", ""),
@@ -104,7 +111,6 @@ def to_anthropic(
         }
         for spec in tools or []
     ]
-    return "\n\n".join(system_parts), turns, specs
 
 
 def from_anthropic(data: dict[str, Any]) -> tuple[Message, str]:
@@ -132,7 +138,7 @@ def from_anthropic(data: dict[str, Any]) -> tuple[Message, str]:
     return message, stop
 
 
-class AnthropicModel:
+class AnthropicModel(HttpAdapter[AnthropicConfig]):
     """``ModelAdapter`` for the Anthropic Messages API."""
 
     name = "anthropic"
@@ -140,13 +146,7 @@ class AnthropicModel:
     def __init__(
         self, config: AnthropicConfig, *, transport: httpx.BaseTransport | None = None
     ) -> None:
-        self.config = config
-        self.context_window = config.context_window
-        self.base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/")
-        self.policy = RetryPolicy(config.attempts, config.backoff_s, config.max_backoff_s)
-        # One client a call: a model call takes seconds, so keep-alive buys nothing, and
-        # no adapter holds a socket between steps (or leaks one when a run suspends).
-        self._transport = transport
+        super().__init__(config, base_url=config.base_url or DEFAULT_BASE_URL, transport=transport)
 
     def complete(
         self, messages: list[Message], *, tools: list[ToolSpec] | None = None
@@ -168,20 +168,10 @@ class AnthropicModel:
             "content-type": "application/json",
             "anthropic-version": self.config.anthropic_version,
         }
-        key_env = self.config.api_key_env
-        key = os.environ.get(key_env) if key_env else None
+        key = self._api_key()
         if key:
             headers["x-api-key"] = key
-        with client(self.config.timeout_s, self._transport) as http_client:
-            data = post_json(
-                http_client,
-                f"{self.base_url}/v1/messages",
-                payload=payload,
-                headers=headers,
-                policy=self.policy,
-                what=f"model {self.config.model} at {self.base_url}",
-                key_env=key_env,
-            )
+        data = self._post("/v1/messages", payload, headers)
         try:
             message, stop = from_anthropic(data)
         except (KeyError, TypeError, AttributeError) as exc:

@@ -31,7 +31,9 @@ class Price(StrictModel):
         return round(in_tokens / 1000 * self.in_per_1k + out_tokens / 1000 * self.out_per_1k, 8)
 
 
-class _HttpModel(StrictModel):
+class HttpModelConfig(StrictModel):
+    """What every HTTP adapter's section has (``assay.models.http.HttpAdapter`` reads it)."""
+
     model: str
     base_url: str | None = None
     api_key_env: str | None = None
@@ -52,14 +54,14 @@ class _HttpModel(StrictModel):
         return value.rstrip("/") if value else value
 
 
-class OpenAIConfig(_HttpModel):
+class OpenAIConfig(HttpModelConfig):
     """Any OpenAI-compatible chat-completions endpoint with tool calling."""
 
     adapter: Literal["openai"]
     api_key_env: str | None = "OPENAI_API_KEY"
 
 
-class AnthropicConfig(_HttpModel):
+class AnthropicConfig(HttpModelConfig):
     """The Anthropic Messages API."""
 
     adapter: Literal["anthropic"]

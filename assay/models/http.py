@@ -10,17 +10,19 @@ from __future__ import annotations
 import email.utils
 import functools
 import math
+import os
 import random
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import certifi
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from assay.errors import BadInput, Denied, Unavailable
+from assay.models.config import HttpModelConfig
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
@@ -131,3 +133,38 @@ def post_json(
             f"{what}: unreachable after {policy.attempts} attempts (last: {exc})"
         ) from exc
     return result
+
+
+C = TypeVar("C", bound=HttpModelConfig)
+
+
+class HttpAdapter(Generic[C]):
+    """What the HTTP adapters share: their section, the retry policy, the key, one POST."""
+
+    def __init__(
+        self, config: C, *, base_url: str, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        self.config = config
+        self.context_window = config.context_window
+        self.base_url = base_url.rstrip("/")
+        self.policy = RetryPolicy(config.attempts, config.backoff_s, config.max_backoff_s)
+        # One client a call: a model call takes seconds, so keep-alive buys nothing, and
+        # no adapter holds a socket between steps (or leaks one when a run suspends).
+        self._transport = transport
+
+    def _api_key(self) -> str | None:
+        """The key from ``$<api_key_env>``, read at call time (None when unset or empty)."""
+        key_env = self.config.api_key_env
+        return (os.environ.get(key_env) if key_env else None) or None
+
+    def _post(self, path: str, payload: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        with client(self.config.timeout_s, self._transport) as http_client:
+            return post_json(
+                http_client,
+                f"{self.base_url}{path}",
+                payload=payload,
+                headers=headers,
+                policy=self.policy,
+                what=f"model {self.config.model} at {self.base_url}",
+                key_env=self.config.api_key_env,
+            )

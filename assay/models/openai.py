@@ -17,7 +17,7 @@ import httpx
 from assay.errors import Unavailable
 from assay.models.base import Message, ModelReply, ToolSpec, Usage
 from assay.models.config import OpenAIConfig
-from assay.models.http import RetryPolicy, client, post_json
+from assay.models.http import HttpAdapter
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
@@ -55,7 +55,7 @@ def normalize_tool_calls(calls: Any) -> list[dict[str, Any]]:
     return result
 
 
-class OpenAIModel:
+class OpenAIModel(HttpAdapter[OpenAIConfig]):
     """``ModelAdapter`` for OpenAI-compatible chat completions."""
 
     name = "openai"
@@ -63,15 +63,8 @@ class OpenAIModel:
     def __init__(
         self, config: OpenAIConfig, *, transport: httpx.BaseTransport | None = None
     ) -> None:
-        self.config = config
-        self.context_window = config.context_window
-        self.base_url = (
-            config.base_url or os.environ.get("ASSAY_MODEL_BASE_URL") or DEFAULT_BASE_URL
-        ).rstrip("/")
-        self.policy = RetryPolicy(config.attempts, config.backoff_s, config.max_backoff_s)
-        # One client a call: a model call takes seconds, so keep-alive buys nothing, and
-        # no adapter holds a socket between steps (or leaks one when a run suspends).
-        self._transport = transport
+        base_url = config.base_url or os.environ.get("ASSAY_MODEL_BASE_URL") or DEFAULT_BASE_URL
+        super().__init__(config, base_url=base_url, transport=transport)
 
     def complete(
         self, messages: list[Message], *, tools: list[ToolSpec] | None = None
@@ -85,20 +78,10 @@ class OpenAIModel:
         if self.config.temperature is not None:
             payload["temperature"] = self.config.temperature
         headers = {"content-type": "application/json"}
-        key_env = self.config.api_key_env
-        key = os.environ.get(key_env) if key_env else None
+        key = self._api_key()
         if key:
             headers["authorization"] = f"Bearer {key}"
-        with client(self.config.timeout_s, self._transport) as http_client:
-            data = post_json(
-                http_client,
-                f"{self.base_url}/chat/completions",
-                payload=payload,
-                headers=headers,
-                policy=self.policy,
-                what=f"model {self.config.model} at {self.base_url}",
-                key_env=key_env,
-            )
+        data = self._post("/chat/completions", payload, headers)
         return self._reply(data)
 
     def _reply(self, data: dict[str, Any]) -> ModelReply:

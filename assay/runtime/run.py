@@ -345,18 +345,8 @@ class Run:
                 ),
             )
         given, packed, blobs, extra = self._packed(value, f"{pos} ({label})", output, result_extra)
-        result = entries.StepResult(
-            pos=pos,
-            step=kind,
-            name=name,
-            status="ok",
-            key=key,
-            out=packed,
-            t0=t0,
-            t1=utcnow(),
-            ms=round((time.monotonic() - started) * 1000, 3),
-            blobs=tuple(blobs),
-            **extra,
+        result = _step_result(
+            pos, kind, name, key, t0, started, status="ok", out=packed, blobs=tuple(blobs), **extra
         )
         self._finished(result)
         return given
@@ -415,17 +405,8 @@ class Run:
     def _record_error(
         self, pos: int, kind: str, name: str, key: str, t0: str, started: float, exc: Exception
     ) -> None:
-        entry = entries.StepResult(
-            pos=pos,
-            step=kind,
-            name=name,
-            status="error",
-            key=key,
-            t0=t0,
-            t1=utcnow(),
-            error={"type": type(exc).__name__, "message": str(exc)},
-            ms=round((time.monotonic() - started) * 1000, 3),
-        )
+        error = {"type": type(exc).__name__, "message": str(exc)}
+        entry = _step_result(pos, kind, name, key, t0, started, status="error", error=error)
         self._count(self._append(entry))
 
     def map(self, name: str, value: Any, fn: Callable[[Any], Any], *, output: Shape = None) -> Any:
@@ -738,3 +719,19 @@ class Run:
                 continue
             self._append(entries.Compensate(pos=pos, name=name, status="ok", t1=utcnow()))
         self._compensations.clear()
+
+
+def _step_result(
+    pos: int, kind: str, name: str, key: str, t0: str, started: float, **fields: Any
+) -> entries.StepResult:
+    """A step's result entry, stamped with when it ended and how long it took."""
+    return entries.StepResult(
+        pos=pos,
+        step=kind,
+        name=name,
+        key=key,
+        t0=t0,
+        t1=utcnow(),
+        ms=round((time.monotonic() - started) * 1000, 3),
+        **fields,
+    )

@@ -5,13 +5,14 @@ PATH/HOME/LANG, stdin from /dev/null, no shell)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from assay.agentcli.profiles import Launch
+from assay.agentcli.profiles import Launch, get_profile
 from tests.conftest import REPO_ROOT
 
 BINARIES = {
@@ -83,4 +84,39 @@ def run_launch(
         text=True,
         timeout=timeout,
         check=False,
+    )
+
+
+def work_and_home(root: Path) -> tuple[Path, Path]:
+    """A fresh, empty work tree and HOME under ``root`` (emptied when a test reruns a CLI)."""
+    work, home = root / "work", root / "home"
+    for folder in (work, home):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+    return work, home
+
+
+def profile_launch(
+    profile: str,
+    *,
+    workdir: Path,
+    home: Path,
+    url: str,
+    model: str,
+    tools: list[str],
+    prompt: str,
+    token: str = "t",
+    mcp_url: str | None = None,
+) -> Launch:
+    """``profile``'s launch of its own CLI against the scripted upstream at ``url``."""
+    return get_profile(profile).launch(
+        command=None,
+        workdir=workdir,
+        home=home,
+        gateway_url=url,
+        token=token,
+        model=model,
+        prompt=prompt,
+        tools=tools,
+        mcp_url=mcp_url,
     )

@@ -10,44 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from assay.agentcli.profiles import get_profile
-from tests.agentcli.clis import cli_path, start_launch
-from tests.agentcli.test_sessions import claude_script, codex_script, mini_script
+from tests.agentcli.clis import cli_path, start_launch, work_and_home
+from tests.agentcli.test_sessions import SCRIPTED, scripted_launch
 from tests.fakes.wire import WireFake
 
-# binary, model, tools, and hello.py once the script's turns 0-2 ran (Codex edits at turn 2)
-CASES = {
-    "claude-code": ("claude", "claude-sonnet-4-5", ["Bash", "Read", "Write", "Edit"], "hello"),
-    "codex": ("codex", "gpt-5-codex", ["exec_command"], "bye"),
-    "mini-swe-agent": ("mini", "fake-model", ["bash"], "bye"),
-}
-SCRIPTS = {
-    "claude-code": claude_script,
-    "codex": lambda work: codex_script(),
-    "mini-swe-agent": lambda work: mini_script(),
-}
+# what hello.py prints once the script's turns 0-2 ran (Codex edits at turn 2)
+WORDS = {"claude-code": "hello", "codex": "bye", "mini-swe-agent": "bye"}
 
 
-@pytest.mark.parametrize("profile", sorted(CASES))
+@pytest.mark.parametrize("profile", sorted(SCRIPTED))
 def test_sigkill_during_a_held_call(profile: str, tmp_path: Path) -> None:
-    binary, model, tools, word = CASES[profile]
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
-    script = SCRIPTS[profile](work)
-    with WireFake(script) as fake:
+    binary, _, _, script = SCRIPTED[profile]
+    word = WORDS[profile]
+    work, home = work_and_home(tmp_path)
+    with WireFake(script(work)) as fake:
         fake.hold(at_turn=3)
-        launch = get_profile(profile).launch(
-            command=None,
-            workdir=work,
-            home=home,
-            gateway_url=fake.url,
-            token="t",
-            model=model,
-            prompt="Make hello.py print bye.",
-            tools=tools,
-            mcp_url=None,
-        )
+        launch = scripted_launch(profile, workdir=work, home=home, url=fake.url)
         process = start_launch(launch, workdir=work, home=home, binary=cli_path(binary))
         try:
             fake.wait_for_in_flight(1, timeout=60)

@@ -5,51 +5,26 @@ normalised requests are equal while (for Claude Code and Codex) the raw ones are
 from __future__ import annotations
 
 import copy
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from assay.agentcli.profiles import PROFILES, get_profile
-from tests.agentcli.clis import cli_path, run_launch
-from tests.agentcli.test_sessions import claude_script, codex_script, mini_script
+from assay.agentcli.profiles import PROFILES
+from tests.agentcli.clis import cli_path, run_launch, work_and_home
+from tests.agentcli.test_sessions import SCRIPTED, scripted_launch
 from tests.fakes.wire import WireFake
 
-CASES: dict[str, tuple[str, str, list[str], Callable[[Path], list[dict[str, Any]]]]] = {
-    "claude-code": (
-        "claude",
-        "claude-sonnet-4-5",
-        ["Bash", "Read", "Write", "Edit"],
-        claude_script,
-    ),
-    "codex": ("codex", "gpt-5-codex", ["exec_command"], lambda work: codex_script()),
-    "mini-swe-agent": ("mini", "fake-model", ["bash"], lambda work: mini_script()),
-}
+CASES = SCRIPTED
 
 
 def run_twice(profile: str, tmp_path: Path) -> list[list[dict[str, Any]]]:
-    binary, model, tools, script = CASES[profile]
-    work, home = tmp_path / "work", tmp_path / "home"
+    binary, _, _, script = CASES[profile]
     runs = []
     for _ in range(2):
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(home, ignore_errors=True)
-        work.mkdir()
-        home.mkdir()
+        work, home = work_and_home(tmp_path)
         with WireFake(script(work)) as fake:
-            launch = get_profile(profile).launch(
-                command=None,
-                workdir=work,
-                home=home,
-                gateway_url=fake.url,
-                token="t",
-                model=model,
-                prompt="Make hello.py print bye.",
-                tools=tools,
-                mcp_url=None,
-            )
+            launch = scripted_launch(profile, workdir=work, home=home, url=fake.url)
             done = run_launch(launch, workdir=work, home=home, binary=cli_path(binary))
             assert done.returncode == 0, done.stderr + done.stdout
             runs.append([s.body for s in fake.turn_requests()])

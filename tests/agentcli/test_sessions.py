@@ -7,34 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from assay.agentcli.profiles import get_profile
-from tests.agentcli.clis import cli_path, run_launch
-from tests.fakes.wire import WireFake
+from assay.agentcli.profiles import Launch, get_profile
+from tests.agentcli.clis import cli_path, profile_launch, run_launch, work_and_home
+from tests.fakes.wire import Seen, WireFake
 
 TOKEN = "assay-test-token-7f3e"
-
-
-def launch_for(
-    profile: str, fake: WireFake, tmp_path: Path, *, prompt: str, model: str, tools: list[str]
-) -> tuple[Any, Path, Path]:
-    workdir, home = tmp_path / "work", tmp_path / "home"
-    workdir.mkdir(parents=True)
-    home.mkdir()
-    launch = get_profile(profile).launch(
-        command=None,
-        workdir=workdir,
-        home=home,
-        gateway_url=fake.url,
-        token=TOKEN,
-        model=model,
-        prompt=prompt,
-        tools=tools,
-        mcp_url=None,
-    )
-    return launch, workdir, home
 
 
 def sent(body: dict[str, Any], text: str) -> bool:
@@ -101,31 +83,11 @@ def claude_script(work: Path) -> list[dict[str, Any]]:
 
 
 def test_claude_code_runs_a_scripted_session(tmp_path: Path) -> None:
-    binary = cli_path("claude")
-    work = tmp_path / "work"
-    with WireFake(claude_script(work)) as fake:
-        launch, workdir, home = launch_for(
-            "claude-code",
-            fake,
-            tmp_path,
-            prompt="Make hello.py print bye.",
-            model="claude-sonnet-4-5",
-            tools=["Bash", "Read", "Write", "Edit"],
-        )
-        done = run_launch(launch, workdir=workdir, home=home, binary=binary)
-        assert done.returncode == 0, done.stderr + done.stdout
-        assert json.loads(done.stdout)["result"] == "Done: hello.py prints bye."
-        assert fake.answered == 6
-        turns = fake.turn_requests()
-        assert [t.turn for t in turns] == [0, 1, 2, 3, 4, 5]
-        assert {t.api for t in turns} == {"anthropic"}
-        assert all(t.stream and t.headers["x-api-key"] == TOKEN for t in turns)
-        assert sent(turns[2].body, "first-run-ok")
-        assert sent(turns[5].body, "hello\nbye")
-        offered = {tool["name"] for tool in turns[0].body["tools"]}
-        assert offered == {"Bash", "Read", "Write", "Edit"}
-    assert (work / "hello.py").read_text() == "print('bye')\n"
-    assert (work / "out.txt").read_text() == "hello\nbye\n"
+    done, turns = run_session("claude-code", tmp_path, api="anthropic")
+    assert json.loads(done.stdout)["result"] == "Done: hello.py prints bye."
+    assert all(t.stream and t.headers["x-api-key"] == TOKEN for t in turns)
+    offered = {tool["name"] for tool in turns[0].body["tools"]}
+    assert offered == {"Bash", "Read", "Write", "Edit"}
 
 
 def codex_script() -> list[dict[str, Any]]:
@@ -146,30 +108,11 @@ def codex_script() -> list[dict[str, Any]]:
 
 
 def test_codex_runs_a_scripted_session(tmp_path: Path) -> None:
-    binary = cli_path("codex")
-    with WireFake(codex_script()) as fake:
-        launch, workdir, home = launch_for(
-            "codex",
-            fake,
-            tmp_path,
-            prompt="Make hello.py print bye.",
-            model="gpt-5-codex",
-            tools=["exec_command"],
-        )
-        done = run_launch(launch, workdir=workdir, home=home, binary=binary)
-        assert done.returncode == 0, done.stderr + done.stdout
-        assert "Done: hello.py prints bye." in done.stdout
-        assert fake.answered == 6
-        turns = fake.turn_requests()
-        assert [t.turn for t in turns] == [0, 1, 2, 3, 4, 5]
-        assert {t.api for t in turns} == {"openai-responses"}
-        offered = {tool.get("name") for tool in turns[0].body["tools"]}  # no sub-agents, goals
-        assert offered == {"exec_command", "write_stdin", "request_user_input", "view_image"}
-        assert all(t.headers["authorization"] == f"Bearer {TOKEN}" for t in turns)
-        assert sent(turns[2].body, "first-run-ok")
-        assert sent(turns[5].body, "hello\nbye")
-    assert (workdir / "hello.py").read_text() == "print('bye')\n"
-    assert (workdir / "out.txt").read_text() == "hello\nbye\n"
+    done, turns = run_session("codex", tmp_path, api="openai-responses")
+    assert "Done: hello.py prints bye." in done.stdout
+    offered = {tool.get("name") for tool in turns[0].body["tools"]}  # no sub-agents, goals
+    assert offered == {"exec_command", "write_stdin", "request_user_input", "view_image"}
+    assert all(t.headers["authorization"] == f"Bearer {TOKEN}" for t in turns)
 
 
 def mini_script() -> list[dict[str, Any]]:
@@ -192,28 +135,61 @@ def mini_script() -> list[dict[str, Any]]:
     ]
 
 
-def test_mini_swe_agent_runs_a_scripted_session(tmp_path: Path) -> None:
-    binary = cli_path("mini")
-    with WireFake(mini_script()) as fake:
-        launch, workdir, home = launch_for(
-            "mini-swe-agent",
-            fake,
-            tmp_path,
-            prompt="Make hello.py print bye.",
-            model="fake-model",
-            tools=["bash"],
-        )
-        done = run_launch(launch, workdir=workdir, home=home, binary=binary)
+# Each CLI's binary, model and built-in tools, and its scripted session (given the work tree).
+SCRIPTED: dict[str, tuple[str, str, list[str], Callable[[Path], list[dict[str, Any]]]]] = {
+    "claude-code": (
+        "claude",
+        "claude-sonnet-4-5",
+        ["Bash", "Read", "Write", "Edit"],
+        claude_script,
+    ),
+    "codex": ("codex", "gpt-5-codex", ["exec_command"], lambda work: codex_script()),
+    "mini-swe-agent": ("mini", "fake-model", ["bash"], lambda work: mini_script()),
+}
+
+
+def scripted_launch(
+    profile: str, *, workdir: Path, home: Path, url: str, token: str = "t"
+) -> Launch:
+    """``profile``'s launch for its scripted session (``SCRIPTED``): make hello.py print bye."""
+    _, model, tools, _ = SCRIPTED[profile]
+    return profile_launch(
+        profile,
+        workdir=workdir,
+        home=home,
+        url=url,
+        token=token,
+        model=model,
+        prompt="Make hello.py print bye.",
+        tools=tools,
+    )
+
+
+def run_session(
+    profile: str, tmp_path: Path, *, api: str
+) -> tuple[subprocess.CompletedProcess[str], list[Seen]]:
+    """Run ``profile``'s CLI through its scripted session and check what every CLI's
+    session shows: six turns over ``api``, each command's output sent back, the files."""
+    binary, _, _, script = SCRIPTED[profile]
+    workdir, home = work_and_home(tmp_path)
+    with WireFake(script(workdir)) as fake:
+        launch = scripted_launch(profile, workdir=workdir, home=home, url=fake.url, token=TOKEN)
+        done = run_launch(launch, workdir=workdir, home=home, binary=cli_path(binary))
         assert done.returncode == 0, done.stderr + done.stdout
         assert fake.answered == 6
         turns = fake.turn_requests()
         assert [t.turn for t in turns] == [0, 1, 2, 3, 4, 5]
-        assert {t.api for t in turns} == {"openai-chat"}
-        assert all(t.headers["authorization"] == f"Bearer {TOKEN}" for t in turns)
+        assert {t.api for t in turns} == {api}
         assert sent(turns[2].body, "first-run-ok")
         assert sent(turns[5].body, "hello\nbye")
     assert (workdir / "hello.py").read_text() == "print('bye')\n"
     assert (workdir / "out.txt").read_text() == "hello\nbye\n"
+    return done, turns
+
+
+def test_mini_swe_agent_runs_a_scripted_session(tmp_path: Path) -> None:
+    _, turns = run_session("mini-swe-agent", tmp_path, api="openai-chat")
+    assert all(t.headers["authorization"] == f"Bearer {TOKEN}" for t in turns)
 
 
 def test_generic_points_claude_code_and_the_openai_sdk_at_the_gateway(tmp_path: Path) -> None:
@@ -261,8 +237,16 @@ def test_claude_code_retries_an_injected_500_and_codex_does_not(tmp_path: Path) 
     for profile, binary, model, code in cases:
         with WireFake([{"content": "Done."}]) as fake:
             fake.inject(500)
-            launch, workdir, home = launch_for(
-                profile, fake, tmp_path / profile, prompt="hi", model=model, tools=["Bash"]
+            workdir, home = work_and_home(tmp_path / profile)
+            launch = profile_launch(
+                profile,
+                workdir=workdir,
+                home=home,
+                url=fake.url,
+                token=TOKEN,
+                model=model,
+                prompt="hi",
+                tools=["Bash"],
             )
             done = run_launch(launch, workdir=workdir, home=home, binary=cli_path(binary))
             assert done.returncode == code, done.stderr + done.stdout

@@ -38,16 +38,17 @@ def sse_events(text: str) -> list[tuple[str | None, str]]:
     return events
 
 
+def run_sdk(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run Python with the openai SDK (mini-swe-agent's venv has it) on ``args``."""
+    python = cli_path("mini").parent / "python"
+    return subprocess.run(
+        [str(python), *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 def test_the_openai_sdk_parses_chat_and_responses_streamed_and_whole() -> None:
-    python = cli_path("mini").parent / "python"  # mini-swe-agent's venv has the openai SDK
     with WireFake([TURN]) as fake:
-        done = subprocess.run(
-            [str(python), str(Path(__file__).with_name("openai_parse.py")), fake.openai_base_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_sdk(str(Path(__file__).with_name("openai_parse.py")), fake.openai_base_url)
         assert done.returncode == 0, done.stderr
         got = json.loads(done.stdout)
         assert fake.answered == 4
@@ -261,15 +262,8 @@ def test_the_openai_sdk_parses_freeform_and_namespaced_calls() -> None:
             {"namespace": "mcp__assay", "name": "note", "arguments": {"text": "x"}},
         ]
     }
-    python = cli_path("mini").parent / "python"
     with WireFake([turn]) as fake:
-        done = subprocess.run(
-            [str(python), "-c", SDK_RESPONSES, fake.openai_base_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_sdk("-c", SDK_RESPONSES, fake.openai_base_url)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     custom, namespaced = got["output"]

@@ -185,31 +185,18 @@ def bench_desk_wake(root: Path, rounds: int) -> list[tuple[str, str]]:
     to its process exiting, and an approval push to the woken run's next entry (``wake``)."""
     import subprocess
 
-    import yaml
-
     from assay.board.model import parse_time
     from assay.board.source import read_snapshot
     from assay.desks.events import EventLog
     from assay.forge import ForgeServer, init_forge, open_forge
     from assay.sweep.hook import install_wake_hook
     from tests.conftest import assay_argv, assay_env
-    from tests.desks.world import brief_text, finish, write
+    from tests.desks.world import brief_text
     from tests.forge_fixtures import put_on_main
 
     forge_path = init_forge(root / "desk.git")
     desks = root / "desks"
-    (desks / "scripts").mkdir(parents=True)
-    script = {"responses": [write("hello.txt", "hi\n"), finish("ready")]}
-    (desks / "scripts" / "coder.json").write_text(json.dumps(script))
-    manifest = {
-        "name": "coder",
-        "kind": "agent",
-        "takes": {"globs": ["*"]},
-        "model": {"adapter": "scripted", "script": "scripts/coder.json"},
-        "tools": ["read_file", "write_file", "list_files", "finish"],
-        "lease": 30,
-    }
-    (desks / "coder.yaml").write_text(yaml.safe_dump(manifest))
+    write_coder_desk(desks)
     workdir = root / "desk-waker"
     (workdir / "sweepers").mkdir(parents=True)
     (workdir / "sweepers" / "waker.yaml").write_text(
@@ -285,6 +272,26 @@ def bench_desk_wake(root: Path, rounds: int) -> list[tuple[str, str]]:
         ("desk: last step (wait) -> process exited, suspended", summary(suspend)),
         ("desk: approval push -> woken run's next entry (hook, waker, desk)", summary(wake)),
     ]
+
+
+def write_coder_desk(desks: Path) -> None:
+    """The scripted ``coder`` desk both wake benchmarks run: write hello.txt, then finish."""
+    import yaml
+
+    from tests.desks.world import finish, write
+
+    (desks / "scripts").mkdir(parents=True)
+    script = {"responses": [write("hello.txt", "hi\n"), finish("ready")]}
+    (desks / "scripts" / "coder.json").write_text(json.dumps(script))
+    manifest = {
+        "name": "coder",
+        "kind": "agent",
+        "takes": {"globs": ["*"]},
+        "model": {"adapter": "scripted", "script": "scripts/coder.json"},
+        "tools": ["read_file", "write_file", "list_files", "finish"],
+        "lease": 30,
+    }
+    (desks / "coder.yaml").write_text(yaml.safe_dump(manifest))
 
 
 def _wake_time(forge: Any, brief: str) -> float | None:

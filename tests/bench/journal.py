@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from assay.journal.format import encode_line
-from assay.models.base import Message, ModelReply, ToolSpec, Usage
+from assay.models.base import Message
 from assay.runtime import Run, execute
+from tests.runtime.helpers import Talker
 
 Result = dict[str, Any]
 
@@ -207,19 +208,6 @@ def resume(work: Path, entries: int) -> tuple[float, float]:
     return reached[0] - start, reached[1] - cpu
 
 
-class _Talker:
-    name = "talker"
-    context_window = 10_000_000
-
-    def complete(
-        self, messages: list[Message], *, tools: list[ToolSpec] | None = None
-    ) -> ModelReply:
-        turn = len(messages) // 2
-        return ModelReply(
-            {"role": "assistant", "content": f"answer {turn}: " + "a" * 400}, Usage(10, 10)
-        )
-
-
 def conversation_bytes(work: Path, turns: int) -> tuple[int, int, int]:
     """(Assay journal bytes, naive full-transcript journal bytes, distinct message bytes)."""
     transcript: list[list[Message]] = []
@@ -232,7 +220,7 @@ def conversation_bytes(work: Path, turns: int) -> tuple[int, int, int]:
             transcript.append(list(messages))
 
     directory = work / "conversation"
-    execute(desk, None, journal_dir=directory, model=_Talker(), fsync=False)
+    execute(desk, None, journal_dir=directory, model=Talker(400), fsync=False)
     size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
     naive = sum(len(json.dumps({"step": i, "messages": m})) + 1 for i, m in enumerate(transcript))
     final = transcript[-1]

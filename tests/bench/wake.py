@@ -25,33 +25,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from assay.board.source import read_snapshot
 from assay.desks.events import EventLog
 from assay.forge import ForgeServer, init_forge, open_forge
 from assay.sweep.hook import install_wake_hook
-from tests.bench.board import _wake_time
+from tests.bench.board import _wake_time, write_coder_desk
 from tests.conftest import assay_argv, assay_env
-from tests.desks.world import brief_text, finish, write
+from tests.desks.world import brief_text
 from tests.forge_fixtures import put_on_main
 
 
 def _world(root: Path, briefs: list[str]) -> tuple[Path, Path]:
     forge_path = init_forge(root / "forge.git")
     desks = root / "desks"
-    (desks / "scripts").mkdir(parents=True)
-    script = {"responses": [write("hello.txt", "hi\n"), finish("ready")]}
-    (desks / "scripts" / "coder.json").write_text(json.dumps(script))
-    manifest = {
-        "name": "coder",
-        "kind": "agent",
-        "takes": {"globs": ["*"]},
-        "model": {"adapter": "scripted", "script": "scripts/coder.json"},
-        "tools": ["read_file", "write_file", "list_files", "finish"],
-        "lease": 30,
-    }
-    (desks / "coder.yaml").write_text(yaml.safe_dump(manifest))
+    write_coder_desk(desks)
     put_on_main(forge_path, {f"briefs/{b}.md": brief_text(b, labels=["approval"]) for b in briefs})
     return forge_path, desks
 

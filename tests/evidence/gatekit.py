@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.evidence.fingerprint import fingerprint
+from assay.evidence.records import EvidenceRecord
 from assay.journal import JournalWriter
 
 BRIEF = "calc"
@@ -44,6 +45,45 @@ Add a function add(a, b) to calc.py.
 CHECK = "import calc\nassert calc.add(2, 2) == 4, 'add is wrong'\nprint('ok')\n"
 
 
+def append_claimed(
+    writer: JournalWriter, claims: Mapping[str, str], env_fingerprint: Mapping[str, str]
+) -> None:
+    """Append the desk's ``evidence.claimed`` step: each row's claimed result, its env."""
+    rows = [{"row": row, "result": result, "note": ""} for row, result in claims.items()]
+    packed, blobs = writer.pack({"rows": rows, "env_fingerprint": dict(env_fingerprint)})
+    writer.append(
+        {
+            "kind": "step",
+            "step": "compute",
+            "name": "evidence.claimed",
+            "status": "ok",
+            "out": packed,
+            "blobs": blobs,
+        }
+    )
+
+
+def record(**fields: Any) -> EvidenceRecord:
+    """An evidence record with plain values, ``fields`` overriding them (unsealed)."""
+    values: dict[str, Any] = {
+        "brief": "calc",
+        "row": "unit",
+        "command": "pytest -q",
+        "exit": 0,
+        "timed_out": False,
+        "seconds": 0.1,
+        "output_sha256": "sha256:0",
+        "output_bytes": 0,
+        "output_tail": "",
+        "head_sha": "a" * 40,
+        "env_fingerprint": {},
+        "verifier": "gate:ci",
+        "journal_head": "",
+        "at": "t",
+    }
+    return EvidenceRecord(**{**values, **fields})
+
+
 def git(*args: str, cwd: Path | None = None, input: bytes | None = None) -> str:
     done = subprocess.run(
         ["git", *args],
@@ -68,34 +108,30 @@ class Scene:
         git("clone", "--quiet", str(self.forge), str(self.author))
         git("checkout", "--quiet", "-b", "main", cwd=self.author)
         (self.author / "briefs").mkdir()
-        (self.author / "briefs" / "calc.md").write_text(brief_text)
-        (self.author / "check.py").write_text(CHECK)
-        (self.author / "requirements.lock").write_text("pytest==8.0\n")
-        (self.author / "README.md").write_text("calc\n")
-        git("add", "-A", cwd=self.author)
-        git("commit", "--quiet", "-m", "brief calc", cwd=self.author)
-        git("push", "--quiet", "origin", "main", cwd=self.author)
+        self.author_push(
+            {
+                "briefs/calc.md": brief_text,
+                "check.py": CHECK,
+                "requirements.lock": "pytest==8.0\n",
+                "README.md": "calc\n",
+            },
+            message="brief calc",
+        )
         self.desk = root / "desk"
         git("clone", "--quiet", str(self.forge), str(self.desk))
         git("checkout", "--quiet", "-b", f"assay/{BRIEF}", cwd=self.desk)
         self.cache = root / "cache"
 
+    def author_push(self, files: Mapping[str, str], *, message: str) -> None:
+        """Write ``files`` in the author's clone and push them to main as one commit."""
+        for name, text in files.items():
+            (self.author / name).write_text(text)
+        git("add", "-A", cwd=self.author)
+        git("commit", "--quiet", "-m", message, cwd=self.author)
+        git("push", "--quiet", "origin", "main", cwd=self.author)
+
     def main_sha(self) -> str | None:
-        done = subprocess.run(
-            [
-                "git",
-                "--git-dir",
-                str(self.forge),
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                "refs/heads/main",
-            ],
-            capture_output=True,
-            env=GIT_ENV,
-            check=False,
-        )
-        return done.stdout.decode().strip() or None
+        return self.ref("refs/heads/main")
 
     def ref(self, ref: str) -> str | None:
         done = subprocess.run(
@@ -129,20 +165,7 @@ class Scene:
                 writer.append({"kind": "start", "desk": "coder"})
             if claims is not None:
                 fp = self.desk_fingerprint() if env_fingerprint is None else dict(env_fingerprint)
-                rows = [
-                    {"row": row, "result": result, "note": ""} for row, result in claims.items()
-                ]
-                packed, blobs = writer.pack({"rows": rows, "env_fingerprint": fp})
-                writer.append(
-                    {
-                        "kind": "step",
-                        "step": "compute",
-                        "name": "evidence.claimed",
-                        "status": "ok",
-                        "out": packed,
-                        "blobs": blobs,
-                    }
-                )
+                append_claimed(writer, claims, fp)
         finally:
             writer.close()
         git("add", "-A", cwd=self.desk)

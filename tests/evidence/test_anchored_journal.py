@@ -21,7 +21,7 @@ from assay.claims import ClaimStore
 from assay.forge import open_forge
 from assay.journal import JournalWriter, read_journal
 from tests.conftest import AssayRunner
-from tests.evidence.gatekit import BRIEF, Scene, git
+from tests.evidence.gatekit import BRIEF, Scene, append_claimed, git
 
 GOOD = "def add(a, b):\n    return a + b\n"
 MODEL_CALLS = 6
@@ -50,19 +50,7 @@ def _write(journal_dir: Path, entries: list[dict[str, Any]], claimed: bool = Tru
         for entry in entries:
             writer.append(dict(entry))
         if claimed:
-            packed, blobs = writer.pack(
-                {"rows": [{"row": "unit", "result": "pass", "note": ""}], "env_fingerprint": {}}
-            )
-            writer.append(
-                {
-                    "kind": "step",
-                    "step": "compute",
-                    "name": "evidence.claimed",
-                    "status": "ok",
-                    "out": packed,
-                    "blobs": blobs,
-                }
-            )
+            append_claimed(writer, {"unit": "pass"}, {})
             writer.append({"kind": "end", "status": "done"})
     finally:
         writer.close()

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from assay.evidence.records import EvidenceRecord, encode, seal
+from assay.evidence.records import encode, seal
 from tests.conftest import AssayRunner
-from tests.evidence.gatekit import BRIEF, Scene, git
+from tests.evidence.gatekit import BRIEF, Scene, git, record
 
 BAD = "def add(a, b):\n    return a - b\n"
 ROWS = (("unit", "python3 check.py"), ("lint", "test -f calc.py"))
@@ -27,13 +27,11 @@ def _push_forged_evidence(scene: Scene, head: str, *, mac: str = "") -> None:
     gd = ["--git-dir", str(scene.forge)]
     prev, parent = "", None
     for row, command in ROWS:
-        record = seal(
-            EvidenceRecord(
+        forged = seal(
+            record(
                 brief=BRIEF,
                 row=row,
                 command=command,
-                exit=0,
-                timed_out=False,
                 seconds=0.2,
                 output_sha256="sha256:" + "0" * 64,
                 output_bytes=3,
@@ -41,13 +39,12 @@ def _push_forged_evidence(scene: Scene, head: str, *, mac: str = "") -> None:
                 head_sha=head,
                 env_fingerprint=scene.desk_fingerprint(),
                 verifier="gate:ci@gatehost",
-                journal_head="",
                 at="2026-01-01T00:00:00Z",
             ),
             prev=prev,
             key=None,
         )
-        data = json.loads(encode(record))
+        data = json.loads(encode(forged))
         if mac:
             data["mac"] = mac
         blob = git(*gd, "hash-object", "-w", "--stdin", input=json.dumps(data).encode())
@@ -56,7 +53,7 @@ def _push_forged_evidence(scene: Scene, head: str, *, mac: str = "") -> None:
         if parent:
             args += ["-p", parent]
         parent = git(*args)
-        prev = record.digest
+        prev = forged.digest
     assert parent is not None
     git(*gd, "update-ref", f"refs/assay/evidence/{BRIEF}", parent)
 

@@ -212,10 +212,7 @@ def test_a_review_whose_head_is_not_on_the_forge_fails(scene: Scene) -> None:
 def test_main_that_moved_on_gets_a_clean_merge_commit_or_a_refusal(scene: Scene) -> None:
     head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
     scene.open_review(head)
-    (scene.author / "CHANGES.md").write_text("elsewhere\n")
-    git("add", "-A", cwd=scene.author)
-    git("commit", "--quiet", "-m", "unrelated work on main", cwd=scene.author)
-    git("push", "--quiet", "origin", "main", cwd=scene.author)
+    scene.author_push({"CHANGES.md": "elsewhere\n"}, message="unrelated work on main")
     moved = scene.main_sha()
     with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
         assert verify(forge, BRIEF, verifier="gate:ci").passed
@@ -234,10 +231,7 @@ def test_main_that_moved_on_gets_a_clean_merge_commit_or_a_refusal(scene: Scene)
 def test_a_conflicting_main_refuses_the_merge(scene: Scene) -> None:
     head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
     scene.open_review(head)
-    (scene.author / "calc.py").write_text("def add(a, b):\n    return b + a\n")
-    git("add", "-A", cwd=scene.author)
-    git("commit", "--quiet", "-m", "competing calc", cwd=scene.author)
-    git("push", "--quiet", "origin", "main", cwd=scene.author)
+    scene.author_push({"calc.py": "def add(a, b):\n    return b + a\n"}, message="competing calc")
     moved = scene.main_sha()
     with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
         assert verify(forge, BRIEF, verifier="gate:ci").passed

@@ -12,12 +12,12 @@ import pytest
 from assay.claims import ClaimRecord
 from assay.errors import Corrupt
 from assay.evidence.gate import MergeRefused, merge, verify
-from assay.evidence.records import EvidenceRecord, decode, encode, seal
+from assay.evidence.records import decode, encode, seal
 from assay.evidence.rule import Verdict
 from assay.evidence.store import append_records, fetch_log
 from assay.forge import open_forge
 from tests.conftest import AssayRunner
-from tests.evidence.gatekit import BRIEF, Scene, git
+from tests.evidence.gatekit import BRIEF, Scene, git, record
 
 GOOD = "def add(a, b):\n    return a + b\n"
 BAD = "def add(a, b):\n    return a - b\n"
@@ -133,21 +133,13 @@ def test_rows_the_desk_wrote_never_count(tmp_path: Path) -> None:
     main_before = scene.main_sha()
     with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
         fake = [
-            EvidenceRecord(
+            record(
                 brief=BRIEF,
                 row=row,
                 command=command,
-                exit=0,
-                timed_out=False,
-                seconds=0.1,
-                output_sha256="sha256:0",
-                output_bytes=0,
-                output_tail="",
                 head_sha=head,
                 env_fingerprint=scene.desk_fingerprint(),
                 verifier=verifier,
-                journal_head="",
-                at="t",
             )
             for row, command, verifier in (
                 ("unit", "python3 check.py", "gate:coder"),

@@ -10,23 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.errors import Corrupt
-from assay.evidence.records import EvidenceRecord, decode, encode, seal
+from assay.evidence.records import decode, encode, seal
 from assay.evidence.runner import row_argv
+from tests.evidence.gatekit import record
 
 BASE = seal(
-    EvidenceRecord(
-        brief="calc",
-        row="unit",
-        command="pytest -q",
+    record(
         exit=1,
-        timed_out=False,
         seconds=1.5,
         output_sha256="sha256:" + "0" * 64,
         output_bytes=12,
         output_tail="1 failed",
-        head_sha="a" * 40,
         env_fingerprint={"python": "3.11.2"},
-        verifier="gate:ci",
         journal_head="sha256:" + "1" * 64,
         at="2026-01-01T00:00:00Z",
     ),

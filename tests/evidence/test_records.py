@@ -9,23 +9,18 @@ import pytest
 
 from assay.errors import Corrupt
 from assay.evidence.records import EvidenceRecord, check_chain, decode, encode, seal
+from tests.evidence.gatekit import record
 
 
 def _record(row: str = "unit", exit: int = 0) -> EvidenceRecord:
-    return EvidenceRecord(
-        brief="calc",
+    return record(
         row=row,
-        command="pytest -q",
         exit=exit,
-        timed_out=False,
         seconds=1.5,
         output_sha256="sha256:" + "0" * 64,
         output_bytes=12,
         output_tail="1 passed",
-        head_sha="a" * 40,
         env_fingerprint={"python": "3.11.2"},
-        verifier="gate:ci",
-        journal_head="",
         at="2026-01-01T00:00:00Z",
     )
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from assay.evidence.claimed import Claimed, ClaimedRow, claimed_from_entries, journal_anchors
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.rule import Verdict, decide
 from assay.evidence.spec import EnvDecl, RowSpec
+from tests.evidence.gatekit import record
 
 HEAD = "b" * 40
 OLD = "a" * 40
@@ -20,23 +19,8 @@ CLAIM = Claimed(rows={"unit": ClaimedRow("unit", "pass")}, env_fingerprint=FP)
 def _rec(
     row: str, command: str, *, exit: int = 0, head: str = HEAD, **kw: object
 ) -> EvidenceRecord:
-    base = EvidenceRecord(
-        brief="calc",
-        row=row,
-        command=command,
-        exit=exit,
-        timed_out=False,
-        seconds=0.1,
-        output_sha256="sha256:0",
-        output_bytes=0,
-        output_tail="",
-        head_sha=head,
-        env_fingerprint=FP,
-        verifier="gate:ci",
-        journal_head="",
-        at="t",
-    )
-    return replace(base, **kw)  # type: ignore[arg-type]
+    given = {"row": row, "command": command, "exit": exit, "head_sha": head, "env_fingerprint": FP}
+    return record(**{**given, **kw})
 
 
 def _decide(

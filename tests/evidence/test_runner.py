@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shlex
@@ -23,6 +22,7 @@ from assay.evidence.runner import (
     withheld_values,
 )
 from tests.forge_fixtures import wait_until
+from tests.sandbox.probe import lock_is_free
 
 PY = shlex.quote(sys.executable)
 
@@ -63,15 +63,6 @@ _HOLDER = "setsid flock child.lock sh -c 'touch ready; exec sleep 300' & "
 _READY = "while [ ! -e ready ]; do :; done; "
 
 
-def _lock_is_free(lock: Path) -> bool:
-    with open(lock, "a+b") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-
 def test_a_hanging_row_is_killed_with_its_whole_namespace_at_the_timeout(tmp_path: Path) -> None:
     command = _HOLDER + _READY + "echo started; wait"
     started = time.monotonic()
@@ -81,7 +72,7 @@ def test_a_hanging_row_is_killed_with_its_whole_namespace_at_the_timeout(tmp_pat
     assert result.exit == -9
     assert not result.passed
     assert "started" in result.output_tail
-    assert (tmp_path / "ready").exists() and _lock_is_free(tmp_path / "child.lock")
+    assert (tmp_path / "ready").exists() and lock_is_free(tmp_path / "child.lock")
 
 
 def test_a_row_leaving_a_background_process_finishes_and_the_process_is_killed(
@@ -91,7 +82,7 @@ def test_a_row_leaving_a_background_process_finishes_and_the_process_is_killed(
     assert result.exit == 0
     assert not result.timed_out
     assert result.seconds < 30
-    assert _lock_is_free(tmp_path / "child.lock")
+    assert lock_is_free(tmp_path / "child.lock")
 
 
 def test_fifty_megabytes_of_output_are_digested_with_a_bounded_tail(tmp_path: Path) -> None:
@@ -214,7 +205,7 @@ def test_an_interrupted_or_killed_gate_takes_its_running_row_down_with_it(
     )
     try:
         wait_until(lambda: (tmp_path / "ready").exists(), what="the row")
-        assert not _lock_is_free(tmp_path / "child.lock")
+        assert not lock_is_free(tmp_path / "child.lock")
         gate.send_signal(how)
         _, stderr = gate.communicate(timeout=30)
     finally:
@@ -224,4 +215,4 @@ def test_an_interrupted_or_killed_gate_takes_its_running_row_down_with_it(
     if how == signal.SIGINT:
         assert "KeyboardInterrupt" in stderr
     # SIGKILL leaves the gate no last word: bwrap dies with it, and the namespace with bwrap.
-    wait_until(lambda: _lock_is_free(tmp_path / "child.lock"), timeout=30, what="the row's end")
+    wait_until(lambda: lock_is_free(tmp_path / "child.lock"), timeout=30, what="the row's end")

@@ -7,35 +7,26 @@ import io
 from rich.console import Console
 
 from assay.evidence.claimed import Claimed, ClaimedRow
-from assay.evidence.records import EvidenceRecord
 from assay.evidence.rule import decide
 from assay.evidence.spec import EnvDecl, RowSpec
 from assay.evidence.table import BEGIN, END, render_markdown, render_rich, with_table
+from tests.evidence.gatekit import record
 
 HEAD = "c" * 40
 
 
 def _decision() -> object:
-    record = EvidenceRecord(
-        brief="calc",
-        row="unit",
+    failing = record(
         command="pytest -q | tee x",
         exit=1,
-        timed_out=False,
         seconds=0.2,
-        output_sha256="sha256:0",
-        output_bytes=0,
-        output_tail="",
         head_sha=HEAD,
         env_fingerprint={"python": "3.11.2"},
-        verifier="gate:ci",
-        journal_head="",
-        at="t",
     )
     return decide(
         brief="calc",
         rows=[RowSpec("unit", "pytest -q | tee x"), RowSpec("lint", "ruff check")],
-        records=[record],
+        records=[failing],
         head_sha=HEAD,
         env=EnvDecl(),
         claimed=Claimed(rows={"unit": ClaimedRow("unit", "pass")}),

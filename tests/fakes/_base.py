@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from assay.demo.loopback import LoopbackServer, QuietHandler
 
-class FakeModelServer:
+
+class FakeModelServer(LoopbackServer):
     """A scripted model API on ``127.0.0.1:<port>``, served from a background thread.
 
     ``responses`` are dicts in the scripted-model shape (``content``, ``tool_calls`` as
@@ -47,6 +48,7 @@ class FakeModelServer:
         retry_after: str | None = "0",
         model: str = "fake-model",
     ) -> None:
+        super().__init__()
         self.responses = list(responses or [])
         self.by = by
         self.fail_first = fail_first
@@ -59,11 +61,8 @@ class FakeModelServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.in_flight = 0
-        self._lock = threading.Condition()
         self._open = threading.Event()
         self._open.set()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @classmethod
     def from_script(cls, path: Path, **options: Any) -> FakeModelServer:
@@ -79,38 +78,10 @@ class FakeModelServer:
     def render(self, response: dict[str, Any], turn: int) -> dict[str, Any]:
         raise NotImplementedError
 
-    # -- life cycle -----------------------------------------------------------------------
+    # -- life cycle (``url``, ``start``, ``stop``: ``LoopbackServer``) ----------------------
 
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        assert self._server is not None, "the server is not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> FakeModelServer:
-        handler = _make_handler(self)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.release()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> FakeModelServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("Handler", (_Handler,), {"server_state": self})
 
     # -- holding requests -----------------------------------------------------------------
 
@@ -123,23 +94,17 @@ class FakeModelServer:
 
     def wait_for_in_flight(self, n: int = 1, *, timeout: float = 30.0) -> None:
         """Block until at least ``n`` requests are inside the server (held or answering)."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while self.in_flight < n:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"{self.in_flight} of {n} requests arrived")
-                self._lock.wait(left)
+        self._wait(
+            lambda: self.in_flight >= n,
+            timeout,
+            lambda: f"{self.in_flight} of {n} requests arrived",
+        )
 
     def wait_for_count(self, n: int, *, timeout: float = 30.0) -> None:
         """Block until at least ``n`` requests were answered with a completion."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while self.count < n:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"{self.count} of {n} requests answered")
-                self._lock.wait(left)
+        self._wait(
+            lambda: self.count >= n, timeout, lambda: f"{self.count} of {n} requests answered"
+        )
 
     # -- one request ----------------------------------------------------------------------
 
@@ -178,40 +143,24 @@ def usage_of(response: dict[str, Any]) -> tuple[int, int]:
     return int(usage.get("in_tokens", 100)), int(usage.get("out_tokens", 20))
 
 
-def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms stalls
+class _Handler(QuietHandler):
+    server_state: FakeModelServer  # bound by ``FakeModelServer.handler``
 
-        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
-            pass
+    def do_POST(self) -> None:
+        server = self.server_state
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length)
+        if self.path.rstrip("/") != server.path:
+            self._json(404, {}, {"error": {"message": f"no route {self.path}"}})
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._json(400, {}, {"error": {"message": "body is not JSON"}})
+            return
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        status, extra, payload = server.handle(body, headers)
+        self._json(status, extra, payload)
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length)
-            if self.path.rstrip("/") != server.path:
-                self._send(404, {}, {"error": {"message": f"no route {self.path}"}})
-                return
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                self._send(400, {}, {"error": {"message": "body is not JSON"}})
-                return
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            status, extra, payload = server.handle(body, headers)
-            self._send(status, extra, payload)
-
-        def _send(self, status: int, extra: dict[str, str], payload: Any) -> None:
-            data = json.dumps(payload).encode()
-            try:
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for name, value in extra.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client was killed mid-call; that is what some tests do
-
-    return Handler
+    def _json(self, status: int, extra: dict[str, str], payload: Any) -> None:
+        self._send(status, "application/json", json.dumps(payload).encode(), extra)

@@ -98,16 +98,8 @@ def test_briefs_command_lists_issue_briefs_with_rest_counts(
         "MY_TOKEN": "ghs-bot",
         "ASSAY_STATE": str(tmp_path / "state"),
     }
-    done = run_assay(
-        "github",
-        "briefs",
-        "--forge",
-        "github:acme/widgets",
-        "--token-env",
-        "MY_TOKEN",
-        "--json",
-        env=env,
-    )
+    briefs = ("github", "briefs", "--forge", "github:acme/widgets", "--token-env", "MY_TOKEN")
+    done = run_assay(*briefs, "--json", env=env)
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)
     assert [(b["brief"], b["issue"]) for b in listed["briefs"]] == [("tidy", 1)]
@@ -120,16 +112,7 @@ def test_briefs_command_lists_issue_briefs_with_rest_counts(
         "writes": 0,
     }
     # A second process polls with the ETag the first one kept: a 304, nothing charged.
-    again = run_assay(
-        "github",
-        "briefs",
-        "--forge",
-        "github:acme/widgets",
-        "--token-env",
-        "MY_TOKEN",
-        "--json",
-        env=env,
-    )
+    again = run_assay(*briefs, "--json", env=env)
     second = json.loads(again.stdout)
     assert second["briefs"] == listed["briefs"]
     assert (second["rest"]["not_modified"], second["rest"]["charged"]) == (1, 0)

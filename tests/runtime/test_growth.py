@@ -8,25 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from assay.journal import read_journal
-from assay.models.base import Message, ModelReply, ToolSpec, Usage
+from assay.models.base import Message
 from assay.runtime import Run, execute
+from tests.runtime.helpers import Talker
 
 TURNS = 200
-
-
-class Talker:
-    """Replies with a distinct ~600-byte message each turn."""
-
-    name = "talker"
-    context_window = 10_000_000
-
-    def complete(
-        self, messages: list[Message], *, tools: list[ToolSpec] | None = None
-    ) -> ModelReply:
-        turn = len(messages) // 2
-        return ModelReply(
-            {"role": "assistant", "content": f"answer {turn}: " + "a" * 600}, Usage(10, 10)
-        )
 
 
 def conversation(run: Run, _: Any) -> Any:

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.models.base import Message, ModelReply, ToolSpec
-from assay.runtime import Event, Replayer, Run, execute
+from assay.runtime import Replayer, Run, execute
+from tests.runtime.helpers import Approve
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=30),
@@ -41,14 +42,6 @@ class Parrot:
     ) -> ModelReply:
         self.calls += 1
         return ModelReply({"role": "assistant", "content": messages[-1]["content"]})
-
-
-class Approve:
-    def durability_point(self, reason: str) -> None: ...
-    def heartbeat(self, progress: dict[str, Any]) -> None: ...
-    def ensure_owner(self) -> None: ...
-    def events(self) -> list[Event]:
-        return [Event("e1", "approve")]
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

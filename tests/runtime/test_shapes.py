@@ -9,7 +9,8 @@ import pytest
 from pydantic import BaseModel
 
 from assay.journal import read_journal
-from assay.runtime import Event, Run, StepOutputError, execute
+from assay.runtime import Run, StepOutputError, execute
+from tests.runtime.helpers import Approve
 
 
 class Plan(BaseModel):
@@ -20,14 +21,6 @@ class Plan(BaseModel):
 class Work(BaseModel):
     paths: list[str]
     count: int
-
-
-class Approve:
-    def durability_point(self, reason: str) -> None: ...
-    def heartbeat(self, progress: dict[str, Any]) -> None: ...
-    def ensure_owner(self) -> None: ...
-    def events(self) -> list[Event]:
-        return [Event("e1", "approve")]
 
 
 def test_pydantic_outputs_come_back_as_models_fresh_and_replayed(tmp_path: Path) -> None:

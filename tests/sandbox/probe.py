@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -140,14 +141,19 @@ def probe_report(text: str) -> dict[str, Any]:
 def escapee_gone(tree: Path) -> bool:
     """The escapee's lock can be taken: it no longer runs (pids inside mean nothing here)."""
     lock = tree / "escapee.lock"
-    if not lock.exists():
-        return True
+    return not lock.exists() or lock_is_free(lock)
+
+
+def lock_is_free(lock: Path) -> bool:
+    """Whether ``lock`` can be taken now: whoever held it (``flock``) is gone.
+
+    The witness for a process in another PID namespace, whose pid means nothing here."""
     with open(lock, "a+b") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
-    return True
+        return True
 
 
 def assert_clean_report(report: dict[str, Any], outside_writes: list[str]) -> None:
@@ -185,6 +191,35 @@ def objects_holding(repo: Path, forms: list[bytes]) -> list[str]:
     )
     hits = [form.decode() for form in forms if form in done.stdout]
     return hits
+
+
+def assert_no_canary(*, repos: Iterable[Path], trees: Iterable[Path], texts: Iterable[str]) -> None:
+    """No object of ``repos``, no file under ``trees`` and none of ``texts`` (logs, output)
+    holds a canary in any common form."""
+    forms = canary_forms()
+    for repo in repos:
+        assert objects_holding(repo, forms) == [], repo
+    for tree in trees:
+        assert files_holding(tree, forms) == [], tree
+    for text in texts:
+        assert not any(form.decode() in text for form in forms)
+
+
+def git_dirs(root: Path) -> list[Path]:
+    """Every git repository under ``root`` (bare or a work tree's ``.git``, caches too)."""
+    return sorted({p.parent for p in root.rglob("HEAD") if (p.parent / "objects").is_dir()})
+
+
+def ok_steps(journal_dir: Path) -> list[tuple[str, Any]]:
+    """``(name, output)`` of each step recorded ``ok`` in the journal, in order."""
+    from assay.journal import load_packed, read_journal
+
+    journal = read_journal(journal_dir)
+    return [
+        (e["name"], load_packed(journal_dir, e["out"]))
+        for e in journal.entries
+        if e["kind"] == "step" and e.get("status") == "ok"
+    ]
 
 
 def files_holding(root: Path, forms: list[bytes], *, skip: tuple[Path, ...] = ()) -> list[str]:

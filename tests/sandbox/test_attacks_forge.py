@@ -15,40 +15,25 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import Any
 
 from assay.evidence.store import fetch_log
 from assay.forge import open_forge
-from assay.journal import load_packed, read_journal
 from tests.desks.world import World, brief_text, call
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.forge_fixtures import wait_until
 from tests.sandbox.probe import (
     CANARIES,
     assert_clean_report,
-    canary_forms,
+    assert_no_canary,
     escapee_gone,
-    files_holding,
+    git_dirs,
     host_escapees,
-    objects_holding,
+    ok_steps,
     probe_report,
     probe_source,
 )
 
 HERE = Path(__file__).resolve().parent
-
-
-def _outputs(journal_dir: Path) -> dict[str, Any]:
-    journal = read_journal(journal_dir)
-    return {
-        e["name"]: load_packed(journal_dir, e["out"])
-        for e in journal.entries
-        if e["kind"] == "step" and e.get("status") == "ok"
-    }
-
-
-def _git_dirs(root: Path) -> list[Path]:
-    return sorted({p.parent for p in root.rglob("HEAD") if (p.parent / "objects").is_dir()})
 
 
 def test_run_tool_judge_and_row_find_no_canary_on_the_embedded_forge(world: World) -> None:
@@ -97,7 +82,7 @@ def test_run_tool_judge_and_row_find_no_canary_on_the_embedded_forge(world: Worl
         assert done.returncode == 0, done.stdout + done.stderr
         assert server.count == 3
         tree = world.root / "machine-a" / "work" / "coder" / "b1"
-        outputs = _outputs(tree / ".assay" / "journal" / "b1")
+        outputs = dict(ok_steps(tree / ".assay" / "journal" / "b1"))
         # The agent's run tool, then the objective judge (in its own clone of the branch).
         tool = probe_report(outputs["run"]["output"])
         assert_clean_report(tool, outside)
@@ -115,12 +100,11 @@ def test_run_tool_judge_and_row_find_no_canary_on_the_embedded_forge(world: Worl
     wait_until(lambda: not host_escapees(), timeout=5, what="no escapee")
     # Nothing durable holds a canary in any common form: no object of any repository (the
     # forge, every cache, every work tree), no file (logs, state, journals), no output.
-    forms = canary_forms()
-    for repo in _git_dirs(world.root):
-        assert objects_holding(repo, forms) == [], repo
-    assert files_holding(world.root, forms) == []
-    for text in (done.stdout, done.stderr, verified.stdout, verified.stderr):
-        assert not any(form.decode() in text for form in forms)
+    assert_no_canary(
+        repos=git_dirs(world.root),
+        trees=[world.root],
+        texts=[done.stdout, done.stderr, verified.stdout, verified.stderr],
+    )
 
 
 def test_the_probe_finds_every_attack_when_nothing_confines_it(tmp_path: Path) -> None:

@@ -17,17 +17,16 @@ from pathlib import Path
 import httpx
 import yaml
 
-from assay.journal import load_packed, read_journal
 from tests.conftest import AssayRunner
 from tests.github.fake_github import BOT, FakeGitHub
 from tests.sandbox.probe import (
     CANARIES,
     assert_clean_report,
-    canary_forms,
+    assert_no_canary,
     escapee_gone,
-    files_holding,
+    git_dirs,
     host_escapees,
-    objects_holding,
+    ok_steps,
     probe_report,
     probe_source,
 )
@@ -121,12 +120,7 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
         trees = [p.parents[3] for p in state.rglob(f"journal/{brief}/000001.jsonl")]
         assert len(trees) == 1
         journal_dir = trees[0] / ".assay" / "journal" / brief
-        journal = read_journal(journal_dir)
-        [run] = [
-            load_packed(journal_dir, e["out"])
-            for e in journal.entries
-            if e["kind"] == "step" and e.get("name") == "run" and e.get("status") == "ok"
-        ]
+        [run] = [out for name, out in ok_steps(journal_dir) if name == "run"]
         report = probe_report(run["output"])
         assert report["rounds"] > 10
         assert_clean_report(report, outside)
@@ -159,15 +153,9 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
         assert record["mac"], "the key from the file signed the record"
         assert_clean_report(probe_report(record["output_tail"]), outside)
         assert host_escapees() == []
-        forms = canary_forms()
-        assert objects_holding(fake.bare, forms) == []
-        for repo in sorted(
-            {p.parent for p in state.rglob("HEAD") if (p.parent / "objects").is_dir()}
-        ):
-            assert objects_holding(repo, forms) == [], repo
-        assert files_holding(state, forms) == []
-        assert files_holding(tmp_path / "gate-state", forms) == []
-        assert files_holding(desks, forms) == []
-        logs = done.stdout + done.stderr + verified.stdout + verified.stderr
-        assert not any(form.decode() in logs for form in forms)
+        assert_no_canary(
+            repos=[fake.bare, *git_dirs(state)],
+            trees=[state, tmp_path / "gate-state", desks],
+            texts=[done.stdout + done.stderr + verified.stdout + verified.stderr],
+        )
     assert not fake.violations, fake.violations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 from tests.conftest import popen_assay
 from tests.evidence.gatekit import Scene
 from tests.forge_fixtures import wait_until
+from tests.sandbox.probe import lock_is_free
 
 HOLDER = "setsid flock {lock} sh -c 'touch {ready}; exec sleep 600' & wait"
 
@@ -23,15 +23,6 @@ verify:
 ---
 Add calc.
 """
-
-
-def _lock_is_free(lock: Path) -> bool:
-    with open(lock, "a+b") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
 
 
 def test_a_killed_gate_takes_its_double_forked_row_down(tmp_path: Path) -> None:
@@ -51,10 +42,10 @@ def test_a_killed_gate_takes_its_double_forked_row_down(tmp_path: Path) -> None:
     try:
         ready = wait_until(lambda: list(work.rglob("row.ready")), timeout=120, what="the row")
         lock = ready[0].parent / "row.lock"
-        assert not _lock_is_free(lock)
+        assert not lock_is_free(lock)
         os.kill(gate.pid, signal.SIGKILL)  # the gate alone: bwrap must die with it
         gate.wait(timeout=30)
-        wait_until(lambda: _lock_is_free(lock), timeout=30, what="the row to die with the gate")
+        wait_until(lambda: lock_is_free(lock), timeout=30, what="the row to die with the gate")
     finally:
         if gate.poll() is None:
             os.killpg(gate.pid, signal.SIGKILL)
