@@ -22,8 +22,8 @@ import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 
+from assay.closing import Closing
 from assay.forge.batch import GitBatch
 from assay.plumbing import (
     GitError,
@@ -90,7 +90,7 @@ def _drop_namespace(cache: Path, namespace: str) -> None:
         pass
 
 
-class Forge:
+class Forge(Closing):
     """The git layer of a forge: fetch, read, commit and CAS-push against one remote.
 
     ``config`` is passed to every git command in its environment (for example an
@@ -120,17 +120,6 @@ class Forge:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.display_url!r})"
-
-    def __enter__(self) -> Forge:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Drop this instance's private refs from the cache (objects stay for peers)."""
