@@ -113,9 +113,16 @@ ASSAY_IDENTITY = Identity(name="assay", email="assay@assay.invalid")
 # ---------------------------------------------------------------------------- running git
 
 
+def without_git_vars(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default ``os.environ``) without git's ``GIT_*`` variables: inside a git
+    hook they point every git command a child runs at the hook's repository."""
+    source = os.environ if environ is None else environ
+    return {k: v for k, v in source.items() if not k.startswith("GIT_")}
+
+
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment every git child gets: no prompts, C locale, no system config."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env = without_git_vars()
     env.update(
         {
             "GIT_TERMINAL_PROMPT": "0",

@@ -27,6 +27,7 @@ PLUMBING_ALLOWED = {
     "RetryPolicy",
     "TransportError",
     "local_disk",
+    "without_git_vars",
     "changed_files",
     "checkout_detached",
     "clone_branch",

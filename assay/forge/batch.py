@@ -8,22 +8,20 @@ forge's job, and happens once, before.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import IO
 
 from assay.closing import Closing
 from assay.errors import ForgeUnavailable
-
-_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
+from assay.plumbing import git_env
 
 
 class GitBatch(Closing):
     """Objects of one repository by ``<rev>:<path>`` or sha; use as a context manager."""
 
     def __init__(self, repository: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
+        env = git_env()
         try:
             self._process = subprocess.Popen(
                 ["git", "-C", str(repository), "cat-file", "--batch"],
