@@ -198,14 +198,6 @@ class Forge(Closing):
         )
         return done.returncode == 0
 
-    def merged_into(self, main: str) -> set[str]:
-        """The tips of this instance's fetched refs that ``main`` already contains."""
-        listed = run_git(
-            ["for-each-ref", f"--merged={main}", "--format=%(objectname)", self.namespace + "/"],
-            git_dir=self._cache,
-        )
-        return set(listed.stdout.decode().split())
-
     def fetched_ref(self, ref: str) -> str | None:
         """What ``ref`` pointed at in this instance's last fetch that included it (no round
         trip); a CAS push from it is refused, never wrong, when the ref has moved since."""
