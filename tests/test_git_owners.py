@@ -39,16 +39,28 @@ def _owned(path: Path) -> bool:
     return any(path == owner or owner in path.parents for owner in OWNERS)
 
 
-def _names_git(node: ast.expr) -> bool:
-    """A literal argv whose program is git: ``["git", ...]`` or ``("git", ...)``."""
+def _git_argv(node: ast.AST) -> bool:
+    """A literal command line whose program is git: ``["git", ...]`` or ``("git", ...)``,
+    wherever it is built (a variable handed to a runner later counts too)."""
     if isinstance(node, ast.List | ast.Tuple) and node.elts:
         first = node.elts[0]
         return isinstance(first, ast.Constant) and first.value == "git"
-    return (
-        isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and (node.value == "git" or node.value.startswith("git "))
-    )
+    return False
+
+
+def _git_program(node: ast.expr) -> bool:
+    """``"git"`` (or a ``"git ..."`` shell line) passed straight to a process runner."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return False
+    return node.value == "git" or node.value.startswith("git ")
+
+
+def _reaches_into_a_cache(node: ast.AST) -> bool:
+    """``forge._cache`` (or the old ``forge.cache``) of something other than ``self``."""
+    if not (isinstance(node, ast.Attribute) and node.attr in ("_cache", "cache")):
+        return False
+    owner = node.value
+    return not (isinstance(owner, ast.Name) and owner.id in ("self", "functools"))
 
 
 def _whole_plumbing(node: ast.Import | ast.ImportFrom) -> bool:
@@ -61,10 +73,14 @@ def offences(source: str) -> list[str]:
     """Where ``source`` runs git or takes plumbing's git runners: ``"line: what"``."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call):
+        if _git_argv(node):
+            found.append(f"{node.lineno}: builds a git command line")
+        elif _reaches_into_a_cache(node):
+            found.append(f"{node.lineno}: reaches into a forge's private cache")
+        elif isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name in SPAWNERS and any(_names_git(arg) for arg in node.args):
+            if name in SPAWNERS and any(_git_program(arg) for arg in node.args):
                 found.append(f"{node.lineno}: spawns git through {name}()")
         elif isinstance(node, ast.ImportFrom) and node.module == "assay.plumbing":
             for alias in node.names:
@@ -92,8 +108,13 @@ def test_the_check_sees_every_way_of_running_git() -> None:
     assert offences("from assay.plumbing import run_git")
     assert offences("from assay.plumbing import Identity, write_commit")
     assert offences("import assay.plumbing")
+    assert offences("GitBatch(forge.cache)")
+    assert offences("local_refs(forge._cache, name)")
     assert offences("from assay import plumbing")
-    assert offences('os.execvp("git", ["git", "status"])')
+    assert offences('os.execvp("git", argv)')
+    assert offences('subprocess.run("git status", shell=True)')
+    assert offences('argv = ["git", "for-each-ref", prefix]\nsubprocess.run(argv)')
     # ...and the named ways in are not.
     assert offences("from assay.plumbing import GitError, RefUpdate, restore_files") == []
     assert offences('subprocess.run(["npx", "codex"])') == []
+    assert offences("@functools.cache\ndef f(): return self._cache") == []
