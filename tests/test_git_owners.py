@@ -1,8 +1,9 @@
 """git runs in assay/plumbing.py, assay/odb.py and assay/forge/ alone.
 
 Every other module asks the forge (queries on its cache: refs, objects, trees, merge bases)
-or one of plumbing's named work-tree functions. A module that spawns ``git`` itself, or
-imports plumbing's raw git runners, fails here with the file and line.
+or one of plumbing's named work-tree functions. A module that spawns ``git`` itself,
+imports plumbing's raw git runners or reaches into a forge's private cache fails here with
+the file and line.
 """
 
 from __future__ import annotations
