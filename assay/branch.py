@@ -24,15 +24,7 @@ import assay.refs as refs
 from assay.errors import BadInput, Fenced
 from assay.forge.base import Forge
 from assay.ids import check_id
-from assay.plumbing import (
-    GitError,
-    Identity,
-    RefUpdate,
-    has_path,
-    local_disk,
-    merged_into,
-    push,
-)
+from assay.plumbing import GitError, Identity, RefUpdate, local_disk
 
 if TYPE_CHECKING:
     from assay.journal import Journal
@@ -134,7 +126,7 @@ class BranchSync:
             odb.forget(self.git_dir)
             pygit2.init_repository(str(self.workdir), initial_head=f"assay/{self.brief}")
         alternates = self.git_dir / "objects" / "info" / "alternates"
-        cache_objects = str(Path(self.forge.cache).resolve() / "objects")
+        cache_objects = str(self.forge.objects_dir)
         known = alternates.read_text().split("\n") if alternates.exists() else []
         if cache_objects not in known:
             alternates.parent.mkdir(parents=True, exist_ok=True)
@@ -194,13 +186,7 @@ class BranchSync:
         head = self.head()
         if head == self.tip:
             return head
-        result = push(
-            self.git_dir,
-            self.forge.url,
-            [RefUpdate(self.ref, head, expected=self.tip)],
-            config=self.forge.git_config,
-            policy=self.forge.retry_policy,
-        )
+        result = self.forge.push_from(self.git_dir, [RefUpdate(self.ref, head, expected=self.tip)])
         if result.lost:
             raise Fenced(
                 f"push of assay/{self.brief} refused: the branch moved past "
@@ -229,9 +215,10 @@ def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[st
     by_sha: dict[str, list[str]] = {}
     for brief, tip in branches.items():
         by_sha.setdefault(tip, []).append(brief)
-    reached = merged_into(forge.cache, list(by_sha), main)
+    reached = forge.reached_from(main, list(by_sha))
     ancestors = [b for sha in reached for b in by_sha[sha]]
-    return {b for b in ancestors if has_path(forge.cache, branches[b], journal_path(b))}
+    holds = forge.has_paths([(branches[b], journal_path(b)) for b in ancestors])
+    return {b for b, held in zip(ancestors, holds, strict=True) if held}
 
 
 def read_branch_journal(forge: Forge, commit: str, brief: str, into: Path) -> Journal | None:

@@ -30,9 +30,16 @@ process exit code and whose ``status`` is the word ``--json`` output carries::
     │   └── GitHubDenied           the token may not do that (assay.github.rest)
     └── SandboxUnavailable (78)    bubblewrap is missing or cannot create namespaces here
 
-``Suspension`` is deliberately *not* in this tree: it derives from ``BaseException`` so
-that desk code's ``except Exception`` cannot swallow a suspension by accident. The runtime
-turns it into ``Suspended`` (exit 75) at the process boundary.
+Outside the tree, on purpose (never reaching a user)::
+
+    Suspension                     a run waits (BaseException; becomes Suspended, 75)
+    EndOfHistory                   replay asked past the journal's end (assay.runtime.run)
+    ObjectMissing                  an object not in the repository (assay.odb; LookupError,
+                                   turned into GitError at assay.plumbing's boundary)
+
+``Suspension`` and ``EndOfHistory`` derive from ``BaseException`` so that desk code's
+``except Exception`` cannot swallow them by accident. The runtime turns a suspension into
+``Suspended`` (exit 75) at the process boundary.
 """
 
 from __future__ import annotations

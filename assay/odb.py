@@ -20,10 +20,12 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     import pygit2
+
+T = TypeVar("T")
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 _LOCAL = threading.local()
@@ -158,15 +160,20 @@ def read_blobs(git_dir: Path, wanted: Iterable[tuple[str, str]]) -> list[bytes |
     return results
 
 
+def _peeled(repo: pygit2.Repository, rev: str, kind: type[T]) -> T:
+    """The ``kind`` (commit or tree) that ``rev`` names; ``ObjectMissing`` when none."""
+    try:
+        return cast(T, repo[rev].peel(cast(Any, kind)))
+    except (KeyError, ValueError) as exc:
+        raise ObjectMissing(f"{rev}: no such commit") from exc
+
+
 def first_parents(git_dir: Path, tip: str, *, limit: int | None = None) -> list[str]:
     """Commits from ``tip`` back along first parents, newest first; ``ObjectMissing``."""
     import pygit2
 
     repo = repository(git_dir)
-    try:
-        commit = repo[tip].peel(pygit2.Commit)
-    except (KeyError, ValueError) as exc:
-        raise ObjectMissing(f"{tip}: no such commit") from exc
+    commit = _peeled(repo, tip, pygit2.Commit)
     chain: list[str] = []
     while limit is None or len(chain) < limit:
         chain.append(str(commit.id))
@@ -185,10 +192,7 @@ def tree_paths(git_dir: Path, commit: str) -> list[str]:
     import pygit2
 
     repo = repository(git_dir)
-    try:
-        tree = repo[commit].peel(pygit2.Tree)
-    except (KeyError, ValueError) as exc:
-        raise ObjectMissing(f"{commit}: no such commit") from exc
+    tree = _peeled(repo, commit, pygit2.Tree)
     paths: list[str] = []
 
     def walk(node: Any, prefix: str) -> None:

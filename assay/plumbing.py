@@ -113,9 +113,16 @@ ASSAY_IDENTITY = Identity(name="assay", email="assay@assay.invalid")
 # ---------------------------------------------------------------------------- running git
 
 
+def without_git_vars(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default ``os.environ``) without git's ``GIT_*`` variables: inside a git
+    hook they point every git command a child runs at the hook's repository."""
+    source = os.environ if environ is None else environ
+    return {k: v for k, v in source.items() if not k.startswith("GIT_")}
+
+
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment every git child gets: no prompts, C locale, no system config."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env = without_git_vars()
     env.update(
         {
             "GIT_TERMINAL_PROMPT": "0",
@@ -547,6 +554,65 @@ def extract_folder(git_dir: Path, commit: str, folder: str, target: Path) -> boo
 def local_refs(git_dir: Path, prefix: str) -> dict[str, str]:
     """``{ref: sha}`` of a repository's own refs under ``prefix`` (read from its ref files)."""
     return read_refs(git_dir, prefix)
+
+
+# ------------------------------------------------------------------------- work trees
+# The only git operations on a checkout that other modules may ask for, by name (a test,
+# tests/test_git_owners.py, keeps raw git inside this module and assay/forge/).
+
+
+def changed_files(root: Path) -> list[str]:
+    """Paths (relative, POSIX) that ``git add --all`` in the work tree ``root`` would stage:
+    modified, added, renamed and untracked files, not ignored or deleted ones."""
+    done = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd=root)
+    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    names: list[str] = []
+    index = 0
+    while index < len(fields):
+        entry = fields[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        status, name = entry[:2], entry[3:]
+        if "R" in status or "C" in status:
+            index += 1  # the rename's source path follows
+        if status.strip() != "D":
+            names.append(name)
+    return names
+
+
+def restore_files(worktree: Path, commit: str, *, keep: str) -> None:
+    """Make every file of ``worktree`` except the folder ``keep`` what it was at ``commit``
+    (index and files restored, untracked files removed)."""
+    pathspec = ["--", ".", f":(exclude){keep}"]
+    run_git(["restore", f"--source={commit}", "--staged", "--worktree", *pathspec], cwd=worktree)
+    run_git(["clean", "-d", "--force", "--quiet", *pathspec], cwd=worktree)
+
+
+def checkout_detached(
+    tree: Path,
+    sha: str,
+    *,
+    objects: Path | None = None,
+    fetch_from: str | None = None,
+    config: Mapping[str, str] | None = None,
+) -> None:
+    """A fresh work tree at ``tree`` with ``sha`` checked out (detached). Its objects are
+    borrowed from the object store ``objects`` (git alternates), or ``sha`` alone is
+    fetched, shallow, from the URL ``fetch_from`` with the forge's ``config``."""
+    run_git(["init", "--quiet", str(tree)], config=config)
+    if objects is not None:
+        (tree / ".git" / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+    if fetch_from is not None:
+        run_git(["fetch", "--quiet", "--depth=1", fetch_from, sha], cwd=tree, config=config)
+    run_git(["checkout", "--quiet", "--detach", sha], cwd=tree)
+
+
+def clone_branch(source: Path, branch: str, into: Path) -> bool:
+    """A shallow clone of one ``branch`` of the local repository ``source``; False when the
+    branch does not exist."""
+    args = ["clone", "-q", "--depth", "1", "--branch", branch, str(source), str(into)]
+    return run_git(args, check=False).returncode == 0
 
 
 # ---------------------------------------------------------------------------- remote

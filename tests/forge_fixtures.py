@@ -33,7 +33,7 @@ from typing import TypeVar
 import pytest
 
 from assay.forge import Forge, ForgeServer, init_forge, open_forge
-from assay.plumbing import ASSAY_IDENTITY, Identity, RefUpdate, write_commit, write_tree
+from assay.plumbing import ASSAY_IDENTITY, Identity, RefUpdate
 
 T = TypeVar("T")
 
@@ -87,16 +87,12 @@ def put_on_main(
         tip = forge.fetch("refs/heads/main").get("refs/heads/main")
         current: dict[str, bytes] = {}
         if tip:
-            listing = _git("--git-dir", str(forge.cache), "ls-tree", "-r", "--name-only", tip)
-            names = [n for n in listing.splitlines() if n]
+            names = forge.list_tree(tip, "")
             for name, blob in zip(names, forge.read_blobs([(tip, n) for n in names]), strict=True):
                 current[name] = blob or b""
         for name, content in files.items():
             current[name] = content.encode() if isinstance(content, str) else content
-        tree = write_tree(forge.cache, current)
-        commit = write_commit(
-            forge.cache, tree=tree, parents=[tip] if tip else [], message=message, author=author
-        )
+        commit = forge.commit(current, parents=[tip] if tip else [], message=message, author=author)
         result = forge.push([RefUpdate("refs/heads/main", commit, expected=tip)])
         assert result.ok, result
         return commit

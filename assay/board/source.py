@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import assay.refs as refs
-from assay.board.gitread import GitBatch
 from assay.board.model import parse_time
 from assay.board.snapshot import (
     BriefInfo,
@@ -34,6 +33,7 @@ from assay.board.snapshot import (
 )
 from assay.errors import AssayError, BadInput, Corrupt
 from assay.evidence.anchors import anchor_problem
+from assay.forge.batch import GitBatch
 from assay.refs import BRANCHES, CLAIMS, EVENTS, EVIDENCE, FETCH_ALL, MAIN, REVIEWS, STATUS
 from assay.sweep.apply import status_problem
 
@@ -362,17 +362,17 @@ def _read_ref(batch: GitBatch, parts: _Parts, ref: str, sha: str, *, journals: b
 
 def snapshot_from_cache(
     url: str,
-    cache: Any,
+    forge: Any,
     refs: Mapping[str, str],
     *,
     round_trips: int = 1,
     journals: bool = True,
 ) -> ForgeSnapshot:
-    """Read a snapshot of ``refs`` (already fetched into ``cache``)."""
+    """Read a snapshot of ``refs`` (already fetched into ``forge``'s cache)."""
     parts = _Parts()
     main = refs.get(MAIN, "")
-    with GitBatch(cache) as batch:
-        briefs = _brief_infos(batch, main, Path(cache))
+    with forge.batch() as batch:
+        briefs = _brief_infos(batch, main, forge.state_dir)
         templates = _templates(batch, main)
         for ref, sha in sorted(refs.items()):
             _read_ref(batch, parts, ref, sha, journals=journals)
@@ -414,7 +414,7 @@ def read_snapshot(
     merged = merged_branches(forge, branches, main) if main and only_brief is None else set()
     snapshot = snapshot_from_cache(
         str(getattr(forge, "display_url", forge.url)),
-        forge.cache,
+        forge,
         fetched,
         round_trips=1,
         journals=journals,

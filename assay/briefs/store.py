@@ -9,17 +9,14 @@ cycles) and tries again, so two people filing at once never overwrite each other
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from assay.briefs.format import Brief
 from assay.briefs.tree import is_brief_path, load_briefs
 from assay.errors import BadInput, Busy, ForgeUnavailable
 from assay.forge import MAIN, Forge, RefUpdate, open_forge
-from assay.plumbing import GitError, Identity, run_git, write_commit, write_object
+from assay.plumbing import GitError, Identity
 
 BRIEFS_DIR = "briefs"
 CAS_ATTEMPTS = 8
@@ -36,13 +33,8 @@ class MainBriefs:
 
 def brief_files(forge: Forge, commit: str) -> dict[str, bytes]:
     """``{"briefs/<name>.md": bytes}`` of the brief files directly in ``briefs/``."""
-    done = run_git(["ls-tree", "-z", commit, f"{BRIEFS_DIR}/"], git_dir=forge.cache)
     paths: list[str] = []
-    for entry in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        if not entry:
-            continue
-        meta, _, path = entry.partition("\t")
-        mode, kind = meta.split(" ")[:2]
+    for mode, kind, path in forge.tree_entries(commit, f"{BRIEFS_DIR}/", recursive=False):
         if kind == "blob" and mode in ("100644", "100755") and is_brief_path(path):
             paths.append(path)
     blobs = forge.read_blobs([(commit, path) for path in paths])
@@ -62,26 +54,6 @@ def load_forge_briefs(spec: str) -> dict[str, Brief]:
     """Every brief in ``briefs/`` on the main of the forge named by ``spec``."""
     with open_forge(spec) as forge:
         return read_main_briefs(forge).briefs
-
-
-def _tree_with(forge: Forge, head: str | None, path: str, data: bytes) -> str:
-    blob = write_object(forge.cache, "blob", data)
-    handle, index = tempfile.mkstemp(prefix="assay-index-")
-    os.close(handle)
-    os.unlink(index)  # git wants to create the index file itself
-    env = {"GIT_INDEX_FILE": index}
-    try:
-        if head is not None:
-            run_git(["read-tree", head], git_dir=forge.cache, env=env)
-        run_git(
-            ["update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"],
-            git_dir=forge.cache,
-            env=env,
-        )
-        done = run_git(["write-tree"], git_dir=forge.cache, env=env)
-    finally:
-        Path(index).unlink(missing_ok=True)
-    return done.stdout.decode().strip()
 
 
 def add_brief(
@@ -115,11 +87,10 @@ def add_brief(
             if old is not None and not replace:
                 raise BadInput(f"{path} already exists on main with other content (use --replace)")
             load_briefs({**files, path: data})  # the set must still hold together
-            tree = _tree_with(forge, head, path, data)
+            tree = forge.tree_with(head, path, data)
             verb = "Update" if old is not None else "Add"
-            commit = write_commit(
-                forge.cache,
-                tree=tree,
+            commit = forge.commit_tree(
+                tree,
                 parents=[head] if head is not None else [],
                 message=f"{verb} brief {brief.id}: {brief.title}\n",
                 author=identity,

@@ -19,6 +19,7 @@ import click
 from assay import __version__
 from assay.cli.options import output_mode
 from assay.errors import AssayError, Internal
+from assay.schemes import register_forge_scheme
 
 # Modules that contribute commands, each defining ``register(root: click.Group) -> None``,
 # with the top-level command names each one registers (a test checks the names). A name
@@ -99,6 +100,16 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, "--version", prog_name="assay")
 def root() -> None:
     """Assay: durable, claim-safe AI agent desks, with the git forge as the database."""
+
+
+def _open_github(spec: str, **options: Any) -> Any:
+    # Imported on first use: the GitHub client costs start-up time no other forge pays.
+    from assay.github import open_github_forge
+
+    return open_github_forge(spec, **options)
+
+
+register_forge_scheme("github:", _open_github)
 
 
 def _report(error: AssayError) -> int:

@@ -8,7 +8,6 @@ call log; journal integrity from reading every branch's journal with its hash ch
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from assay.errors import AssayError
 from assay.forge import Forge
 from assay.journal import read_journal
 from assay.journal.fold import fold
+from assay.plumbing import clone_branch
 
 
 @dataclass
@@ -76,13 +76,7 @@ def journal_violations(forge_path: Path, brief: str, audit: Audit) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="assay-demo-audit-") as scratch:
         clone = Path(scratch) / "tree"
         branch = refs.branch_name(brief)
-        done = subprocess.run(
-            ["git", "clone", "-q", "--depth", "1", "--branch", branch, str(forge_path), str(clone)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
+        if not clone_branch(forge_path, branch, clone):
             return []  # no branch: the brief never ran
         try:
             journal = read_journal(clone / ".assay" / "journal" / brief)

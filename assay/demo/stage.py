@@ -61,6 +61,7 @@ from assay.desks.review import read_review
 from assay.errors import Failed
 from assay.evidence.keys import GATE_STATE_ENV, create_key
 from assay.forge import Forge, ForgeServer, init_forge, open_forge
+from assay.forge.embedded import ref_tips
 from assay.journal.reader import segment_files
 from assay.sweep.engine import run_sweep
 from assay.sweep.policy import load_policies
@@ -252,17 +253,10 @@ class Stage:
         This is what the embedded forge's receive hook does; the demo runs it from the
         server's own callback so the woken desk gets the demo's environment.
         """
-        listing = subprocess.run(
-            ["git", "for-each-ref", "--format=%(refname) %(objectname)", refs.EVENTS],
-            cwd=self.report.forge_path,
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.split("\n")
+        tips = ref_tips(self.report.forge_path, (refs.EVENTS,))
         with self.events_lock:
             moved = []
-            for line in filter(None, listing):
-                ref, sha = line.split(" ", 1)
+            for ref, sha in tips.items():
                 if self.events_seen.get(ref) != sha:
                     self.events_seen[ref] = sha
                     moved.append(ref.rsplit("/", 1)[-1])

@@ -39,7 +39,7 @@ from assay.gateway.calls import CallHandler, tool_allowed
 from assay.gateway.server import Gateway, ModelCall
 from assay.gateway.upstream import Upstream
 from assay.journal.redact import REDACTED
-from assay.plumbing import run_git
+from assay.plumbing import restore_files
 from assay.runtime.wire import WireSession
 from assay.sandbox import GatewayEndpoint, SandboxSpec, start_sandboxed
 from assay.sandbox.bwrap import HOME as SANDBOX_HOME
@@ -253,9 +253,7 @@ def cli_home(worktree: Path) -> Iterator[Path]:
 
 def restore_tree(worktree: Path, commit: str) -> None:
     """Make the files (not the journal) what they were at ``commit``."""
-    pathspec = ["--", ".", ":(exclude).assay"]
-    run_git(["restore", f"--source={commit}", "--staged", "--worktree", *pathspec], cwd=worktree)
-    run_git(["clean", "-d", "--force", "--quiet", *pathspec], cwd=worktree)
+    restore_files(worktree, commit, keep=".assay")
 
 
 # ------------------------------------------------------------------------ MCP tools

@@ -12,7 +12,7 @@ from typing import Any
 
 from assay.errors import Busy, Corrupt
 from assay.forge import Forge
-from assay.plumbing import Identity, RefUpdate, local_refs
+from assay.plumbing import Identity, RefUpdate
 
 DESK_IDENTITY = Identity(name="assay desk", email="desk@assay.invalid")
 
@@ -45,8 +45,7 @@ def read_json_blob(forge: Forge, ref: str, sha: str, path: str) -> Any:
 def fetched_sha(forge: Forge, ref: str) -> str | None:
     """What ``ref`` pointed at in this forge handle's last fetch that included it (no round
     trip); a CAS push from it is refused, never wrong, when the ref has moved since."""
-    name = f"{forge.namespace}/{ref}"
-    return local_refs(forge.cache, name).get(name)
+    return forge.fetched_ref(ref)
 
 
 def cas_write_json(

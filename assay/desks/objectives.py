@@ -106,17 +106,13 @@ def run_judge(
     """Run the judge in a fresh clone of ``sha`` from the forge, in the sandbox the gate's
     rows get (no network, the clone its only writable path); never through a shell."""
     from assay.evidence.runner import gate_sandbox
-    from assay.plumbing import run_git
+    from assay.plumbing import checkout_detached
     from assay.sandbox import run_sandboxed
 
     tmp = Path(tempfile.mkdtemp(prefix="assay-judge-"))
     try:
         tree = tmp / "tree"
-        run_git(["init", "--quiet", str(tree)], config=forge.git_config)
-        run_git(
-            ["fetch", "--quiet", "--depth=1", forge.url, sha], cwd=tree, config=forge.git_config
-        )
-        run_git(["checkout", "--quiet", "--detach", sha], cwd=tree)
+        checkout_detached(tree, sha, fetch_from=forge.url, config=forge.git_config)
         result = run_sandboxed(
             argv,
             cwd=tree,

@@ -18,7 +18,7 @@ from typing import Any
 
 import assay.refs as refs
 from assay.errors import AssayError
-from assay.plumbing import run_git
+from assay.forge.embedded import ref_tips
 
 LOG = logging.getLogger("assay.desks.waker")
 WATCHED = refs.WATCHED
@@ -26,10 +26,7 @@ WATCHED = refs.WATCHED
 
 def watched_refs(forge_path: Path) -> str:
     """The refs whose movement can wake a run, read from the bare repository itself."""
-    done = run_git(
-        ["for-each-ref", "--format=%(objectname) %(refname)", *WATCHED], git_dir=forge_path
-    )
-    return done.stdout.decode()
+    return "".join(f"{sha} {ref}\n" for ref, sha in ref_tips(forge_path, WATCHED).items())
 
 
 class Waker:

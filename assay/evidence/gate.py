@@ -58,7 +58,7 @@ from assay.evidence.store import EvidenceLog, append_records, default_verifier, 
 from assay.evidence.table import render_markdown, with_table
 from assay.forge import Forge
 from assay.journal import Journal, Redactor, secrets_from_env
-from assay.plumbing import GitError, RefUpdate, run_git, write_commit
+from assay.plumbing import GitError, RefUpdate
 
 _MERGE_ATTEMPTS = 5
 
@@ -544,17 +544,15 @@ def _merged_main(
             f"{brief}: main ({main[:12]}) has moved past the review's base and --ff-only was "
             "given: sync the branch with main and verify again"
         )
-    done = run_git(["merge-tree", "--write-tree", main, head], git_dir=forge.cache, check=False)
-    if done.returncode != 0:
+    tree = forge.merge_tree(main, head)
+    if tree is None:
         raise Failed(
             f"{brief}: the review's head {head[:12]} does not merge cleanly into main {main[:12]}"
         )
-    tree = done.stdout.decode().split()[0]
     from assay.evidence.reviews import GATE_IDENTITY
 
-    commit = write_commit(
-        forge.cache,
-        tree=tree,
+    commit = forge.commit_tree(
+        tree,
         parents=[main, head],
         message=f"Merge assay/{brief} ({head[:12]}): every verify row passed at its head",
         author=GATE_IDENTITY,

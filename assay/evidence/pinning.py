@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from assay.forge import Forge
-from assay.plumbing import run_git
 
 CONFTEST = "conftest.py"
 ROOT_CONFIG = ("pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini")
@@ -81,15 +80,10 @@ class _Listing:
 
 
 def _listing(forge: Forge, commit: str) -> _Listing:
-    done = run_git(["ls-tree", "-r", "-z", commit], git_dir=forge.cache)
     listing = _Listing()
-    for item in done.stdout.split(b"\0"):
-        if not item:
-            continue
-        meta, _, name = item.partition(b"\t")
-        mode, kind, _sha = meta.decode().split()
+    for mode, kind, name in forge.tree_entries(commit):
         if kind == "blob":
-            listing.files[name.decode("utf-8", "surrogateescape")] = mode
+            listing.files[name] = mode
     return listing
 
 
@@ -97,8 +91,7 @@ def brief_base(forge: Forge, head: str, main: str | None) -> str | None:
     """The commit of main the branch started from (their merge base), else main itself."""
     if main is None:
         return None
-    done = run_git(["merge-base", head, main], git_dir=forge.cache, check=False)
-    return done.stdout.decode().strip() or main
+    return forge.merge_base(head, main) or main
 
 
 def _tokens(command: str) -> list[str]:

@@ -22,8 +22,7 @@ from assay.evidence.store import evidence_ref
 from assay.forge import Forge
 from assay.ids import check_id
 from assay.journal import Journal, read_journal
-from assay.plumbing import has_commit as plumbing_has_commit
-from assay.plumbing import run_git
+from assay.plumbing import checkout_detached
 
 MAIN_REF = refs.MAIN
 
@@ -122,7 +121,7 @@ def claim_desks(forge: Forge, claim: str | None, *, brief: str) -> frozenset[str
 
 
 def has_commit(forge: Forge, sha: str) -> bool:
-    return plumbing_has_commit(forge.cache, sha)
+    return forge.has_commit(sha)
 
 
 def resolve_commit(forge: Forge, sha: str) -> str:
@@ -150,10 +149,7 @@ class CleanTree:
 
     def __enter__(self) -> Path:
         self.path = Path(tempfile.mkdtemp(prefix="assay-verify-", dir=self.parent))
-        run_git(["init", "--quiet", str(self.path)])
-        alternates = self.path / ".git" / "objects" / "info" / "alternates"
-        alternates.write_text(str(Path(self.forge.cache).resolve() / "objects") + "\n")
-        run_git(["-C", str(self.path), "checkout", "--quiet", "--detach", self.sha])
+        checkout_detached(self.path, self.sha, objects=self.forge.objects_dir)
         return self.path
 
     def __exit__(self, *exc: object) -> None:

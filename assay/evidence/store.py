@@ -31,7 +31,7 @@ from assay.evidence.records import (
 )
 from assay.forge import Forge
 from assay.ids import check_id
-from assay.plumbing import GitError, Identity, RefUpdate, run_git
+from assay.plumbing import GitError, Identity, RefUpdate
 
 EVIDENCE_PREFIX = refs.EVIDENCE
 VERIFIER_ENV = "ASSAY_VERIFIER"
@@ -69,7 +69,7 @@ class EvidenceLog:
 
 
 def _seen_file(forge: Forge, brief: str) -> Path:
-    return Path(forge.cache) / "assay-evidence-seen" / brief
+    return forge.state_dir / "assay-evidence-seen" / brief
 
 
 def _remember(forge: Forge, brief: str, tip: str) -> None:
@@ -89,11 +89,9 @@ def _check_extends_seen(forge: Forge, brief: str, tip: str | None, *, source: st
         return
     if tip is None:
         raise Corrupt(f"{source}: the evidence ref was deleted (this gate saw it at {seen[:12]})")
-    present = run_git(["cat-file", "-e", f"{seen}^{{commit}}"], git_dir=forge.cache, check=False)
-    if present.returncode != 0:
+    if not forge.has_commit(seen):
         return  # the cache lost the object; nothing to compare against
-    ancestor = run_git(["merge-base", "--is-ancestor", seen, tip], git_dir=forge.cache, check=False)
-    if ancestor.returncode != 0:
+    if not forge.is_ancestor(seen, tip):
         raise Corrupt(
             f"{source}: the evidence history was rewritten: {seen[:12]}, seen before, "
             f"is no longer an ancestor of the tip {tip[:12]}"
@@ -102,10 +100,8 @@ def _check_extends_seen(forge: Forge, brief: str, tip: str | None, *, source: st
 
 def _linear_history(forge: Forge, tip: str, *, source: str) -> list[str]:
     """The commits from the root to ``tip``; ``Corrupt`` unless each has one parent."""
-    done = run_git(["rev-list", "--parents", "--reverse", tip], git_dir=forge.cache)
     commits: list[str] = []
-    for index, line in enumerate(done.stdout.decode().splitlines()):
-        sha, *parents = line.split()
+    for index, (sha, parents) in enumerate(forge.parent_lists(tip)):
         expected = [commits[-1]] if commits else []
         if parents != expected:
             raise Corrupt(

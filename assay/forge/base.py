@@ -16,13 +16,15 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import tempfile
 import threading
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 
+from assay.closing import Closing
+from assay.forge.batch import GitBatch
 from assay.plumbing import (
     GitError,
     Identity,
@@ -30,14 +32,17 @@ from assay.plumbing import (
     RefUpdate,
     RetryPolicy,
     first_parent_chain,
+    has_commit,
     has_path,
     init_bare,
     local_refs,
     ls_remote,
+    merged_into,
     read_blobs,
     run_git,
     tree_paths,
     write_commit,
+    write_object,
     write_tree,
 )
 from assay.plumbing import fetch as git_fetch
@@ -85,7 +90,7 @@ def _drop_namespace(cache: Path, namespace: str) -> None:
         pass
 
 
-class Forge:
+class Forge(Closing):
     """The git layer of a forge: fetch, read, commit and CAS-push against one remote.
 
     ``config`` is passed to every git command in its environment (for example an
@@ -105,27 +110,16 @@ class Forge:
     ) -> None:
         self.url = url
         self.display_url = display_url or url
-        self.cache = open_cache(Path(cache_dir) if cache_dir else default_cache_dir(url))
+        self._cache = open_cache(Path(cache_dir) if cache_dir else default_cache_dir(url))
         self.namespace = f"{CACHE_NAMESPACE}/{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self._config = dict(config or {})
         self._retry = retry
         # Two threads (a heartbeat and the run) must not update one private ref at once.
         self._fetch_lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _drop_namespace, self.cache, self.namespace)
+        self._finalizer = weakref.finalize(self, _drop_namespace, self._cache, self.namespace)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.display_url!r})"
-
-    def __enter__(self) -> Forge:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Drop this instance's private refs from the cache (objects stay for peers)."""
@@ -136,7 +130,7 @@ class Forge:
     def ls_refs(self, prefix: str = "refs/") -> dict[str, str]:
         """``{ref: sha}`` of remote refs under ``prefix``, in one round trip, no objects."""
         refs = ls_remote(
-            self.cache, self.url, [f"{prefix}*"], config=self._config, policy=self._retry
+            self._cache, self.url, [f"{prefix}*"], config=self._config, policy=self._retry
         )
         return {ref: sha for ref, sha in refs.items() if ref.startswith(prefix)}
 
@@ -150,8 +144,8 @@ class Forge:
         specs = [f"+{r}*:{self.namespace}/{r}*" for r in wanted]
         found: dict[str, str] = {}
         with self._fetch_lock:
-            git_fetch(self.cache, self.url, specs, config=self._config, policy=self._retry)
-            local = {r: local_refs(self.cache, f"{self.namespace}/{r}") for r in wanted}
+            git_fetch(self._cache, self.url, specs, config=self._config, policy=self._retry)
+            local = {r: local_refs(self._cache, f"{self.namespace}/{r}") for r in wanted}
         for r in wanted:
             for local_ref, sha in local[r].items():
                 ref = local_ref[len(self.namespace) + 1 :]
@@ -161,37 +155,38 @@ class Forge:
 
     def read_blob(self, commit: str, path: str) -> bytes | None:
         """The bytes of ``path`` in a fetched commit, or None when it has no such file."""
-        return read_blobs(self.cache, [f"{commit}:{path}"])[0]
+        return read_blobs(self._cache, [f"{commit}:{path}"])[0]
 
     def read_blobs(self, wanted: Sequence[tuple[str, str]]) -> list[bytes | None]:
         """Many ``(commit, path)`` reads in one git process."""
-        return read_blobs(self.cache, [f"{commit}:{path}" for commit, path in wanted])
+        return read_blobs(self._cache, [f"{commit}:{path}" for commit, path in wanted])
 
     def history(self, tip: str, *, limit: int | None = None) -> list[str]:
         """Commits from ``tip`` back along first parents, newest first (already fetched)."""
-        return first_parent_chain(self.cache, tip, limit=limit)
+        return first_parent_chain(self._cache, tip, limit=limit)
 
     def list_tree(self, commit: str, path: str, *, recursive: bool = True) -> list[str]:
-        """The file paths under ``path`` (a folder) in a fetched commit; [] when absent."""
-        folder = path.rstrip("/") + "/"
+        """The file paths under ``path`` (a folder; "" for all) in a fetched commit; [] when
+        absent."""
+        folder = path.rstrip("/") + "/" if path.strip("/") else ""
         if recursive:  # in process (assay.odb): no git process for the common case
             try:
-                return tree_paths(self.cache, commit, under=folder)
+                return tree_paths(self._cache, commit, under=folder)
             except GitError:
                 return []
         args = ["ls-tree", "--name-only", commit, "--", folder]
-        done = run_git(args, git_dir=self.cache, check=False)
+        done = run_git(args, git_dir=self._cache, check=False)
         return done.stdout.decode().splitlines() if done.returncode == 0 else []
 
     def has_paths(self, wanted: Sequence[tuple[str, str]]) -> list[bool]:
         """Whether each ``(commit, path)`` exists, read in process (assay.odb)."""
-        return [has_path(self.cache, commit, path) for commit, path in wanted]
+        return [has_path(self._cache, commit, path) for commit, path in wanted]
 
     def resolve_commit(self, rev: str) -> str | None:
         """The full id of a fetched commit named by ``rev`` (a prefix allowed), else None."""
         done = run_git(
             ["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-            git_dir=self.cache,
+            git_dir=self._cache,
             check=False,
         )
         return done.stdout.decode().strip() if done.returncode == 0 else None
@@ -199,19 +194,104 @@ class Forge:
     def is_ancestor(self, older: str, newer: str) -> bool:
         """Whether fetched commit ``older`` is reachable from ``newer``."""
         done = run_git(
-            ["merge-base", "--is-ancestor", older, newer], git_dir=self.cache, check=False
+            ["merge-base", "--is-ancestor", older, newer], git_dir=self._cache, check=False
         )
         return done.returncode == 0
 
-    def merged_into(self, main: str) -> set[str]:
-        """The tips of this instance's fetched refs that ``main`` already contains."""
-        listed = run_git(
-            ["for-each-ref", f"--merged={main}", "--format=%(objectname)", self.namespace + "/"],
-            git_dir=self.cache,
+    def fetched_ref(self, ref: str) -> str | None:
+        """What ``ref`` pointed at in this instance's last fetch that included it (no round
+        trip); a CAS push from it is refused, never wrong, when the ref has moved since."""
+        name = f"{self.namespace}/{ref}"
+        return local_refs(self._cache, name).get(name)
+
+    def has_commit(self, sha: str) -> bool:
+        """Whether ``sha`` (a prefix allowed) is a commit among the fetched objects."""
+        return has_commit(self._cache, sha)
+
+    def reached_from(self, main: str, tips: Sequence[str]) -> list[str]:
+        """The ``tips`` (fetched commits) that ``main`` contains, in order, read in process."""
+        return merged_into(self._cache, tips, main)
+
+    def merge_base(self, one: str, other: str) -> str | None:
+        """The best common ancestor of two fetched commits, or None when they share none."""
+        done = run_git(["merge-base", one, other], git_dir=self._cache, check=False)
+        return done.stdout.decode().strip() or None
+
+    def merge_tree(self, ours: str, theirs: str) -> str | None:
+        """The tree of merging two fetched commits (written into the cache), or None when
+        they conflict."""
+        done = run_git(
+            ["merge-tree", "--write-tree", ours, theirs], git_dir=self._cache, check=False
         )
-        return set(listed.stdout.decode().split())
+        return done.stdout.decode().split()[0] if done.returncode == 0 else None
+
+    def tree_entries(
+        self, commit: str, path: str = "", *, recursive: bool = True
+    ) -> list[tuple[str, str, str]]:
+        """``(mode, kind, path)`` of the entries of a fetched commit's tree (under the folder
+        ``path`` when given), like ``ls-tree -z``."""
+        args = ["ls-tree", *(["-r"] if recursive else []), "-z", commit]
+        done = run_git([*args, *([path] if path else [])], git_dir=self._cache)
+        entries = []
+        for item in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
+            if item:
+                meta, _, name = item.partition("\t")
+                mode, kind = meta.split(" ")[:2]
+                entries.append((mode, kind, name))
+        return entries
+
+    def parent_lists(self, tip: str) -> list[tuple[str, list[str]]]:
+        """Every commit reachable from ``tip`` with its parents, oldest first."""
+        done = run_git(["rev-list", "--parents", "--reverse", tip], git_dir=self._cache)
+        lines = [line.split() for line in done.stdout.decode().splitlines()]
+        return [(sha, parents) for sha, *parents in lines]
+
+    def batch(self) -> GitBatch:
+        """One ``cat-file --batch`` reader over the fetched objects (a context manager)."""
+        return GitBatch(self._cache)
+
+    @property
+    def objects_dir(self) -> Path:
+        """The cache's object store, for a checkout that borrows its objects (alternates)."""
+        return self._cache.resolve() / "objects"
+
+    @property
+    def state_dir(self) -> Path:
+        """Where Assay keeps local state about this forge (parsed-record caches, wake logs,
+        the evidence tips a gate saw): the cache repository's folder, which git ignores."""
+        return self._cache
 
     # ------------------------------------------------------------------ writing
+
+    def write_blob(self, data: bytes) -> str:
+        """Store ``data`` as a blob in the cache; its sha."""
+        return write_object(self._cache, "blob", data)
+
+    def commit_tree(
+        self, tree: str, *, parents: Sequence[str], message: str, author: Identity
+    ) -> str:
+        """Write a commit of an existing ``tree`` into the cache; return its sha."""
+        return write_commit(self._cache, tree=tree, parents=parents, message=message, author=author)
+
+    def tree_with(self, base: str | None, path: str, data: bytes) -> str:
+        """The tree of commit ``base`` (empty when None) with ``path`` set to ``data``."""
+        blob = self.write_blob(data)
+        handle, index = tempfile.mkstemp(prefix="assay-index-")
+        os.close(handle)
+        os.unlink(index)  # git wants to create the index file itself
+        env = {"GIT_INDEX_FILE": index}
+        try:
+            if base is not None:
+                run_git(["read-tree", base], git_dir=self._cache, env=env)
+            run_git(
+                ["update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"],
+                git_dir=self._cache,
+                env=env,
+            )
+            done = run_git(["write-tree"], git_dir=self._cache, env=env)
+        finally:
+            Path(index).unlink(missing_ok=True)
+        return done.stdout.decode().strip()
 
     def commit(
         self,
@@ -223,9 +303,9 @@ class Forge:
         committer: Identity | None = None,
     ) -> str:
         """Write a commit whose tree is exactly ``files`` into the cache; return its sha."""
-        tree = write_tree(self.cache, files)
+        tree = write_tree(self._cache, files)
         return write_commit(
-            self.cache,
+            self._cache,
             tree=tree,
             parents=parents,
             message=message,
@@ -236,7 +316,14 @@ class Forge:
     def push(self, updates: Sequence[RefUpdate], *, atomic: bool = True) -> PushResult:
         """Push CAS updates of commits in the cache; see :func:`assay.plumbing.push`."""
         return git_push(
-            self.cache, self.url, updates, atomic=atomic, config=self._config, policy=self._retry
+            self._cache, self.url, updates, atomic=atomic, config=self._config, policy=self._retry
+        )
+
+    def push_from(self, git_dir: Path, updates: Sequence[RefUpdate]) -> PushResult:
+        """Push CAS updates of commits in another repository (a work tree whose objects
+        include the cache's) to this forge, with its settings and retry policy."""
+        return git_push(
+            git_dir, self.url, updates, atomic=True, config=self._config, policy=self._retry
         )
 
     @property

@@ -38,6 +38,15 @@ def is_forge(path: Path) -> bool:
     return MAIN in local_refs(path, MAIN)
 
 
+def ref_tips(path: Path | str, prefixes: tuple[str, ...]) -> dict[str, str]:
+    """``{ref: sha}`` of the embedded forge at ``path`` under each of ``prefixes``, read
+    straight from its ref files (no git process): what its own push hook and waker watch."""
+    found: dict[str, str] = {}
+    for prefix in prefixes:
+        found.update(local_refs(Path(path), prefix))
+    return dict(sorted(found.items()))
+
+
 def init_forge(path: Path) -> Path:
     """Create an embedded forge at ``path`` (idempotent on an existing forge)."""
     path = Path(path).expanduser().resolve()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import Any, cast
 
 from assay.errors import BadInput
 from assay.forge.base import Forge
 from assay.forge.http import HttpForge
+from assay.schemes import forge_opener
 
 _URL_SCHEMES = ("file://", "git://", "http://", "https://", "ssh://")
 
@@ -26,21 +25,20 @@ def open_forge(spec: str | None, *, cache_dir: Path | None = None) -> Forge:
     """Open the forge named by a path, ``file://``, ``git://``, ``http(s)://`` or ``github:``.
 
     ``None`` or an empty value is bad input naming ``--forge`` and ``ASSAY_FORGE``.
-    ``github:OWNER/REPO`` is handed to ``assay.github.open_github_forge`` when that module
-    exists.
+    ``github:OWNER/REPO`` goes to the opener ``assay.github`` registers in
+    :mod:`assay.schemes` (importing ``assay.github``, or the CLI, registers it).
     """
     if spec is None or not spec.strip():
         raise BadInput("no forge given: pass --forge URL_OR_PATH or set ASSAY_FORGE")
     spec = spec.strip()
+    opener = forge_opener(spec)
+    if opener is not None:
+        return opener(spec, cache_dir=cache_dir)
     if spec.startswith("github:"):
-        try:
-            github = importlib.import_module("assay.github")
-            opener = github.open_github_forge
-        except (ImportError, AttributeError) as exc:
-            raise BadInput(
-                f"--forge {spec!r}: GitHub forges are not available in this build of Assay"
-            ) from exc
-        return cast(Forge, cast(Any, opener)(spec, cache_dir=cache_dir))
+        raise BadInput(
+            f"--forge {spec!r}: GitHub forges are not available here (import assay.github "
+            "to register them)"
+        )
     if spec.startswith("file://"):
         path = _local_path(spec[len("file://") :])
         return Forge(f"file://{path}", cache_dir=cache_dir)

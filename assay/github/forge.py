@@ -38,7 +38,7 @@ class GitHubForge(Forge):
             display_url=target.spec,
         )
         self.target = target
-        etags = self.cache.parent / f"{self.cache.name}.github-etags.json"
+        etags = self.state_dir.parent / f"{self.state_dir.name}.github-etags.json"
         self.rest = rest or RestClient(target.api_url, target.token, etag_cache=etags)
         self.api = GitHubApi(self.rest, target.owner, target.repo)
 

@@ -175,20 +175,6 @@ class CheckpointScan:
 def changed_paths(root: Path) -> list[str]:
     """Paths (relative, POSIX) that ``git add --all`` in ``root`` would stage: modified,
     added, renamed and untracked files, not ignored ones."""
-    from assay.plumbing import run_git
+    from assay.plumbing import changed_files
 
-    done = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd=root)
-    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
-    names: list[str] = []
-    index = 0
-    while index < len(fields):
-        entry = fields[index]
-        index += 1
-        if len(entry) < 4:
-            continue
-        status, name = entry[:2], entry[3:]
-        if "R" in status or "C" in status:
-            index += 1  # the rename's source path follows
-        if status.strip() != "D":
-            names.append(name)
-    return names
+    return changed_files(root)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from assay.ids import check_id
+from assay.plumbing import without_git_vars
 
 ASSAY_ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,7 +45,7 @@ def dispatch_local(
     desks_dir: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the desk for ``brief`` detached, its output appended to a log in ``log_dir``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env = without_git_vars()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ASSAY_ROOT), env.get("PYTHONPATH")]))
     log_dir.mkdir(parents=True, exist_ok=True)
     with open(log_dir / f"wake-{check_id(brief)}.log", "ab") as log:

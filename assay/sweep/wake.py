@@ -33,7 +33,7 @@ def local_dispatcher(forge: Any) -> Any:
     forge cache's ``wake-logs/``)."""
     from assay.sweep.dispatch import dispatch_local
 
-    log_dir = Path(os.environ.get("ASSAY_WAKE_LOG_DIR") or Path(forge.cache) / "wake-logs")
+    log_dir = Path(os.environ.get("ASSAY_WAKE_LOG_DIR") or forge.state_dir / "wake-logs")
 
     def dispatch(brief: str, desk: str, url: str, policy: WakerPolicy) -> int:
         return dispatch_local(brief, desk, url, log_dir=log_dir, desks_dir=policy.desks_dir).pid

@@ -295,14 +295,13 @@ def write_coder_desk(desks: Path) -> None:
 
 
 def _wake_time(forge: Any, brief: str) -> float | None:
-    from assay.board.gitread import GitBatch
     from assay.board.model import parse_time
     from assay.board.source import journal_entries
 
     tip = forge.fetch(f"refs/heads/assay/{brief}").get(f"refs/heads/assay/{brief}")
     if not tip:
         return None
-    with GitBatch(forge.cache) as batch:
+    with forge.batch() as batch:
         entries, _, _ = journal_entries(batch, tip, brief)
     for entry in entries:
         if entry.get("kind") == "wake":

@@ -71,7 +71,7 @@ def solo(url: str, state: Path, samples: int) -> tuple[float, float]:
             started = time.perf_counter()
             run_git(
                 ["push", "--quiet", url, f"{commit}:refs/bench/{state.name}-{i}"],
-                git_dir=forge.cache,
+                git_dir=forge.state_dir,  # the cache repository itself
             )
             floor.append(time.perf_counter() - started)
             started = time.perf_counter()

@@ -33,7 +33,7 @@ from assay.claims import ClaimStore
 from assay.desks import load_desks
 from assay.desks.loop import DeskLoop
 from assay.forge import init_forge, open_forge
-from assay.plumbing import ASSAY_IDENTITY, RefUpdate, run_git, write_commit, write_tree
+from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,14 +54,12 @@ def make_world(
     forge_path = init_forge(root / "forge.git")
     with open_forge(str(forge_path), cache_dir=root / "setup-cache") as forge:
         tip = forge.fetch("refs/heads/main")["refs/heads/main"]
-        names = run_git(["ls-tree", "-r", "--name-only", tip], git_dir=forge.cache)
-        files = {n: forge.read_blob(tip, n) or b"" for n in names.stdout.decode().split()}
+        files = {n: forge.read_blob(tip, n) or b"" for n in forge.list_tree(tip, "")}
         for i in range(briefs):
             front = {"id": f"b{i:03d}", "title": f"Brief {i}", "priority": i % 3}
             files[f"briefs/b{i:03d}.md"] = f"---\n{yaml.safe_dump(front)}---\nWork.\n".encode()
-        commit = write_commit(
-            forge.cache,
-            tree=write_tree(forge.cache, files),
+        commit = forge.commit(
+            files,
             parents=[tip],
             message="bench briefs",
             author=ASSAY_IDENTITY,

@@ -325,7 +325,9 @@ def interleaved(work: Path, url: str, n: int, tag: str) -> tuple[float, float]:
                 )
                 started = time.perf_counter()
                 ref = f"{commit}:refs/bench/floor-i{tag}"
-                run_git(["push", "--quiet", url, ref], git_dir=forge.cache)
+                run_git(
+                    ["push", "--quiet", url, ref], git_dir=forge.state_dir
+                )  # the cache repository itself
                 bare.append(time.perf_counter() - started)
                 parent[:] = [commit]
                 started = time.perf_counter()

@@ -146,7 +146,7 @@ def test_claim_commits_name_the_desk_and_holder(forge: Forge) -> None:
     claim = ClaimStore(forge).acquire("b1", "coder", lease_s=60)
     assert forge.read_blob(claim.sha, "claim.json") is not None
     author = subprocess.run(
-        ["git", f"--git-dir={forge.cache}", "log", "-1", "--format=%an <%ae>", claim.sha],
+        ["git", f"--git-dir={forge.state_dir}", "log", "-1", "--format=%an <%ae>", claim.sha],
         capture_output=True,
         text=True,
         check=True,

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 
 from assay.errors import BadInput
 from assay.forge import ForgeServer, init_forge, is_forge, open_forge
-from tests.conftest import AssayRunner, popen_assay
+from tests.conftest import AssayRunner, assay_env, popen_assay
 from tests.forge_fixtures import Served, clone, put_on_main
 
 
@@ -121,22 +121,55 @@ def test_open_forge_refuses_bad_specs(spec: str | None, words: str) -> None:
         open_forge(spec)
 
 
-def test_github_specs_go_to_the_github_adapter(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+_GITHUB_PROBE = """
+import json, sys
+from pathlib import Path
+from assay.errors import BadInput
+from assay.forge import open_forge
+
+def attempt():
+    try:
+        opened = open_forge("github:octo/repo", cache_dir=Path(sys.argv[1]))
+    except BadInput as error:
+        return {"error": error.message}
+    with opened:
+        return {"class": type(opened).__name__, "url": opened.display_url}
+
+before = attempt()
+loaded = "assay.github" in sys.modules
+import assay.github
+print(json.dumps({"before": before, "loaded": loaded, "after": attempt()}))
+"""
+
+
+def test_github_is_a_scheme_its_package_registers(tmp_path: Path) -> None:
+    # A fresh interpreter: the forge alone does not know github: (and never imports it);
+    # importing assay.github registers its opener, which open_forge then uses.
+    env = {**assay_env(), "GITHUB_TOKEN": "t0ken", "ASSAY_GITHUB_TOKEN_ENV": "GITHUB_TOKEN"}
+    done = subprocess.run(
+        [sys.executable, "-c", _GITHUB_PROBE, str(tmp_path / "cache")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    found = json.loads(done.stdout)
+    assert "--forge 'github:octo/repo'" in found["before"]["error"]
+    assert "not available" in found["before"]["error"]
+    assert found["loaded"] is False
+    assert found["after"] == {"class": "GitHubForge", "url": "github:octo/repo"}
+
+
+def test_the_cli_opens_github_forges_without_importing_them_first(
+    run_assay: AssayRunner, tmp_path: Path
 ) -> None:
-    seen: list[tuple[str, Path | None]] = []
-
-    def opener(spec: str, *, cache_dir: Path | None = None) -> object:
-        seen.append((spec, cache_dir))
-        return "forge"
-
-    monkeypatch.setitem(sys.modules, "assay.github", types.SimpleNamespace())
-    with pytest.raises(BadInput, match="GitHub forges are not available"):
-        open_forge("github:octo/repo")
-    adapter = types.SimpleNamespace(open_github_forge=opener)
-    monkeypatch.setitem(sys.modules, "assay.github", adapter)
-    assert open_forge("github:octo/repo", cache_dir=tmp_path) == "forge"
-    assert seen == [("github:octo/repo", tmp_path)]
+    # The CLI registers github: at start-up; the adapter (here: its token check) answers.
+    env = {"GITHUB_TOKEN": "", "ASSAY_GITHUB_TOKEN_ENV": "", "ASSAY_STATE": str(tmp_path)}
+    done = run_assay("claim", "list", "--forge", "github:octo/repo", env=env)
+    assert done.returncode == BadInput.code, done.stderr
+    assert "no GitHub token" in done.stderr
+    assert "not available" not in done.stderr
 
 
 def test_open_forge_accepts_every_transport(forge_url: str, forge_path: Path) -> None:

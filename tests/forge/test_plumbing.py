@@ -38,17 +38,17 @@ def test_commits_without_a_work_tree_pass_fsck_and_name_their_author(forge: Forg
     files = {"a.txt": b"one\n", "dir/b.txt": b"two\n", "dir/sub/c": b"", "dir-x": b"x"}
     commit = forge.commit(files, parents=[], message="first", author=ME)
     child = forge.commit({"a.txt": b"1"}, parents=[commit], message="second", author=ME)
-    listing = _git(forge.cache, "ls-tree", "-r", "--name-only", commit).split()
+    listing = _git(forge.state_dir, "ls-tree", "-r", "--name-only", commit).split()
     assert listing == ["a.txt", "dir-x", "dir/b.txt", "dir/sub/c"]
     assert forge.read_blob(commit, "dir/b.txt") == b"two\n"
     assert forge.read_blob(commit, "missing") is None
-    assert _git(forge.cache, "log", "--format=%an <%ae>|%cn|%s", child).splitlines() == [
+    assert _git(forge.state_dir, "log", "--format=%an <%ae>|%cn|%s", child).splitlines() == [
         "coder <h1@coder.assay.invalid>|coder|second",
         "coder <h1@coder.assay.invalid>|coder|first",
     ]
-    _git(forge.cache, "update-ref", "refs/test/keep", child)
+    _git(forge.state_dir, "update-ref", "refs/test/keep", child)
     fsck = subprocess.run(
-        ["git", f"--git-dir={forge.cache}", "fsck", "--strict", "--no-dangling"],
+        ["git", f"--git-dir={forge.state_dir}", "fsck", "--strict", "--no-dangling"],
         capture_output=True,
         text=True,
     )

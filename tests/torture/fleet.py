@@ -31,7 +31,7 @@ from assay.desks.review import read_review
 from assay.desks.state import read_tree_journal
 from assay.errors import AssayError
 from assay.forge import init_forge, open_forge
-from assay.plumbing import ASSAY_IDENTITY, RefUpdate, write_commit, write_tree
+from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from tests.conftest import REPO_ROOT, assay_env
 from tests.forge_fixtures import free_port
 
@@ -139,11 +139,8 @@ class Fleet:
         files["README.md"] = b"torture project\n"
         with open_forge(str(self.forge_path), cache_dir=self.root / "setup-cache") as forge:
             tip = forge.fetch("refs/heads/main").get("refs/heads/main")
-            tree = write_tree(forge.cache, files)
             parents = [tip] if tip else []
-            commit = write_commit(
-                forge.cache, tree=tree, parents=parents, message="briefs", author=ASSAY_IDENTITY
-            )
+            commit = forge.commit(files, parents=parents, message="briefs", author=ASSAY_IDENTITY)
             assert forge.push([RefUpdate("refs/heads/main", commit, expected=tip)]).ok
         (self.desks_dir / "scripts").mkdir(parents=True, exist_ok=True)
         answers = script(delay_s=self.delay_s, secret=self.secret)

@@ -8,22 +8,20 @@ forge's job, and happens once, before.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
-from types import TracebackType
 from typing import IO
 
+from assay.closing import Closing
 from assay.errors import ForgeUnavailable
+from assay.plumbing import git_env
 
-_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
 
-
-class GitBatch:
+class GitBatch(Closing):
     """Objects of one repository by ``<rev>:<path>`` or sha; use as a context manager."""
 
     def __init__(self, repository: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
+        env = git_env()
         try:
             self._process = subprocess.Popen(
                 ["git", "-C", str(repository), "cat-file", "--batch"],
@@ -83,14 +81,3 @@ class GitBatch:
             self._in.close()
             self._process.wait(timeout=10)
         self._out.close()
-
-    def __enter__(self) -> GitBatch:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()
