@@ -49,6 +49,7 @@ _FLUSH, _DELIM, _END = b"0000", b"0001", b"0002"
 _HEX = frozenset("0123456789abcdef")
 _CLIENTS: dict[int, httpx.Client] = {}  # pid -> client (a forked child never reuses one)
 _CLIENTS_LOCK = threading.Lock()
+_SPEAKS_V2: set[str] = set()  # forge URLs whose advertisement offered ls-refs (v2)
 
 
 class Unreachable(ForgeUnavailable):
@@ -136,6 +137,11 @@ def _local_refs(path: Path, prefixes: Sequence[str]) -> dict[str, str] | None:
         return None  # a ref moved while it was read, or no repository: ask git
 
 
+def forget_servers() -> None:
+    """Forget which forges were seen to speak v2 (the next ask reads the advertisement)."""
+    _SPEAKS_V2.clear()
+
+
 def _client() -> httpx.Client:
     import httpx
 
@@ -158,20 +164,10 @@ def http_ls_refs(
     base = url.rstrip("/")
     common = {**headers, "Git-Protocol": "version=2"}
     try:
-        lines = _request(
-            "GET",
-            f"{base}/info/refs?service=git-upload-pack",
-            headers=common,
-            kind=ADVERTISEMENT,
-            display_url=display_url,
-        )
-        first = lines[0] if lines else None
-        if first is not None and first.startswith(b"# service="):
-            lines = lines[2:]  # the v0-style service banner and its flush
-        if lines[:1] != [b"version 2\n"]:
-            return _v0_refs(lines, prefixes, display_url=display_url)
-        if not any(x is not None and x.split(b"=")[0].strip() == b"ls-refs" for x in lines):
-            raise ForgeUnavailable(f"{display_url}: the forge does not offer ls-refs")
+        if base not in _SPEAKS_V2:
+            found = _advertised(base, prefixes, headers=common, display_url=display_url)
+            if found is not None:
+                return found
         body = _pkt(b"command=ls-refs\n") + _DELIM
         body += b"".join(_pkt(f"ref-prefix {prefix}\n".encode()) for prefix in prefixes)
         answer = _request(
@@ -186,6 +182,30 @@ def http_ls_refs(
         what = type(exc).__name__
         raise Unreachable(f"{display_url}: the forge did not answer ({what})") from None
     return _ref_lines(answer, prefixes, display_url=display_url)
+
+
+def _advertised(
+    base: str, prefixes: Sequence[str], *, headers: Mapping[str, str], display_url: str
+) -> dict[str, str] | None:
+    """The capability advertisement: None when the forge speaks v2 with ls-refs (noted, so
+    later asks of this process go straight to the POST: the protocol is stateless), else the
+    refs of its version-0 advertisement."""
+    lines = _request(
+        "GET",
+        f"{base}/info/refs?service=git-upload-pack",
+        headers=headers,
+        kind=ADVERTISEMENT,
+        display_url=display_url,
+    )
+    first = lines[0] if lines else None
+    if first is not None and first.startswith(b"# service="):
+        lines = lines[2:]  # the v0-style service banner and its flush
+    if lines[:1] != [b"version 2\n"]:
+        return _v0_refs(lines, prefixes, display_url=display_url)
+    if not any(x is not None and x.split(b"=")[0].strip() == b"ls-refs" for x in lines):
+        raise ForgeUnavailable(f"{display_url}: the forge does not offer ls-refs")
+    _SPEAKS_V2.add(base)
+    return None
 
 
 def _request(

@@ -12,7 +12,13 @@ import pytest
 
 from assay.errors import ForgeUnavailable
 from assay.forge import Forge, open_forge
-from assay.forge.lsrefs import extra_headers, http_ls_refs, parse_pkt_lines, safe_url
+from assay.forge.lsrefs import (
+    extra_headers,
+    forget_servers,
+    http_ls_refs,
+    parse_pkt_lines,
+    safe_url,
+)
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from tests.forge_fixtures import free_port, put_on_main, serve_http
 
@@ -73,6 +79,7 @@ class Hostile:
 @pytest.fixture
 def hostile() -> Iterator[Callable[..., Hostile]]:
     made: list[Hostile] = []
+    forget_servers()  # a port the system reuses must not look like a known v2 forge
 
     def make(get: Answer, post: Answer = (200, RES, b"0000")) -> Hostile:
         made.append(Hostile(get, post))
@@ -140,6 +147,9 @@ def test_the_request_is_git_protocol_v2_ls_refs_with_ref_prefixes(
     assert server.bodies[1] == (
         pkt("command=ls-refs\n") + b"0001" + pkt("ref-prefix refs/assay/claims/\n") + b"0000"
     )
+    # the advertisement is read once: later asks are one round trip (the POST alone)
+    http_ls_refs(server.url, ["refs/assay/claims/"], headers={}, display_url=server.url)
+    assert len(server.headers) == 3 and server.bodies[2] == server.bodies[1]
 
 
 def test_a_version_0_server_is_read_from_its_advertisement(
