@@ -27,6 +27,7 @@ which callers treat as "ask git": its fetch has the retry policy and the stall t
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import urllib.parse
@@ -135,6 +136,14 @@ def _local_refs(path: Path, prefixes: Sequence[str]) -> dict[str, str] | None:
         return found
     except (pygit2.GitError, KeyError, ValueError, OSError):
         return None  # a ref moved while it was read, or no repository: ask git
+
+
+@atexit.register
+def _close_clients() -> None:
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.pop(os.getpid(), None)
+    if client is not None:
+        client.close()
 
 
 def forget_servers() -> None:
