@@ -406,7 +406,7 @@ def read_snapshot(
         ]
     from assay.branch import merged_branches
 
-    fetched = forge.fetch(wanted)
+    fetched = forge.refresh(wanted)  # no git process when nothing moved
     branches = {
         _suffix(ref, BRANCHES): sha for ref, sha in fetched.items() if ref.startswith(BRANCHES)
     }

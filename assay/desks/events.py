@@ -134,10 +134,11 @@ class EventLog:
         ``fetched``: the caller's own fetch just found the ref at ``tip`` (None: absent),
         so no fetch is made.
         """
-        if fetched:
-            self._log.assume(tip)
+        if not fetched:  # a drain point usually finds nothing new: no git process then
+            tip = self.forge.refresh([self.ref]).get(self.ref)
+        self._log.assume(tip)
         try:
-            raw = self._log.raw_entries(fetch=not fetched)
+            raw = self._log.raw_entries(fetch=False)
         except Corrupt as exc:
             raise BadInput(exc.message, ref=self.ref) from exc
         events: list[Event] = []

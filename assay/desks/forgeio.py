@@ -18,8 +18,8 @@ DESK_IDENTITY = Identity(name="assay desk", email="desk@assay.invalid")
 
 
 def ref_sha(forge: Forge, ref: str) -> str | None:
-    """The sha ``ref`` points at on the forge (one fetch into the cache), or None."""
-    found = forge.fetch([ref])
+    """The sha ``ref`` points at on the forge (fetched into the cache when it moved), or None."""
+    found = forge.refresh([ref])
     return found.get(ref)
 
 

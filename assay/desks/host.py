@@ -51,6 +51,8 @@ PRELOAD = (
     "assay.desks.tools",
     "assay.evidence.gate",
     "assay.odb",
+    "assay.board.source",  # the wake's view (read_snapshot): Jinja2 and all, ~0.1 s cold
+    "assay.forge.lsrefs",
     "pygit2",
     "httpx",
 )

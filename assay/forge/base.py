@@ -153,6 +153,53 @@ class Forge(Closing):
                     found[ref] = sha
         return found
 
+    def refresh(self, refs: str | Sequence[str]) -> dict[str, str]:
+        """What :meth:`fetch` returns, starting ``git fetch`` only for refs that moved.
+
+        The forge's refs are read in process (:mod:`assay.forge.lsrefs`); a ref whose tip
+        the cache already holds (a peer fetched it, or this machine wrote it) is mapped into
+        this instance's namespace without a fetch, and only refs whose tips are missing are
+        fetched. A present commit is complete: objects reach the cache by a fetch, which
+        checks connectivity before any ref points at them, or by :meth:`commit` on
+        parents already there. A forge read in process cannot be (git settings only git
+        understands, or the server unreachable) is fetched as before.
+        """
+        from assay.forge.lsrefs import Unreachable, remote_refs
+        from assay.odb import is_commit, write_ref
+
+        wanted = [refs] if isinstance(refs, str) else list(refs)
+        try:
+            listed = remote_refs(
+                self.url, wanted, config=self._config, display_url=self.display_url
+            )
+        except Unreachable:
+            listed = None  # git's fetch retries and times out by the forge's policy
+        if listed is None:
+            return self.fetch(wanted)
+        found = {
+            ref: sha
+            for ref, sha in listed.items()
+            if any(ref == r or (r.endswith("/") and ref.startswith(r)) for r in wanted)
+        }
+        missing = sorted(ref for ref, sha in found.items() if not is_commit(self.cache, sha))
+        with self._fetch_lock:
+            mapped: dict[str, str] = {}
+            for r in wanted:
+                mapped.update(local_refs(self.cache, f"{self.namespace}/{r}"))
+            for local_ref in mapped:
+                if local_ref[len(self.namespace) + 1 :] not in found:
+                    write_ref(self.cache, local_ref, None)  # gone on the forge
+            for ref, sha in found.items():
+                if ref not in missing and mapped.get(f"{self.namespace}/{ref}") != sha:
+                    write_ref(self.cache, f"{self.namespace}/{ref}", sha)
+        if missing:
+            fetched = self.fetch(missing)
+            for ref in missing:  # the fetch's answer is newer than the listing
+                found.pop(ref)
+                if ref in fetched:
+                    found[ref] = fetched[ref]
+        return found
+
     def read_blob(self, commit: str, path: str) -> bytes | None:
         """The bytes of ``path`` in a fetched commit, or None when it has no such file."""
         return read_blobs(self._cache, [f"{commit}:{path}"])[0]

@@ -9,9 +9,12 @@ and listening (the host forks a warm child; no process starts here), else starts
 wake``) detached, so the pusher does not wait and the waiting run resumes within a fraction
 of a second, without any polling.
 
-The hook is a small Python script using only the standard library (it must start fast). It
-never runs a shell: the brief id comes from a ref name a pusher chose, so it is checked
-against the id pattern and passed as one argv element, never interpolated into a command.
+The hook is a few lines of ``sh`` that start a small Python script (standard library only,
+next to the hook as ``assay-wake-hook.py``) only when the push moved an events ref: most
+pushes are claims and steps, and each would otherwise pay an interpreter's start-up. The
+shell only matches and prints git's lines as data; the Python script never runs a shell:
+the brief id comes from a ref name a pusher chose, so it is checked against the id pattern
+and passed as one argv element, never interpolated into a command.
 Git's own ``GIT_*`` variables are removed from the child's environment, or every git command
 the waker ran would act on the hook's repository instead of its own cache.
 """
@@ -19,6 +22,7 @@ the waker ran would act on the hook's repository instead of its own cache.
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 import sys
 from pathlib import Path
@@ -29,6 +33,25 @@ from assay.errors import BadInput
 HOOK_NAME = "post-receive"
 MARKER = "# assay wake hook"
 LOG_NAME = "assay-wake.log"
+
+SCRIPT_NAME = "assay-wake-hook.py"
+
+# git runs post-receive after every push and the pusher waits for it, so a hook that starts
+# Python costs every claim, step and review push an interpreter's start-up. The shell front
+# starts Python only for a push that moved an events ref; it passes git's lines on as data
+# (a ref name is matched and printed, never evaluated).
+_FRONT = """#!/bin/sh
+{marker} (installed by `assay sweep install-hook`; reinstalling replaces it)
+events=
+while read -r old new ref; do
+    case $ref in
+        {events}*) events="$events$old $new $ref
+";;
+    esac
+done
+[ -n "$events" ] || exit 0
+printf '%s' "$events" | exec {python} -IS {script}
+"""
 
 _TEMPLATE = """#!{python} -IS
 {marker} (installed by `assay sweep install-hook`; reinstalling replaces it)
@@ -135,12 +158,24 @@ def install_wake_hook(
         workdir=str((workdir or Path.cwd()).resolve()),
         host_socket=str(Path(host_socket).resolve()) if host_socket else "",
     )
+    script = path.with_name(SCRIPT_NAME)
+    front = _FRONT.format(
+        marker=MARKER,
+        events=refs.EVENTS,
+        python=shlex.quote(python or sys.executable),
+        script=shlex.quote(str(script)),
+    )
+    _write_executable(script, text)  # first: the front never runs a script not yet there
+    _write_executable(path, front)
+    return path
+
+
+def _write_executable(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")
     temporary.write_text(text, encoding="utf-8")
     temporary.chmod(temporary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     os.replace(temporary, path)
-    return path
 
 
 def is_installed(bare_repo: Path) -> bool:

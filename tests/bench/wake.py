@@ -29,6 +29,7 @@ from assay.board.source import read_snapshot
 from assay.desks.events import EventLog
 from assay.forge import ForgeServer, init_forge, open_forge
 from assay.sweep.hook import install_wake_hook
+from tests.bench import baseline
 from tests.bench.board import _wake_time, write_coder_desk
 from tests.conftest import assay_argv, assay_env
 from tests.desks.world import brief_text
@@ -160,16 +161,41 @@ def rows(figures: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     return out
 
 
+def side_by_side(before: list[dict[str, Any]], after: list[dict[str, Any]], ref: str) -> list[str]:
+    """Markdown lines: each median at ``ref`` and now, with the ratio."""
+    lines = [f"| measure | {ref} | this checkout | ratio |", "| --- | ---: | ---: | ---: |"]
+    old_by_mode = {f["mode"]: f for f in before}
+    for f in after:
+        old = old_by_mode.get(f["mode"])
+        for key in ("wake", "exit"):
+            if old is None or not old[key] or not f[key]:
+                continue
+            was, now = statistics.median(old[key]), statistics.median(f[key])
+            name = f"{f['mode']}: {'push -> next entry' if key == 'wake' else 'last step -> exit'}"
+            cells = f"{was * 1000:.0f} ms | {now * 1000:.0f} ms | {now / was:.2f}x"
+            lines.append(f"| {name} (median) | {cells} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--modes", default="waker,host", help="comma-separated: waker, host")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--baseline", metavar="REF", help="also measure commit REF first, side by side"
+    )
     options = parser.parse_args(argv)
-    figures = [measure(mode, options.rounds) for mode in ("waker", "host")]
+    modes = [m for m in options.modes.split(",") if m]
+    size = ["--rounds", str(options.rounds), "--modes", ",".join(modes)]
+    before = baseline.figures(options.baseline, "wake", size) if options.baseline else None
+    figures = [measure(mode, options.rounds) for mode in modes]
     if options.json:
-        print(json.dumps(figures, indent=2))
+        print(json.dumps({"modes": figures}, indent=2))
     for name, value, note in rows(figures):
         print(f"{name:<64} {value:>34}  {note}")
+    if before is not None:
+        print("\n".join(side_by_side(before["modes"], figures, options.baseline)))
 
 
 if __name__ == "__main__":

@@ -164,7 +164,7 @@ class _Counted:
 
     def __init__(self, forge: Any) -> None:
         self.calls: list[str] = []
-        for name in ("fetch", "push", "ls_refs"):
+        for name in ("refresh", "fetch", "push", "ls_refs"):
             setattr(forge, name, self._wrap(name, getattr(forge, name)))
 
     def _wrap(self, name: str, method: Any) -> Any:
@@ -191,16 +191,18 @@ def test_a_sweep_reads_all_claims_in_one_fetch_and_acts_in_constant_pushes(
     policies = load_policies(sweepers(tmp_path / "sweepers"))
     with open_forge(spec) as forge:
         counted = _Counted(forge)
+        # one read of the refs (``refresh``: the claims' objects are in the cache already,
+        # so no git fetch follows it)
         dry = run_sweep(forge, policies, dry_run=True)
-        assert len(dry.actions) == 6 and counted.calls == ["fetch"]
+        assert len(dry.actions) == 6 and counted.calls == ["refresh"]
         counted.calls.clear()
         acted = run_sweep(forge, policies)
         assert acted.outcomes == ["done"] * 6
-        # one fetch to read; one atomic push for all six claims, their six statuses and
-        # the sweep log entry
-        assert counted.calls == ["fetch", "push"]
+        # one read; one atomic push for all six claims, their six statuses and the sweep
+        # log entry
+        assert counted.calls == ["refresh", "push"]
         counted.calls.clear()
         assert run_sweep(forge, policies).actions == []
-        assert counted.calls == ["fetch"]
+        assert counted.calls == ["refresh"]
     with open_forge(spec) as forge:
         assert {r.state for r in ClaimStore(forge).list()} == {"stuck"}
