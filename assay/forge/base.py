@@ -181,17 +181,17 @@ class Forge(Closing):
             for ref, sha in listed.items()
             if any(ref == r or (r.endswith("/") and ref.startswith(r)) for r in wanted)
         }
-        missing = sorted(ref for ref, sha in found.items() if not is_commit(self.cache, sha))
+        missing = sorted(ref for ref, sha in found.items() if not is_commit(self._cache, sha))
         with self._fetch_lock:
             mapped: dict[str, str] = {}
             for r in wanted:
-                mapped.update(local_refs(self.cache, f"{self.namespace}/{r}"))
+                mapped.update(local_refs(self._cache, f"{self.namespace}/{r}"))
             for local_ref in mapped:
                 if local_ref[len(self.namespace) + 1 :] not in found:
-                    write_ref(self.cache, local_ref, None)  # gone on the forge
+                    write_ref(self._cache, local_ref, None)  # gone on the forge
             for ref, sha in found.items():
                 if ref not in missing and mapped.get(f"{self.namespace}/{ref}") != sha:
-                    write_ref(self.cache, f"{self.namespace}/{ref}", sha)
+                    write_ref(self._cache, f"{self.namespace}/{ref}", sha)
         if missing:
             fetched = self.fetch(missing)
             for ref in missing:  # the fetch's answer is newer than the listing
