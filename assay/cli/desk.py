@@ -1,6 +1,6 @@
 """``assay desk run``, ``assay wake``, ``assay resync`` and ``assay cancel``.
 
-A thin layer over ``assay.desks.loop`` and ``assay.desks.resync``: options, the table (or
+A thin layer over ``assay.desks.host.loop`` and ``assay.desks.host.resync``: options, the table (or
 ``--json``) and the exit code of DESIGN.md section 8.
 """
 
@@ -139,7 +139,7 @@ def register(root: click.Group) -> None:
         from assay.sandbox.shield import make_undumpable
 
         make_undumpable()  # before any secret is read: nothing beside us may read our environ
-        from assay.desks.loop import DeskLoop, default_holder, exit_code, run_slots
+        from assay.desks.host.loop import DeskLoop, default_holder, exit_code, run_slots
         from assay.errors import BadInput
 
         desks = _load_desks(desks_dir)
@@ -191,8 +191,8 @@ def register(root: click.Group) -> None:
         from assay.sandbox.shield import make_undumpable
 
         make_undumpable()  # before any secret is read: nothing beside us may read our environ
-        from assay.desks.resync import wake
-        from assay.desks.waker import Waker
+        from assay.desks.host.resync import wake
+        from assay.desks.host.waker import Waker
         from assay.forge import ForgeServer
 
         desks = _load_desks(desks_dir)
@@ -263,7 +263,7 @@ def register(root: click.Group) -> None:
         """
         import signal as signals
 
-        from assay.desks.host import DeskHost, preload, wake_in_child
+        from assay.desks.host.resident import DeskHost, preload, wake_in_child
         from assay.errors import BadInput
 
         if not forge:
@@ -310,8 +310,8 @@ def register(root: click.Group) -> None:
         from assay.sandbox.shield import make_undumpable
 
         make_undumpable()  # before any secret is read: nothing beside us may read our environ
-        from assay.desks.loop import exit_code
-        from assay.desks.resync import wake
+        from assay.desks.host.loop import exit_code
+        from assay.desks.host.resync import wake
 
         reports = wake(
             _open(forge, cache),
@@ -346,8 +346,8 @@ def register(root: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Rebuild every brief's true state from the forge; with --desk, resume its runs."""
-        from assay.desks.loop import exit_code
-        from assay.desks.resync import resync
+        from assay.desks.host.loop import exit_code
+        from assay.desks.host.resync import resync
         from assay.errors import Corrupt
         from assay.states import State
 
@@ -406,7 +406,7 @@ def register(root: click.Group) -> None:
     @json_option
     def cancel_cmd(brief_id: str, actor: str, forge: str | None, as_json: bool) -> None:
         """Cancel a brief: its run stops at its next drain point or wake."""
-        from assay.desks.events import EventLog
+        from assay.desks.records.events import EventLog
 
         event = EventLog(_open(forge, None), brief_id).append(
             "cancel", actor=actor or os.environ.get("USER", "")

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from assay.board.source import read_snapshot
-from assay.desks.events import EventLog
+from assay.desks.records.events import EventLog
 from assay.forge import ForgeServer, init_forge, open_forge
 from assay.sweep.hook import install_wake_hook
 from tests.bench.board import _wake_time

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.desks.host import parse_wake
+from assay.desks.host.resident import parse_wake
 from assay.sweep.hook import install_wake_hook
 from tests.conftest import assay_argv
 from tests.desks.world import World, brief_text, finish, write

@@ -1,4 +1,4 @@
-"""Which brief a desk takes next: the pure rules of ``assay.desks.selection``."""
+"""Which brief a desk takes next: the pure rules of ``assay.desks.manifests.selection``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from assay.briefs import Brief, parse_brief
 from assay.claims import ClaimRecord
-from assay.desks.selection import Skip, Why, classify, queue
+from assay.desks.manifests.selection import Skip, Why, classify, queue
 from tests.desks.world import brief_text
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -21,10 +21,10 @@ import yaml
 
 from assay.claims import ClaimRecord, ClaimStore
 from assay.desks import load_desks
-from assay.desks.events import EventLog
-from assay.desks.loop import DeskLoop, RunReport
-from assay.desks.review import Review, read_review
-from assay.desks.state import read_tree_journal
+from assay.desks.host.loop import DeskLoop, RunReport
+from assay.desks.records.events import EventLog
+from assay.desks.records.review import Review, read_review
+from assay.desks.records.state import read_tree_journal
 from assay.forge import open_forge
 from assay.journal import Journal, load_packed, read_journal
 from assay.runtime import Event

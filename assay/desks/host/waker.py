@@ -20,7 +20,7 @@ import assay.refs as refs
 from assay.errors import AssayError
 from assay.plumbing import run_git
 
-LOG = logging.getLogger("assay.desks.waker")
+LOG = logging.getLogger("assay.desks.host.waker")
 WATCHED = refs.WATCHED
 
 

@@ -26,15 +26,15 @@ from typing import IO, Any
 from assay.branch import BranchSync, journal_path
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore, Heartbeat
-from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
-from assay.desks.events import EventLog
-from assay.desks.objectives import (
+from assay.desks.host.objectives import (
     ObjectiveLoop,
     objective_events,
     requeue_events,
     with_objective,
 )
-from assay.desks.tools import ToolBox
+from assay.desks.kinds.agent import AgentOptions, run_agent, worktree_fingerprint
+from assay.desks.kinds.tools import ToolBox
+from assay.desks.records.events import EventLog
 from assay.errors import Denied, Fenced, Internal
 from assay.forge import Forge
 from assay.journal import read_journal, secrets_from_env, summarize
@@ -324,7 +324,7 @@ class Session:
             function = agent
 
         elif desk.kind == "cli":
-            from assay.desks.cli import check_installed, cli_desk
+            from assay.desks.kinds.cli import check_installed, cli_desk
 
             check_installed(desk)  # before anything is written
             tools = ToolBox(worktree, desk.tool_policy(), withheld=secrets)

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from assay.desks.agent import brief_prompt, claimed_rows
-from assay.desks.tools import ToolBox
+from assay.desks.kinds.agent import brief_prompt, claimed_rows
+from assay.desks.kinds.tools import ToolBox
 from assay.errors import AssayError, BadInput, Denied, Failed, Suspended, Suspension
 from assay.gateway.calls import CallHandler, tool_allowed
 from assay.gateway.server import Gateway, ModelCall

@@ -49,7 +49,7 @@ from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field
 from assay.briefs.format import Brief, BudgetSpec, StrictModel
 from assay.briefs.yamldoc import YamlDoc, load_yaml, validation_error
 from assay.claims.record import MAX_LEASE_S
-from assay.desks.tools import TOOL_NAMES, ToolPolicy
+from assay.desks.kinds.tools import TOOL_NAMES, ToolPolicy
 from assay.errors import BadInput
 from assay.ids import check_id
 from assay.models.base import ModelAdapter

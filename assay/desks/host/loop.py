@@ -2,7 +2,7 @@
 
 One iteration: read the forge (briefs on main, claims, merged branches, cancellations) in
 a few round trips, choose the highest-priority brief this desk ``takes`` whose dependencies
-are merged (``assay.desks.selection``), claim it by CAS push, check out ``assay/<brief>``,
+are merged (``assay.desks.manifests.selection``), claim it by CAS push, check out ``assay/<brief>``,
 resume or start its journal through ``execute`` with hooks that commit and CAS-push at every
 durability point, renew the lease, re-check ownership before effects and read the brief's
 events; then open or update the review record, mark the claim done or waiting, and go on
@@ -25,10 +25,12 @@ from typing import Any
 from assay.branch import MAIN_REF, branch_ref
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore
-from assay.desks.forgeio import fetched_sha
-from assay.desks.objectives import REQUEUE
-from assay.desks.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
-from assay.desks.review import (
+from assay.desks.host.objectives import REQUEUE
+from assay.desks.host.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
+from assay.desks.host.session import Session, budget_for
+from assay.desks.manifests.selection import Candidate, Why, queue
+from assay.desks.records.forgeio import fetched_sha
+from assay.desks.records.review import (
     read_review,
     render_body,
     review_at,
@@ -36,9 +38,7 @@ from assay.desks.review import (
     reviews_ref,
     write_review,
 )
-from assay.desks.selection import Candidate, Why, queue
-from assay.desks.session import Session, budget_for
-from assay.desks.state import ForgeView, read_view
+from assay.desks.records.state import ForgeView, read_view
 from assay.errors import AssayError, BadInput, Busy, Failed, Fenced, Paused, Suspended
 from assay.evidence import with_table
 from assay.evidence.gate import review_table

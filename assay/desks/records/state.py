@@ -19,8 +19,8 @@ from typing import Any
 import assay.refs as refs
 from assay.branch import read_branch_journal
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
-from assay.desks.events import EventLog
-from assay.desks.objectives import objective_events
+from assay.desks.host.objectives import objective_events
+from assay.desks.records.events import EventLog
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
 from assay.journal import Journal
