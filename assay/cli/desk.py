@@ -14,15 +14,7 @@ from typing import Any
 
 import click
 
-from assay.cli.desk_common import (
-    desk_options,
-    exit_with,
-    load_desks_at,
-    open_forge_at,
-    print_reports,
-    progress,
-    workroot,
-)
+from assay.cli.desk_common import DeskPlace, desk_options, exit_with, print_reports, progress
 from assay.cli.desk_resident import desk_host, desk_serve
 from assay.cli.options import forge_option, json_option, print_result
 from assay.console import err, fitted_table, out
@@ -45,10 +37,7 @@ def desk_run(
     once: bool,
     brief_id: str | None,
     forge: str | None,
-    desks_dir: str,
-    cache: str | None,
-    workdir: str | None,
-    holder: str | None,
+    place: DeskPlace,
     as_json: bool,
 ) -> None:
     """Take the highest-priority claimable brief this desk takes, run it, repeat.
@@ -62,20 +51,22 @@ def desk_run(
     from assay.desks.host.loop import DeskLoop, default_holder, exit_code, run_slots
     from assay.errors import BadInput
 
-    desks = load_desks_at(desks_dir)
+    desks = place.desks()
     if name not in desks:
-        raise BadInput(f"{desks_dir}: no desk named {name!r} (have: {', '.join(sorted(desks))})")
+        raise BadInput(
+            f"{place.desks_dir}: no desk named {name!r} (have: {', '.join(sorted(desks))})"
+        )
     manifest = desks[name]
-    base_holder = holder or default_holder()
+    base_holder = place.holder or default_holder()
     # python desks run with the work tree as working directory: one slot per process.
     slots = 1 if manifest.kind == "python" else int(manifest.concurrency)
 
     def make_loop(index: int) -> DeskLoop:
         return DeskLoop(
-            forge=open_forge_at(forge, cache),
+            forge=place.open(forge),
             desk=manifest,
-            desks_dir=Path(desks_dir),
-            workroot=workroot(workdir) / name,
+            desks_dir=Path(place.desks_dir),
+            workroot=place.workroot / name,
             holder=base_holder if slots == 1 else f"{base_holder}-{index}",
             on_progress=progress(as_json),
         )
@@ -99,10 +90,7 @@ desk_group.add_command(desk_host)
 def wake_cmd(
     brief_id: str | None,
     forge: str | None,
-    desks_dir: str,
-    cache: str | None,
-    workdir: str | None,
-    holder: str | None,
+    place: DeskPlace,
     as_json: bool,
 ) -> None:
     """Resume every waiting run whose event or timer has arrived."""
@@ -113,11 +101,11 @@ def wake_cmd(
     from assay.desks.host.resync import wake
 
     reports = wake(
-        open_forge_at(forge, cache),
-        load_desks_at(desks_dir),
-        workroot=workroot(workdir),
+        place.open(forge),
+        place.desks(),
+        workroot=place.workroot,
         only=brief_id,
-        holder=holder,
+        holder=place.holder,
         on_progress=progress(as_json),
     )
     code = exit_code(reports, nothing=0)
@@ -139,10 +127,7 @@ def wake_cmd(
 def resync_cmd(
     desk_name: str | None,
     forge: str | None,
-    desks_dir: str,
-    cache: str | None,
-    workdir: str | None,
-    holder: str | None,
+    place: DeskPlace,
     as_json: bool,
 ) -> None:
     """Rebuild every brief's true state from the forge; with --desk, resume its runs."""
@@ -151,13 +136,13 @@ def resync_cmd(
     from assay.errors import Corrupt
     from assay.states import State
 
-    desks = load_desks_at(desks_dir) if desk_name else {}
+    desks = place.desks() if desk_name else {}
     rows, reports = resync(
-        open_forge_at(forge, cache),
+        place.open(forge),
         desks,
         desk=desk_name,
-        workroot=workroot(workdir),
-        holder=holder,
+        workroot=place.workroot,
+        holder=place.holder,
         on_progress=progress(as_json),
     )
     code = exit_code(reports, nothing=0)
@@ -217,8 +202,9 @@ def _print_resync(
 def cancel_cmd(brief_id: str, actor: str, forge: str | None, as_json: bool) -> None:
     """Cancel a brief: its run stops at its next drain point or wake."""
     from assay.desks.records.events import EventLog
+    from assay.forge import open_forge
 
-    event = EventLog(open_forge_at(forge, None), brief_id).append(
+    event = EventLog(open_forge(forge), brief_id).append(
         "cancel", actor=actor or os.environ.get("USER", "")
     )
     if as_json:

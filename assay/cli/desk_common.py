@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +27,35 @@ def exit_with(code: int) -> None:
     sys.exit(code)
 
 
-def workroot(value: str | None) -> Path:
-    if value:
-        return Path(value)
-    state = os.environ.get("ASSAY_STATE")
-    return (Path(state) if state else Path.home() / ".cache" / "assay") / "work"
+@dataclass(frozen=True)
+class DeskPlace:
+    """Where a desk command works: ``--desks``, ``--cache``, ``--workdir``, ``--holder``."""
+
+    desks_dir: str
+    cache: str | None
+    workdir: str | None
+    holder: str | None
+
+    @property
+    def cache_dir(self) -> Path | None:
+        return Path(self.cache) if self.cache else None
+
+    @property
+    def workroot(self) -> Path:
+        if self.workdir:
+            return Path(self.workdir)
+        state = os.environ.get("ASSAY_STATE")
+        return (Path(state) if state else Path.home() / ".cache" / "assay") / "work"
+
+    def open(self, forge_spec: str | None) -> Any:
+        from assay.forge import open_forge
+
+        return open_forge(forge_spec, cache_dir=self.cache_dir)
+
+    def desks(self) -> dict[str, Any]:
+        from assay.desks import load_desks
+
+        return load_desks(Path(self.desks_dir))
 
 
 def progress(as_json: bool) -> Any:
@@ -38,18 +64,6 @@ def progress(as_json: bool) -> Any:
             err.print(line, markup=False, highlight=False)
 
     return show
-
-
-def open_forge_at(forge_spec: str | None, cache: str | None) -> Any:
-    from assay.forge import open_forge
-
-    return open_forge(forge_spec, cache_dir=Path(cache) if cache else None)
-
-
-def load_desks_at(directory: str) -> dict[str, Any]:
-    from assay.desks import load_desks
-
-    return load_desks(Path(directory))
 
 
 def print_reports(reports: list[Any], *, as_json: bool, code: int) -> None:
@@ -104,7 +118,20 @@ DESK_OPTIONS = (
 
 
 def desk_options(fn: Any) -> Any:
-    """``--desks``, ``--cache``, ``--workdir`` and ``--holder``, as every desk command takes."""
+    """``--desks``, ``--cache``, ``--workdir`` and ``--holder``, given to the command as one
+    ``place: DeskPlace``."""
+
+    @functools.wraps(fn)
+    def with_place(
+        *args: Any,
+        desks_dir: str,
+        cache: str | None,
+        workdir: str | None,
+        holder: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        return fn(*args, place=DeskPlace(desks_dir, cache, workdir, holder), **kwargs)
+
     for option in DESK_OPTIONS:
-        fn = option(fn)
-    return fn
+        with_place = option(with_place)
+    return with_place

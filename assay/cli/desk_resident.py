@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from assay.cli.desk_common import desk_options, load_desks_at, open_forge_at, workroot
+from assay.cli.desk_common import DeskPlace, desk_options
 from assay.cli.options import forge_option, serve_options
 from assay.console import err
 
@@ -26,10 +26,7 @@ def desk_serve(
     path: Path,
     host: str,
     port: int,
-    desks_dir: str,
-    cache: str | None,
-    workdir: str | None,
-    holder: str | None,
+    place: DeskPlace,
 ) -> None:
     """Serve the forge at PATH over smart HTTP and wake waiting runs as events arrive.
 
@@ -45,12 +42,12 @@ def desk_serve(
     from assay.desks.host.waker import Waker
     from assay.forge import ForgeServer
 
-    desks = load_desks_at(desks_dir)
+    desks = place.desks()
     server = ForgeServer(path, host=host, port=port)
 
     def wake_once() -> list[Any]:
-        with open_forge_at(str(path), cache) as forge:
-            return wake(forge, desks, workroot=workroot(workdir), holder=holder)
+        with place.open(str(path)) as forge:
+            return wake(forge, desks, workroot=place.workroot, holder=place.holder)
 
     def show(report: Any) -> None:
         err.print(
@@ -99,10 +96,7 @@ def desk_host(
     socket_path: str | None,
     log_path: str | None,
     forge: str | None,
-    desks_dir: str,
-    cache: str | None,
-    workdir: str | None,
-    holder: str | None,
+    place: DeskPlace,
 ) -> None:
     """Stay resident, pre-imported, and fork a child per wake the forge's hook sends.
 
@@ -122,16 +116,16 @@ def desk_host(
     state = os.environ.get("ASSAY_STATE")
     default_dir = Path(state) if state else Path.home() / ".cache" / "assay"
     where = Path(socket_path) if socket_path else default_dir / "desk-host.sock"
-    if holder:
-        os.environ["ASSAY_HOLDER"] = holder
+    if place.holder:
+        os.environ["ASSAY_HOLDER"] = place.holder
     preload()
     host = DeskHost(
         socket_path=where,
         wake_one=wake_in_child(
             forge,
-            Path(desks_dir),
-            workroot=workroot(workdir),
-            cache=Path(cache) if cache else None,
+            Path(place.desks_dir),
+            workroot=place.workroot,
+            cache=place.cache_dir,
             log=Path(log_path) if log_path else where.with_suffix(".log"),
         ),
         on_line=lambda line: err.print(line, markup=False, highlight=False),
