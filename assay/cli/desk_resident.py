@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from assay.cli.desk_common import DeskPlace, desk_options
-from assay.cli.options import forge_option, serve_options
+from assay.cli.options import forge_option, serve_options, serve_until_stopped
 from assay.console import err
 
 
@@ -33,8 +33,6 @@ def desk_serve(
     The first line printed is the URL to pass to --forge. After every push that moves
     an events ref or main, the runs whose event has arrived are resumed here.
     """
-    import signal as signals
-
     from assay.sandbox.shield import make_undumpable
 
     make_undumpable()  # before any secret is read: nothing beside us may read our environ
@@ -61,18 +59,8 @@ def desk_serve(
     sys.stdout.write(server.url + "\n")
     sys.stdout.flush()
 
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signals.signal(signals.SIGTERM, stop)
     waker.start()
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
-        waker.stop()
+    serve_until_stopped(server, waker.stop)
 
 
 @click.command("host")
