@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from assay.cli.options import forge_option, json_option, print_result
+from assay.cli.options import forge_option, journal_option, json_option, print_result
 from assay.console import err
 from assay.errors import UsageError
 from assay.runtime import Event, LocalEventStore
@@ -48,14 +48,7 @@ def _deliver(
         err.print(f"delivered {event.kind} {event.id}", markup=False, highlight=False)
 
 
-def _journal_option(fn: click.decorators.FC) -> click.decorators.FC:
-    return click.option(
-        "--journal",
-        "journal_dir",
-        default=None,
-        type=click.Path(file_okay=False, path_type=Path),
-        help="The run's journal directory (local runs).",
-    )(fn)
+_journal_option = journal_option("The run's journal directory (local runs).")
 
 
 def _actor() -> str:

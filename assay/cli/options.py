@@ -114,3 +114,17 @@ def serve_until_stopped(server: Any, *also: Callable[[], None]) -> None:
         server.stop()
         for then in also:
             then()
+
+
+def journal_option(help: str, *, required: bool = False) -> Callable[[F], F]:
+    """``--journal DIR``: a local run's journal directory (``journal_dir``)."""
+    from pathlib import Path
+
+    return click.option(
+        "--journal",
+        "journal_dir",
+        required=required,
+        default=None,
+        type=click.Path(file_okay=False, path_type=Path),
+        help=help,
+    )
