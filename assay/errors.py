@@ -17,7 +17,7 @@ process exit code and whose ``status`` is the word ``--json`` output carries::
     ├── BadInput (65)              malformed brief, manifest, config, event or flag
     │   ├── JournalVersionError    a journal written by a newer Assay (assay.journal.reader)
     │   ├── StepOutputError        a step's output fails its declared shape (runtime.types)
-    │   ├── ToolError              malformed tool arguments, for the model (assay.desks.tools)
+    │   ├── ToolError              malformed tool arguments, for the model (assay.desks.kinds.tools)
     │   └── GitHubNotFound         no such GitHub resource (assay.github.rest)
     ├── Unavailable (69)           forge or model unreachable after retries; nothing lost
     │   ├── ForgeUnavailable (69)

@@ -67,8 +67,8 @@ def test_one_command_imports_only_its_module() -> None:
 def test_desk_run_path_does_not_import_http_clients() -> None:
     # The desk loop itself (what `desk run` imports when it runs) needs no HTTP client
     # unless the desk's model is an HTTP adapter.
-    modules = _imported("-c", "import assay.desks.loop")
-    assert "assay.desks.loop" in modules
+    modules = _imported("-c", "import assay.desks.host.loop")
+    assert "assay.desks.host.loop" in modules
     assert not {"httpx", "jinja2", "github", "git", "http.server"} & modules
 
 

@@ -271,7 +271,7 @@ def _events(batch: GitBatch, ref: str, sha: str, notes: list[str]) -> list[Event
     never delivered, so no sweep may wake a brief for it, and it does not stop the brief's
     other events (anyone who can push an event could otherwise wedge the brief). ``notes``
     gets one line per skipped record, naming the ref, the commit and why."""
-    from assay.desks.events import MAX_RECORD_BYTES, validate_record
+    from assay.desks.records.events import MAX_RECORD_BYTES, validate_record
 
     found: list[EventInfo] = []
     for commit in history(batch, sha):

@@ -4,7 +4,7 @@ With ``--journal DIR`` the event goes to the run's local event store, where the 
 ``run.signals()`` drain or ``run.wait_for()`` consumes it; the positional argument of
 ``approve`` names what is approved (default ``approval``). With ``--forge`` (or
 ``ASSAY_FORGE``) and no ``--journal``, the first positional is a brief id and the event is
-appended to ``refs/assay/events/<brief>`` (``assay.desks.events``), where the brief's desk
+appended to ``refs/assay/events/<brief>`` (``assay.desks.records.events``), where the brief's desk
 reads it at its next drain point or ``assay wake`` finds it.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from assay.cli.options import forge_option, json_option, print_result
+from assay.cli.options import forge_option, journal_option, json_option, print_result
 from assay.console import err
 from assay.errors import UsageError
 from assay.runtime import Event, LocalEventStore
@@ -34,7 +34,7 @@ def _deliver(
     if journal_dir is not None:
         LocalEventStore(journal_dir).append(event)
     elif forge and brief:
-        from assay.desks.events import deliver
+        from assay.desks.records.events import deliver
 
         event = deliver(forge, brief, event)
     else:
@@ -48,14 +48,7 @@ def _deliver(
         err.print(f"delivered {event.kind} {event.id}", markup=False, highlight=False)
 
 
-def _journal_option(fn: click.decorators.FC) -> click.decorators.FC:
-    return click.option(
-        "--journal",
-        "journal_dir",
-        default=None,
-        type=click.Path(file_okay=False, path_type=Path),
-        help="The run's journal directory (local runs).",
-    )(fn)
+_journal_option = journal_option("The run's journal directory (local runs).")
 
 
 def _actor() -> str:

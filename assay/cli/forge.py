@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 
 import click
 
-from assay.cli.options import json_option, serve_options
+from assay.cli.options import json_option, serve_options, serve_until_stopped
 from assay.console import err, out, print_json
 from assay.evidence.keys import create_key
 from assay.forge.embedded import init_forge
@@ -47,10 +45,6 @@ def init_command(path: Path, as_json: bool) -> None:
         out.print(f"gate key at {key} (keep it off the forge)", markup=False, highlight=False)
 
 
-def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 @forge_group.command("serve")
 @click.argument("path", type=click.Path(path_type=Path))
 @serve_options
@@ -67,13 +61,7 @@ def serve_command(path: Path, host: str, port: int, as_json: bool) -> None:
         sys.stdout.write(server.url + "\n")
         sys.stdout.flush()
         err.print(f"serving {server.path} (Ctrl-C stops)", markup=False, highlight=False)
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    serve_until_stopped(server)
 
 
 def register(root: click.Group) -> None:

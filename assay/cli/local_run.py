@@ -13,22 +13,16 @@ from typing import Any
 
 import click
 
-from assay.cli.options import forge_option, json_option
+from assay.cli.options import forge_option, journal_option, json_option
 from assay.console import err, fitted_table, out, print_json
 from assay.errors import AssayError, BadInput, Diverged
 from assay.journal import Journal, read_journal, secrets_from_env, step_label
 from assay.journal.redact import Redactor
 from assay.runtime import Budget, Replayer, Run, execute_run, load_target
 
-
-def _journal_option(fn: Any) -> Any:
-    return click.option(
-        "--journal",
-        "journal_dir",
-        required=True,
-        type=click.Path(file_okay=False, path_type=Path),
-        help="The run's journal directory (created on first run; resumed after).",
-    )(fn)
+_journal_option = journal_option(
+    "The run's journal directory (created on first run; resumed after).", required=True
+)
 
 
 def _parse_input(text: str | None) -> Any:
@@ -181,13 +175,7 @@ def _history_journal(
 
 
 @click.command("history")
-@click.option(
-    "--journal",
-    "journal_dir",
-    default=None,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="A local run's journal directory.",
-)
+@journal_option("A local run's journal directory.")
 @click.option(
     "--brief",
     default=None,

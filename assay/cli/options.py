@@ -96,3 +96,35 @@ def serve_options(fn: F) -> F:
     return click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")(
         fn
     )
+
+
+def serve_until_stopped(server: Any, *also: Callable[[], None]) -> None:
+    """Serve until Ctrl-C or SIGTERM, then stop the server and everything in ``also``."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        for then in also:
+            then()
+
+
+def journal_option(help: str, *, required: bool = False) -> Callable[[F], F]:
+    """``--journal DIR``: a local run's journal directory (``journal_dir``)."""
+    from pathlib import Path
+
+    return click.option(
+        "--journal",
+        "journal_dir",
+        required=required,
+        default=None,
+        type=click.Path(file_okay=False, path_type=Path),
+        help=help,
+    )

@@ -57,7 +57,7 @@ from assay.demo.material import (
     seed_forge,
     write_workspace,
 )
-from assay.desks.review import read_review
+from assay.desks.records.review import read_review
 from assay.errors import Failed
 from assay.evidence.keys import GATE_STATE_ENV, create_key
 from assay.forge import Forge, ForgeServer, init_forge, open_forge

@@ -3,7 +3,7 @@
 A :class:`RefLog` is a ref whose first-parent history is the log: every commit's tree
 holds exactly one record file, ``record.json`` holding ``{"v": <format version>, "kind":
 <log kind>, ...}``, except where a log's writer fixed another shape first: review records
-are ``review.json`` without a ``kind`` field (``assay.desks.review``), and
+are ``review.json`` without a ``kind`` field (``assay.desks.records.review``), and
 ``RefLog.for_brief`` reads and writes each brief log in its writer's shape (``LOG_FILES``).
 Appending is a compare-and-swap push of a child commit; a lost race re-reads the tip and
 appends again on top (an append never replaces anyone's record). Every read validates
@@ -33,7 +33,7 @@ BRIEF_LOGS = ("events", "evidence", "reviews", "status")
 LOG_FILES: dict[str, str] = {
     "events": RECORD_PATH,
     "evidence": RECORD_PATH,
-    "reviews": "review.json",  # assay.desks.review.REVIEW_FILE (a test keeps them equal)
+    "reviews": "review.json",  # assay.desks.records.review.REVIEW_FILE (a test keeps them equal)
     "status": RECORD_PATH,
 }
 # Logs whose records carry no ``kind`` field (the review record's format has none).

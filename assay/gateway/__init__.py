@@ -4,5 +4,5 @@
 ``upstream`` (the desk's ``model:`` as an HTTP client), ``calls`` (a request to a journaled
 call: ``CallHandler``), ``mcp`` (the desk's tools over MCP). The matching and journaling of
 calls on a ``Run`` is ``assay.runtime.wire.WireSession``; the desk kind is
-``assay.desks.cli``. See docs/agent-clis.md.
+``assay.desks.kinds.cli``. See docs/agent-clis.md.
 """

@@ -53,7 +53,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from assay import __version__
-from assay.desks.tools import ToolBox, ToolError, ToolPolicy, tool_specs
+from assay.desks.kinds.tools import ToolBox, ToolError, ToolPolicy, tool_specs
 from assay.errors import AssayError, Denied, Suspension
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from assay.desks.events import EventLog
+from assay.desks.records.events import EventLog
 from assay.github.forge import GitHubForge
 from assay.github.mirror import GitHubMirror, MirrorState
 

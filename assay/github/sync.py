@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assay.claims import ClaimRecord, ClaimStore
-from assay.desks.review import Review, read_review
+from assay.desks.records.review import Review, read_review
 from assay.errors import Failed
 from assay.evidence.gate import merge_decision
 from assay.evidence.keys import KEY_ENV, gate_key

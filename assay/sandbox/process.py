@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, NotRequired, TypedDict, Unpack
 
 from assay.sandbox.bwrap import HOME, bwrap_argv, require_sandbox, toolchain_path
 from assay.sandbox.spec import GatewayEndpoint, SandboxSpec
@@ -250,18 +250,20 @@ def _await_exit(pidfd: int | None, timeout_s: float) -> None:
         os.close(pidfd)
 
 
-def start_sandboxed(
-    argv: Sequence[str],
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    spec: SandboxSpec,
-    timeout_s: float | None,
-    max_output_bytes: int,
-    gateway: GatewayEndpoint | None = None,
-    stdin: bytes | None = None,
-    output_log: Path | None = None,
-) -> SandboxProcess:
+class StartOptions(TypedDict):
+    """How :func:`start_sandboxed` runs a program; :func:`run_sandboxed` takes the same."""
+
+    cwd: Path
+    env: Mapping[str, str]
+    spec: SandboxSpec
+    timeout_s: float | None
+    max_output_bytes: int
+    gateway: NotRequired[GatewayEndpoint | None]
+    stdin: NotRequired[bytes | None]
+    output_log: NotRequired[Path | None]
+
+
+def start_sandboxed(argv: Sequence[str], **options: Unpack[StartOptions]) -> SandboxProcess:
     """Start ``argv`` in the sandbox ``spec`` describes; see the module docstring.
 
     ``env`` is the whole environment (bwrap passes it through; nothing is inherited, and
@@ -272,7 +274,8 @@ def start_sandboxed(
     """
     if not argv:
         raise ValueError("start_sandboxed: empty argv")
-    environment = dict(env)
+    cwd, spec, stdin = options["cwd"], options["spec"], options.get("stdin")
+    environment = dict(options["env"])
     full, status, status_writer = list(argv), None, None
     if spec.isolation == "on":
         environment.update(HOME=HOME, TMPDIR="/tmp")
@@ -280,7 +283,12 @@ def start_sandboxed(
         executable = require_sandbox()
         status, status_writer = os.pipe()
         full = bwrap_argv(
-            executable, full, cwd=cwd, spec=spec, gateway=gateway, status_fd=status_writer
+            executable,
+            full,
+            cwd=cwd,
+            spec=spec,
+            gateway=options.get("gateway"),
+            status_fd=status_writer,
         )
     try:
         process, started = _spawn(full, cwd, environment, stdin is not None, status_writer)
@@ -290,13 +298,13 @@ def start_sandboxed(
     status_stream = os.fdopen(status, "rb") if status is not None else None
     init = _namespace_init(status_stream) if status_stream is not None else None
     assert process.stdout is not None
-    capture = _Capture(process.stdout, max_output_bytes, output_log)
+    capture = _Capture(process.stdout, options["max_output_bytes"], options.get("output_log"))
     if stdin is not None:
         threading.Thread(target=_feed, args=(process, stdin), daemon=True).start()
     handle = SandboxProcess(
         process,
         capture,
-        timeout_s=timeout_s,
+        timeout_s=options["timeout_s"],
         sandboxed=spec.sandboxed,
         init=init,
         status=status_stream,
@@ -342,28 +350,9 @@ def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
         process.stdin.close()
 
 
-def run_sandboxed(
-    argv: Sequence[str],
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    spec: SandboxSpec,
-    timeout_s: float | None,
-    max_output_bytes: int,
-    gateway: GatewayEndpoint | None = None,
-    stdin: bytes | None = None,
-) -> ProcessResult:
+def run_sandboxed(argv: Sequence[str], **options: Unpack[StartOptions]) -> ProcessResult:
     """Run ``argv`` to its end or its timeout in the sandbox; everything it started dies."""
-    process = start_sandboxed(
-        argv,
-        cwd=cwd,
-        env=env,
-        spec=spec,
-        timeout_s=timeout_s,
-        max_output_bytes=max_output_bytes,
-        gateway=gateway,
-        stdin=stdin,
-    )
+    process = start_sandboxed(argv, **options)
     try:
         return process.result()
     except BaseException:

@@ -187,7 +187,7 @@ def bench_desk_wake(root: Path, rounds: int) -> list[tuple[str, str]]:
 
     from assay.board.model import parse_time
     from assay.board.source import read_snapshot
-    from assay.desks.events import EventLog
+    from assay.desks.records.events import EventLog
     from assay.forge import ForgeServer, init_forge, open_forge
     from assay.sweep.hook import install_wake_hook
     from tests.conftest import assay_argv, assay_env

@@ -31,7 +31,7 @@ import yaml
 
 from assay.claims import ClaimStore
 from assay.desks import load_desks
-from assay.desks.loop import DeskLoop
+from assay.desks.host.loop import DeskLoop
 from assay.forge import init_forge, open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.board.source import read_snapshot
-from assay.desks.events import EventLog
+from assay.desks.records.events import EventLog
 from assay.forge import ForgeServer, init_forge, open_forge
 from assay.sweep.hook import install_wake_hook
 from tests.bench import baseline

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from assay.board.collect import collect_board
 from assay.claims import ClaimStore
 from assay.cli.main import root
-from assay.desks.events import EventLog
-from assay.desks.review import write_review
+from assay.desks.records.events import EventLog
+from assay.desks.records.review import write_review
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.store import append_records
 from assay.forge import Forge, RefLog, init_forge, open_forge

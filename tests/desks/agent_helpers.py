@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from assay.briefs import Brief, parse_brief
-from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
-from assay.desks.tools import ToolBox, ToolPolicy
+from assay.desks.kinds.agent import AgentOptions, run_agent, worktree_fingerprint
+from assay.desks.kinds.tools import ToolBox, ToolPolicy
 from assay.journal import read_journal
 from assay.models import build_model
 from assay.models.base import Message, ModelReply, ToolSpec

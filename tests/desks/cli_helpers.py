@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 
 from tests.desks.world import World
 from tests.fakes.wire import WireFake
+from tests.forge_fixtures import wait_until
 
 AGENT = Path(__file__).resolve().parent.parent / "gateway" / "agent_client.py"
 KEY = "sk-desk-upstream-key-5e1b0c"
@@ -84,3 +86,24 @@ def processes_in(directory: Path) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def kill_and_resume(
+    world: World,
+    desk: str,
+    brief: str,
+    kills: Iterable[int],
+    *,
+    reached: Callable[[int], bool],
+    timeout: float,
+    after_kill: Callable[[], None] = lambda: None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``desk`` on ``brief`` and SIGKILL it once ``reached(n)`` for each ``n`` of
+    ``kills`` (then ``after_kill``, and the lease's expiry), then run it to its end."""
+    for threshold in kills:
+        proc = world.start_desk(desk, "--once", "--brief", brief)
+        wait_until(lambda n=threshold: reached(n), timeout=timeout, what=f"call {threshold}")
+        world.kill(proc)
+        after_kill()
+        wait_until(lambda: world.claim_expired(brief), timeout=60, what="the lease to expire")
+    return world.desk(desk, "--once", "--brief", brief)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.desks.agent import AgentOptions
+from assay.desks.kinds.agent import AgentOptions
 from assay.errors import Denied
 from assay.runtime import Budget, Event, LocalEventStore
 from tests.desks.agent_helpers import call, make_rig

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from assay.briefs import parse_brief, render_brief
-from assay.desks.events import EventLog
-from assay.desks.manifest import parse_manifest
+from assay.desks.manifests.manifest import parse_manifest
+from assay.desks.records.events import EventLog
 from assay.errors import BadInput
 from assay.forge import open_forge
 from tests.desks.world import World, brief_text, finish, write

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from tests.desks.cli_helpers import (
     add_cli_desk,
     agent_rows,
     call,
+    kill_and_resume,
     processes_in,
 )
 from tests.desks.world import World, brief_text
@@ -75,25 +75,22 @@ def test_a_cli_desk_killed_at_three_random_instants_pays_each_call_once(
         assert clean.returncode == 0, clean.stderr
         assert fake.count == 10
         work = world.root / "machine-a" / "work" / "cli" / "crash"
-        for threshold in sorted(random.sample(range(1, 10), 3)):
-            proc = world.start_desk("cli", "--once", "--brief", "crash")
-            wait_until(
-                lambda n=threshold: fake.count >= 10 + n, timeout=60, what=f"call {threshold}"
-            )
-            world.kill(proc)
-            wait_until(lambda: not processes_in(work), timeout=10, what="the CLI to die too")
-            wait_until(lambda: world.claim_expired("crash"), timeout=60, what="the lease to expire")
-        final = world.desk("cli", "--once", "--brief", "crash")
+        final = kill_and_resume(
+            world,
+            "cli",
+            "crash",
+            sorted(random.sample(range(1, 10), 3)),
+            reached=lambda n: fake.count >= 10 + n,
+            timeout=60,
+            after_kill=lambda: wait_until(
+                lambda: not processes_in(work), timeout=10, what="the CLI to die too"
+            ),
+        )
         assert final.returncode == 0, final.stderr
         paid = fake.count - 10
     assert 10 <= paid <= 10 + 3
     assert world.tree("crash") == world.tree("clean")
-    log = subprocess.run(
-        ["git", f"--git-dir={world.forge_path}", "show", "assay/crash:log.txt"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    log = world.show("assay/crash:log.txt")
     assert log == "".join(f"step {i}\n" for i in range(9))
     assert len(agent_rows(world, "crash", tmp_path / "x")) == 9
 

@@ -15,7 +15,7 @@ from tests.forge_fixtures import wait_until
 PARENT = """
 import sys
 from pathlib import Path
-from assay.desks.cli import launch_cli
+from assay.desks.kinds.cli import launch_cli
 
 SHOW = "import os, time; print(sorted(os.environ), flush=True); time.sleep(300)"
 

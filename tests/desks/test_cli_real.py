@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,10 +14,9 @@ import pytest
 import yaml
 
 from tests.agentcli.clis import cli_path
-from tests.desks.cli_helpers import agent_rows, processes_in
+from tests.desks.cli_helpers import agent_rows, kill_and_resume, processes_in
 from tests.desks.world import World, brief_text
 from tests.fakes.wire import WireFake
-from tests.forge_fixtures import wait_until
 
 KEY = "sk-real-cli-upstream-key-93c1"
 
@@ -94,23 +92,13 @@ def test_a_real_cli_killed_at_three_random_instants_pays_each_call_once(
     with WireFake(script) as fake:
         add_desk(world, fake, profile, tools)
         kills = sorted(random.sample(range(1, 10), 3))
-        for threshold in kills:
-            proc = world.start_desk(profile, "--once", "--brief", "crash")
-            wait_until(
-                lambda n=threshold: fake.answered >= n, timeout=120, what=f"call {threshold}"
-            )
-            world.kill(proc)
-            wait_until(lambda: world.claim_expired("crash"), timeout=60, what="the lease to expire")
-        final = world.desk(profile, "--once", "--brief", "crash")
+        final = kill_and_resume(
+            world, profile, "crash", kills, reached=lambda n: fake.answered >= n, timeout=120
+        )
         assert final.returncode == 0, final.stderr + final.stdout
         paid = fake.answered
     assert 10 <= paid <= 10 + len(kills), kills
-    log = subprocess.run(
-        ["git", f"--git-dir={world.forge_path}", "show", "assay/crash:log.txt"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    log = world.show("assay/crash:log.txt")
     assert log == "".join(f"{i}\n" for i in range(9))
     assert len(agent_rows(world, "crash", tmp_path / "x")) == 9
 
@@ -151,12 +139,7 @@ def test_claude_code_asks_for_approval_over_mcp_suspends_and_gets_the_answer(
         assert fake.answered == 4  # the two recorded calls were replayed, not paid again
         answer = fake.turn_requests()[-2].body
         assert "go ahead" in str(answer["messages"][-1])  # the tool result the agent got
-    tree = subprocess.run(
-        ["git", f"--git-dir={world.forge_path}", "show", "assay/ship:a.txt"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    tree = world.show("assay/ship:a.txt")
     assert tree == "a\nshipped\n"
 
 

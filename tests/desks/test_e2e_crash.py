@@ -165,17 +165,7 @@ def test_openai_desk_survives_three_kills_and_pays_each_call_once(world: World) 
     # Turn 1 is held for the first kill; turn 3 (the call after the third tool step) for
     # the second, so no completion is answered to a process about to die.
     with HoldingServer(RESPONSES, hold_turns={1, 3}) as server:
-        add_work(
-            world,
-            model={
-                "adapter": "openai",
-                "model": "m",
-                "base_url": server.base_url,
-                "api_key_env": None,
-                "attempts": 2,
-                "backoff_s": 0,
-            },
-        )
+        add_work(world, model=server.desk_model())
 
         def in_model_call(proc: subprocess.Popen[str]) -> None:
             server.wait_held(1)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 from assay.forge import open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
-from tests.conftest import assay_argv
 from tests.desks.world import (
     HoldingServer,
     World,
@@ -81,14 +79,7 @@ def test_steering_arrives_once_even_when_the_desk_crashed_right_after_reading_it
         finish("steered"),
     ]
     with HoldingServer(responses, hold_turns={1, 2}) as server:
-        model = {
-            "adapter": "openai",
-            "model": "m",
-            "base_url": server.base_url,
-            "api_key_env": None,
-            "attempts": 2,
-            "backoff_s": 0,
-        }
+        model = server.desk_model()
         world.add_briefs(brief_text("b1"))
         world.add_desk("coder", lease=2, model=model)
         first = world.start_desk("coder", "--once", machine="a")
@@ -175,16 +166,9 @@ def test_a_malformed_event_is_skipped_with_a_note_and_never_delivered(world: Wor
 def test_served_forge_wakes_an_approved_run_when_the_event_is_pushed(world: World) -> None:
     world.add_briefs(brief_text("b1", labels=["approval"]))
     world.add_desk("coder", [write("hello.txt", "hi\n"), finish("approved work")])
-    server = subprocess.Popen(
-        assay_argv("desk", "serve", str(world.forge_path), "--desks", str(world.desks)),
-        cwd=world.root,
-        env=world.env("server"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    server = world.start(
+        "desk", "serve", str(world.forge_path), "--desks", str(world.desks), machine="server"
     )
-    world.procs.append(server)
     assert server.stdout is not None
     url = server.stdout.readline().strip()
     assert url.startswith("http://127.0.0.1:")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.desks.host import parse_wake
+from assay.desks.host.resident import parse_wake
 from assay.sweep.hook import install_wake_hook
 from tests.conftest import assay_argv
 from tests.desks.world import World, brief_text, finish, write
@@ -48,18 +48,18 @@ def work(run, brief):
 def start_host(
     world: World, sock: Path, *, extra: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        assay_argv(
-            "desk", "host", "--forge", world.url, "--desks", str(world.desks), "--socket", str(sock)
-        ),
-        cwd=world.root,
-        env=world.env("host", extra),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    proc = world.start(
+        "desk",
+        "host",
+        "--forge",
+        world.url,
+        "--desks",
+        str(world.desks),
+        "--socket",
+        str(sock),
+        machine="host",
+        extra=extra,
     )
-    world.procs.append(proc)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == str(sock)  # it listens once it says where
     return proc
@@ -99,25 +99,30 @@ def test_the_hook_wakes_a_waiting_run_through_the_warm_host(world: World, tmp_pa
     assert not (world.forge_path / "assay-wake.log").exists()
 
 
-def test_the_host_sigkilled_with_children_running_leaves_every_run_resumable(
-    world: World, tmp_path: Path
-) -> None:
-    briefs = ("b1", "b2")
+def add_waiting_py_desk(world: World, briefs: tuple[str, ...]) -> None:
+    """The python desk ``py`` (PY_DESK), its run on each of ``briefs`` waiting for approval."""
     world.add_briefs(*(brief_text(b) for b in briefs))
     (world.desks / "pydesk.py").write_text(PY_DESK, encoding="utf-8")
     (world.desks / "py.yaml").write_text(
         "name: py\nkind: python\nentry: pydesk:work\nlease: 1.5\ntakes: {globs: ['*']}\n",
         encoding="utf-8",
     )
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    os.mkfifo(marks / "gate.fifo")
-    extra = {"HOST_TEST_DIR": str(marks)}
     for _ in briefs:
         waiting = world.assay(
             "desk", "run", "py", "--once", "--forge", world.url, "--desks", str(world.desks)
         )
         assert waiting.returncode == 75, waiting.stderr
+
+
+def test_the_host_sigkilled_with_children_running_leaves_every_run_resumable(
+    world: World, tmp_path: Path
+) -> None:
+    briefs = ("b1", "b2")
+    add_waiting_py_desk(world, briefs)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    os.mkfifo(marks / "gate.fifo")
+    extra = {"HOST_TEST_DIR": str(marks)}
     sock = tmp_path / "host.sock"
     install_wake_hook(world.forge_path, workdir=tmp_path, host_socket=sock)
     host = start_host(world, sock, extra=extra)

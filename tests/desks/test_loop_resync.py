@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from assay.desks import load_desks
-from assay.desks.loop import RunReport
-from assay.desks.resync import wake
+from assay.desks.host.loop import RunReport
+from assay.desks.host.resync import wake
 from assay.forge import open_forge
 from tests.desks.world import World, brief_text, finish, wait_until, write
 

@@ -1,4 +1,4 @@
-"""Which brief a desk takes next: the pure rules of ``assay.desks.selection``."""
+"""Which brief a desk takes next: the pure rules of ``assay.desks.manifests.selection``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from assay.briefs import Brief, parse_brief
 from assay.claims import ClaimRecord
-from assay.desks.selection import Skip, Why, classify, queue
+from assay.desks.manifests.selection import Skip, Why, classify, queue
 from tests.desks.world import brief_text
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -76,6 +76,20 @@ def test_dependencies_desks_merges_and_cancels() -> None:
     assert decide(brief("b"), claim("held", renewed_s_ago=1), cancelled={"b"}) is Skip.CANCELLED
 
 
+def queue_all(briefs: dict[str, Brief], claims: dict[str, Any], **options: Any) -> list[Any]:
+    """The queue of a desk that takes every brief, with nothing merged, cancelled or arrived."""
+    return queue(
+        briefs,
+        claims,
+        desk_takes=lambda _: True,
+        merged=set(),
+        cancelled=set(),
+        arrived=lambda _: False,
+        now=NOW,
+        **options,
+    )
+
+
 def test_queue_orders_by_priority_then_id_and_filters() -> None:
     briefs = {
         "a": brief("a", priority=1),
@@ -83,26 +97,9 @@ def test_queue_orders_by_priority_then_id_and_filters() -> None:
         "m": brief("m", priority=5),
         "dep": brief("dep", priority=9, depends_on=["a"]),
     }
-    found = queue(
-        briefs,
-        {"a": claim("done")},
-        desk_takes=lambda _: True,
-        merged=set(),
-        cancelled=set(),
-        arrived=lambda _: False,
-        now=NOW,
-    )
+    found = queue_all(briefs, {"a": claim("done")})
     assert [c.brief for c in found] == ["m", "z"]
-    only = queue(
-        briefs,
-        {},
-        desk_takes=lambda _: True,
-        merged=set(),
-        cancelled=set(),
-        arrived=lambda _: False,
-        now=NOW,
-        only="a",
-    )
+    only = queue_all(briefs, {}, only="a")
     assert [(c.brief, c.why) for c in only] == [("a", Why.NEW)]
 
 
@@ -111,19 +108,7 @@ def test_spread_keeps_priority_but_gives_each_holder_its_own_order() -> None:
     briefs["urgent"] = brief("urgent", priority=9)
 
     def order(holder: str) -> list[str]:
-        return [
-            c.brief
-            for c in queue(
-                briefs,
-                {},
-                desk_takes=lambda _: True,
-                merged=set(),
-                cancelled=set(),
-                arrived=lambda _: False,
-                now=NOW,
-                spread=holder,
-            )
-        ]
+        return [c.brief for c in queue_all(briefs, {}, spread=holder)]
 
     first, second = order("host-1"), order("host-2")
     assert first[0] == second[0] == "urgent"

@@ -9,7 +9,7 @@ import pytest
 
 from assay.briefs import parse_brief
 from assay.desks import DeskManifest, ToolBox, load_desks, parse_manifest
-from assay.desks.manifest import parse_duration
+from assay.desks.manifests.manifest import parse_duration
 from assay.errors import BadInput
 from assay.models.scripted import ScriptedModel
 from tests.conftest import REPO_ROOT

@@ -21,10 +21,10 @@ import yaml
 
 from assay.claims import ClaimRecord, ClaimStore
 from assay.desks import load_desks
-from assay.desks.events import EventLog
-from assay.desks.loop import DeskLoop, RunReport
-from assay.desks.review import Review, read_review
-from assay.desks.state import read_tree_journal
+from assay.desks.host.loop import DeskLoop, RunReport
+from assay.desks.records.events import EventLog
+from assay.desks.records.review import Review, read_review
+from assay.desks.records.state import read_tree_journal
 from assay.forge import open_forge
 from assay.journal import Journal, load_packed, read_journal
 from assay.runtime import Event
@@ -156,10 +156,26 @@ class World:
             return loop.run(once=once, only=only)
 
     def start_desk(self, name: str, *args: str, machine: str = "a") -> subprocess.Popen[str]:
+        return self.start(
+            "desk",
+            "run",
+            name,
+            "--forge",
+            self.url,
+            "--desks",
+            str(self.desks),
+            *args,
+            machine=machine,
+        )
+
+    def start(
+        self, *args: str, machine: str = "a", extra: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
+        """``assay ARGS`` started in its own session (``kill`` ends it and its children)."""
         proc = subprocess.Popen(
-            assay_argv("desk", "run", name, "--forge", self.url, "--desks", str(self.desks), *args),
+            assay_argv(*args),
             cwd=self.root,
-            env=self.env(machine),
+            env=self.env(machine, extra),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -270,6 +286,15 @@ class World:
                 files[path] = meta.split()[2]
         return files
 
+    def show(self, spec: str) -> str:
+        """A file as the forge holds it (``git show <ref>:<path>`` in the bare repository)."""
+        return subprocess.run(
+            ["git", f"--git-dir={self.forge_path}", "show", spec],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
     def merge_to_main(self, brief: str) -> None:
         """Fast-forward main to the brief's branch (what the gate's merge does)."""
         tip = self.branch_tip(brief)
@@ -336,6 +361,17 @@ class HoldingServer(FakeOpenAIServer):
                     self._abandoned = False
                     return 503, {}, {"error": {"message": "abandoned: the client was killed"}}
         return super().handle(body, headers)
+
+    def desk_model(self) -> dict[str, Any]:
+        """A desk's ``model:`` that talks to this server (two attempts, no backoff)."""
+        return {
+            "adapter": "openai",
+            "model": "m",
+            "base_url": self.base_url,
+            "api_key_env": None,
+            "attempts": 2,
+            "backoff_s": 0,
+        }
 
     def let_go(self, turn: int) -> None:
         """Answer the held request of ``turn`` normally."""

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from assay.board.collect import brief_state
 from assay.board.snapshot import ClaimInfo
 from assay.claims.record import parse_record
-from assay.desks.events import MAX_RECORD_BYTES, parse_event, validate_record
+from assay.desks.records.events import MAX_RECORD_BYTES, parse_event, validate_record
 from assay.errors import AssayError, Internal
 from assay.evidence.records import decode, encode, seal
 from assay.evidence.reviews import parse_review

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from assay.desks.review import REVIEW_FILE, read_review, write_review
+from assay.desks.records.review import REVIEW_FILE, read_review, write_review
 from assay.errors import Corrupt
 from assay.forge import Forge, RefLog
 from assay.forge.records import LOG_FILES, RECORD_PATH

@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from assay.desks.tools import ToolBox
+from assay.desks.kinds.tools import ToolBox
 from assay.gateway.mcp import McpApp, ToolBoxBridge
 
 T = TypeVar("T")

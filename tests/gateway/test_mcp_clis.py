@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.agentcli.profiles import Launch, get_profile
-from assay.desks.tools import ToolBox, ToolPolicy
+from assay.desks.kinds.tools import ToolBox, ToolPolicy
 from assay.gateway.mcp import build_mcp_app
 from tests.agentcli.clis import cli_path, run_launch
 from tests.agentcli.test_sessions import sent

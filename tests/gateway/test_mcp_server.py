@@ -16,7 +16,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from assay.desks.tools import ToolBox, ToolPolicy
+from assay.desks.kinds.tools import ToolBox, ToolPolicy
 from assay.errors import Denied, Suspension
 from assay.gateway.mcp import (
     build_mcp_app,

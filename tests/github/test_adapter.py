@@ -18,7 +18,7 @@ import pytest
 
 from assay.branch import BranchSync
 from assay.claims import ClaimStore
-from assay.desks.events import EventLog
+from assay.desks.records.events import EventLog
 from assay.errors import BadInput
 from assay.forge import Identity, open_forge
 from assay.github.events import collect_events, parse_command

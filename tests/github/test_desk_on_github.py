@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from assay.claims import ClaimStore
-from assay.desks.review import read_review
+from assay.desks.records.review import read_review
 from assay.errors import BadInput
 from assay.forge import open_forge
 from assay.journal import load_packed, read_journal

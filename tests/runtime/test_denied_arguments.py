@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from assay.desks.tools import ToolBox, ToolPolicy
+from assay.desks.kinds.tools import ToolBox, ToolPolicy
 from assay.errors import Denied
 from assay.journal import read_journal
 from assay.runtime import Replayer, Run, execute

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from assay.desks.events import EventLog
+from assay.desks.records.events import EventLog
 from assay.forge import RefLog, open_forge
 from tests.conftest import assay_env
 

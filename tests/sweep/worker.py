@@ -26,7 +26,7 @@ from typing import Any
 from assay.branch import BranchSync
 from assay.claims.heartbeat import Heartbeat
 from assay.claims.store import ClaimStore
-from assay.desks.events import EventLog
+from assay.desks.records.events import EventLog
 from assay.errors import AssayError
 from assay.forge import open_forge
 from assay.plumbing import Identity

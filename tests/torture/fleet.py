@@ -27,8 +27,8 @@ from typing import Any
 import yaml
 
 from assay.claims import ClaimStore
-from assay.desks.review import read_review
-from assay.desks.state import read_tree_journal
+from assay.desks.records.review import read_review
+from assay.desks.records.state import read_tree_journal
 from assay.errors import AssayError
 from assay.forge import init_forge, open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from assay.claims.record import parse_record
 from assay.cli.main import main as assay_main
 from assay.desks import parse_manifest
-from assay.desks.events import validate_record
+from assay.desks.records.events import validate_record
 from assay.errors import AssayError, BadInput, Corrupt
 from assay.forge import init_forge, open_forge
 from assay.github.events import KINDS, parse_command

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from assay.briefs import parse_brief
-from assay.desks.events import EventLog
-from assay.desks.tools import ToolBox, ToolPolicy
+from assay.desks.kinds.tools import ToolBox, ToolPolicy
+from assay.desks.records.events import EventLog
 from assay.errors import AssayError, BadInput, Denied
 from assay.forge import open_forge
 from assay.github.events import parse_command

@@ -15,10 +15,9 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -26,24 +25,25 @@ from typing import IO, Any
 from assay.branch import BranchSync, journal_path
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore, Heartbeat
-from assay.desks.agent import AgentOptions, run_agent, worktree_fingerprint
-from assay.desks.events import EventLog
-from assay.desks.objectives import (
+from assay.desks.host.objectives import (
     ObjectiveLoop,
     objective_events,
     requeue_events,
     with_objective,
 )
-from assay.desks.tools import ToolBox
+from assay.desks.kinds.agent import AgentOptions, run_agent, worktree_fingerprint
+from assay.desks.kinds.command import command_desk
+from assay.desks.kinds.python import in_directory
+from assay.desks.kinds.tools import ToolBox
+from assay.desks.records.events import EventLog
 from assay.errors import Denied, Fenced, Internal
 from assay.forge import Forge
 from assay.journal import read_journal, secrets_from_env, summarize
 from assay.plumbing import Identity
 from assay.runtime import Budget, Event
-from assay.sandbox import require_sandbox, run_sandboxed, sandbox_environment
+from assay.sandbox import require_sandbox
 from assay.sandbox.scan import CheckpointScan
 
-COMMAND_TAIL = 4_000
 GROUPED = frozenset({"tool"})  # durability points that may wait for the next push
 GROUP_WINDOW_S = 5.0  # ... for at most this long
 
@@ -291,59 +291,9 @@ class Session:
             brief=brief,
             scan=CheckpointScan(secrets, journal_dir=sync.journal_dir),
         )
-        model = tools = None
-        function: Callable[[Any, Brief], Any]
-        if desk.kind == "agent":
-            model = desk.build_model(workdir=worktree)
-            tools = ToolBox(worktree, desk.tool_policy(), withheld=secrets)
-            options = AgentOptions(
-                approval=wants_approval(brief, desk),
-                compact_at=float(desk.compact_at),
-                system_prompt=desk.system_prompt or AgentOptions().system_prompt,
-            )
-            specs = tools.specs()
-            window = int(getattr(model, "context_window", 0) or 0)
-            fingerprint = worktree_fingerprint(brief.env, worktree)
-
-            def agent(run: Any, current: Brief) -> Any:
-                objective = (
-                    ObjectiveLoop(brief=current, forge=forge, hooks=hooks, secrets=secrets)
-                    if current.objective is not None
-                    else None
-                )
-                return run_agent(
-                    run,
-                    current,
-                    options=options,
-                    context_window=window,
-                    fingerprint=fingerprint,
-                    tool_specs=specs,
-                    objective=objective,
-                ).to_json()
-
-            function = agent
-
-        elif desk.kind == "cli":
-            from assay.desks.cli import check_installed, cli_desk
-
-            check_installed(desk)  # before anything is written
-            tools = ToolBox(worktree, desk.tool_policy(), withheld=secrets)
-            function = cli_desk(
-                desk,
-                worktree=worktree,
-                head=sync.head,
-                secrets=secrets,
-                approval=wants_approval(brief, desk),
-                fingerprint=worktree_fingerprint(brief.env, worktree),
-            )
-        elif desk.kind == "command":
-            function = command_desk(desk, worktree, withheld=secrets)
-        else:
-            function = in_directory(desk.resolve_entry(), worktree)
-        if brief.objective is not None and desk.kind != "agent":
-            function = with_objective(
-                function, brief=brief, forge=forge, hooks=hooks, secrets=secrets
-            )
+        function, model, tools = desk_function(
+            desk, brief, forge=forge, hooks=hooks, worktree=worktree, secrets=secrets
+        )
         session = cls(
             forge=forge,
             brief=brief,
@@ -430,58 +380,83 @@ class Session:
         return summarize(read_journal(self.journal_dir)).to_json()
 
 
-def in_directory(
-    function: Callable[[Any, Brief], Any], directory: Path
+def desk_function(
+    desk: Any,
+    brief: Brief,
+    *,
+    forge: Forge,
+    hooks: DeskHooks,
+    worktree: Path,
+    secrets: list[str],
+) -> tuple[Callable[[Any, Brief], Any], Any, Any]:
+    """(the function the runtime executes, its model, its tools) for the desk's kind,
+    wrapped by the objective loop when the brief has one (the agent drives it itself)."""
+    model = tools = None
+    function: Callable[[Any, Brief], Any]
+    if desk.kind == "agent":
+        model = desk.build_model(workdir=worktree)
+        tools = ToolBox(worktree, desk.tool_policy(), withheld=secrets)
+        function = agent_function(
+            desk, brief, model, tools, forge=forge, hooks=hooks, worktree=worktree, secrets=secrets
+        )
+    elif desk.kind == "cli":
+        from assay.desks.kinds.cli import check_installed, cli_desk
+
+        check_installed(desk)  # before anything is written
+        tools = ToolBox(worktree, desk.tool_policy(), withheld=secrets)
+        function = cli_desk(
+            desk,
+            worktree=worktree,
+            head=hooks.sync.head,
+            secrets=secrets,
+            approval=wants_approval(brief, desk),
+            fingerprint=worktree_fingerprint(brief.env, worktree),
+        )
+    elif desk.kind == "command":
+        function = command_desk(desk, worktree, withheld=secrets)
+    else:
+        function = in_directory(desk.resolve_entry(), worktree)
+    if brief.objective is not None and desk.kind != "agent":
+        function = with_objective(function, brief=brief, forge=forge, hooks=hooks, secrets=secrets)
+    return function, model, tools
+
+
+def agent_function(
+    desk: Any,
+    brief: Brief,
+    model: Any,
+    tools: ToolBox,
+    *,
+    forge: Forge,
+    hooks: DeskHooks,
+    worktree: Path,
+    secrets: list[str],
 ) -> Callable[[Any, Brief], Any]:
-    """Run a ``python`` desk's function with the work tree as its working directory."""
+    """The ``agent`` kind's function: ``run_agent`` with the desk's options, driving the
+    brief's objective loop itself when it has one."""
+    options = AgentOptions(
+        approval=wants_approval(brief, desk),
+        compact_at=float(desk.compact_at),
+        system_prompt=desk.system_prompt or AgentOptions().system_prompt,
+    )
+    specs = tools.specs()
+    window = int(getattr(model, "context_window", 0) or 0)
+    fingerprint = worktree_fingerprint(brief.env, worktree)
 
-    def wrapped(run: Any, brief: Brief) -> Any:
-        previous = Path.cwd()
-        os.chdir(directory)
-        try:
-            return function(run, brief)
-        finally:
-            os.chdir(previous)
+    def agent(run: Any, current: Brief) -> Any:
+        objective = (
+            ObjectiveLoop(brief=current, forge=forge, hooks=hooks, secrets=secrets)
+            if current.objective is not None
+            else None
+        )
+        return run_agent(
+            run,
+            current,
+            options=options,
+            context_window=window,
+            fingerprint=fingerprint,
+            tool_specs=specs,
+            objective=objective,
+        ).to_json()
 
-    return wrapped
-
-
-def command_desk(
-    desk: Any, worktree: Path, *, withheld: Iterable[str] = ()
-) -> Callable[[Any, Brief], Any]:
-    """A ``command`` desk: its argv runs once in the work tree, in the desk's sandbox, as
-    one recorded step.
-
-    The brief reaches the command as a read-only file named by ``ASSAY_BRIEF_FILE`` (never
-    through a shell or the argv), so brief text cannot become a command.
-    """
-    argv = list(desk.command or [])
-    timeout = float(desk.command_timeout_s)
-    # The desk's own files (a script beside the manifest) are readable, not writable.
-    spec = desk.sandbox_spec().with_read_only(Path(desk.base_dir).resolve())
-
-    def function(run: Any, brief: Brief) -> Any:
-        def body() -> dict[str, Any]:
-            with tempfile.TemporaryDirectory(prefix="assay-brief-") as tmp:
-                brief_file = Path(tmp) / f"{brief.id}.md"
-                brief_file.write_text(f"# {brief.title}\n\n{brief.body}", encoding="utf-8")
-                env = sandbox_environment(
-                    secrets=desk.secrets,
-                    withheld=withheld,
-                    extra={"ASSAY_BRIEF_ID": brief.id, "ASSAY_BRIEF_FILE": str(brief_file)},
-                )
-                done = run_sandboxed(
-                    argv,
-                    cwd=worktree,
-                    env=env,
-                    spec=spec.with_read_only(Path(tmp)),
-                    timeout_s=timeout,
-                    max_output_bytes=2 * COMMAND_TAIL,
-                )
-            return {"exit": done.exit, "tail": done.last(COMMAND_TAIL)}
-
-        result = run.step("command", body, kind="compute")
-        status = "done" if result["exit"] == 0 else "failed"
-        return {"status": status, "summary": f"command exited {result['exit']}", "evidence": []}
-
-    return function
+    return agent

@@ -2,7 +2,7 @@
 
 One iteration: read the forge (briefs on main, claims, merged branches, cancellations) in
 a few round trips, choose the highest-priority brief this desk ``takes`` whose dependencies
-are merged (``assay.desks.selection``), claim it by CAS push, check out ``assay/<brief>``,
+are merged (``assay.desks.manifests.selection``), claim it by CAS push, check out ``assay/<brief>``,
 resume or start its journal through ``execute`` with hooks that commit and CAS-push at every
 durability point, renew the lease, re-check ownership before effects and read the brief's
 events; then open or update the review record, mark the claim done or waiting, and go on
@@ -25,10 +25,14 @@ from typing import Any
 from assay.branch import MAIN_REF, branch_ref
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore
-from assay.desks.forgeio import fetched_sha
-from assay.desks.objectives import REQUEUE
-from assay.desks.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
-from assay.desks.review import (
+from assay.desks.host.objectives import REQUEUE
+from assay.desks.host.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
+from assay.desks.host.session import Session, budget_for
+from assay.desks.host.settle import Settle, review_state, settle_for
+from assay.desks.manifests.selection import Candidate, Why, queue
+from assay.desks.records.forgeio import fetched_sha
+from assay.desks.records.review import (
+    Review,
     read_review,
     render_body,
     review_at,
@@ -36,9 +40,7 @@ from assay.desks.review import (
     reviews_ref,
     write_review,
 )
-from assay.desks.selection import Candidate, Why, queue
-from assay.desks.session import Session, budget_for
-from assay.desks.state import ForgeView, read_view
+from assay.desks.records.state import ForgeView, read_view
 from assay.errors import AssayError, BadInput, Busy, Failed, Fenced, Paused, Suspended
 from assay.evidence import with_table
 from assay.evidence.gate import review_table
@@ -46,16 +48,6 @@ from assay.forge import Forge
 from assay.journal import Redactor
 from assay.plumbing import NoSpace, RefUpdate
 from assay.runtime import execute
-
-# How each run outcome leaves the claim and the review.
-_CLAIM_AFTER = {
-    0: "done",
-    1: "done",
-    7: "waiting",
-    75: "waiting",
-    69: "release",
-    77: "done",
-}
 
 
 def default_holder() -> str:
@@ -341,11 +333,9 @@ class DeskLoop:
         previous = review_at(self.forge, brief.id, parent)
         prepared = self.store.prepare(claim, changes, message)
         updates = [prepared.update]
-        if previous is not None and previous.state == "merged":
-            report.review = "merged"
-        elif table is None or (not report.head_sha and previous is None):
-            # Nothing was ever pushed (the first checkpoint was refused): no branch to review.
-            report.review = "none"
+        kept = _kept_review(previous, report.head_sha)
+        if kept is not None or table is None:
+            report.review = kept or "none"  # no table: nothing was ever pushed either
         else:
             state, title, body = self._review_record(brief, session, report, output)
             update, _ = review_update(
@@ -369,24 +359,19 @@ class DeskLoop:
     ) -> tuple[dict[str, Any], str]:
         """How the claim is left after a run: done, released, waiting (or given up)."""
         now = self.store.now()
-        if requeued:
-            note = "objective: queued for another run"
-            return self.store.release_changes(done=False, note=note, now=now), (
-                f"claim {claim.brief}: released by {claim.desk}"
-            )
-        after = _CLAIM_AFTER.get(report.code, "stuck")
-        if after in ("done", "release"):
-            changes = self.store.release_changes(done=after == "done", note="", now=now)
-            return changes, f"claim {claim.brief}: {changes['state']} by {claim.desk}"
-        if after == "waiting":
-            waiting = report.waiting_for or ("budget" if report.code == 7 else "event")
+        settle = settle_for(report.code, requeued=requeued)
+        if settle is Settle.WAITING:
+            waiting = report.waiting_for or ("budget" if report.code == Paused.code else "event")
             changes = self.store.waiting_changes(waiting, now=now)
             return changes, f"claim {claim.brief}: waiting for {waiting}"
-        self.given_up.add(claim.brief)
-        note = f"{report.status}: {report.message}"[:300]
-        return self.store.release_changes(done=False, note=note, now=now), (
-            f"claim {claim.brief}: released by {claim.desk}"
-        )
+        note = ""
+        if settle is Settle.REQUEUE:
+            note = "objective: queued for another run"
+        elif settle is Settle.GIVE_UP:
+            self.given_up.add(claim.brief)
+            note = f"{report.status}: {report.message}"[:300]
+        changes = self.store.release_changes(done=settle.finished, note=note, now=now)
+        return changes, f"claim {claim.brief}: {changes['state']} by {claim.desk}"
 
     def _apply_claim_changes(self, claim: Claim, changes: dict[str, Any], message: str) -> None:
         prepared = self.store.prepare(claim, changes, message)
@@ -397,12 +382,7 @@ class DeskLoop:
     ) -> tuple[str, str, str]:
         """(state, title, body without the evidence table) of the review after a run."""
         outcome = output if isinstance(output, dict) else {}
-        if report.code == 0 and outcome.get("status", "done") == "done":
-            state = "ready"
-        elif report.code in {0, 1, 77}:
-            state = "closed"
-        else:
-            state = "draft"
+        state = review_state(report.code, str(outcome.get("status", "done")))
         label = {"ready": "", "draft": "[draft] ", "closed": "[closed] "}[state]
         body = render_body(
             outcome=report.status if report.code else str(outcome.get("status", "done")),
@@ -421,11 +401,9 @@ class DeskLoop:
         *,
         redact: Callable[[str], str],
     ) -> str:
-        previous = read_review(self.forge, brief.id)
-        if previous is not None and previous.state == "merged":
-            return "merged"
-        if not report.head_sha and previous is None:
-            return "none"  # nothing was ever pushed (the first checkpoint was refused)
+        kept = _kept_review(read_review(self.forge, brief.id), report.head_sha)
+        if kept is not None:
+            return kept
         state, title, body = self._review_record(brief, session, report, output)
         write_review(
             self.forge,
@@ -436,6 +414,17 @@ class DeskLoop:
             state=state,
         )
         return state
+
+
+def _kept_review(previous: Review | None, head_sha: str) -> str | None:
+    """``merged`` when the gate merged the review (a run never reopens it), ``none`` when
+    nothing was ever pushed (the first checkpoint was refused: no branch to review), else
+    None: the run writes its review."""
+    if previous is not None and previous.state == "merged":
+        return "merged"
+    if not head_sha and previous is None:
+        return "none"
+    return None
 
 
 def no_space(raised: AssayError | OSError) -> AssayError:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from assay.desks.objectives import ObjectiveLoop
+from assay.desks.host.objectives import ObjectiveLoop
 from assay.errors import BadInput, Failed
 
 SYSTEM_PROMPT = (

@@ -38,17 +38,17 @@ from assay.odb import forget_all
 
 # What a woken run needs, imported once in the host so every child starts warm.
 PRELOAD = (
-    "assay.desks.loop",
-    "assay.desks.resync",
-    "assay.desks.session",
-    "assay.desks.agent",
+    "assay.desks.host.loop",
+    "assay.desks.host.resync",
+    "assay.desks.host.session",
+    "assay.desks.kinds.agent",
     "assay.runtime",
     "assay.models",
     "assay.models.scripted",
     "assay.models.openai",
     "assay.models.anthropic",
     "assay.models.command",
-    "assay.desks.tools",
+    "assay.desks.kinds.tools",
     "assay.evidence.gate",
     "assay.odb",
     "assay.board.source",  # the wake's view (read_snapshot): Jinja2 and all, ~0.1 s cold
@@ -227,8 +227,8 @@ def wake_in_child(
             os.dup2(out, 2)
             os.close(out)
         from assay.desks import load_desks
-        from assay.desks.loop import exit_code
-        from assay.desks.resync import wake
+        from assay.desks.host.loop import exit_code
+        from assay.desks.host.resync import wake
         from assay.forge import open_forge
 
         try:

@@ -203,7 +203,7 @@ def with_objective(
     """Wrap a ``command`` or ``python`` desk function in the objective loop of ``brief``.
 
     (The ``agent`` kind runs the loop inside its conversation instead, so the model hears
-    the judge's verdict and carries on; see ``assay.desks.agent``.)
+    the judge's verdict and carries on; see ``assay.desks.kinds.agent``.)
     """
 
     def wrapped(run: Any, current: Brief) -> Any:

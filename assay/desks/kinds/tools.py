@@ -189,9 +189,9 @@ class ToolBox:
         if "\x00" in command:
             raise ToolError("run: command must not contain NUL characters")
         try:
-            argv = shlex.split(command)
+            argv = split_command(command)
         except ValueError as exc:
-            raise ToolError(f"run: not a valid command line: {exc}") from None
+            raise ToolError(f"run: {exc}") from None
         if not argv:
             raise ToolError("run: empty command")
         for prefix in self.policy.run_prefixes:
@@ -314,3 +314,11 @@ def tool_specs(policy: ToolPolicy) -> list[dict[str, Any]]:
     descriptors both read it.
     """
     return [_spec(name, policy) for name in TOOL_NAMES if name in policy.allowed]
+
+
+def split_command(text: str) -> list[str]:
+    """The argv of a command line (shell words, no shell); ``ValueError`` when it is not one."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"not a valid command line: {exc}") from None

@@ -49,7 +49,7 @@ from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field
 from assay.briefs.format import Brief, BudgetSpec, StrictModel
 from assay.briefs.yamldoc import YamlDoc, load_yaml, validation_error
 from assay.claims.record import MAX_LEASE_S
-from assay.desks.tools import TOOL_NAMES, ToolPolicy
+from assay.desks.kinds.tools import TOOL_NAMES, ToolPolicy, split_command
 from assay.errors import BadInput
 from assay.ids import check_id
 from assay.models.base import ModelAdapter
@@ -74,11 +74,13 @@ def parse_duration(value: Any) -> Any:
 
 
 def _argv(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return shlex.split(value)
-        except ValueError as exc:
-            raise ValueError(f"not a valid command line: {exc}") from None
+    return split_command(value) if isinstance(value, str) else value
+
+
+def _env_names(value: list[str]) -> list[str]:
+    for name in value:
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not an environment variable name")
     return value
 
 
@@ -116,9 +118,9 @@ class RunSpec(StrictModel):
             raise ValueError("list at least one allowed command prefix")
         for prefix in value:
             try:
-                words = shlex.split(prefix)
+                words = split_command(prefix)
             except ValueError as exc:
-                raise ValueError(f"{prefix!r} is not a valid command line: {exc}") from None
+                raise ValueError(f"{prefix!r} is {exc}") from None
             if not words:
                 raise ValueError("an allowed command prefix must not be empty")
         return value
@@ -126,10 +128,7 @@ class RunSpec(StrictModel):
     @field_validator("env")
     @classmethod
     def _check_env(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not _ENV_NAME.fullmatch(name):
-                raise ValueError(f"{name!r} is not an environment variable name")
-        return value
+        return _env_names(value)
 
 
 Toolchain = Literal["python", "node"]
@@ -220,10 +219,7 @@ class DeskManifest(StrictModel):
     @field_validator("secrets")
     @classmethod
     def _check_secrets(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not _ENV_NAME.fullmatch(name):
-                raise ValueError(f"{name!r} is not an environment variable name")
-        return value
+        return _env_names(value)
 
     @property
     def source(self) -> str:

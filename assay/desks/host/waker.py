@@ -20,7 +20,7 @@ import assay.refs as refs
 from assay.errors import AssayError
 from assay.forge.embedded import ref_tips
 
-LOG = logging.getLogger("assay.desks.waker")
+LOG = logging.getLogger("assay.desks.host.waker")
 WATCHED = refs.WATCHED
 
 

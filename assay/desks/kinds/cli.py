@@ -21,19 +21,17 @@ import json
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from assay.desks.agent import brief_prompt, claimed_rows
-from assay.desks.tools import ToolBox
+from assay.desks.kinds.agent import brief_prompt, claimed_rows
+from assay.desks.kinds.tools import ToolBox
 from assay.errors import AssayError, BadInput, Denied, Failed, Suspended, Suspension
 from assay.gateway.calls import CallHandler, tool_allowed
 from assay.gateway.server import Gateway, ModelCall
@@ -43,6 +41,7 @@ from assay.plumbing import restore_files
 from assay.runtime.wire import WireSession
 from assay.sandbox import GatewayEndpoint, SandboxSpec, start_sandboxed
 from assay.sandbox.bwrap import HOME as SANDBOX_HOME
+from assay.sandbox.process import SandboxProcess
 
 OUTPUT_TAIL = 4_000
 FINISH_HINT = (
@@ -75,30 +74,6 @@ def check_installed(desk: Any) -> None:
 # ------------------------------------------------------------------------- the process
 
 
-class CliProcess:
-    """A launched CLI: its own process group, output in a file, killed as a group."""
-
-    def __init__(self, popen: subprocess.Popen[bytes], log: IO[bytes]) -> None:
-        self.popen = popen
-        self.log = log
-
-    def poll(self) -> int | None:
-        return self.popen.poll()
-
-    def kill(self) -> None:
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
-        self.popen.wait()
-
-    def tail(self) -> str:
-        self.log.flush()
-        self.log.seek(0, os.SEEK_END)
-        size = self.log.tell()
-        self.log.seek(max(0, size - OUTPUT_TAIL))
-        return self.log.read().decode("utf-8", "replace")
-
-
 def launch_cli(
     launch: Any,
     *,
@@ -106,7 +81,7 @@ def launch_cli(
     home: Path,
     spec: SandboxSpec | None = None,
     gateway: GatewayEndpoint | None = None,
-) -> CliProcess | SandboxedCli:
+) -> CliProcess:
     """Start ``launch.argv`` in ``cwd`` with an environment built from scratch: the
     profile's variables plus PATH, HOME and LANG, never the desk's own (its keys).
 
@@ -126,17 +101,8 @@ def launch_cli(
     for path, data in (launch.files or {}).items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(data)
-    log = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the CliProcess
-    popen = subprocess.Popen(
-        [sys.executable, "-c", DIE_WITH_PARENT, *launch.argv],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    return CliProcess(popen, log)
+    argv = [sys.executable, "-c", DIE_WITH_PARENT, *launch.argv]
+    return _start(argv, cwd=cwd, env=env, spec=spec or SandboxSpec(isolation="off"))
 
 
 # Unsandboxed, the CLI is exec'd by this prelude: SIGKILL when the desk dies (the kernel's
@@ -176,12 +142,25 @@ def _launch_sandboxed(
     env: dict[str, str],
     spec: SandboxSpec,
     gateway: GatewayEndpoint | None,
-) -> SandboxedCli:
+) -> CliProcess:
     files = {str(p): base64.b64encode(d).decode() for p, d in (launch.files or {}).items()}
     env["ASSAY_CLI_FILES"] = json.dumps(files)
     program = shutil.which(launch.argv[0], path=env["PATH"]) or launch.argv[0]
     spec = spec.with_read_only(*_program_roots(Path(program)))
     argv = [sys.executable, "-c", BOOTSTRAP, *launch.argv]
+    return _start(argv, cwd=cwd, env=env, spec=spec, gateway=gateway)
+
+
+def _start(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    spec: SandboxSpec,
+    gateway: GatewayEndpoint | None = None,
+) -> CliProcess:
+    """The one runner starts the CLI, sandboxed or not: its own process group, killed as
+    a group, the tail of its output kept."""
     process = start_sandboxed(
         argv,
         cwd=cwd,
@@ -191,7 +170,7 @@ def _launch_sandboxed(
         max_output_bytes=2 * OUTPUT_TAIL,
         gateway=gateway,
     )
-    return SandboxedCli(process)
+    return CliProcess(process)
 
 
 def _program_roots(program: Path) -> list[Path]:
@@ -217,14 +196,18 @@ def _interpreter_roots(venv: Path) -> list[Path]:
     return []
 
 
-class SandboxedCli:
-    """A CLI started by ``start_sandboxed``: the same shape as ``CliProcess``."""
+class CliProcess:
+    """A launched CLI (``start_sandboxed``): its own process group, killed as a group."""
 
-    def __init__(self, process: Any) -> None:
+    def __init__(self, process: SandboxProcess) -> None:
         self.process = process
 
+    @property
+    def popen(self) -> subprocess.Popen[bytes]:
+        return self.process.process
+
     def poll(self) -> int | None:
-        return self.process.poll()  # type: ignore[no-any-return]
+        return self.process.poll()
 
     def kill(self) -> None:
         self.process.kill()
@@ -367,7 +350,7 @@ class CliRun:
         wire.close()
         return CliOutcome(code, output, self.finish)
 
-    def launch(self, brief: Any, gateway: Gateway, outside: Path) -> CliProcess | SandboxedCli:
+    def launch(self, brief: Any, gateway: Gateway, outside: Path) -> CliProcess:
         """Start the CLI through its profile, in the desk's sandbox unless it is off."""
         spec = self.desk.sandbox_spec()
         sandboxed = spec.isolation == "on"
@@ -395,7 +378,7 @@ class CliRun:
 
     def serve(
         self,
-        process: CliProcess | SandboxedCli,
+        process: CliProcess,
         gateway: Gateway,
         handler: CallHandler,
         wire: WireSession,

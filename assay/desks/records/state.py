@@ -20,8 +20,8 @@ import assay.refs as refs
 from assay.board.model import parse_time
 from assay.branch import read_branch_journal
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
-from assay.desks.events import EventLog
-from assay.desks.objectives import objective_events
+from assay.desks.host.objectives import objective_events
+from assay.desks.records.events import EventLog
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
 from assay.journal import Journal

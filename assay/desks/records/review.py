@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import assay.refs as refs
-from assay.desks.forgeio import DESK_IDENTITY, cas_write_json
+from assay.desks.records.forgeio import DESK_IDENTITY, cas_write_json
 from assay.errors import BadInput
 from assay.evidence.reviews import (
     REVIEW_FILE,

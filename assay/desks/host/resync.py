@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from assay.desks.loop import DeskLoop, RunReport
-from assay.desks.state import read_view
+from assay.desks.host.loop import DeskLoop, RunReport
+from assay.desks.records.state import read_view
 from assay.errors import BadInput
 from assay.forge import Forge
 from assay.states import RESUMABLE

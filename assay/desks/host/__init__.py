@@ -1,0 +1,1 @@
+"""The desk host: the loop that claims and runs briefs, its session hooks, and its wakers."""

@@ -1,0 +1,1 @@
+"""The desk kinds: what runs inside one claimed brief (``agent``, ``cli``, and their tools)."""
