@@ -31,6 +31,7 @@ from assay.github.api import GitHubApi, Mutation
 from assay.github.forge import GitHubForge
 from assay.ids import check_id
 from assay.plumbing import Identity
+from assay.states import CLAIM_STATES
 
 MIRROR_PREFIX = refs.GITHUB
 MIRROR_KIND = "github-mirror"
@@ -106,8 +107,25 @@ def _validate(record: dict[str, Any]) -> None:
         raise BadInput("field 'check_runs' must map head shas to check run ids")
 
 
+def _claim_holds(state: str) -> bool:
+    """Whether a claim in ``state`` is still held by its desk (the issue keeps the label)."""
+    rule = CLAIM_STATES.get(state)
+    return rule is not None and rule.holds
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# How the issue comment words each claim state. A state without a sentence of its own (one
+# added to ``assay.states.CLAIM_STATES``) is named as it is, never mistaken for another.
+_CLAIM_SENTENCES = {
+    "held": "is **held** by {who} since {since}.",
+    "waiting": "is **waiting** for `{until}`; held by {who}.",
+    "done": "is **done** ({who}).",
+    "stuck": "is **stuck**: {who} stopped renewing its lease.",
+    "released": "was **released** by {who}; any desk may resume it.",
+}
 
 
 def claim_comment(brief: str, record: ClaimRecord | None, *, note: str = "") -> str:
@@ -116,18 +134,10 @@ def claim_comment(brief: str, record: ClaimRecord | None, *, note: str = "") -> 
     if record is None:
         line = f"Brief `{brief}` is not claimed."
     else:
-        state = record.state
         who = f"desk `{record.desk}` (holder `{record.holder[:8]}`, fence {record.fence})"
-        if state == "held":
-            line = f"Brief `{brief}` is **held** by {who} since {record.since}."
-        elif state == "waiting":
-            line = f"Brief `{brief}` is **waiting** for `{record.waiting_for}`; held by {who}."
-        elif state == "done":
-            line = f"Brief `{brief}` is **done** ({who})."
-        elif state == "stuck":
-            line = f"Brief `{brief}` is **stuck**: {who} stopped renewing its lease."
-        else:
-            line = f"Brief `{brief}` was **released** by {who}; any desk may resume it."
+        line = f"Brief `{brief}` " + _CLAIM_SENTENCES.get(
+            record.state, "is **{state}** ({who})."
+        ).format(state=record.state, who=who, since=record.since, until=record.waiting_for)
         if record.note:
             line += f"\n\n> {record.note}"
     if note:
@@ -215,7 +225,7 @@ class GitHubMirror:
             return []  # a brief from briefs/*.md has no issue to mirror on
         actions: list[str] = []
         text = claim_comment(brief, record)
-        live = record is not None and record.state in ("held", "waiting")
+        live = record is not None and _claim_holds(record.state)
         if live and not state.label:
             self.api.add_label(state.issue, CLAIM_LABEL)
             state.label = True
