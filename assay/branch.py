@@ -85,7 +85,7 @@ class BranchSync:
         forge handle already brought them into the cache (the desk loop's view, whose branch
         tip the claim's own atomic push asserted): then no fetch is made at all.
         """
-        found = dict(known) if known is not None else self.forge.fetch([self.ref, MAIN_REF])
+        found = dict(known) if known is not None else self.forge.refresh([self.ref, MAIN_REF])
         remote_branch = found.get(self.ref)
         base = remote_branch or found.get(MAIN_REF)
         if base is None:

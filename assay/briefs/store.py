@@ -43,7 +43,7 @@ def brief_files(forge: Forge, commit: str) -> dict[str, bytes]:
 
 def read_main_briefs(forge: Forge, *, known_ids: tuple[str, ...] = ()) -> MainBriefs:
     """Fetch main and load every brief on it (one fetch, one ``ls-tree``, one blob read)."""
-    head = forge.fetch([MAIN]).get(MAIN)
+    head = forge.refresh([MAIN]).get(MAIN)
     if head is None:
         return MainBriefs(head=None, files={}, briefs={})
     files = brief_files(forge, head)
@@ -78,7 +78,7 @@ def add_brief(
     forge = open_forge(spec) if isinstance(spec, str) else spec
     try:
         for _ in range(CAS_ATTEMPTS):
-            head = forge.fetch([MAIN]).get(MAIN)
+            head = forge.refresh([MAIN]).get(MAIN)
             files = brief_files(forge, head) if head is not None else {}
             old = files.get(path)
             result = {"id": brief.id, "path": path, "replaced": old is not None}

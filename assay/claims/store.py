@@ -131,7 +131,7 @@ class ClaimStore:
     def get(self, brief: str) -> ClaimRecord | None:
         """The current record of ``brief`` (one fetch), or None when never claimed."""
         ref = claim_ref(brief)
-        sha = self.forge.fetch(ref).get(ref)
+        sha = self.forge.refresh([ref]).get(ref)
         if sha is None:
             return None
         return parse_record(self.forge.read_blob(sha, CLAIM_FILE), ref=ref, sha=sha)
@@ -145,7 +145,7 @@ class ClaimStore:
         included ``refs/assay/claims/`` (the desk's view fetches everything at once).
         """
         if fetched is None:
-            refs = self.forge.fetch(CLAIMS_PREFIX)
+            refs = self.forge.refresh(CLAIMS_PREFIX)
         else:
             refs = {ref: sha for ref, sha in fetched.items() if ref.startswith(CLAIMS_PREFIX)}
         names = sorted(refs)

@@ -144,7 +144,7 @@ def anchored_branch_journal(forge: Forge, brief: str, into: Path) -> tuple[str, 
     from assay.evidence.source import branch_ref, claim_ref, journal_from_commit
 
     refs = [branch_ref(brief), claim_ref(brief)]
-    found = forge.fetch(refs)
+    found = forge.refresh(refs)
     tip = found.get(refs[0])
     if tip is None:
         raise BadInput(f"{refs[0]}: no such branch on the forge, so no journal for {brief!r}")

@@ -67,7 +67,7 @@ def fetch_view(forge: Forge, brief: str) -> ForgeView:
         "evidence": evidence_ref(brief),
         "claim": claim_ref(brief),
     }
-    found = forge.fetch(list(refs.values()))
+    found = forge.refresh(list(refs.values()))
     review = read_review_at(forge, brief, found.get(refs["review"]))
     return ForgeView(
         brief=brief,

@@ -137,7 +137,7 @@ def read_log(forge: Forge, brief: str, *, tip: str | None, key: bytes | None = N
 def fetch_log(forge: Forge, brief: str, *, key: bytes | None = None) -> EvidenceLog:
     """Fetch the evidence ref (one round trip) and validate it."""
     ref = evidence_ref(brief)
-    tip = forge.fetch([ref]).get(ref)
+    tip = forge.refresh([ref]).get(ref)
     return read_log(forge, brief, tip=tip, key=key)
 
 

@@ -112,7 +112,7 @@ class RefLog:
     def head(self, *, fetch: bool = True) -> str | None:
         """The commit at the tip of the log, or None for an empty (absent) log."""
         if fetch or not self._known:
-            self._tip = self.forge.fetch(self.ref).get(self.ref)
+            self._tip = self.forge.refresh([self.ref]).get(self.ref)
             self._known = True
         return self._tip
 

@@ -53,7 +53,7 @@ __all__ = [
 def read_review(forge: Forge, brief: str) -> Review | None:
     """The current review record of ``brief``, or None when none was opened."""
     ref = reviews_ref(brief)
-    return read_review_at(forge, brief, forge.fetch([ref]).get(ref))
+    return read_review_at(forge, brief, forge.refresh([ref]).get(ref))
 
 
 def evidence_table(rows: list[Mapping[str, Any]]) -> str:
