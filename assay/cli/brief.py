@@ -43,7 +43,7 @@ def _files(forge: str | None, directory: str | None) -> dict[str, bytes]:
     from assay.forge import MAIN, open_forge
 
     with open_forge(forge) as handle:
-        head = handle.fetch([MAIN]).get(MAIN)
+        head = handle.refresh([MAIN]).get(MAIN)
         return brief_files(handle, head) if head else {}
 
 

@@ -48,7 +48,7 @@ def repaid_calls(call_log: Path) -> tuple[int, int]:
 def claim_history_violations(forge: Forge, brief: str) -> list[str]:
     """Every place the claim ref's history shows two holders at one fence, or a fence going back."""
     ref = claim_ref(brief)
-    tip = forge.fetch([ref]).get(ref)
+    tip = forge.refresh([ref]).get(ref)
     if tip is None:
         return []
     problems = []

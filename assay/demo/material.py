@@ -81,7 +81,7 @@ def load_material(count: int) -> Material:
 
 def seed_forge(forge: Forge, material: Material) -> str:
     """Commit the project and the briefs on top of main with one CAS push; the new sha."""
-    main = forge.fetch([refs.MAIN]).get(refs.MAIN)
+    main = forge.refresh([refs.MAIN]).get(refs.MAIN)
     parents = [main] if main else []
     sha = forge.commit(
         material.files,

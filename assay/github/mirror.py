@@ -203,7 +203,7 @@ class GitHubMirror:
     def states(self) -> dict[str, MirrorState]:
         """Every brief's mirror record, in one fetch."""
         found: dict[str, MirrorState] = {}
-        for ref in sorted(self.forge.fetch(MIRROR_PREFIX)):
+        for ref in sorted(self.forge.refresh(MIRROR_PREFIX)):
             brief = ref[len(MIRROR_PREFIX) :]
             record = self._log(brief).latest(fetch=False)
             if record is not None:
