@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import threading
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -213,6 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
         env = smarthttp.service_env(
             remote_addr=self.client_address[0], git_protocol=self._protocol()
         )
+        forge.count(service.removeprefix("git-"))
         with tempfile.TemporaryFile() as errors:
             proc = subprocess.Popen(
                 args,
@@ -284,6 +286,10 @@ class ForgeServer:
         self.name = self.path.name
         self.refs = smarthttp.RefServer(self.path).start()
         self.on_push = on_push
+        # What the requests served so far started, by process name (``upload-pack``,
+        # ``receive-pack``, ``gc``): the server's own cost, read by tests and benchmarks.
+        self.started: Counter[str] = Counter()
+        self._count_lock = threading.Lock()
         self._server = _Server((host, port), self)
         self._thread: threading.Thread | None = None
 
@@ -299,6 +305,10 @@ class ForgeServer:
     def url(self) -> str:
         """The URL clients pass to ``--forge``."""
         return f"http://{self.host}:{self.port}/{self.name}"
+
+    def count(self, process: str) -> None:
+        with self._count_lock:
+            self.started[process] += 1
 
     def pushed(self) -> None:
         if self.on_push is not None:
