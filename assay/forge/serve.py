@@ -30,11 +30,19 @@ from urllib.parse import parse_qs
 from assay.errors import BadInput
 from assay.forge import smarthttp
 from assay.forge.embedded import is_forge
+from assay.plumbing import config_env
 
 LOG = logging.getLogger("assay.forge.serve")
 
 # An ls-refs request is a few hundred bytes; one this large is not a client's.
 MAX_COMMAND_BODY = 1 << 20
+# receive-pack would start `git gc --auto` after every push (a whole git start-up that
+# finds nothing to do on all but a few): the server runs it itself every GC_EVERY
+# accepted pushes, in the background, one at a time (docs/forge.md).
+SERVICE_CONFIG = {"receive-pack": {"receive.autogc": "false"}}
+GC_EVERY = 50
+GC_CONFIG = {"gc.autoDetach": "false"}  # the server's thread waits for it, so stop() can
+GC_TIMEOUT_S = 3600
 NO_CACHE = (
     ("Expires", "Fri, 01 Jan 1980 00:00:00 GMT"),
     ("Pragma", "no-cache"),
@@ -214,7 +222,9 @@ class _Handler(BaseHTTPRequestHandler):
         env = smarthttp.service_env(
             remote_addr=self.client_address[0], git_protocol=self._protocol()
         )
-        forge.count(service.removeprefix("git-"))
+        if args[1] in SERVICE_CONFIG:
+            env.update(config_env(SERVICE_CONFIG[args[1]]))
+        forge.count(args[1])
         with tempfile.TemporaryFile() as errors:
             proc = subprocess.Popen(
                 args,
@@ -279,6 +289,7 @@ class ForgeServer:
         host: str = "127.0.0.1",
         port: int = 0,
         on_push: Callable[[], None] | None = None,
+        gc_every: int = GC_EVERY,
     ) -> None:
         self.path = Path(path).expanduser().resolve()
         if not is_forge(self.path):
@@ -290,6 +301,9 @@ class ForgeServer:
         # ``receive-pack``, ``gc``): the server's own cost, read by tests and benchmarks.
         self.started: Counter[str] = Counter()
         self._count_lock = threading.Lock()
+        self.gc_every = gc_every
+        self._pushes = 0
+        self._gc: threading.Thread | None = None
         self._server = _Server((host, port), self)
         self._thread: threading.Thread | None = None
 
@@ -316,6 +330,36 @@ class ForgeServer:
                 self.on_push()
             except Exception:  # a hook must never take the server down
                 LOG.exception("on_push hook failed")
+        self._maybe_collect()
+
+    def _maybe_collect(self) -> None:
+        """Start ``git gc --auto`` in the background every ``gc_every`` accepted pushes,
+        unless the last one is still running (git decides whether there is work)."""
+        with self._count_lock:
+            self._pushes += 1
+            if self._pushes % self.gc_every or (self._gc is not None and self._gc.is_alive()):
+                return
+            self._gc = threading.Thread(target=self._collect, name="forge-gc", daemon=True)
+            self._gc.start()
+
+    def _collect(self) -> None:
+        self.count("gc")
+        env = {**smarthttp.service_env(remote_addr="", git_protocol=""), **config_env(GC_CONFIG)}
+        try:
+            done = subprocess.run(
+                ["git", "gc", "--auto", "--quiet"],
+                cwd=self.path,
+                env=env,
+                capture_output=True,
+                timeout=GC_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            LOG.warning("forge gc: %s", exc)
+            return
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            LOG.warning("forge gc: %s", said[-1] if said else f"exit {done.returncode}")
 
     def start(self) -> ForgeServer:
         """Serve from a background thread and return at once."""
@@ -337,6 +381,9 @@ class ForgeServer:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        gc = self._gc
+        if gc is not None:
+            gc.join(timeout=30)  # a collection under way finishes rather than being orphaned
 
     def __enter__(self) -> ForgeServer:
         return self.start()
