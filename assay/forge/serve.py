@@ -147,6 +147,8 @@ class _Handler(BaseHTTPRequestHandler):
                 answer = self.server.forge.refs.ls_refs(command)
                 self._send(200, f"application/x-{service}-result", answer)
                 return
+            if service == smarthttp.RECEIVE_PACK and self._refused_in_process(body):
+                return
             # The child reads the file descriptor itself: a buffered seek(0) may never move it.
             body.flush()
             os.lseek(body.fileno(), 0, os.SEEK_SET)
@@ -159,6 +161,20 @@ class _Handler(BaseHTTPRequestHandler):
         first = body.read(len(smarthttp.pkt_line(b"command=ls-refs\n")))
         body.seek(0)
         return smarthttp.command_name(first) == "ls-refs"
+
+    def _refused_in_process(self, body: IO[bytes]) -> bool:
+        """Answer a push that can only lose its compare-and-swap without receive-pack
+        (``RefServer.refuse_stale_push``); leaves ``body`` at its start."""
+        if smarthttp.protocol_version(self._protocol()) != 0:
+            return False
+        head = body.read(smarthttp.MAX_PUSH_HEAD)
+        body.seek(0)
+        answer = self.server.forge.refs.refuse_stale_push(head)
+        if answer is None:
+            return False
+        self.server.forge.count("refused")
+        self._send(200, f"application/x-{smarthttp.RECEIVE_PACK}-result", answer)
+        return True
 
     @staticmethod
     def _small(body: IO[bytes]) -> bytes:
