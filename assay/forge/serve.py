@@ -21,7 +21,8 @@ import tempfile
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any
@@ -72,6 +73,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"
+    # Buffered: the headers leave with the body (or the first chunk) in one send, and
+    # _stream flushes each chunk the service writes.
+    wbufsize = 1 << 16
 
     def log_message(self, format: str, *args: Any) -> None:
         LOG.debug("%s " + format, self.address_string(), *args)
@@ -137,22 +141,25 @@ class _Handler(BaseHTTPRequestHandler):
         service = rest
         if self.headers.get("Content-Type", "") != f"application/x-{service}-request":
             raise _Refused(415, f"a {service} request must be application/x-{service}-request")
-        with tempfile.TemporaryFile() as raw, tempfile.TemporaryFile() as body:
+        with tempfile.TemporaryFile() as raw:
             self._read_body(raw)
             raw.seek(0)
-            self._decode(raw, body)
-            body.seek(0)
-            if self._is_ls_refs(service, body):
-                command = smarthttp.parse_command(self._small(body))
-                answer = self.server.forge.refs.ls_refs(command)
-                self._send(200, f"application/x-{service}-result", answer)
-                return
-            if service == smarthttp.RECEIVE_PACK and self._refused_in_process(body):
-                return
-            # The child reads the file descriptor itself: a buffered seek(0) may never move it.
-            body.flush()
-            os.lseek(body.fileno(), 0, os.SEEK_SET)
-            self._spawn(service, body, advertise=False)
+            with self._decoded(raw) as body:
+                self._serve_body(service, body)
+
+    def _serve_body(self, service: str, body: IO[bytes]) -> None:
+        """Answer a decoded request body: ls-refs and a losing push here, the rest by git."""
+        if self._is_ls_refs(service, body):
+            command = smarthttp.parse_command(self._small(body))
+            answer = self.server.forge.refs.ls_refs(command)
+            self._send(200, f"application/x-{service}-result", answer)
+            return
+        if service == smarthttp.RECEIVE_PACK and self._refused_in_process(body):
+            return
+        # The child reads the file descriptor itself: a buffered seek(0) may never move it.
+        body.flush()
+        os.lseek(body.fileno(), 0, os.SEEK_SET)
+        self._spawn(service, body, advertise=False)
 
     def _is_ls_refs(self, service: str, body: IO[bytes]) -> bool:
         """Whether the (decoded) body is a v2 ``ls-refs``; leaves ``body`` at its start."""
@@ -217,23 +224,29 @@ class _Handler(BaseHTTPRequestHandler):
             sink.write(chunk)
             self.rfile.readline(1024)
 
-    def _decode(self, raw: IO[bytes], body: IO[bytes]) -> None:
+    @contextmanager
+    def _decoded(self, raw: IO[bytes]) -> Iterator[IO[bytes]]:
+        """The request body un-gzipped into a second temporary file (``raw`` itself when
+        it was not encoded), at its start."""
         encoding = self.headers.get("Content-Encoding", "").strip().lower()
         if encoding in ("", "identity"):
-            shutil.copyfileobj(raw, body)
-        elif encoding in ("gzip", "x-gzip"):
+            yield raw
+            return
+        if encoding not in ("gzip", "x-gzip"):
+            raise _Refused(415, f"Content-Encoding {encoding[:40]!r} is not served")
+        with tempfile.TemporaryFile() as body:
             try:
                 with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
                     shutil.copyfileobj(unzipped, body)
             except (OSError, EOFError, zlib.error):
                 raise _Refused(400, "the gzip request body does not decode") from None
-        else:
-            raise _Refused(415, f"Content-Encoding {encoding[:40]!r} is not served")
+            body.seek(0)
+            yield body
 
     def _spawn(self, service: str, body: IO[bytes] | None, *, advertise: bool) -> None:
         """Start the service on the spooled body and stream what it writes to the client."""
         forge = self.server.forge
-        args = ["git", service.removeprefix("git-"), "--stateless-rpc"]
+        args = [forge.git, service.removeprefix("git-"), "--stateless-rpc"]
         args += ["--advertise-refs", "."] if advertise else ["."]
         env = smarthttp.service_env(
             remote_addr=self.client_address[0], git_protocol=self._protocol()
@@ -282,6 +295,7 @@ class _Handler(BaseHTTPRequestHandler):
             if listening:
                 try:
                     self.wfile.write(chunk)
+                    self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     # A push must finish (refs, then its post-receive hook) whether or not
                     # the pusher hears the report: drain it. A fetch nobody reads can stop.
@@ -311,6 +325,8 @@ class ForgeServer:
         if not is_forge(self.path):
             raise BadInput(f"forge serve {path}: not an Assay forge (run `assay forge init` first)")
         self.name = self.path.name
+        # Found once: each service started by name would try every PATH entry in turn.
+        self.git = shutil.which("git") or "git"
         self.refs = smarthttp.RefServer(self.path).start()
         self.on_push = on_push
         # What the requests served so far started, by process name (``upload-pack``,
@@ -363,7 +379,7 @@ class ForgeServer:
         env = {**smarthttp.service_env(remote_addr="", git_protocol=""), **config_env(GC_CONFIG)}
         try:
             done = subprocess.run(
-                ["git", "gc", "--auto", "--quiet"],
+                [self.git, "gc", "--auto", "--quiet"],
                 cwd=self.path,
                 env=env,
                 capture_output=True,
