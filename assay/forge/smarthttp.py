@@ -217,16 +217,30 @@ class RefServer:
     def _refs(self, repo: Any, wanted: Callable[[str], bool]) -> list[_Ref]:
         """The refs under ``refs/`` that ``wanted`` keeps and that resolve to an object,
         sorted as git sorts (bytewise)."""
-        names = [n for n in repo.references if n.startswith("refs/") and wanted(n)]
-        found = [self._resolve(repo, name) for name in sorted(names, key=str.encode)]
-        return [ref for ref in found if ref is not None and ref.oid is not None]
+        found = []
+        for ref in repo.references.iterator():  # Reference objects: no second look-up
+            if ref.name.startswith("refs/") and wanted(ref.name):
+                resolved = self._resolved(repo, ref)
+                if resolved is not None and resolved.oid is not None:
+                    found.append(resolved)
+        return sorted(found, key=lambda ref: ref.name.encode())
 
-    @staticmethod
-    def _resolve(repo: Any, name: str) -> _Ref | None:
+    @classmethod
+    def _resolve(cls, repo: Any, name: str) -> _Ref | None:
         import pygit2
 
         try:
             ref = repo.references[name]
+        except (KeyError, pygit2.GitError, ValueError):
+            return None
+        return cls._resolved(repo, ref)
+
+    @staticmethod
+    def _resolved(repo: Any, ref: Any) -> _Ref | None:
+        import pygit2
+
+        name = ref.name
+        try:
             if ref.type != pygit2.enums.ReferenceType.SYMBOLIC:
                 oid = str(ref.target)
                 return _Ref(name, oid, None) if oid in repo else None
@@ -358,8 +372,10 @@ class RefServer:
         unborn = unborn and _config_str(config, "lsrefs.unborn", "advertise") != "ignore"
         hidden = self._hide_patterns(config, "uploadpack")
 
+        prefixed = _prefix_test(prefixes)
+
         def wanted(name: str) -> bool:
-            return not _hidden(name, hidden) and (not prefixes or _has_prefix_in(name, prefixes))
+            return prefixed(name) and not _hidden(name, hidden)
 
         with self._repository() as repo:
             refs = self._refs(repo, wanted)
@@ -392,9 +408,18 @@ class RefServer:
         return line + "\n"
 
 
-def _has_prefix_in(name: str, prefixes: set[str]) -> bool:
+_FEW_PREFIXES = 64  # up to this many, str.startswith(tuple) is the faster test
+
+
+def _prefix_test(prefixes: set[str]) -> Callable[[str], bool]:
+    """Whether a ref name starts with one of ``prefixes`` (every name when there are none)."""
+    if not prefixes:
+        return lambda name: True
+    if len(prefixes) <= _FEW_PREFIXES:
+        starts = tuple(prefixes)
+        return lambda name: name.startswith(starts)
     # By set look-up of the name's own prefixes: a request may carry thousands of them.
-    return any(name[:end] in prefixes for end in range(len(name) + 1))
+    return lambda name: any(name[:end] in prefixes for end in range(len(name) + 1))
 
 
 def _config_str(config: Any, key: str, default: str) -> str:
