@@ -322,3 +322,17 @@ def test_hidden_refs_and_fast_forward_rules_are_left_to_git(
     _git(forge_path, "config", "--unset", "receive.hideRefs")
     _git(forge_path, "config", "receive.denyNonFastForwards", "true")
     _left_to_git(server, forge_path, body)
+
+
+def test_a_long_refusal_is_split_across_side_band_packets_as_git_splits_it(
+    server: ForgeServer, forge_path: Path, shas: Shas
+) -> None:
+    refs = [f"refs/assay/claims/{'long-brief-name-' * 3}{n:04d}" for n in range(1000)]
+    script = "".join(f"create {ref} {shas.b}\n" for ref in refs)
+    _git(forge_path, "update-ref", "--stdin", input=script.encode())
+    commands = [(ZERO_OID, shas.c, ref) for ref in refs]  # every one already claimed
+    body = _body(commands, f"report-status side-band-64k {AGENT}", shas.pack)
+    status, answer = _post(server, body)
+    assert status == 200 and server.started == {"refused": 1}
+    assert len(answer) > 2 * 65520  # the report alone takes more than one packet
+    assert answer == _receive_pack(forge_path, body)
