@@ -5,8 +5,11 @@ two smart-HTTP services, ``git-upload-pack`` and ``git-receive-pack`` (pushes en
 The ref advertisements and protocol v2 ``ls-refs`` are answered in process
 (:mod:`assay.forge.smarthttp`); a ``fetch`` or a push starts ``git upload-pack`` or
 ``git receive-pack --stateless-rpc`` directly, with the environment ``git http-backend``
-would give it, so the forge's hooks run as before. Request bodies are spooled through a
-temporary file (de-chunked and un-gzipped); responses stream from the service as it writes.
+would give it, so the forge's hooks run as before, except that the server, not each
+push, runs ``git gc --auto`` (every ``gc_every`` accepted pushes), and that a push which can
+only lose its compare-and-swap is refused in process, in receive-pack's own words. Request
+bodies are spooled through a temporary file (de-chunked and un-gzipped); responses stream
+from the service as it writes.
 It binds to 127.0.0.1 unless told otherwise; port 0 picks a free port.
 """
 
@@ -42,7 +45,7 @@ MAX_COMMAND_BODY = 1 << 20
 # accepted pushes, in the background, one at a time (docs/forge.md).
 SERVICE_CONFIG = {"receive-pack": {"receive.autogc": "false"}}
 GC_EVERY = 50
-GC_CONFIG = {"gc.autoDetach": "false"}  # the server's thread waits for it, so stop() can
+GC_CONFIG = {"gc.autoDetach": "false"}  # its thread waits for it, and so can stop()
 GC_TIMEOUT_S = 3600
 NO_CACHE = (
     ("Expires", "Fri, 01 Jan 1980 00:00:00 GMT"),
@@ -324,13 +327,16 @@ class ForgeServer:
         self.path = Path(path).expanduser().resolve()
         if not is_forge(self.path):
             raise BadInput(f"forge serve {path}: not an Assay forge (run `assay forge init` first)")
+        if gc_every < 1:
+            raise BadInput(f"forge serve {path}: gc_every must be at least 1, not {gc_every}")
         self.name = self.path.name
         # Found once: each service started by name would try every PATH entry in turn.
         self.git = shutil.which("git") or "git"
         self.refs = smarthttp.RefServer(self.path).start()
         self.on_push = on_push
         # What the requests served so far started, by process name (``upload-pack``,
-        # ``receive-pack``, ``gc``): the server's own cost, read by tests and benchmarks.
+        # ``receive-pack``, ``gc``), and the pushes ``refused`` in process: the server's own
+        # cost, read by tests and benchmarks.
         self.started: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         self.gc_every = gc_every

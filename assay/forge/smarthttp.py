@@ -8,6 +8,8 @@ advertisement) and a POST. ``git http-backend`` answers both by starting ``uploa
 - the v0 ref advertisement of ``receive-pack`` (the refs, read by libgit2, and the
   capabilities that git itself advertised when the server started),
 - protocol v2 ``ls-refs`` (``ref-prefix``, ``symrefs``, ``peel``, ``unborn``),
+- ``receive-pack``'s refusal of a push whose commands are stale against the refs as they
+  are (the lock errors and the report, in the framing the client asked for),
 
 byte for byte as git 2.39 writes them, honouring ``transfer.hideRefs`` and the
 service's own ``hideRefs``. Whatever needs git's object machinery (``fetch``, pushes, a v0

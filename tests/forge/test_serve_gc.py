@@ -14,6 +14,9 @@ import hashlib
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from assay.errors import BadInput
 from assay.forge import Forge, ForgeServer
 from tests.forge_fixtures import put_on_main, wait_until
 
@@ -67,3 +70,8 @@ def test_the_server_packs_loose_objects_every_gc_every_pushes(
             main = reader.fetch(["refs/heads/main"])["refs/heads/main"]
             names = reader.list_tree(main, "briefs")
         assert {f"briefs/{tag}-{i}.md" for tag in "abc" for i in range(3)} <= set(names)
+
+
+def test_a_gc_interval_below_one_is_bad_input(forge_path: Path) -> None:
+    with pytest.raises(BadInput, match="gc_every"):
+        ForgeServer(forge_path, gc_every=0)
