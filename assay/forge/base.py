@@ -50,6 +50,7 @@ from assay.plumbing import push as git_push
 from assay.refs import MAIN
 
 CACHE_NAMESPACE = "refs/assay-cache"
+MAX_NEGOTIATION_GLOBS = 32  # more refs than this are offered by folder (negotiation_tips)
 # A cache keeps every object (peers may still need it) and writes no reflogs or graphs.
 CACHE_CONFIG = {
     "gc.auto": "0",
@@ -91,7 +92,14 @@ def negotiation_tips(wanted: Sequence[str]) -> list[str]:
     the refs asked for are the commits their new tips grow from, and ``main`` is where a
     new branch forks: offering only those ends a fetch in one request (the server is ready)
     or two (the client says done). The pack is as complete either way.
+
+    git matches every glob against every ref of the cache, so a long list of refs is
+    offered by their folders instead (``refs/assay/claims/`` for a thousand claims).
     """
+    if len(wanted) > MAX_NEGOTIATION_GLOBS:
+        wanted = sorted(
+            {ref if ref.endswith("/") else ref.rpartition("/")[0] + "/" for ref in wanted}
+        )
     return [*(f"{CACHE_NAMESPACE}/*/{ref}*" for ref in wanted), f"{CACHE_NAMESPACE}/*/{MAIN}"]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from assay.forge import Forge, ForgeServer
+from assay.forge.base import negotiation_tips
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 
 RECORDS = [f"refs/assay/claims/b{n:02d}" for n in range(40)]
@@ -124,3 +125,17 @@ def test_a_cache_that_holds_none_of_the_refs_still_fetches_them_whole(
         assert tip == writer.tips["refs/assay/claims/alone"]
         assert len(reader.history(tip)) == 2
     assert _complete(tmp_path / "empty-cache", tip)
+
+
+def test_a_long_list_of_refs_is_offered_by_folder_and_fetched_whole(
+    served: ForgeServer, writer: Writer, crowded: Path
+) -> None:
+    tips = negotiation_tips([*RECORDS, "refs/heads/main"])
+    assert len(tips) <= 3 and any(tip.endswith("/refs/assay/claims/*") for tip in tips)
+    writer.move(RECORDS)
+    before = served.started["upload-pack"]
+    with Forge(served.url, cache_dir=crowded) as reader:
+        found = reader.fetch(RECORDS)
+    assert found == {ref: writer.tips[ref] for ref in RECORDS}
+    assert served.started["upload-pack"] - before <= 2
+    assert all(_complete(crowded, sha) for sha in found.values())
