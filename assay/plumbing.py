@@ -645,13 +645,20 @@ def fetch(
     refspecs: Sequence[str],
     *,
     prune: bool = True,
+    negotiation_tips: Sequence[str] = (),
     config: Mapping[str, str] | None = None,
     policy: RetryPolicy | None = None,
 ) -> None:
-    """Fetch refspecs (globs allowed) in one round trip; prune what vanished remotely."""
+    """Fetch refspecs (globs allowed) in one round trip; prune what vanished remotely.
+
+    ``negotiation_tips`` (ref globs or commits the repository holds) limit the ``have``
+    lines git offers to those tips and their ancestors, instead of every ref's; the pack
+    is still complete (the server leaves out only what an acknowledged ``have`` reaches).
+    """
     args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc"]
     if prune:
         args.append("--prune")
+    args += [f"--negotiation-tip={tip}" for tip in negotiation_tips]
 
     def call() -> None:
         run_git([*args, url, *refspecs], git_dir=git_dir, config=config)

@@ -47,8 +47,10 @@ from assay.plumbing import (
 )
 from assay.plumbing import fetch as git_fetch
 from assay.plumbing import push as git_push
+from assay.refs import MAIN
 
 CACHE_NAMESPACE = "refs/assay-cache"
+MAX_NEGOTIATION_GLOBS = 32  # more refs than this are offered by folder (negotiation_tips)
 # A cache keeps every object (peers may still need it) and writes no reflogs or graphs.
 CACHE_CONFIG = {
     "gc.auto": "0",
@@ -78,6 +80,27 @@ def open_cache(path: Path) -> Path:
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return path
+
+
+def negotiation_tips(wanted: Sequence[str]) -> list[str]:
+    """The cache refs a fetch of ``wanted`` offers the server as ``have`` lines.
+
+    By default git offers every ref of the cache, and peers' namespaces hold hundreds:
+    sent 16, 32, 64… a round, each round one more ``upload-pack`` on a stateless server,
+    and a ref created since (a root commit no ``have`` reaches) keeps the server from ever
+    answering "ready" until the client has run out. The copies that any namespace holds of
+    the refs asked for are the commits their new tips grow from, and ``main`` is where a
+    new branch forks: offering only those ends a fetch in one request (the server is ready)
+    or two (the client says done). The pack is as complete either way.
+
+    git matches every glob against every ref of the cache, so a long list of refs is
+    offered by their folders instead (``refs/assay/claims/`` for a thousand claims).
+    """
+    if len(wanted) > MAX_NEGOTIATION_GLOBS:
+        wanted = sorted(
+            {ref if ref.endswith("/") else ref.rpartition("/")[0] + "/" for ref in wanted}
+        )
+    return [*(f"{CACHE_NAMESPACE}/*/{ref}*" for ref in wanted), f"{CACHE_NAMESPACE}/*/{MAIN}"]
 
 
 def _drop_namespace(cache: Path, namespace: str) -> None:
@@ -144,7 +167,14 @@ class Forge(Closing):
         specs = [f"+{r}*:{self.namespace}/{r}*" for r in wanted]
         found: dict[str, str] = {}
         with self._fetch_lock:
-            git_fetch(self._cache, self.url, specs, config=self._config, policy=self._retry)
+            git_fetch(
+                self._cache,
+                self.url,
+                specs,
+                negotiation_tips=negotiation_tips(wanted),
+                config=self._config,
+                policy=self._retry,
+            )
             local = {r: local_refs(self._cache, f"{self.namespace}/{r}") for r in wanted}
         for r in wanted:
             for local_ref, sha in local[r].items():

@@ -5,8 +5,11 @@ two smart-HTTP services, ``git-upload-pack`` and ``git-receive-pack`` (pushes en
 The ref advertisements and protocol v2 ``ls-refs`` are answered in process
 (:mod:`assay.forge.smarthttp`); a ``fetch`` or a push starts ``git upload-pack`` or
 ``git receive-pack --stateless-rpc`` directly, with the environment ``git http-backend``
-would give it, so the forge's hooks run as before. Request bodies are spooled through a
-temporary file (de-chunked and un-gzipped); responses stream from the service as it writes.
+would give it, so the forge's hooks run as before, except that the server, not each
+push, runs ``git gc --auto`` (every ``gc_every`` accepted pushes), and that a push which can
+only lose its compare-and-swap is refused in process, in receive-pack's own words. Request
+bodies are spooled through a temporary file (de-chunked and un-gzipped); responses stream
+from the service as it writes.
 It binds to 127.0.0.1 unless told otherwise; port 0 picks a free port.
 """
 
@@ -20,7 +23,9 @@ import subprocess
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any
@@ -29,11 +34,19 @@ from urllib.parse import parse_qs
 from assay.errors import BadInput
 from assay.forge import smarthttp
 from assay.forge.embedded import is_forge
+from assay.plumbing import config_env
 
 LOG = logging.getLogger("assay.forge.serve")
 
 # An ls-refs request is a few hundred bytes; one this large is not a client's.
 MAX_COMMAND_BODY = 1 << 20
+# receive-pack would start `git gc --auto` after every push (a whole git start-up that
+# finds nothing to do on all but a few): the server runs it itself every GC_EVERY
+# accepted pushes, in the background, one at a time (docs/forge.md).
+SERVICE_CONFIG = {"receive-pack": {"receive.autogc": "false"}}
+GC_EVERY = 50
+GC_CONFIG = {"gc.autoDetach": "false"}  # its thread waits for it, and so can stop()
+GC_TIMEOUT_S = 3600
 NO_CACHE = (
     ("Expires", "Fri, 01 Jan 1980 00:00:00 GMT"),
     ("Pragma", "no-cache"),
@@ -63,6 +76,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"
+    # Buffered: the headers leave with the body (or the first chunk) in one send, and
+    # _stream flushes each chunk the service writes.
+    wbufsize = 1 << 16
 
     def log_message(self, format: str, *args: Any) -> None:
         LOG.debug("%s " + format, self.address_string(), *args)
@@ -128,20 +144,25 @@ class _Handler(BaseHTTPRequestHandler):
         service = rest
         if self.headers.get("Content-Type", "") != f"application/x-{service}-request":
             raise _Refused(415, f"a {service} request must be application/x-{service}-request")
-        with tempfile.TemporaryFile() as raw, tempfile.TemporaryFile() as body:
+        with tempfile.TemporaryFile() as raw:
             self._read_body(raw)
             raw.seek(0)
-            self._decode(raw, body)
-            body.seek(0)
-            if self._is_ls_refs(service, body):
-                command = smarthttp.parse_command(self._small(body))
-                answer = self.server.forge.refs.ls_refs(command)
-                self._send(200, f"application/x-{service}-result", answer)
-                return
-            # The child reads the file descriptor itself: a buffered seek(0) may never move it.
-            body.flush()
-            os.lseek(body.fileno(), 0, os.SEEK_SET)
-            self._spawn(service, body, advertise=False)
+            with self._decoded(raw) as body:
+                self._serve_body(service, body)
+
+    def _serve_body(self, service: str, body: IO[bytes]) -> None:
+        """Answer a decoded request body: ls-refs and a losing push here, the rest by git."""
+        if self._is_ls_refs(service, body):
+            command = smarthttp.parse_command(self._small(body))
+            answer = self.server.forge.refs.ls_refs(command)
+            self._send(200, f"application/x-{service}-result", answer)
+            return
+        if service == smarthttp.RECEIVE_PACK and self._refused_in_process(body):
+            return
+        # The child reads the file descriptor itself: a buffered seek(0) may never move it.
+        body.flush()
+        os.lseek(body.fileno(), 0, os.SEEK_SET)
+        self._spawn(service, body, advertise=False)
 
     def _is_ls_refs(self, service: str, body: IO[bytes]) -> bool:
         """Whether the (decoded) body is a v2 ``ls-refs``; leaves ``body`` at its start."""
@@ -150,6 +171,20 @@ class _Handler(BaseHTTPRequestHandler):
         first = body.read(len(smarthttp.pkt_line(b"command=ls-refs\n")))
         body.seek(0)
         return smarthttp.command_name(first) == "ls-refs"
+
+    def _refused_in_process(self, body: IO[bytes]) -> bool:
+        """Answer a push that can only lose its compare-and-swap without receive-pack
+        (``RefServer.refuse_stale_push``); leaves ``body`` at its start."""
+        if smarthttp.protocol_version(self._protocol()) != 0:
+            return False
+        head = body.read(smarthttp.MAX_PUSH_HEAD)
+        body.seek(0)
+        answer = self.server.forge.refs.refuse_stale_push(head)
+        if answer is None:
+            return False
+        self.server.forge.count("refused")
+        self._send(200, f"application/x-{smarthttp.RECEIVE_PACK}-result", answer)
+        return True
 
     @staticmethod
     def _small(body: IO[bytes]) -> bytes:
@@ -192,27 +227,36 @@ class _Handler(BaseHTTPRequestHandler):
             sink.write(chunk)
             self.rfile.readline(1024)
 
-    def _decode(self, raw: IO[bytes], body: IO[bytes]) -> None:
+    @contextmanager
+    def _decoded(self, raw: IO[bytes]) -> Iterator[IO[bytes]]:
+        """The request body un-gzipped into a second temporary file (``raw`` itself when
+        it was not encoded), at its start."""
         encoding = self.headers.get("Content-Encoding", "").strip().lower()
         if encoding in ("", "identity"):
-            shutil.copyfileobj(raw, body)
-        elif encoding in ("gzip", "x-gzip"):
+            yield raw
+            return
+        if encoding not in ("gzip", "x-gzip"):
+            raise _Refused(415, f"Content-Encoding {encoding[:40]!r} is not served")
+        with tempfile.TemporaryFile() as body:
             try:
                 with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
                     shutil.copyfileobj(unzipped, body)
             except (OSError, EOFError, zlib.error):
                 raise _Refused(400, "the gzip request body does not decode") from None
-        else:
-            raise _Refused(415, f"Content-Encoding {encoding[:40]!r} is not served")
+            body.seek(0)
+            yield body
 
     def _spawn(self, service: str, body: IO[bytes] | None, *, advertise: bool) -> None:
         """Start the service on the spooled body and stream what it writes to the client."""
         forge = self.server.forge
-        args = ["git", service.removeprefix("git-"), "--stateless-rpc"]
+        args = [forge.git, service.removeprefix("git-"), "--stateless-rpc"]
         args += ["--advertise-refs", "."] if advertise else ["."]
         env = smarthttp.service_env(
             remote_addr=self.client_address[0], git_protocol=self._protocol()
         )
+        if args[1] in SERVICE_CONFIG:
+            env.update(config_env(SERVICE_CONFIG[args[1]]))
+        forge.count(args[1])
         with tempfile.TemporaryFile() as errors:
             proc = subprocess.Popen(
                 args,
@@ -254,6 +298,7 @@ class _Handler(BaseHTTPRequestHandler):
             if listening:
                 try:
                     self.wfile.write(chunk)
+                    self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     # A push must finish (refs, then its post-receive hook) whether or not
                     # the pusher hears the report: drain it. A fetch nobody reads can stop.
@@ -277,13 +322,26 @@ class ForgeServer:
         host: str = "127.0.0.1",
         port: int = 0,
         on_push: Callable[[], None] | None = None,
+        gc_every: int = GC_EVERY,
     ) -> None:
         self.path = Path(path).expanduser().resolve()
         if not is_forge(self.path):
             raise BadInput(f"forge serve {path}: not an Assay forge (run `assay forge init` first)")
+        if gc_every < 1:
+            raise BadInput(f"forge serve {path}: gc_every must be at least 1, not {gc_every}")
         self.name = self.path.name
+        # Found once: each service started by name would try every PATH entry in turn.
+        self.git = shutil.which("git") or "git"
         self.refs = smarthttp.RefServer(self.path).start()
         self.on_push = on_push
+        # What the requests served so far started, by process name (``upload-pack``,
+        # ``receive-pack``, ``gc``), and the pushes ``refused`` in process: the server's own
+        # cost, read by tests and benchmarks.
+        self.started: Counter[str] = Counter()
+        self._count_lock = threading.Lock()
+        self.gc_every = gc_every
+        self._pushes = 0
+        self._gc: threading.Thread | None = None
         self._server = _Server((host, port), self)
         self._thread: threading.Thread | None = None
 
@@ -300,12 +358,46 @@ class ForgeServer:
         """The URL clients pass to ``--forge``."""
         return f"http://{self.host}:{self.port}/{self.name}"
 
+    def count(self, process: str) -> None:
+        with self._count_lock:
+            self.started[process] += 1
+
     def pushed(self) -> None:
         if self.on_push is not None:
             try:
                 self.on_push()
             except Exception:  # a hook must never take the server down
                 LOG.exception("on_push hook failed")
+        self._maybe_collect()
+
+    def _maybe_collect(self) -> None:
+        """Start ``git gc --auto`` in the background every ``gc_every`` accepted pushes,
+        unless the last one is still running (git decides whether there is work)."""
+        with self._count_lock:
+            self._pushes += 1
+            if self._pushes % self.gc_every or (self._gc is not None and self._gc.is_alive()):
+                return
+            self._gc = threading.Thread(target=self._collect, name="forge-gc", daemon=True)
+            self._gc.start()
+
+    def _collect(self) -> None:
+        self.count("gc")
+        env = {**smarthttp.service_env(remote_addr="", git_protocol=""), **config_env(GC_CONFIG)}
+        try:
+            done = subprocess.run(
+                [self.git, "gc", "--auto", "--quiet"],
+                cwd=self.path,
+                env=env,
+                capture_output=True,
+                timeout=GC_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            LOG.warning("forge gc: %s", exc)
+            return
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            LOG.warning("forge gc: %s", said[-1] if said else f"exit {done.returncode}")
 
     def start(self) -> ForgeServer:
         """Serve from a background thread and return at once."""
@@ -327,6 +419,9 @@ class ForgeServer:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        gc = self._gc
+        if gc is not None:
+            gc.join(timeout=30)  # a collection under way finishes rather than being orphaned
 
     def __enter__(self) -> ForgeServer:
         return self.start()

@@ -8,6 +8,8 @@ advertisement) and a POST. ``git http-backend`` answers both by starting ``uploa
 - the v0 ref advertisement of ``receive-pack`` (the refs, read by libgit2, and the
   capabilities that git itself advertised when the server started),
 - protocol v2 ``ls-refs`` (``ref-prefix``, ``symrefs``, ``peel``, ``unborn``),
+- ``receive-pack``'s refusal of a push whose commands are stale against the refs as they
+  are (the lock errors and the report, in the framing the client asked for),
 
 byte for byte as git 2.39 writes them, honouring ``transfer.hideRefs`` and the
 service's own ``hideRefs``. Whatever needs git's object machinery (``fetch``, pushes, a v0
@@ -217,16 +219,30 @@ class RefServer:
     def _refs(self, repo: Any, wanted: Callable[[str], bool]) -> list[_Ref]:
         """The refs under ``refs/`` that ``wanted`` keeps and that resolve to an object,
         sorted as git sorts (bytewise)."""
-        names = [n for n in repo.references if n.startswith("refs/") and wanted(n)]
-        found = [self._resolve(repo, name) for name in sorted(names, key=str.encode)]
-        return [ref for ref in found if ref is not None and ref.oid is not None]
+        found = []
+        for ref in repo.references.iterator():  # Reference objects: no second look-up
+            if ref.name.startswith("refs/") and wanted(ref.name):
+                resolved = self._resolved(repo, ref)
+                if resolved is not None and resolved.oid is not None:
+                    found.append(resolved)
+        return sorted(found, key=lambda ref: ref.name.encode())
 
-    @staticmethod
-    def _resolve(repo: Any, name: str) -> _Ref | None:
+    @classmethod
+    def _resolve(cls, repo: Any, name: str) -> _Ref | None:
         import pygit2
 
         try:
             ref = repo.references[name]
+        except (KeyError, pygit2.GitError, ValueError):
+            return None
+        return cls._resolved(repo, ref)
+
+    @staticmethod
+    def _resolved(repo: Any, ref: Any) -> _Ref | None:
+        import pygit2
+
+        name = ref.name
+        try:
             if ref.type != pygit2.enums.ReferenceType.SYMBOLIC:
                 oid = str(ref.target)
                 return _Ref(name, oid, None) if oid in repo else None
@@ -263,6 +279,81 @@ class RefServer:
         lines[0] += "\0" + self.receive_pack_caps
         return b"".join(pkt_line(f"{line}\n".encode()) for line in lines) + FLUSH
 
+    def refuse_stale_push(self, head: bytes) -> bytes | None:
+        """receive-pack's own refusal of a push that can only lose, or None to start it.
+
+        ``head`` is the start of the request body. A push is refused here when its command
+        list is plain (:func:`parse_push`), asks only for what receive-pack advertised,
+        the forge has no rule that could answer first (:func:`_push_rules`), and its
+        commands are stale against the refs as they are now: for an atomic push any one
+        (and those before it sit where they are expected), otherwise every one. That is
+        the answer receive-pack would give on taking the ref locks (it re-checks there),
+        as though the push lost the race at this instant; nothing is unpacked or written.
+        """
+        request = parse_push(head)
+        if request is None or not self._advertised(request.capabilities):
+            return None
+        config = self._config()
+        hidden = self._hide_patterns(config, "receive")
+        if _push_rules(self.git_dir, config) or any(
+            _hidden(c.ref, hidden) for c in request.commands
+        ):
+            return None
+        with self._repository() as repo:
+            current = [self._direct(repo, c.ref) for c in request.commands]
+        # A ref that is missing but expected is not refused here: git's words for it
+        # depend on the refs around it.
+        stale = [
+            cur not in (None, ZERO_OID, c.old)
+            for c, cur in zip(request.commands, current, strict=True)
+        ]
+        atomic = request.asks("atomic")
+        if atomic:
+            if not any(stale):
+                return None
+            first = stale.index(True)
+            settled = current[:first] == [c.old for c in request.commands[:first]]
+            if not settled or ZERO_OID in current[:first]:
+                return None
+            errors = [_lock_failure(request.commands[first], str(current[first]))]
+        elif all(stale):
+            errors = [
+                _lock_failure(c, str(cur)) for c, cur in zip(request.commands, current, strict=True)
+            ]
+        else:
+            return None
+        return push_refusal(request, errors, atomic=atomic)
+
+    def _advertised(self, capabilities: Sequence[str]) -> bool:
+        if self.receive_pack_caps is None:
+            return False
+        offered = {cap.partition("=")[0]: cap for cap in self.receive_pack_caps.split()}
+        for cap in capabilities:
+            key = cap.partition("=")[0]
+            if key == "agent":
+                continue
+            if key not in offered or (cap != offered[key] and key != cap):
+                return False
+            if key not in _PUSH_CAPABILITIES and cap != "object-format=sha1":
+                return False
+        return True
+
+    @staticmethod
+    def _direct(repo: Any, name: str) -> str | None:
+        """A ref's value as receive-pack's lock reads it: its sha, ZERO_OID when it does
+        not exist, None when it is symbolic or unreadable (left to receive-pack)."""
+        import pygit2
+
+        try:
+            ref = repo.references.get(name)
+            if ref is None:
+                return ZERO_OID
+            if ref.type == pygit2.enums.ReferenceType.SYMBOLIC:
+                return None
+            return str(ref.target)
+        except (pygit2.GitError, ValueError):
+            return None
+
     def ls_refs(self, command: Command) -> bytes:
         """The answer to a v2 ``ls-refs`` request, as ``upload-pack`` writes it."""
         peel = symrefs = unborn = False
@@ -283,8 +374,10 @@ class RefServer:
         unborn = unborn and _config_str(config, "lsrefs.unborn", "advertise") != "ignore"
         hidden = self._hide_patterns(config, "uploadpack")
 
+        prefixed = _prefix_test(prefixes)
+
         def wanted(name: str) -> bool:
-            return not _hidden(name, hidden) and (not prefixes or _has_prefix_in(name, prefixes))
+            return prefixed(name) and not _hidden(name, hidden)
 
         with self._repository() as repo:
             refs = self._refs(repo, wanted)
@@ -317,9 +410,18 @@ class RefServer:
         return line + "\n"
 
 
-def _has_prefix_in(name: str, prefixes: set[str]) -> bool:
+_FEW_PREFIXES = 64  # up to this many, str.startswith(tuple) is the faster test
+
+
+def _prefix_test(prefixes: set[str]) -> Callable[[str], bool]:
+    """Whether a ref name starts with one of ``prefixes`` (every name when there are none)."""
+    if not prefixes:
+        return lambda name: True
+    if len(prefixes) <= _FEW_PREFIXES:
+        starts = tuple(prefixes)
+        return lambda name: name.startswith(starts)
     # By set look-up of the name's own prefixes: a request may carry thousands of them.
-    return any(name[:end] in prefixes for end in range(len(name) + 1))
+    return lambda name: any(name[:end] in prefixes for end in range(len(name) + 1))
 
 
 def _config_str(config: Any, key: str, default: str) -> str:
@@ -327,3 +429,138 @@ def _config_str(config: Any, key: str, default: str) -> str:
         return str(config[key]).lower()
     except KeyError:
         return default
+
+
+# ------------------------------------------------------------------ a stale push, refused
+
+# What a push may ask for and still be answered here; anything else goes to receive-pack.
+_PUSH_CAPABILITIES = frozenset(
+    {"report-status", "report-status-v2", "side-band-64k", "quiet", "atomic", "ofs-delta"}
+)
+MAX_PUSH_COMMANDS = 1000  # a longer command list is left to receive-pack
+MAX_PUSH_HEAD = MAX_PUSH_COMMANDS * 200 + 4096  # bytes of a body read to find the list
+_OID = re.compile(r"[0-9a-f]{40}")
+# Ref names git's check_refname_format surely accepts, short enough that receive-pack's
+# 4096-byte error line holds the whole message; any other name is left to receive-pack.
+_PLAIN_REF = re.compile(
+    r"refs/(?:[A-Za-z0-9_-][A-Za-z0-9_.-]{0,200}/){0,20}[A-Za-z0-9_-][A-Za-z0-9_.-]{0,200}"
+)
+_BAND_PAYLOAD = 65515  # send_sideband's largest payload (LARGE_PACKET_MAX - 5)
+
+
+@dataclass(frozen=True)
+class PushCommand:
+    """One line of a push's command list: move ``ref`` from ``old`` to ``new``."""
+
+    old: str
+    new: str
+    ref: str
+
+
+@dataclass(frozen=True)
+class PushRequest:
+    """The command list a ``receive-pack`` request starts with, and what it asks for."""
+
+    commands: tuple[PushCommand, ...]
+    capabilities: tuple[str, ...]
+
+    def asks(self, name: str) -> bool:
+        return name in self.capabilities
+
+
+def _plain_ref(name: str) -> bool:
+    if not _PLAIN_REF.fullmatch(name) or ".." in name:
+        return False
+    return not any(part.endswith((".lock", ".")) for part in name.split("/"))
+
+
+def _push_line(payload: bytes) -> PushCommand | None:
+    try:
+        text = payload.decode("ascii").removesuffix("\n")
+    except UnicodeDecodeError:
+        return None
+    old, _, rest = text.partition(" ")
+    new, _, ref = rest.partition(" ")
+    if not (_OID.fullmatch(old) and _OID.fullmatch(new) and _plain_ref(ref)):
+        return None
+    return PushCommand(old, new, ref)
+
+
+def parse_push(head: bytes) -> PushRequest | None:
+    """The plain command list at the start of a push body, or None when ``head`` does not
+    hold one whole (a lying length, no flush, shallow lines, a push certificate, a funny
+    ref name, more than MAX_PUSH_COMMANDS commands, no pack after the flush) or it deletes
+    a ref: such a request is receive-pack's to answer, not this module's."""
+    commands: list[PushCommand] = []
+    capabilities: tuple[str, ...] = ()
+    pos = 0
+    while True:
+        size_hex = head[pos : pos + 4]
+        if not _LENGTH.fullmatch(size_hex):
+            return None
+        size = int(size_hex, 16)
+        if size == FLUSH_CODE:
+            break
+        if size < 5 or pos + size > len(head) or len(commands) >= MAX_PUSH_COMMANDS:
+            return None
+        payload = head[pos + 4 : pos + size]
+        pos += size
+        if not commands:
+            payload, _, caps = payload.partition(b"\0")
+            capabilities = tuple(caps.decode("ascii", "replace").split())
+        command = _push_line(payload)
+        if command is None or command.new == ZERO_OID:
+            return None
+        commands.append(command)
+    pack = head[pos + 4 : pos + 16]
+    if not commands or len(pack) < 12 or pack[:8] not in (b"PACK\0\0\0\2", b"PACK\0\0\0\3"):
+        return None  # receive-pack's unpacker has its own words for a missing pack
+    if len({c.ref for c in commands}) != len(commands):
+        return None  # git has its own answer to one ref named twice
+    return PushRequest(tuple(commands), capabilities)
+
+
+def _lock_failure(command: PushCommand, current: str) -> str:
+    """receive-pack's words (from the files backend) for a command whose ref has moved."""
+    if command.old == ZERO_OID:
+        return f"cannot lock ref '{command.ref}': reference already exists"
+    return f"cannot lock ref '{command.ref}': is at {current} but expected {command.old}"
+
+
+def _sideband(band: int, data: bytes) -> bytes:
+    return b"".join(
+        pkt_line(bytes([band]) + data[at : at + _BAND_PAYLOAD])
+        for at in range(0, len(data), _BAND_PAYLOAD)
+    )
+
+
+def push_refusal(request: PushRequest, errors: Sequence[str], *, atomic: bool) -> bytes:
+    """What ``receive-pack --stateless-rpc`` 2.39 writes when every command of ``request``
+    is refused at the ref lock: the lock errors (``errors``, on side band 2 when the client
+    asked for side bands), then the report (``ng <ref> <reason>`` for each command) if it
+    asked for one, framed on side band 1, then a flush."""
+    reason = "atomic transaction failed" if atomic else "failed to update ref"
+    report = b""
+    if request.asks("report-status") or request.asks("report-status-v2"):
+        lines = [b"unpack ok\n", *(f"ng {c.ref} {reason}\n".encode() for c in request.commands)]
+        report = b"".join(pkt_line(line) for line in lines) + FLUSH
+    if not request.asks("side-band-64k"):
+        return report  # the errors went to receive-pack's stderr, not to the client
+    said = b"".join(_sideband(2, f"error: {error}\n".encode()) for error in errors)
+    return said + _sideband(1, report) + FLUSH
+
+
+def _push_rules(git_dir: Path, config: Any) -> bool:
+    """Whether the forge has anything that may answer a push before its ref locks do (a
+    pre-receive or proc-receive hook, fast-forward rules, a work tree to protect)."""
+    if (git_dir / "hooks" / "pre-receive").exists():
+        return True
+    for key in ("core.hooksPath", "receive.procReceiveRefs", "receive.certNonceSeed"):
+        if list(config.get_multivar(key)):
+            return True
+    return _config_str(config, "receive.denyNonFastForwards", "false") in (
+        "true",
+        "yes",
+        "on",
+        "1",
+    ) or _config_str(config, "core.bare", "true") not in ("true", "yes", "on", "1")

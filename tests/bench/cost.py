@@ -192,9 +192,19 @@ def rows(f: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"{f.get('server_processes_per_brief', 0):.1f}",
             ", ".join(f"{k} {v:.1f}" for k, v in f.get("server_processes", {}).items()),
         ),
+        (
+            f"{label}: upload-pack per desk fetch",
+            f"{_per_fetch(f):.1f}",
+            "each stateless negotiation round is one more upload-pack",
+        ),
         (f"{label}: briefs per minute", f"{f['briefs_per_min']:.1f}", "smart HTTP"),
         (f"{label}: invariant problems", str(len(f["problems"])), "must be 0"),
     ]
+
+
+def _per_fetch(f: dict[str, Any]) -> float:
+    fetches = f["git_commands"].get("fetch", 0)
+    return f.get("server_processes", {}).get("upload-pack", 0) / fetches if fetches else 0.0
 
 
 def side_by_side(before: dict[str, Any], after: dict[str, Any], ref: str) -> list[str]:
