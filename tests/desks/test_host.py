@@ -112,9 +112,7 @@ def add_waiting_py_desk(world: World, briefs: tuple[str, ...], source: str = PY_
         encoding="utf-8",
     )
     for _ in briefs:
-        waiting = world.assay(
-            "desk", "run", "py", "--once", "--forge", world.url, "--desks", str(world.desks)
-        )
+        waiting = world.assay(*world.desk_args("py", "--once"))
         assert waiting.returncode == 75, waiting.stderr
 
 
@@ -153,18 +151,7 @@ def test_the_host_sigkilled_with_children_running_leaves_every_run_resumable(
     for brief in briefs:
         wait_until(lambda b=brief: world.claim_expired(b), timeout=60, what="the lease to lapse")
         resumed = world.assay(
-            "desk",
-            "run",
-            "py",
-            "--brief",
-            brief,
-            "--once",
-            "--forge",
-            world.url,
-            "--desks",
-            str(world.desks),
-            machine="b",
-            extra=extra,
+            *world.desk_args("py", "--brief", brief, "--once"), machine="b", extra=extra
         )
         assert resumed.returncode == 0, resumed.stderr
         claim = world.claim(brief)
@@ -313,18 +300,7 @@ def test_a_child_killed_mid_run_is_not_doubled_by_the_next_wake_and_resumes(
     (marks / "release").write_text("")
     wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to lapse")
     resumed = world.assay(
-        "desk",
-        "run",
-        "py",
-        "--brief",
-        "b1",
-        "--once",
-        "--forge",
-        world.url,
-        "--desks",
-        str(world.desks),
-        machine="b",
-        extra=extra,
+        *world.desk_args("py", "--brief", "b1", "--once"), machine="b", extra=extra
     )
     assert resumed.returncode == 0, resumed.stderr
     claim = world.claim("b1")
@@ -373,9 +349,7 @@ def test_a_desk_killed_inside_its_settle_push_leaves_claim_and_review_together(
         },
     )
     desk = subprocess.Popen(
-        assay_argv(
-            "desk", "run", "coder", "--once", "--forge", world.url, "--desks", str(world.desks)
-        ),
+        assay_argv(*world.desk_args("coder", "--once")),
         cwd=world.root,
         env=env,
         stdout=subprocess.DEVNULL,
