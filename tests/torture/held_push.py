@@ -2,7 +2,8 @@
 
 ``HeldPush.install(forge, stage=...)`` writes a hook into the bare repository that lets
 every push through except one: the ``nth`` push, after the test calls ``arm(nth)``, that
-moves a brief branch (``refs/heads/assay/*``) and no claim (a step's durability point).
+moves a brief branch (``refs/heads/assay/*``) and no claim (a step's durability point), or
+whichever refs ``install`` was told to match.
 That push stops inside the hook: the hook writes the ref lines it was given to ``held``
 and blocks reading a FIFO until the test calls ``release()`` (or kills it).
 The stages are git's own:
@@ -29,9 +30,8 @@ STAGES = ("pre-receive", "reference-transaction", "post-receive")
 _HOOK = """#!/bin/sh
 # Holds one armed push (tests.torture.held_push).
 {state_check}input=$(cat)
-case "$input" in *" refs/heads/assay/"*) ;; *) exit 0 ;; esac
-case "$input" in *" refs/assay/claims/"*) exit 0 ;; esac
-n=$(cat "{control}/arm" 2>/dev/null) || exit 0
+case "$input" in *" {match}"*) ;; *) exit 0 ;; esac
+{unless_check}n=$(cat "{control}/arm" 2>/dev/null) || exit 0
 if [ "$n" -gt 1 ]; then echo $((n - 1)) > "{control}/arm"; exit 0; fi
 mv "{control}/arm" "{control}/taken" 2>/dev/null || exit 0
 printf '%s\\n' "$input" > "{control}/held.tmp"
@@ -56,14 +56,27 @@ class HeldPush:
     stage: str
 
     @classmethod
-    def install(cls, forge_path: Path, *, stage: str) -> HeldPush:
+    def install(
+        cls,
+        forge_path: Path,
+        *,
+        stage: str,
+        match: str = "refs/heads/assay/",
+        unless: str | None = "refs/assay/claims/",
+    ) -> HeldPush:
+        """The hook at ``stage``, holding a push that moves a ref starting with ``match``
+        and none starting with ``unless`` (the defaults: a step's push, not a claim's)."""
         assert stage in STAGES, stage
         control = forge_path.parent / f"held-{stage}"
         control.mkdir()
         os.mkfifo(control / "gate")
         state_check = '[ "$1" = prepared ] || exit 0\n' if stage == "reference-transaction" else ""
         hook = forge_path / "hooks" / stage
-        hook.write_text(_HOOK.format(control=control, state_check=state_check), encoding="utf-8")
+        unless_check = f'case "$input" in *" {unless}"*) exit 0 ;; esac\n' if unless else ""
+        text = _HOOK.format(
+            control=control, state_check=state_check, match=match, unless_check=unless_check
+        )
+        hook.write_text(text, encoding="utf-8")
         hook.chmod(0o755)
         return cls(control, stage)
 

@@ -188,3 +188,46 @@ def test_desk_killed_inside_its_push(tmp_path: Path, outcome: str, resume_on: st
 def claims_of(fleet: Fleet) -> list[ClaimRecord]:
     with open_forge(str(fleet.forge_path), cache_dir=fleet.root / "watch-cache") as forge:
         return ClaimStore(forge).list()
+
+
+@pytest.mark.parametrize("outcome", ["applied", "lost"])
+def test_desk_killed_inside_its_settle_push(tmp_path: Path, outcome: str) -> None:
+    """The one atomic push of the review and the claim's settlement, held in the forge's
+    pre-receive hook while the desk is killed: the forge applies both refs or neither, and
+    the run is finished or resumable, each model turn paid once."""
+    fleet = Fleet(tmp_path, ["v0"], lease=3)
+    fleet.setup()
+    held = HeldPush.install(
+        fleet.forge_path, stage="pre-receive", match="refs/assay/reviews/", unless=None
+    )
+    fleet.serve()
+    calls = tmp_path / "model-calls.jsonl"
+    env = {"ASSAY_MODEL_CALL_LOG": str(calls)}
+    try:
+        held.arm()
+        desk = fleet.start_desk("--once", machine="a", env=env)
+        inside = held.wait_held()
+        assert {"refs/assay/claims/v0", "refs/assay/reviews/v0"} <= set(inside.refs)
+        receive_pack = parent_of(inside.hook_pid)
+        fleet.kill(desk)
+        if outcome == "applied":
+            held.release()
+            wait_until(lambda: gone(receive_pack), timeout=60, what="the push to finish")
+            assert refs_now(fleet, inside.refs) == "new"
+            assert_finished_once(fleet, calls)  # nothing left to resume
+            assert fleet.inspect()["v0"].fence == 1
+            return
+        fleet.kill_server()
+        assert refs_now(fleet, inside.refs) == "old"
+        fleet.serve()
+        result = fleet.inspect()["v0"]
+        assert (result.claim_state, result.review) == ("held", None)
+        wait_until(lambda: claim_lapsed(fleet, "v0"), timeout=60, what="the lease to lapse")
+        resumed = fleet.start_desk("--once", machine="b", env=env)
+        fleet.wait_all(timeout=180)
+        assert resumed.code == 0, resumed.log.read_text(encoding="utf-8", errors="replace")
+        assert_finished_once(fleet, calls)
+        assert fleet.inspect()["v0"].fence == 2
+    finally:
+        held.release()
+        fleet.stop()
