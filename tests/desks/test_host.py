@@ -116,17 +116,23 @@ def add_waiting_py_desk(world: World, briefs: tuple[str, ...], source: str = PY_
         assert waiting.returncode == 75, waiting.stderr
 
 
+def host_place(world: World, tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
+    """The desk's marks folder, the environment naming it, and the host's socket, which
+    the forge's wake hook is installed to write to."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    sock = tmp_path / "host.sock"
+    install_wake_hook(world.forge_path, workdir=tmp_path, host_socket=sock)
+    return marks, {"HOST_TEST_DIR": str(marks)}, sock
+
+
 def test_the_host_sigkilled_with_children_running_leaves_every_run_resumable(
     world: World, tmp_path: Path
 ) -> None:
     briefs = ("b1", "b2")
     add_waiting_py_desk(world, briefs)
-    marks = tmp_path / "marks"
-    marks.mkdir()
+    marks, extra, sock = host_place(world, tmp_path)
     os.mkfifo(marks / "gate.fifo")
-    extra = {"HOST_TEST_DIR": str(marks)}
-    sock = tmp_path / "host.sock"
-    install_wake_hook(world.forge_path, workdir=tmp_path, host_socket=sock)
     host = start_host(world, sock, extra=extra)
     for brief in briefs:
         world.event(brief, "approve", actor="ann")
@@ -224,14 +230,10 @@ def test_a_child_killed_before_it_claims_leaves_the_run_waiting_for_a_fresh_host
     world: World, tmp_path: Path
 ) -> None:
     add_waiting_py_desk(world, ("b1",), PAID_DESK)
-    marks = tmp_path / "marks"
-    marks.mkdir()
+    marks, extra, sock = host_place(world, tmp_path)
     (marks / "release").write_text("")
     log = marks / "children.log"
     os.mkfifo(log)  # a child opens its log first: it blocks there, right after the fork
-    extra = {"HOST_TEST_DIR": str(marks)}
-    sock = tmp_path / "host.sock"
-    install_wake_hook(world.forge_path, workdir=tmp_path, host_socket=sock)
     host = start_host(world, sock, "--log", str(log), extra=extra)
     lines = HostLines(host)
 
@@ -266,12 +268,8 @@ def test_a_child_killed_mid_run_is_not_doubled_by_the_next_wake_and_resumes(
     world: World, tmp_path: Path
 ) -> None:
     add_waiting_py_desk(world, ("b1",), PAID_DESK)
-    marks = tmp_path / "marks"
-    marks.mkdir()
+    marks, extra, sock = host_place(world, tmp_path)
     os.mkfifo(marks / "gate.fifo")
-    extra = {"HOST_TEST_DIR": str(marks)}
-    sock = tmp_path / "host.sock"
-    install_wake_hook(world.forge_path, workdir=tmp_path, host_socket=sock)
     host = start_host(world, sock, extra=extra)
     lines = HostLines(host)
 

@@ -28,7 +28,7 @@ from assay.claims import ClaimRecord, ClaimStore
 from assay.forge import open_forge
 from tests.forge_fixtures import wait_until
 from tests.torture.fleet import Fleet, invariant_problems
-from tests.torture.held_push import HeldPush, read_ref
+from tests.torture.held_push import Held, HeldPush, read_ref
 from tests.torture.test_forge_faults import fsck, stopped_cleanly
 
 # Long enough to ride out the restart on a loaded machine; a lost race is never retried.
@@ -78,7 +78,9 @@ STALE_LOCK = pytest.mark.xfail(
         ("pre-receive", "group", 1, "old"),  # the branch's creation (the first model step)
         pytest.param("reference-transaction", "group", 2, "old", marks=STALE_LOCK),
         ("post-receive", "group", 2, "new"),
-        ("pre-receive", "server", 2, "new"),
+        # The orphan moves the refs, unless git's receive.keepAlive packet (after 5 s
+        # without output) finds the dead server's pipe first: SIGPIPE, the refs stay old.
+        ("pre-receive", "server", 2, "old or new"),
     ],
 )
 def test_server_killed_inside_receive_pack(
@@ -104,7 +106,7 @@ def test_server_killed_inside_receive_pack(
             held.release()  # the orphaned receive-pack goes on alone
             wait_until(lambda: gone(receive_pack), timeout=60, what="the orphan to finish")
         wait_until(lambda: gone(inside.hook_pid), timeout=30, what="the hook to end")
-        assert refs_now(fleet, inside.refs) == expected
+        assert refs_now(fleet, inside.refs) in expected.split(" or ")
         fleet.serve()  # the same port: the desk's retries find it again
 
         fleet.wait_all(timeout=180)
@@ -135,6 +137,28 @@ def claim_lapsed(fleet: Fleet, brief: str) -> bool:
         return record is not None and store.status(record) == "expired"
 
 
+def kill_desk_inside(
+    fleet: Fleet, held: HeldPush, outcome: str, *, nth: int, env: dict[str, str]
+) -> Held:
+    """Start a desk, SIGKILL it (its whole process group) once its ``nth`` matching push is
+    held in the forge, then let the forge apply that push (``applied``: the ref is new) or
+    kill the server before any ref moved and restart it (``lost``: the ref is old)."""
+    held.arm(nth)
+    desk = fleet.start_desk("--once", machine="a", env=env)
+    inside = held.wait_held()
+    receive_pack = parent_of(inside.hook_pid)
+    fleet.kill(desk)
+    if outcome == "applied":
+        held.release()
+        wait_until(lambda: gone(receive_pack), timeout=60, what="the push to finish")
+        assert refs_now(fleet, inside.refs) == "new"
+    else:
+        fleet.kill_server()
+        assert refs_now(fleet, inside.refs) == "old"
+        fleet.serve()
+    return inside
+
+
 @pytest.mark.parametrize(
     ("outcome", "resume_on"),
     [("applied", "b"), ("lost", "a")],
@@ -158,21 +182,9 @@ def test_desk_killed_inside_its_push(tmp_path: Path, outcome: str, resume_on: st
     calls = tmp_path / "model-calls.jsonl"
     env = {"ASSAY_MODEL_CALL_LOG": str(calls)}
     try:
-        held.arm(2)
-        desk = fleet.start_desk("--once", machine="a", env=env)
-        inside = held.wait_held()
-        receive_pack = parent_of(inside.hook_pid)
-        fleet.kill(desk)
-        if outcome == "applied":
-            held.release()
-            wait_until(lambda: gone(receive_pack), timeout=60, what="the push to finish")
-            assert refs_now(fleet, inside.refs) == "new"
-        else:
-            fleet.kill_server()
-            assert refs_now(fleet, inside.refs) == "old"
-            fleet.serve()
+        kill_desk_inside(fleet, held, outcome, nth=2, env=env)
         claim = next(r for r in claims_of(fleet) if r.brief == "p0")
-        assert (claim.state, claim.fence) == ("held", 1)  # the dead desk's, until it lapses
+        assert (claim.state, claim.fence) == ("held", 1), claim  # the dead desk's, until it lapses
         wait_until(lambda: claim_lapsed(fleet, "p0"), timeout=60, what="the lease to lapse")
 
         resumed = fleet.start_desk("--once", machine=resume_on, env=env)
@@ -204,22 +216,12 @@ def test_desk_killed_inside_its_settle_push(tmp_path: Path, outcome: str) -> Non
     calls = tmp_path / "model-calls.jsonl"
     env = {"ASSAY_MODEL_CALL_LOG": str(calls)}
     try:
-        held.arm()
-        desk = fleet.start_desk("--once", machine="a", env=env)
-        inside = held.wait_held()
+        inside = kill_desk_inside(fleet, held, outcome, nth=1, env=env)
         assert {"refs/assay/claims/v0", "refs/assay/reviews/v0"} <= set(inside.refs)
-        receive_pack = parent_of(inside.hook_pid)
-        fleet.kill(desk)
         if outcome == "applied":
-            held.release()
-            wait_until(lambda: gone(receive_pack), timeout=60, what="the push to finish")
-            assert refs_now(fleet, inside.refs) == "new"
             assert_finished_once(fleet, calls)  # nothing left to resume
             assert fleet.inspect()["v0"].fence == 1
             return
-        fleet.kill_server()
-        assert refs_now(fleet, inside.refs) == "old"
-        fleet.serve()
         result = fleet.inspect()["v0"]
         assert (result.claim_state, result.review) == ("held", None)
         wait_until(lambda: claim_lapsed(fleet, "v0"), timeout=60, what="the lease to lapse")
