@@ -34,10 +34,12 @@ case "$input" in *" {match}"*) ;; *) exit 0 ;; esac
 {unless_check}n=$(cat "{control}/arm" 2>/dev/null) || exit 0
 if [ "$n" -gt 1 ]; then echo $((n - 1)) > "{control}/arm"; exit 0; fi
 mv "{control}/arm" "{control}/taken" 2>/dev/null || exit 0
+# Open the gate (read-write: no wait) before saying so: a release cannot come too soon.
+exec 3<>"{control}/gate"
 printf '%s\\n' "$input" > "{control}/held.tmp"
 echo $$ >> "{control}/held.tmp"
 mv "{control}/held.tmp" "{control}/held"
-cat "{control}/gate" > /dev/null
+read -r _ <&3
 exit 0
 """
 
@@ -96,9 +98,12 @@ class HeldPush:
 
     def release(self) -> None:
         """Let the held hook return (it exits 0: the push goes on)."""
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # ENXIO: no hook holds it open (killed, or none)
             fd = os.open(self.control / "gate", os.O_WRONLY | os.O_NONBLOCK)
-            os.close(fd)
+            try:
+                os.write(fd, b"go\n")
+            finally:
+                os.close(fd)
 
 
 def read_ref(forge_path: Path, ref: str) -> str | None:
