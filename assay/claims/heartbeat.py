@@ -12,19 +12,21 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from types import TracebackType
+from typing import Self
 
 from assay.claims.store import Claim, ClaimStore
+from assay.closing import Closing
 from assay.errors import AssayError, Fenced
 
 LOG = logging.getLogger("assay.claims.heartbeat")
 
 
-class Heartbeat:
+class Heartbeat(Closing):
     """Renew ``claim`` every ``interval_s`` (default ``lease / 3``) on a daemon thread.
 
     ``journal_head`` (optional) is asked for the journal head hash at each renewal, so
-    every renewal anchors the journal outside the desk's reach (DESIGN §6).
+    every renewal anchors the journal outside the desk's reach (DESIGN §6). A ``with``
+    block starts it and stops it on the way out (``close()`` is ``stop()``).
     """
 
     def __init__(
@@ -49,7 +51,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> Heartbeat:
+    def start(self) -> Self:
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._loop, name=f"heartbeat-{self.claim.brief}", daemon=True
@@ -93,13 +95,8 @@ class Heartbeat:
                 if self.on_error is not None:
                     self.on_error(exc)
 
-    def __enter__(self) -> Heartbeat:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()

@@ -44,7 +44,7 @@ def test_a_full_disk_is_69_and_releases_the_claim(
 ) -> None:
     world.add_briefs(brief_text("b1"))
     world.add_desk("coder", [write("hello.txt", "hi\n"), finish("done")])
-    args = ["desk", "run", "coder", "--forge", world.url, "--desks", str(world.desks), "--once"]
+    args = list(world.desk_args("coder", "--once"))
     extra = {"ASSAY_STATE": str(full_disk)} if where == "state" else {}
     if where == "work":
         args += ["--workdir", str(full_disk / "work")]

@@ -9,11 +9,14 @@ that waits on a FIFO (a real condition) at that moment.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -46,7 +49,7 @@ def work(run, brief):
 
 
 def start_host(
-    world: World, sock: Path, *, extra: dict[str, str] | None = None
+    world: World, sock: Path, *args: str, extra: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
     proc = world.start(
         "desk",
@@ -57,6 +60,7 @@ def start_host(
         str(world.desks),
         "--socket",
         str(sock),
+        *args,
         machine="host",
         extra=extra,
     )
@@ -99,19 +103,27 @@ def test_the_hook_wakes_a_waiting_run_through_the_warm_host(world: World, tmp_pa
     assert not (world.forge_path / "assay-wake.log").exists()
 
 
-def add_waiting_py_desk(world: World, briefs: tuple[str, ...]) -> None:
-    """The python desk ``py`` (PY_DESK), its run on each of ``briefs`` waiting for approval."""
+def add_waiting_py_desk(world: World, briefs: tuple[str, ...], source: str = PY_DESK) -> None:
+    """The python desk ``py`` (``source``), its run on each of ``briefs`` waiting for approval."""
     world.add_briefs(*(brief_text(b) for b in briefs))
-    (world.desks / "pydesk.py").write_text(PY_DESK, encoding="utf-8")
+    (world.desks / "pydesk.py").write_text(source, encoding="utf-8")
     (world.desks / "py.yaml").write_text(
         "name: py\nkind: python\nentry: pydesk:work\nlease: 1.5\ntakes: {globs: ['*']}\n",
         encoding="utf-8",
     )
     for _ in briefs:
-        waiting = world.assay(
-            "desk", "run", "py", "--once", "--forge", world.url, "--desks", str(world.desks)
-        )
+        waiting = world.assay(*world.desk_args("py", "--once"))
         assert waiting.returncode == 75, waiting.stderr
+
+
+def host_place(world: World, tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
+    """The desk's marks folder, the environment naming it, and the host's socket, which
+    the forge's wake hook is installed to write to."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    sock = tmp_path / "host.sock"
+    install_wake_hook(world.forge_path, workdir=tmp_path, host_socket=sock)
+    return marks, {"HOST_TEST_DIR": str(marks)}, sock
 
 
 def test_the_host_sigkilled_with_children_running_leaves_every_run_resumable(
@@ -119,12 +131,8 @@ def test_the_host_sigkilled_with_children_running_leaves_every_run_resumable(
 ) -> None:
     briefs = ("b1", "b2")
     add_waiting_py_desk(world, briefs)
-    marks = tmp_path / "marks"
-    marks.mkdir()
+    marks, extra, sock = host_place(world, tmp_path)
     os.mkfifo(marks / "gate.fifo")
-    extra = {"HOST_TEST_DIR": str(marks)}
-    sock = tmp_path / "host.sock"
-    install_wake_hook(world.forge_path, workdir=tmp_path, host_socket=sock)
     host = start_host(world, sock, extra=extra)
     for brief in briefs:
         world.event(brief, "approve", actor="ann")
@@ -149,18 +157,7 @@ def test_the_host_sigkilled_with_children_running_leaves_every_run_resumable(
     for brief in briefs:
         wait_until(lambda b=brief: world.claim_expired(b), timeout=60, what="the lease to lapse")
         resumed = world.assay(
-            "desk",
-            "run",
-            "py",
-            "--brief",
-            brief,
-            "--once",
-            "--forge",
-            world.url,
-            "--desks",
-            str(world.desks),
-            machine="b",
-            extra=extra,
+            *world.desk_args("py", "--brief", brief, "--once"), machine="b", extra=extra
         )
         assert resumed.returncode == 0, resumed.stderr
         claim = world.claim(brief)
@@ -172,6 +169,145 @@ def test_the_host_sigkilled_with_children_running_leaves_every_run_resumable(
         assert sum(e["kind"] == "start" for e in entries) == 1
         works = [e for e in entries if e["kind"] == "step" and e.get("name") == "work"]
         assert len(works) == 1 and works[0]["fence"] == 3  # the killed child recorded none
+
+
+# PY_DESK with a paid effect first: it stands for a model call (a durability point, pushed
+# before the next step), and appends a line to ``paid`` each time its body runs.
+PAID_DESK = PY_DESK.replace(
+    '    run.step("work", body)',
+    """    def pay(key):
+        with open(Path(os.environ["HOST_TEST_DIR"]) / "paid", "a") as paid:
+            paid.write(key + "\\n")
+        return {"paid": key}
+
+    run.effect("pay", pay)
+    run.step("work", body)""",
+)
+
+
+def children_of(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+def send_wake(sock: Path, brief: str) -> None:
+    """What the forge's hook writes to the host's socket."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.connect(str(sock))
+        client.sendall(f"wake {brief}\n".encode())
+
+
+class HostLines:
+    """The host's stderr lines (``wake B: child P``, ``woke B: child P exited C``), read
+    by a thread so the test can wait on them."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        assert proc.stderr is not None
+        self._stream = proc.stderr
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(ValueError, OSError):  # the test closed the pipe: done
+            for line in self._stream:
+                self.lines.append(line)
+
+    def exited(self, pid: int) -> str | None:
+        found = [line for line in self.lines if f"child {pid} exited" in line]
+        return found[-1].strip() if found else None
+
+    def children(self, brief: str) -> list[int]:
+        return [int(line.split()[-1]) for line in self.lines if line.startswith(f"wake {brief}:")]
+
+
+def paid(marks: Path) -> list[str]:
+    path = marks / "paid"
+    return path.read_text().split() if path.exists() else []
+
+
+def test_a_child_killed_before_it_claims_leaves_the_run_waiting_for_a_fresh_host(
+    world: World, tmp_path: Path
+) -> None:
+    add_waiting_py_desk(world, ("b1",), PAID_DESK)
+    marks, extra, sock = host_place(world, tmp_path)
+    (marks / "release").write_text("")
+    log = marks / "children.log"
+    os.mkfifo(log)  # a child opens its log first: it blocks there, right after the fork
+    host = start_host(world, sock, "--log", str(log), extra=extra)
+    lines = HostLines(host)
+
+    world.event("b1", "approve", actor="ann")
+    (child,) = wait_until(lambda: children_of(host.pid), timeout=90, what="the forked child")
+    os.kill(child, signal.SIGKILL)
+    wait_until(lambda: lines.exited(child), timeout=30, what="the host to reap its child")
+    assert lines.exited(child) == f"woke b1: child {child} exited -9"
+    assert alive(host.pid)  # a child's death is not the host's
+    claim = world.claim("b1")
+    assert claim is not None and (claim.state, claim.fence) == ("waiting", 1)  # not taken
+    assert paid(marks) == []
+
+    world.kill(host)  # a fresh host, as after a reboot, wakes the same run
+    log.unlink()
+    host = start_host(world, sock, "--log", str(log), extra=extra)
+    send_wake(sock, "b1")
+    wait_until(
+        lambda: (world.claim("b1") or None) and world.claim("b1").state == "done",  # type: ignore[union-attr]
+        timeout=90,
+        what="the fresh host's child to finish the run",
+    )
+    claim = world.claim("b1")
+    assert claim is not None and claim.fence == 2
+    assert len(paid(marks)) == 1
+    entries = world.journal("b1").entries
+    assert sum(e["kind"] == "start" for e in entries) == 1
+    assert [e["event"]["kind"] for e in entries if e["kind"] == "wake"] == ["approve"]
+
+
+def test_a_child_killed_mid_run_is_not_doubled_by_the_next_wake_and_resumes(
+    world: World, tmp_path: Path
+) -> None:
+    add_waiting_py_desk(world, ("b1",), PAID_DESK)
+    marks, extra, sock = host_place(world, tmp_path)
+    os.mkfifo(marks / "gate.fifo")
+    host = start_host(world, sock, extra=extra)
+    lines = HostLines(host)
+
+    world.event("b1", "approve", actor="ann")
+    mark = wait_until(lambda: list(marks.glob("b1.*")), timeout=90, what="the child in its step")
+    child = int(mark[0].name.split(".")[1])
+    assert child in children_of(host.pid)
+    os.kill(child, signal.SIGKILL)  # the child alone, inside its run
+    wait_until(lambda: lines.exited(child), timeout=30, what="the host to reap its child")
+    assert alive(host.pid)
+    claim = world.claim("b1")
+    assert claim is not None and (claim.state, claim.fence) == ("held", 2)
+    assert len(paid(marks)) == 1
+
+    # Another wake while the dead child's lease is live: the host forks, the child finds
+    # the claim held (not waiting) and leaves it alone.
+    send_wake(sock, "b1")
+    second = wait_until(
+        lambda: [p for p in lines.children("b1") if p != child], timeout=90, what="a 2nd child"
+    )[0]
+    wait_until(lambda: lines.exited(second), timeout=90, what="the second child to end")
+    assert lines.exited(second) == f"woke b1: child {second} exited 0"
+    claim = world.claim("b1")
+    assert claim is not None and (claim.state, claim.fence) == ("held", 2)
+
+    (marks / "release").write_text("")
+    wait_until(lambda: world.claim_expired("b1"), timeout=60, what="the lease to lapse")
+    resumed = world.assay(
+        *world.desk_args("py", "--brief", "b1", "--once"), machine="b", extra=extra
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    claim = world.claim("b1")
+    assert claim is not None and (claim.state, claim.fence) == ("done", 3)
+    assert len(paid(marks)) == 1  # the pushed effect was not run again
+    entries = world.journal("b1").entries
+    works = [e for e in entries if e["kind"] == "step" and e.get("name") == "work"]
+    assert len(works) == 1 and works[0]["fence"] == 3
+    assert [e["fence"] for e in entries] == sorted(e["fence"] for e in entries)
 
 
 _BLOCKING_GIT = """#!/bin/sh
@@ -211,9 +347,7 @@ def test_a_desk_killed_inside_its_settle_push_leaves_claim_and_review_together(
         },
     )
     desk = subprocess.Popen(
-        assay_argv(
-            "desk", "run", "coder", "--once", "--forge", world.url, "--desks", str(world.desks)
-        ),
+        assay_argv(*world.desk_args("coder", "--once")),
         cwd=world.root,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -127,18 +127,12 @@ class World:
             timeout=120,
         )
 
+    def desk_args(self, name: str, *args: str) -> tuple[str, ...]:
+        """``desk run NAME`` on this world's forge and desks, then ``args``."""
+        return ("desk", "run", name, "--forge", self.url, "--desks", str(self.desks), *args)
+
     def desk(self, name: str, *args: str, machine: str = "a") -> subprocess.CompletedProcess[str]:
-        return self.assay(
-            "desk",
-            "run",
-            name,
-            "--forge",
-            self.url,
-            "--desks",
-            str(self.desks),
-            *args,
-            machine=machine,
-        )
+        return self.assay(*self.desk_args(name, *args), machine=machine)
 
     def run_here(
         self, name: str, *, once: bool = True, only: str | None = None, machine: str = "a"
@@ -156,17 +150,7 @@ class World:
             return loop.run(once=once, only=only)
 
     def start_desk(self, name: str, *args: str, machine: str = "a") -> subprocess.Popen[str]:
-        return self.start(
-            "desk",
-            "run",
-            name,
-            "--forge",
-            self.url,
-            "--desks",
-            str(self.desks),
-            *args,
-            machine=machine,
-        )
+        return self.start(*self.desk_args(name, *args), machine=machine)
 
     def start(
         self, *args: str, machine: str = "a", extra: dict[str, str] | None = None

@@ -138,11 +138,6 @@ class FakeModelServer(LoopbackServer):
                 self._lock.notify_all()
 
 
-def usage_of(response: dict[str, Any]) -> tuple[int, int]:
-    usage = response.get("usage") or {}
-    return int(usage.get("in_tokens", 100)), int(usage.get("out_tokens", 20))
-
-
 class _Handler(QuietHandler):
     server_state: FakeModelServer  # bound by ``FakeModelServer.handler``
 

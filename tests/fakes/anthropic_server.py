@@ -9,7 +9,8 @@
 Serves ``POST /v1/messages`` on 127.0.0.1 (random port) from a thread; ``base_url`` is the
 server root (the adapter appends ``/v1/messages``). ``responses`` use the scripted-model
 shape and are rendered as ``text`` and ``tool_use`` content blocks with ``stop_reason`` and
-``usage`` (``input_tokens``, ``output_tokens``). The answer is chosen by the number of
+``usage`` by the scripted upstream's renderer (``assay.demo.upstream_wire``: tool-use ids
+``toolu_fake<turn:04><index:02>``). The answer is chosen by the number of
 ``assistant`` turns in the request. Counters, injected failures and ``hold``/``release``
 are those of ``FakeModelServer``; ``requests`` keeps the Messages-API bodies, so tests can
 check the translation (``system`` field, ``tool_result`` blocks, alternating roles).
@@ -19,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.fakes._base import FakeModelServer, usage_of
+from assay.demo.upstream_wire import anthropic_message
+from tests.fakes._base import FakeModelServer
 
 
 class FakeAnthropicServer(FakeModelServer):
@@ -36,25 +38,4 @@ class FakeAnthropicServer(FakeModelServer):
         return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
 
     def render(self, response: dict[str, Any], turn: int) -> dict[str, Any]:
-        blocks: list[dict[str, Any]] = []
-        if response.get("content"):
-            blocks.append({"type": "text", "text": response["content"]})
-        for index, call in enumerate(response.get("tool_calls") or []):
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": f"toolu_{turn}_{index}",
-                    "name": call["name"],
-                    "input": call.get("arguments") or {},
-                }
-            )
-        in_tokens, out_tokens = usage_of(response)
-        return {
-            "id": f"msg_{turn}",
-            "type": "message",
-            "role": "assistant",
-            "model": self.model,
-            "content": blocks,
-            "stop_reason": "tool_use" if response.get("tool_calls") else "end_turn",
-            "usage": {"input_tokens": in_tokens, "output_tokens": out_tokens},
-        }
+        return anthropic_message(response, turn, self.model)

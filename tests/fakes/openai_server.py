@@ -14,7 +14,9 @@ arguments}]``, ``usage: {in_tokens, out_tokens}``); ``FakeOpenAIServer.from_scri
 reads a scripted-model YAML file. It is a real ``ThreadingHTTPServer`` on 127.0.0.1 (a
 random port), serving ``POST /v1/chat/completions``; by default the answer is chosen by the
 number of assistant messages in the request, so a resumed conversation gets the same
-answer. See ``FakeModelServer`` for counters, injected failures, and ``hold``/``release``.
+answer. Completions are rendered by the scripted upstream's renderer
+(``assay.demo.upstream_wire``: tool-call ids ``call_fake<turn:04><index:02>``). See
+``FakeModelServer`` for counters, injected failures, and ``hold``/``release``.
 
 Run it as a process (for tests that drive desks in other processes):
 ``python -m tests.fakes openai SCRIPT.yaml`` (see ``tests/fakes/__main__.py``).
@@ -22,10 +24,10 @@ Run it as a process (for tests that drive desks in other processes):
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from tests.fakes._base import FakeModelServer, usage_of
+from assay.demo.upstream_wire import chat_completion
+from tests.fakes._base import FakeModelServer
 
 
 class FakeOpenAIServer(FakeModelServer):
@@ -43,35 +45,4 @@ class FakeOpenAIServer(FakeModelServer):
         return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
 
     def render(self, response: dict[str, Any], turn: int) -> dict[str, Any]:
-        calls = [
-            {
-                "id": f"call_{turn}_{index}",
-                "type": "function",
-                "function": {
-                    "name": call["name"],
-                    "arguments": json.dumps(call.get("arguments") or {}, sort_keys=True),
-                },
-            }
-            for index, call in enumerate(response.get("tool_calls") or [])
-        ]
-        message: dict[str, Any] = {"role": "assistant", "content": response.get("content")}
-        if calls:
-            message["tool_calls"] = calls
-        in_tokens, out_tokens = usage_of(response)
-        return {
-            "id": f"chatcmpl-{turn}",
-            "object": "chat.completion",
-            "model": self.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": "tool_calls" if calls else "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": in_tokens,
-                "completion_tokens": out_tokens,
-                "total_tokens": in_tokens + out_tokens,
-            },
-        }
+        return chat_completion(response, turn, self.model)

@@ -202,7 +202,7 @@ def test_anthropic_round_trip_translates_both_ways(
         reply = model.complete(messages, tools=TOOLS)
         assert reply.stop == "tool_calls"
         call = reply.tool_calls[0]
-        assert call["id"] == "toolu_0_0"
+        assert call["id"] == "toolu_fake000000"
         assert json.loads(call["function"]["arguments"]) == {"path": "a.py", "content": "x"}
         assert reply.usage.usd == pytest.approx(0.003 + 0.0075)
         sent = server.requests[0]
@@ -223,13 +223,13 @@ def test_anthropic_round_trip_translates_both_ways(
         assert [t["role"] for t in turns] == ["user", "assistant", "user"]
         assert turns[1]["content"][1] == {
             "type": "tool_use",
-            "id": "toolu_0_0",
+            "id": "toolu_fake000000",
             "name": "write_file",
             "input": {"content": "x", "path": "a.py"},
         }
         # The tool result and the next user text merge into one user turn.
         assert turns[2]["content"] == [
-            {"type": "tool_result", "tool_use_id": "toolu_0_0", "content": "wrote 1 byte"},
+            {"type": "tool_result", "tool_use_id": "toolu_fake000000", "content": "wrote 1 byte"},
             {"type": "text", "text": "and now?"},
         ]
         assert server.failures_sent == 1 and server.count == 2

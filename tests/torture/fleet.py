@@ -201,10 +201,15 @@ class Fleet:
         if not line.startswith("http://"):
             raise RuntimeError(f"forge server did not start: {line!r}")
 
-    def kill_server(self) -> None:
+    def kill_server(self, *, alone: bool = False) -> None:
+        """SIGKILL the server and the git children it started (``alone``: only the server;
+        a ``receive-pack`` it started lives on, finishing its push with nobody to tell)."""
         if self.server is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.server.pid, signal.SIGKILL)
+                if alone:
+                    os.kill(self.server.pid, signal.SIGKILL)
+                else:
+                    os.killpg(self.server.pid, signal.SIGKILL)
             self.server.wait(timeout=30)
             if self.server.stdout is not None:
                 self.server.stdout.close()
@@ -212,7 +217,7 @@ class Fleet:
 
     # ---------------------------------------------------------------- desks
 
-    def env(self, machine: str) -> dict[str, str]:
+    def env(self, machine: str, more: dict[str, str] | None = None) -> dict[str, str]:
         extra = {
             "ASSAY_STATE": str(self.root / f"machine-{machine}"),
             "ASSAY_CLAIM_SKEW": "0",
@@ -221,12 +226,18 @@ class Fleet:
         }
         if self.secret is not None:
             extra[SECRET_ENV] = self.secret
-        return assay_env(extra)
+        return assay_env({**extra, **(more or {})})
 
     def start_desk(
-        self, *args: str, machine: str | None = None, url: str | None = None, desk: str = "coder"
+        self,
+        *args: str,
+        machine: str | None = None,
+        url: str | None = None,
+        desk: str = "coder",
+        env: dict[str, str] | None = None,
     ) -> Desk:
-        """Start a desk process (a new machine unless ``machine`` names one)."""
+        """Start a desk process (a new machine unless ``machine`` names one); ``env`` adds
+        to (or overrides) its environment."""
         self.counter += 1
         name = machine or f"m{self.counter}"
         stats = self.root / "stats" / f"{self.counter}.json"
@@ -240,7 +251,7 @@ class Fleet:
             proc = subprocess.Popen(
                 argv,
                 cwd=REPO_ROOT,
-                env=self.env(name),
+                env=self.env(name, env),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
