@@ -32,7 +32,7 @@ from typing import IO, Any
 from urllib.parse import parse_qs
 
 from assay.errors import BadInput
-from assay.forge import smarthttp
+from assay.forge import reflocks, smarthttp
 from assay.forge.embedded import is_forge
 from assay.plumbing import config_env
 
@@ -157,8 +157,10 @@ class _Handler(BaseHTTPRequestHandler):
             answer = self.server.forge.refs.ls_refs(command)
             self._send(200, f"application/x-{service}-result", answer)
             return
-        if service == smarthttp.RECEIVE_PACK and self._refused_in_process(body):
-            return
+        if service == smarthttp.RECEIVE_PACK:
+            self._clear_stale_locks(body)
+            if self._refused_in_process(body):
+                return
         # The child reads the file descriptor itself: a buffered seek(0) may never move it.
         body.flush()
         os.lseek(body.fileno(), 0, os.SEEK_SET)
@@ -171,6 +173,18 @@ class _Handler(BaseHTTPRequestHandler):
         first = body.read(len(smarthttp.pkt_line(b"command=ls-refs\n")))
         body.seek(0)
         return smarthttp.command_name(first) == "ls-refs"
+
+    def _clear_stale_locks(self, body: IO[bytes]) -> None:
+        """Remove the locks a killed receive-pack left on this push's refs
+        (:mod:`assay.forge.reflocks`); leaves ``body`` at its start."""
+        head = body.read(smarthttp.MAX_PUSH_HEAD)
+        body.seek(0)
+        request = smarthttp.parse_push(head)
+        if request is None:
+            return
+        for lock in reflocks.clear_stale(self.server.forge.path, [c.ref for c in request.commands]):
+            self.server.forge.count("stale-lock")
+            LOG.warning("removed %s: its writer died inside the ref transaction", lock)
 
     def _refused_in_process(self, body: IO[bytes]) -> bool:
         """Answer a push that can only lose its compare-and-swap without receive-pack
