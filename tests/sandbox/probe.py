@@ -19,6 +19,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+# host_escapees() reads the whole machine's process table, and the control test kills every
+# escapee it finds there: two tests that leave escapees must never overlap, so under
+# pytest-xdist (--dist loadgroup) they all run one after another on one worker.
+ESCAPEES = pytest.mark.xdist_group("host-escapees")
+
 CANARIES = {
     "GITHUB_TOKEN": "canary-ghs-7f3a9c2e51d04b8a",
     "OPENAI_API_KEY": "canary-sk-0b1c2d3e4f5a6b7c",

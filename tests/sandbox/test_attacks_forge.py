@@ -23,6 +23,7 @@ from tests.fakes.openai_server import FakeOpenAIServer
 from tests.forge_fixtures import wait_until
 from tests.sandbox.probe import (
     CANARIES,
+    ESCAPEES,
     assert_clean_report,
     assert_no_canary,
     escapee_gone,
@@ -34,6 +35,7 @@ from tests.sandbox.probe import (
 )
 
 HERE = Path(__file__).resolve().parent
+pytestmark = ESCAPEES
 
 
 def test_run_tool_judge_and_row_find_no_canary_on_the_embedded_forge(world: World) -> None:

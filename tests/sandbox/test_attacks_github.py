@@ -21,6 +21,7 @@ from tests.conftest import AssayRunner
 from tests.github.fake_github import BOT, FakeGitHub
 from tests.sandbox.probe import (
     CANARIES,
+    ESCAPEES,
     assert_clean_report,
     assert_no_canary,
     escapee_gone,
@@ -32,6 +33,7 @@ from tests.sandbox.probe import (
 )
 
 HERE = Path(__file__).resolve().parent
+pytestmark = ESCAPEES
 TOKEN = CANARIES["GITHUB_TOKEN"]
 
 

@@ -23,7 +23,7 @@ from assay.forge import init_forge
 from tests.conftest import REPO_ROOT
 from tests.desks.world import brief_text
 from tests.forge_fixtures import put_on_main
-from tests.sandbox.probe import host_escapees
+from tests.sandbox.probe import ESCAPEES, host_escapees
 
 PEEK = """\
 import os
@@ -125,6 +125,7 @@ def test_an_unsandboxed_command_cannot_read_the_desks_environment() -> None:
     assert "REFUSED 13" in tail and "READ" not in tail  # ...but not the desk's
 
 
+@ESCAPEES
 def test_an_unprivileged_desk_runs_its_command_in_the_sandbox() -> None:
     # The whole runner as an ordinary user: user namespaces, the status pipe, the wait for
     # the namespace's end, and a setsid escapee that must not outlive the command.
