@@ -96,7 +96,7 @@ for target in {outside_writes!r}:
         pass
 # 6. a setsid double-fork that would outlive the call
 subprocess.Popen(["setsid", "flock", "escapee.lock", "sh", "-c",
-                  "touch escapee.ready; while :; do sleep 0.2; touch late.$$; done"],
+                  "touch escapee.ready; while :; do sleep 0.2; touch late.$$; done", {escapee!r}],
                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 while not os.path.exists("escapee.ready"):
     time.sleep(0.01)
@@ -107,8 +107,14 @@ print("PROBE " + json.dumps(report))
 """
 
 
+def escapee_name(tag: str) -> str:
+    """The word an escapee tagged ``tag`` carries in its command line (``sh -c``'s ``$0``)."""
+    return f"assay-escapee:{tag}"
+
+
 def probe_source(
     *,
+    tag: str,
     port: int,
     outside_writes: list[str],
     outside_configs: list[str],
@@ -120,6 +126,7 @@ def probe_source(
     # common encoding of every secret) holds no recognisable form of a canary.
     needles = [[b ^ 0x5A for b in value.encode()] for value in (canaries or CANARIES).values()]
     return _PROBE.format(
+        escapee=escapee_name(tag),
         needles=needles,
         scan_s=scan_s,
         port=port,
@@ -233,8 +240,12 @@ def files_holding(root: Path, forms: list[bytes], *, skip: tuple[Path, ...] = ()
     return hits
 
 
-def host_escapees() -> list[int]:
-    """Processes on this machine still running a probe's escapee."""
+def host_escapees(tag: str) -> list[int]:
+    """Processes on this machine still running the escapee tagged ``tag``.
+
+    Tests run side by side (two pytest-xdist workers), so each looks for its own escapees
+    only: another test's may be alive, inside its own sandbox, at that moment."""
+    name = escapee_name(tag).encode()
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -242,6 +253,6 @@ def host_escapees() -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"escapee.lock" in cmdline or b"escapee.ready" in cmdline:
+            if name in cmdline.split(b"\0"):
                 found.append(int(entry.name))
     return found

@@ -41,7 +41,8 @@ def test_run_tool_judge_and_row_find_no_canary_on_the_embedded_forge(world: Worl
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     configs = [str(world.forge_path / "config"), str(world.root / "machine-a" / "cache" / "config")]
-    probe = probe_source(port=port, outside_writes=outside, outside_configs=configs)
+    tag = str(world.root)
+    probe = probe_source(tag=tag, port=port, outside_writes=outside, outside_configs=configs)
     responses = [
         {"tool_calls": [call("write_file", path="probe.py", content=probe)]},
         {"tool_calls": [call("run", command="python probe.py")]},
@@ -88,16 +89,16 @@ def test_run_tool_judge_and_row_find_no_canary_on_the_embedded_forge(world: Worl
         assert_clean_report(tool, outside)
         judge = probe_report(outputs["objective.judge"]["tail"])
         assert_clean_report(judge, outside)
-        assert escapee_gone(tree) and host_escapees() == []
+        assert escapee_gone(tree) and host_escapees(tag) == []
         # The gate's row, run by `assay verify` holding the same canaries.
         verified = world.assay("verify", "b1", "--forge", world.url, "--json", extra=CANARIES)
         assert verified.returncode in (0, 1), verified.stdout + verified.stderr
-        assert host_escapees() == []
+        assert host_escapees(tag) == []
         with open_forge(world.url, cache_dir=world.root / "verify-cache") as forge:
             [record] = fetch_log(forge, "b1").records
         row = probe_report(record.output_tail)
         assert_clean_report(row, outside)
-    wait_until(lambda: not host_escapees(), timeout=5, what="no escapee")
+    wait_until(lambda: not host_escapees(tag), timeout=5, what="no escapee")
     # Nothing durable holds a canary in any common form: no object of any repository (the
     # forge, every cache, every work tree), no file (logs, state, journals), no output.
     assert_no_canary(
@@ -118,6 +119,7 @@ def test_the_probe_finds_every_attack_when_nothing_confines_it(tmp_path: Path) -
     outside = [str(tmp_path / "escaped")]
     with socket.create_server(("127.0.0.1", 0)) as listener:
         probe = probe_source(
+            tag=str(tmp_path),
             port=listener.getsockname()[1],
             outside_writes=outside,
             outside_configs=[],
@@ -133,7 +135,7 @@ def test_the_probe_finds_every_attack_when_nothing_confines_it(tmp_path: Path) -
             timeout_s=120,
             max_output_bytes=64_000,
         )
-    escaped = host_escapees()
+    escaped = host_escapees(str(tmp_path))
     for pid in escaped:
         os.kill(pid, signal.SIGKILL)
     report = probe_report(result.output())

@@ -65,6 +65,7 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
         )
         number = _open_issue(fake, issue)
         probe = probe_source(
+            tag=str(tmp_path),
             port=listener.getsockname()[1],
             outside_writes=outside,
             outside_configs=[str(fake.bare / "config")],
@@ -124,7 +125,7 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
         report = probe_report(run["output"])
         assert report["rounds"] > 10
         assert_clean_report(report, outside)
-        assert escapee_gone(trees[0]) and host_escapees() == []
+        assert escapee_gone(trees[0]) and host_escapees(str(tmp_path)) == []
         # The claim was renewed during the probe: pushes really happened meanwhile.
         assert fake.ref(f"refs/assay/claims/{brief}") is not None
         # The gate, as the shipped workflow runs it: the token and the evidence key arrive
@@ -152,7 +153,7 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
         record = json.loads(shown.stdout)
         assert record["mac"], "the key from the file signed the record"
         assert_clean_report(probe_report(record["output_tail"]), outside)
-        assert host_escapees() == []
+        assert host_escapees(str(tmp_path)) == []
         assert_no_canary(
             repos=[fake.bare, *git_dirs(state)],
             trees=[state, tmp_path / "gate-state", desks],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -23,7 +24,7 @@ from assay.forge import init_forge
 from tests.conftest import REPO_ROOT
 from tests.desks.world import brief_text
 from tests.forge_fixtures import put_on_main
-from tests.sandbox.probe import host_escapees
+from tests.sandbox.probe import escapee_name, host_escapees
 
 PEEK = """\
 import os
@@ -125,16 +126,17 @@ def test_an_unsandboxed_command_cannot_read_the_desks_environment() -> None:
     assert "REFUSED 13" in tail and "READ" not in tail  # ...but not the desk's
 
 
-def test_an_unprivileged_desk_runs_its_command_in_the_sandbox() -> None:
+def test_an_unprivileged_desk_runs_its_command_in_the_sandbox(tmp_path: Path) -> None:
     # The whole runner as an ordinary user: user namespaces, the status pipe, the wait for
     # the namespace's end, and a setsid escapee that must not outlive the command.
     script = (
         "id -u; echo x > /etc/escape || echo etc-refused; ls /proc | grep -c '^[0-9]'; "
-        "setsid flock escapee.lock sh -c 'touch escapee.ready; exec sleep 600' & "
+        "setsid flock escapee.lock sh -c 'touch escapee.ready; exec sleep 600' "
+        f"{shlex.quote(escapee_name(str(tmp_path)))} & "
         "while [ ! -e escapee.ready ]; do :; done; echo spawned"
     )
     tail = _run_as_nobody(["/bin/sh", "-c", script], None, {})
     lines = tail.split()
     assert lines[0] == "65534" and "etc-refused" in lines and "spawned" in lines
     assert int(lines[lines.index("etc-refused") + 1]) <= 4  # only its own processes
-    assert host_escapees() == []
+    assert host_escapees(str(tmp_path)) == []

@@ -325,6 +325,13 @@ class Fleet:
             states = {r.brief: r.state for r in ClaimStore(forge).list()}
         return all(states.get(brief) == "done" for brief in self.briefs)
 
+    def leases_run_out(self) -> bool:
+        """No unfinished brief is held on a lease still running, judged as the desks judge it
+        (no skew): a desk started now can take every brief that is left."""
+        with open_forge(str(self.forge_path), cache_dir=self.root / "watch-cache") as forge:
+            store = ClaimStore(forge, skew_s=0)
+            return all(store.status(r) != "held" for r in store.list() if r.brief in self.briefs)
+
     def inspect(self) -> dict[str, BriefResult]:
         """Read every brief's claim, review, journal and tree from the forge (one fetch)."""
         results: dict[str, BriefResult] = {}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from assay.errors import AssayError
 from assay.journal import read_journal
-from tests.forge_fixtures import put_on_main
+from tests.forge_fixtures import put_on_main, wait_until
 from tests.torture.conftest import SEED, pick
 from tests.torture.fleet import Fleet, brief_text, invariant_problems
 
@@ -49,7 +49,12 @@ def drain(fleet: Fleet, *, timeout: float) -> None:
             for b, r in fleet.inspect().items()
             if r.claim_state != "done"
         }
-        time.sleep(0.5)  # a killed holder's lease (3 s) runs out before the next pass
+        wait_until(  # a killed holder's lease (3 s) runs out before the next pass
+            fleet.leases_run_out,
+            timeout=max(deadline - time.monotonic(), 1),
+            interval=0.2,
+            what="killed holders' leases to run out",
+        )
 
 
 def local_journal_problems(root: Path) -> list[str]:

@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.forge_fixtures import wait_until
 from tests.torture.conftest import SEED, pick
 from tests.torture.fleet import Fleet, invariant_problems
 from tests.torture.proxy import ResettingProxy
@@ -32,7 +33,12 @@ def finish_all(fleet: Fleet, *, url: str | None = None, timeout: float = 120) ->
         if all(r.claim_state == "done" for r in results.values()):
             return
         assert time.monotonic() < deadline, {b: r.claim_state for b, r in results.items()}
-        time.sleep(0.5)  # a dead holder's short lease runs out before the next pass
+        wait_until(  # a dead holder's short lease runs out before the next pass
+            fleet.leases_run_out,
+            timeout=max(deadline - time.monotonic(), 1),
+            interval=0.2,
+            what="dead holders' leases to run out",
+        )
 
 
 def fsck(fleet: Fleet) -> None:
