@@ -151,7 +151,9 @@ def forget_servers() -> None:
     _SPEAKS_V2.clear()
 
 
-def _client() -> httpx.Client:
+def client() -> httpx.Client:
+    """This process's one httpx client for forges (its connections are reused; a forked
+    child makes its own)."""
     import httpx
 
     with _CLIENTS_LOCK:
@@ -177,8 +179,8 @@ def http_ls_refs(
             found = _advertised(base, prefixes, headers=common, display_url=display_url)
             if found is not None:
                 return found
-        body = _pkt(b"command=ls-refs\n") + _DELIM
-        body += b"".join(_pkt(f"ref-prefix {prefix}\n".encode()) for prefix in prefixes)
+        body = pkt(b"command=ls-refs\n") + _DELIM
+        body += b"".join(pkt(f"ref-prefix {prefix}\n".encode()) for prefix in prefixes)
         answer = _request(
             "POST",
             f"{base}/git-upload-pack",
@@ -226,7 +228,7 @@ def _request(
     display_url: str,
     content: bytes | None = None,
 ) -> list[bytes | None]:
-    with _client().stream(method, url, headers=headers, content=content) as reply:
+    with client().stream(method, url, headers=headers, content=content) as reply:
         if reply.status_code != 200:
             raise ForgeUnavailable(f"{display_url}: the forge answered HTTP {reply.status_code}")
         got = reply.headers.get("Content-Type", "").split(";")[0].strip()
@@ -240,7 +242,8 @@ def _request(
     return parse_pkt_lines(raw, display_url=display_url)
 
 
-def _pkt(payload: bytes) -> bytes:
+def pkt(payload: bytes) -> bytes:
+    """One pkt-line: four hex digits of length (their own included), then ``payload``."""
     return f"{len(payload) + 4:04x}".encode() + payload
 
 
