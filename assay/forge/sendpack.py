@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import urllib.parse
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,7 +54,9 @@ from assay.plumbing import (
     RetryPolicy,
     TransportError,
     classify_line,
+    failure,
     overall_outcome,
+    run_git,
     with_retries,
 )
 
@@ -101,14 +104,12 @@ def push(
 
     Raises :class:`NeedsGit` when the forge's answer needs git's own push.
     """
-    if not updates or not url.startswith(("http://", "https://")):
-        return None
-    if any(u.expected is UNCHECKED or u.new is None for u in updates):
-        return None
-    headers = extra_headers(url, config)
-    if headers is None:
+    if not updates or any(u.expected is UNCHECKED or u.new is None for u in updates):
         return None
     where = safe(display_url)
+    send = _transport(url, config, where)
+    if send is None:
+        return None
     known = {str(u.expected) for u in updates if u.expected is not None}
     data = build_pack(git_dir, [str(u.new) for u in updates], hidden=[*known, *hidden()])
     body = commands(updates, atomic=atomic) + data
@@ -117,9 +118,15 @@ def push(
     def attempt() -> PushResult:
         nonlocal tries
         tries += 1
-        report = _post(url.rstrip("/"), body, headers=headers, where=where)
+        report = _parse_report(send.request(body), where)
         return judge(
-            updates, report, atomic=atomic, git_dir=git_dir, retried=tries > 1, where=where
+            updates,
+            report,
+            atomic=atomic,
+            git_dir=git_dir,
+            where=where,
+            retried=tries > 1,
+            read_ref=send.read_ref,
         )
 
     return with_retries(f"push {where}", attempt, policy=policy)
@@ -143,7 +150,43 @@ def commands(updates: Sequence[RefUpdate], *, atomic: bool) -> bytes:
     return b"".join(lines) + b"0000"
 
 
-def _post(base: str, body: bytes, *, headers: Mapping[str, str], where: str) -> _Report:
+@dataclass(frozen=True)
+class _Transport:
+    """How a request reaches receive-pack (its answer returned), and, on a local forge,
+    how one of its refs is read without asking it (None over HTTP: that is a round trip)."""
+
+    request: Callable[[bytes], bytes]
+    read_ref: Callable[[str], str | None] | None = None
+
+
+def _transport(url: str, config: Mapping[str, str], where: str) -> _Transport | None:
+    """None when git must push to this forge (another scheme, or settings only git
+    understands)."""
+    if url.startswith("file://") and not config:
+        from assay.odb import read_ref
+
+        path = Path(urllib.parse.unquote(url[len("file://") :]))
+        return _Transport(lambda body: _receive_locally(path, body), lambda r: read_ref(path, r))
+    if not url.startswith(("http://", "https://")):
+        return None
+    headers = extra_headers(url, config)
+    if headers is None:
+        return None
+    return _Transport(lambda body: _post(url.rstrip("/"), body, headers=headers, where=where))
+
+
+def _receive_locally(path: Path, body: bytes) -> bytes:
+    """``git receive-pack`` on a local forge, started directly with the request on its
+    stdin (as ``assay forge serve`` starts it for a POST): the forge's hooks run as for
+    any push, without ``git push``, its shell, ``pack-objects`` and ``send-pack``."""
+    args = ["receive-pack", "--stateless-rpc", str(path)]
+    done = run_git(args, input=body, check=False)
+    if not done.stdout:
+        raise failure(args, done)  # typed: no repository there, or a transport failure
+    return done.stdout
+
+
+def _post(base: str, body: bytes, *, headers: Mapping[str, str], where: str) -> bytes:
     import httpx
 
     stall = float(os.environ.get("ASSAY_FORGE_STALL_SECONDS", str(STALL_S)))
@@ -157,11 +200,10 @@ def _post(base: str, body: bytes, *, headers: Mapping[str, str], where: str) -> 
             content=body,
             timeout=timeout,
         ) as reply:
-            raw = _read_reply(reply, where)
+            return _read_reply(reply, where)
     except httpx.TransportError as exc:
         # The push may have landed: the retry's report says so (the ref is at our value).
         raise TransportError(f"push {where}: no answer ({type(exc).__name__})") from None
-    return _parse_report(raw, where)
 
 
 def _read_reply(reply: Any, where: str) -> bytes:
@@ -225,8 +267,9 @@ def judge(
     *,
     atomic: bool,
     git_dir: Path,
-    retried: bool,
     where: str,
+    retried: bool = False,
+    read_ref: Callable[[str], str | None] | None = None,
 ) -> PushResult:
     """The typed outcome of each ref from receive-pack's report, in git's words."""
     if report.unpack != "ok":
@@ -249,7 +292,8 @@ def judge(
         elif status == "ok":
             flag, summary = "!", "[rejected] (atomic push failed)"
         else:
-            flag, summary = _refused(update, status, locks.get(update.ref), retried=retried)
+            lock = locks.get(update.ref)
+            flag, summary = _refused(update, status, lock, retried=retried, read_ref=read_ref)
         if flag == "=" and all_or_none:
             raise NeedsGit("an atomic push found a ref already at its new value")
         per_ref[update.ref] = classify_line(flag, summary)
@@ -269,7 +313,14 @@ def _accepted(update: RefUpdate, git_dir: Path) -> tuple[str, str]:
     return "+", f"{str(update.expected)[:7]}...{str(update.new)[:7]} (forced update)"
 
 
-def _refused(update: RefUpdate, status: str, lock: str | None, *, retried: bool) -> tuple[str, str]:
+def _refused(
+    update: RefUpdate,
+    status: str,
+    lock: str | None,
+    *,
+    retried: bool,
+    read_ref: Callable[[str], str | None] | None,
+) -> tuple[str, str]:
     """git's flag and summary for a ref the server refused, from its reason and the
     "cannot lock ref" message that named the ref."""
     if status == "missing necessary objects":
@@ -283,6 +334,9 @@ def _refused(update: RefUpdate, status: str, lock: str | None, *, retried: bool)
         if moved is not None or "unable to resolve reference" in lock:
             return "!", _STALE  # the ref was not at the lease's value when the push came
         if "reference already exists" in lock:
+            if read_ref is not None:  # a local forge's ref is read, not asked for
+                at_ours = read_ref(update.ref) == update.new
+                return ("=", "[up to date]") if at_ours else ("!", _STALE)
             if retried:  # perhaps our own first attempt: git reads whose value it is
                 raise NeedsGit("a retried create found the ref already there")
             return "!", _STALE

@@ -59,9 +59,15 @@ def in_process(forge: Forge, updates: list[RefUpdate], *, atomic: bool = True) -
     return result
 
 
-@pytest.fixture
-def served(http_forge: Served, tmp_path: Path) -> Iterator[Forge]:
-    with Forge(http_forge.url, cache_dir=tmp_path / "cache", retry=FAST) as forge:
+@pytest.fixture(params=["http", "file"])
+def served(request: pytest.FixtureRequest, forge_path: Path, tmp_path: Path) -> Iterator[Forge]:
+    """A forge over smart HTTP (``assay forge serve``) and the same one over ``file://``
+    (``git receive-pack`` started directly): every test here runs on both."""
+    if request.param == "http":
+        url = request.getfixturevalue("http_forge").url
+    else:
+        url = f"file://{forge_path}"
+    with Forge(url, cache_dir=tmp_path / "cache", retry=FAST) as forge:
         yield forge
 
 
@@ -75,10 +81,10 @@ def commits(forge: Forge) -> tuple[str, str, str]:
 # ---------------------------------------------------------------------------- outcomes
 
 
-def test_every_outcome_is_the_one_git_push_gives(served: Forge, http_forge: Served) -> None:
+def test_every_outcome_is_the_one_git_push_gives(served: Forge, forge_path: Path) -> None:
     one, two, other = commits(served)
     deny = "#!/bin/sh\nwhile read o n r; do case $r in refs/assay/deny/*) exit 1;; esac; done\n"
-    hook = http_forge.path / "hooks" / "pre-receive"
+    hook = forge_path / "hooks" / "pre-receive"
     hook.write_text(deny)
     hook.chmod(0o755)
     cases: list[tuple[str, str | None, Callable[[str], list[RefUpdate]], dict[str, str]]] = [
@@ -120,13 +126,17 @@ def test_every_outcome_is_the_one_git_push_gives(served: Forge, http_forge: Serv
 def test_a_create_of_a_ref_already_at_that_very_commit_is_the_one_difference(
     served: Forge,
 ) -> None:
-    """git reads the refs first and says "up to date"; one POST hears "already exists" and,
-    on a first attempt, answers from the refusal alone: the ref is someone else's (lost)."""
+    """git reads the refs first and says "up to date". Over HTTP one POST hears "already
+    exists" and, on a first attempt, answers from the refusal alone: the ref is someone
+    else's (lost). A local forge's ref is read from its file: up to date, as git says."""
     one, _, _ = commits(served)
     ref = "refs/assay/t/same"
     assert in_process(served, [RefUpdate(ref, one, expected=None)]).outcome is PushOutcome.CREATED
     again = in_process(served, [RefUpdate(ref, one, expected=None)])
-    assert again.outcome is PushOutcome.STALE and again.lost
+    if served.url.startswith("http"):
+        assert again.outcome is PushOutcome.STALE and again.lost
+    else:
+        assert again.outcome is PushOutcome.UP_TO_DATE
     by_git = git_push(served.state_dir, served.url, [RefUpdate(ref, one, expected=None)])
     assert by_git.outcome is PushOutcome.UP_TO_DATE
 
@@ -219,6 +229,28 @@ def test_an_http_push_starts_no_git_process(
     git(forge_path, "fsck", "--strict", "--no-dangling")  # what landed is whole
 
 
+def test_a_local_push_starts_receive_pack_alone(
+    forge_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over ``file://`` the only git process is the forge's own receive-pack (git push would
+    add itself, a shell, send-pack's pack-objects): a wrapper on PATH logs each start."""
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
+    log = tmp_path / "git-calls"
+    wrapper = tmp_path / "bin"
+    wrapper.mkdir()
+    (wrapper / "git").write_text(
+        f'#!/bin/sh\necho "$@" >> {log}\nexec {real.stdout.strip()} "$@"\n'
+    )
+    (wrapper / "git").chmod(0o755)
+    with open_forge(str(forge_path), cache_dir=tmp_path / "c") as forge:
+        claim = forge.commit({"claim.json": b"{}"}, parents=[], message="c", author=ME)
+        with monkeypatch.context() as patched:
+            patched.setenv("PATH", f"{wrapper}:{os.environ['PATH']}")
+            result = forge.push([RefUpdate("refs/assay/claims/b1", claim, expected=None)])
+        assert result.outcome is PushOutcome.CREATED
+        assert log.read_text().splitlines() == [f"receive-pack --stateless-rpc {forge_path}"]
+
+
 # ---------------------------------------------------------------------------- races, replies
 
 
@@ -234,8 +266,15 @@ def race(
     results[n] = forge.push([RefUpdate(ref, commit, expected=None)])
 
 
-def test_two_racing_pushes_one_wins(http_forge: Served, tmp_path: Path) -> None:
-    forges = [Forge(http_forge.url, cache_dir=tmp_path / f"c{n}", retry=FAST) for n in range(2)]
+@pytest.mark.parametrize("transport", ["http", "file"])
+def test_two_racing_pushes_one_wins(
+    request: pytest.FixtureRequest, forge_path: Path, tmp_path: Path, transport: str
+) -> None:
+    if transport == "http":
+        url = request.getfixturevalue("http_forge").url
+    else:
+        url = f"file://{forge_path}"
+    forges = [Forge(url, cache_dir=tmp_path / f"c{n}", retry=FAST) for n in range(2)]
     try:
         for round_ in range(5):
             ref = f"refs/assay/claims/race-{round_}"
@@ -291,9 +330,9 @@ def test_a_retry_after_a_lost_reply_finds_the_push_ours_as_git_does(
 # ---------------------------------------------------------------------------- hooks, pruning
 
 
-def test_the_forges_hooks_still_run(served: Forge, http_forge: Served, tmp_path: Path) -> None:
+def test_the_forges_hooks_still_run(served: Forge, forge_path: Path, tmp_path: Path) -> None:
     seen = tmp_path / "post-receive.log"
-    hook = http_forge.path / "hooks" / "post-receive"
+    hook = forge_path / "hooks" / "post-receive"
     hook.write_text(f"#!/bin/sh\ncat >> {seen}\n")
     hook.chmod(0o755)
     event = served.commit({"event.json": b"{}"}, parents=[], message="e", author=ME)
@@ -302,15 +341,15 @@ def test_the_forges_hooks_still_run(served: Forge, http_forge: Served, tmp_path:
     assert seen.read_text() == f"{'0' * 40} {event} {ref}\n"
 
 
-def test_a_pruned_hidden_tip_falls_back_to_git_and_lands(served: Forge, http_forge: Served) -> None:
-    gone = put_on_main(http_forge.path, {"briefs/a.md": b"# a\n"})
+def test_a_pruned_hidden_tip_falls_back_to_git_and_lands(served: Forge, forge_path: Path) -> None:
+    gone = put_on_main(forge_path, {"briefs/a.md": b"# a\n"})
     assert served.refresh(["refs/heads/main"]) == {"refs/heads/main": gone}
     # the forge forgets that commit (main reset, the objects pruned) after we fetched it
-    first = git(http_forge.path, "rev-parse", f"{gone}^")
-    git(http_forge.path, "update-ref", "refs/heads/main", first)
-    git(http_forge.path, "reflog", "expire", "--expire=now", "--all")
-    git(http_forge.path, "gc", "--prune=now", "--quiet")
-    missing = subprocess.run(["git", f"--git-dir={http_forge.path}", "cat-file", "-e", gone])
+    first = git(forge_path, "rev-parse", f"{gone}^")
+    git(forge_path, "update-ref", "refs/heads/main", first)
+    git(forge_path, "reflog", "expire", "--expire=now", "--all")
+    git(forge_path, "gc", "--prune=now", "--quiet")
+    missing = subprocess.run(["git", f"--git-dir={forge_path}", "cat-file", "-e", gone])
     assert missing.returncode != 0
     step = served.commit(
         {"briefs/a.md": b"# a\n", "b.txt": b"b"}, parents=[gone], message="s", author=ME
@@ -331,7 +370,7 @@ def test_a_pruned_hidden_tip_falls_back_to_git_and_lands(served: Forge, http_for
     # Forge.push hands that push to git, which reads the refs and sends what is missing
     assert served.push(update).outcome is PushOutcome.CREATED
     assert served.ls_refs("refs/heads/assay/") == {"refs/heads/assay/b1": step}
-    git(http_forge.path, "fsck", "--strict", "--no-dangling")
+    git(forge_path, "fsck", "--strict", "--no-dangling")
 
 
 def test_the_pack_leaves_out_what_the_forge_holds(served: Forge) -> None:
@@ -410,8 +449,9 @@ forge.push([RefUpdate(a, new_a, expected=old), RefUpdate(a + "-b", new_b, expect
 
 @pytest.mark.parametrize("mode", ["half", "whole"])
 def test_a_pusher_killed_inside_the_push_leaves_the_refs_old_or_new(
-    served: Forge, http_forge: Served, tmp_path: Path, mode: str
+    http_forge: Served, tmp_path: Path, mode: str
 ) -> None:
+    served = Forge(http_forge.url, cache_dir=tmp_path / "cache", retry=FAST)
     one, two, other = commits(served)
     files = {f"src/{n}.txt": f"{n}\n".encode() * 50 for n in range(200)}
     big = served.commit(files, parents=[one], message="big", author=ME)
@@ -440,3 +480,4 @@ def test_a_pusher_killed_inside_the_push_leaves_the_refs_old_or_new(
     assert served.push([RefUpdate(a, two, expected=tip)]).ok
     stale = served.push([RefUpdate(a, other, expected=tip)])
     assert stale.lost and served.ls_refs(a)[a] == two
+    served.close()

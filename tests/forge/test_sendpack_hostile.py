@@ -245,3 +245,12 @@ def test_credentials_travel_in_headers_and_never_reach_a_message(
     assert "c2VjcmV0" not in text and "hunter2" not in text
     assert server.url in caught.value.message
     assert not any("c2VjcmV0" in value for value in os.environ.values())
+
+
+def test_a_local_forge_that_is_not_there_is_unavailable(
+    repo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    url = f"file://{tmp_path}/nothing.git"
+    with pytest.raises(ForgeUnavailable) as caught:
+        push_to(url, repo, [RefUpdate(A, repo[1], expected=None)])
+    assert "no repository" in caught.value.message and caught.value.code == 69
