@@ -7,7 +7,10 @@ the commands carry the old value the server must find under its ref lock
 (gitprotocol-pack(5)), so a push whose every update is a CAS with a known expected value needs
 no advertisement: this module sends the commands ``<old> <new> <ref>`` and a pack of what the
 forge lacks in one request and reads receive-pack's report. The server's check is git's
-``--force-with-lease``, made under the lock instead of against an advertisement.
+``--force-with-lease``, made under the lock instead of against an advertisement. A local
+(``file://``) forge gets the same request on the stdin of its own ``git receive-pack
+--stateless-rpc``, started directly: one process where ``git push`` starts four, and the
+forge's hooks run either way.
 
 The pack holds the objects reachable from each new tip that the forge is not known to hold:
 the expected old values and the caller's ``hidden`` tips (what it last fetched) are on the
@@ -71,7 +74,6 @@ _STALE = "[rejected] (stale info)"  # git's words when the ref is not at the lea
 _LOCK = re.compile(r"cannot lock ref '([^']+)': (.*)")
 _IS_AT = re.compile(r"is at ([0-9a-f]{40}) but expected ([0-9a-f]{40})")
 _SPACE = ("no space left on device", "disk quota exceeded")
-_TYPE_CODES = {1: 1, 2: 2, 3: 3, 4: 4}  # libgit2's object types are pack's type numbers
 
 
 class NeedsGit(Exception):
@@ -189,7 +191,10 @@ def _receive_locally(path: Path, body: bytes) -> bytes:
 def _post(base: str, body: bytes, *, headers: Mapping[str, str], where: str) -> bytes:
     import httpx
 
-    stall = float(os.environ.get("ASSAY_FORGE_STALL_SECONDS", str(STALL_S)))
+    try:  # git's GIT_HTTP_LOW_SPEED_TIME for the same forge (assay.plumbing.git_env)
+        stall = float(os.environ.get("ASSAY_FORGE_STALL_SECONDS", str(STALL_S)))
+    except ValueError:
+        stall = float(STALL_S)
     request_headers = {**headers, "Content-Type": REQUEST, "Accept": RESULT}
     timeout = httpx.Timeout(stall, connect=CONNECT_TIMEOUT_S)
     try:
@@ -427,7 +432,7 @@ def write_pack(repo: pygit2.Repository, objects: Iterable[Any]) -> bytes:
     parts = [b"PACK", (2).to_bytes(4, "big"), len(ids).to_bytes(4, "big")]
     for oid in ids:
         kind, raw = repo.odb.read(oid)
-        parts.append(_object_header(_TYPE_CODES[int(kind)], len(raw)))
+        parts.append(_object_header(int(kind), len(raw)))  # libgit2's types are pack's 1-4
         parts.append(zlib.compress(raw, 1))
     body = b"".join(parts)
     return body + hashlib.sha1(body).digest()
