@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -339,6 +341,29 @@ def test_the_forges_hooks_still_run(served: Forge, forge_path: Path, tmp_path: P
     ref = "refs/assay/events/b1"
     assert in_process(served, [RefUpdate(ref, event, expected=None)]).ok
     assert seen.read_text() == f"{'0' * 40} {event} {ref}\n"
+
+
+def test_the_wake_hook_hears_an_events_push(served: Forge, forge_path: Path) -> None:
+    """The forge's own wake hook (assay.sweep.hook) runs for an in-process push and tells a
+    listening desk host which brief to wake."""
+    from assay.sweep.hook import install_wake_hook
+
+    folder = Path(tempfile.mkdtemp(prefix="wake-", dir="/tmp"))  # a short Unix socket path
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(folder / "host.sock"))
+    listener.listen(1)
+    listener.settimeout(60)
+    try:
+        install_wake_hook(forge_path, host_socket=folder / "host.sock", workdir=folder)
+        event = served.commit({"event.json": b"{}"}, parents=[], message="e", author=ME)
+        assert in_process(served, [RefUpdate("refs/assay/events/b1", event, None)]).ok
+        conn, _ = listener.accept()
+        with conn:
+            heard = conn.recv(1024)
+    finally:
+        listener.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert heard == b"wake b1\n"
 
 
 def test_a_pruned_hidden_tip_falls_back_to_git_and_lands(served: Forge, forge_path: Path) -> None:
