@@ -370,8 +370,9 @@ class Forge(Closing):
         return self._push(git_dir, updates, atomic=True)
 
     def _push(self, git_dir: Path, updates: Sequence[RefUpdate], *, atomic: bool) -> PushResult:
-        """In process where :mod:`assay.forge.sendpack` can (one POST over smart HTTP), else
-        by ``git push``; the outcomes are the same either way."""
+        """In process where :mod:`assay.forge.sendpack` can (one POST over smart HTTP, the
+        forge's receive-pack alone over ``file://``), else by ``git push``; the outcomes are
+        the same either way."""
         from assay.forge import sendpack
 
         try:
