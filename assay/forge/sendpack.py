@@ -198,7 +198,7 @@ def _post(base: str, body: bytes, *, headers: Mapping[str, str], where: str) -> 
     request_headers = {**headers, "Content-Type": REQUEST, "Accept": RESULT}
     timeout = httpx.Timeout(stall, connect=CONNECT_TIMEOUT_S)
     try:
-        with client().stream(
+        with client(base).stream(
             "POST",
             f"{base}/git-receive-pack",
             headers=request_headers,
