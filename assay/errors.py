@@ -37,6 +37,8 @@ Outside the tree, on purpose (never reaching a user)::
     EndOfHistory                   replay asked past the journal's end (assay.runtime.run)
     ObjectMissing                  an object not in the repository (assay.odb; LookupError,
                                    turned into GitError at assay.plumbing's boundary)
+    NeedsGit                       a push only ``git push`` can make (assay.forge.sendpack;
+                                   Forge.push then runs git: nothing was changed)
 
 ``Suspension`` and ``EndOfHistory`` derive from ``BaseException`` so that desk code's
 ``except Exception`` cannot swallow them by accident. The runtime turns a suspension into

@@ -126,14 +126,17 @@ def read_ref(git_dir: Path, name: str) -> str | None:
 
 
 def write_ref(git_dir: Path, name: str, sha: str | None) -> None:
-    """Point ``name`` at ``sha`` (None deletes it) in a repository only this process writes
-    (a work tree's own repository): a loose file renamed into place, as git writes one."""
+    """Point ``name`` at ``sha`` (None deletes it) where only this process writes (a work
+    tree's own repository, a forge cache's private namespace): a loose file renamed into
+    place, as git writes one."""
     path = Path(git_dir) / name
     if sha is None:
         path.unlink(missing_ok=True)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    # The temporary file lies outside refs/: a process killed before the rename must not
+    # leave a file there that git would read as a ref (and refuse as a bad object).
+    temporary = Path(git_dir) / f"assay-ref-{os.getpid()}-{threading.get_ident()}.tmp"
     temporary.write_text(sha + "\n", encoding="utf-8")
     os.replace(temporary, path)
 

@@ -751,7 +751,10 @@ class PushResult:
         return self.outcome.lost
 
 
-def _classify_line(flag: str, summary: str) -> PushOutcome:
+def classify_line(flag: str, summary: str) -> PushOutcome:
+    """The outcome of one ref from git's porcelain flag and summary: the one rule, used for
+    git's own output and for a receive-pack report read in process (assay.forge.sendpack),
+    which says what it was told in git's words first."""
     text = summary.lower()
     if flag == "*":
         return PushOutcome.CREATED
@@ -786,7 +789,7 @@ def parse_porcelain(stdout: str) -> dict[str, tuple[PushOutcome, str]]:
         flag, rest = line[0], line[2:]
         spec, _, summary = rest.partition("\t")
         ref = spec.rsplit(":", 1)[-1]
-        refs[ref] = (_classify_line(flag, summary), summary)
+        refs[ref] = (classify_line(flag, summary), summary)
     return refs
 
 
@@ -826,7 +829,7 @@ def push(
             ref: lines.get(ref, (PushOutcome.REJECTED, "no status"))[0] for ref in _refs(updates)
         }
         detail = "; ".join(f"{ref}: {summary}" for ref, (_, summary) in lines.items())
-        overall = _overall(per_ref)
+        overall = overall_outcome(per_ref)
         return PushResult(outcome=overall, refs=per_ref, detail=detail)
 
     return with_retries(f"push {url}", call, policy=policy)
@@ -836,7 +839,8 @@ def _refs(updates: Sequence[RefUpdate]) -> list[str]:
     return [u.ref for u in updates]
 
 
-def _overall(per_ref: Mapping[str, PushOutcome]) -> PushOutcome:
+def overall_outcome(per_ref: Mapping[str, PushOutcome]) -> PushOutcome:
+    """One push's outcome from its refs': every ref ok, else the lost race, else stale."""
     outcomes = list(per_ref.values())
     if all(o.ok for o in outcomes):
         if len(set(outcomes)) == 1:

@@ -392,16 +392,41 @@ class Forge(Closing):
 
     def push(self, updates: Sequence[RefUpdate], *, atomic: bool = True) -> PushResult:
         """Push CAS updates of commits in the cache; see :func:`assay.plumbing.push`."""
-        return git_push(
-            self._cache, self.url, updates, atomic=atomic, config=self._config, policy=self._retry
-        )
+        return self._push(self._cache, updates, atomic=atomic)
 
     def push_from(self, git_dir: Path, updates: Sequence[RefUpdate]) -> PushResult:
         """Push CAS updates of commits in another repository (a work tree whose objects
         include the cache's) to this forge, with its settings and retry policy."""
+        return self._push(git_dir, updates, atomic=True)
+
+    def _push(self, git_dir: Path, updates: Sequence[RefUpdate], *, atomic: bool) -> PushResult:
+        """In process where :mod:`assay.forge.sendpack` can (one POST over smart HTTP, the
+        forge's receive-pack alone over ``file://``), else by ``git push``; the outcomes are
+        the same either way."""
+        from assay.forge import sendpack
+
+        try:
+            result = sendpack.push(
+                self.url,
+                git_dir,
+                updates,
+                atomic=atomic,
+                config=self._config,
+                display_url=self.display_url,
+                hidden=self._fetched_tips,
+                policy=self._retry,
+            )
+        except sendpack.NeedsGit:
+            result = None  # nothing moved; git reads the refs and negotiates what to send
+        if result is not None:
+            return result
         return git_push(
-            git_dir, self.url, updates, atomic=True, config=self._config, policy=self._retry
+            git_dir, self.url, updates, atomic=atomic, config=self._config, policy=self._retry
         )
+
+    def _fetched_tips(self) -> list[str]:
+        """The tips this instance last fetched: the forge holds them with their history."""
+        return sorted(set(local_refs(self._cache, self.namespace).values()))
 
     @property
     def git_config(self) -> dict[str, str]:

@@ -48,7 +48,9 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 30.0
 _FLUSH, _DELIM, _END = b"0000", b"0001", b"0002"
 _HEX = frozenset("0123456789abcdef")
-_CLIENTS: dict[int, httpx.Client] = {}  # pid -> client (a forked child never reuses one)
+# (pid, https?) -> client: a forked child never reuses one, and a plain-HTTP forge's client
+# never talks TLS
+_CLIENTS: dict[tuple[int, bool], httpx.Client] = {}
 _CLIENTS_LOCK = threading.Lock()
 _SPEAKS_V2: set[str] = set()  # forge URLs whose advertisement offered ls-refs (v2)
 
@@ -141,8 +143,9 @@ def _local_refs(path: Path, prefixes: Sequence[str]) -> dict[str, str] | None:
 @atexit.register
 def _close_clients() -> None:
     with _CLIENTS_LOCK:
-        client = _CLIENTS.pop(os.getpid(), None)
-    if client is not None:
+        mine = [key for key in _CLIENTS if key[0] == os.getpid()]
+        clients = [_CLIENTS.pop(key) for key in mine]
+    for client in clients:
         client.close()
 
 
@@ -151,15 +154,28 @@ def forget_servers() -> None:
     _SPEAKS_V2.clear()
 
 
-def _client() -> httpx.Client:
+def client(url: str) -> httpx.Client:
+    """This process's httpx client for requests to ``url`` (connections are reused; a forked
+    child makes its own).
+
+    An ``https://`` forge gets a client that verifies certificates. A plain ``http://``
+    forge gets one that loads no CA bundle: reading it costs about 50 ms of CPU, paid by
+    every process (16 contenders for a claim paid it 16 times), and a client handed only
+    ``http://`` URLs (it is picked by the URL asked for; redirects are not followed) never
+    negotiates TLS, so there is nothing to verify.
+    """
     import httpx
 
+    secure = url.startswith("https://")
+    if not secure and not url.startswith("http://"):
+        raise ValueError(f"not an HTTP URL: {safe_url(url)}")
+    key = (os.getpid(), secure)
     with _CLIENTS_LOCK:
-        client = _CLIENTS.get(os.getpid())
+        client = _CLIENTS.get(key)
         if client is None:
             timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
-            client = _CLIENTS[os.getpid()] = httpx.Client(
-                timeout=timeout, follow_redirects=False, trust_env=False
+            client = _CLIENTS[key] = httpx.Client(
+                timeout=timeout, follow_redirects=False, trust_env=False, verify=secure
             )
         return client
 
@@ -177,8 +193,8 @@ def http_ls_refs(
             found = _advertised(base, prefixes, headers=common, display_url=display_url)
             if found is not None:
                 return found
-        body = _pkt(b"command=ls-refs\n") + _DELIM
-        body += b"".join(_pkt(f"ref-prefix {prefix}\n".encode()) for prefix in prefixes)
+        body = pkt(b"command=ls-refs\n") + _DELIM
+        body += b"".join(pkt(f"ref-prefix {prefix}\n".encode()) for prefix in prefixes)
         answer = _request(
             "POST",
             f"{base}/git-upload-pack",
@@ -226,7 +242,7 @@ def _request(
     display_url: str,
     content: bytes | None = None,
 ) -> list[bytes | None]:
-    with _client().stream(method, url, headers=headers, content=content) as reply:
+    with client(url).stream(method, url, headers=headers, content=content) as reply:
         if reply.status_code != 200:
             raise ForgeUnavailable(f"{display_url}: the forge answered HTTP {reply.status_code}")
         got = reply.headers.get("Content-Type", "").split(";")[0].strip()
@@ -240,7 +256,8 @@ def _request(
     return parse_pkt_lines(raw, display_url=display_url)
 
 
-def _pkt(payload: bytes) -> bytes:
+def pkt(payload: bytes) -> bytes:
+    """One pkt-line: four hex digits of length (their own included), then ``payload``."""
     return f"{len(payload) + 4:04x}".encode() + payload
 
 

@@ -357,6 +357,50 @@ def pushes_only(*, pushes: int) -> Figures:
     return figures
 
 
+def pack_build(*, files: int = 2000, rounds: int = 20) -> Figures:
+    """A step's pack (3 files changed in a work tree of ``files``), built in process
+    (``assay.forge.sendpack.build_pack``) and by git's ``pack-objects`` as ``send-pack``
+    starts it; medians of wall and CPU seconds (git's is its child's CPU)."""
+    import resource
+
+    from assay.forge.sendpack import build_pack
+
+    work = Path(tempfile.mkdtemp(prefix="assay-bench-pack-", dir=os.environ.get("BENCH_DIR")))
+    try:
+        forge = open_forge(str(init_forge(work / "forge.git")), cache_dir=work / "cache")
+        who = Identity("bench", "b@x")
+        tree = {f"src/d{n % 100}/f{n}.py": f"x = {n}\n".encode() * 20 for n in range(files)}
+        base = forge.commit(tree, parents=[], message="base", author=who)
+        changed = {**tree, "src/d1/f1.py": b"y\n", "src/d2/f2.py": b"z\n", ".assay/j": b"{}"}
+        step = forge.commit(changed, parents=[base], message="step", author=who)
+        ours: list[tuple[float, float]] = []
+        gits: list[tuple[float, float]] = []
+        args = ["pack-objects", "--all-progress-implied", "--revs", "--stdout", "--thin"]
+        args += ["--delta-base-offset", "-q"]
+        for _ in range(rounds):
+            started, cpu = time.perf_counter(), time.process_time()
+            size = len(build_pack(forge.state_dir, [step], hidden=[base]))
+            ours.append((time.perf_counter() - started, time.process_time() - cpu))
+            child = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.perf_counter()
+            out = run_git(args, git_dir=forge.state_dir, input=f"{step}\n^{base}\n".encode())
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            spent = after.ru_utime + after.ru_stime - child.ru_utime - child.ru_stime
+            gits.append((time.perf_counter() - started, spent))
+        forge.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {
+        "files": files,
+        "sendpack_wall": statistics.median(w for w, _ in ours),
+        "sendpack_cpu": statistics.median(c for _, c in ours),
+        "sendpack_bytes": size,
+        "pack_objects_wall": statistics.median(w for w, _ in gits),
+        "pack_objects_cpu": statistics.median(c for _, c in gits),
+        "pack_objects_bytes": len(out.stdout),
+    }
+
+
 def profile(*, steps: int = 20, top: int = 12) -> str:
     """cProfile of Assay steps: local tier and pushed over smart HTTP (why a step costs what
     it costs); the functions with the most cumulative time."""
@@ -394,7 +438,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--baseline", metavar="REF", help="with --pushes: also measure commit REF first"
     )
+    parser.add_argument("--pack", action="store_true", help="only a step's pack, built 2 ways")
     options = parser.parse_args(argv)
+    if options.pack:
+        print(json.dumps(pack_build(), indent=2))
+        return
     if options.pushes:
         before = None
         if options.baseline:

@@ -310,12 +310,24 @@ def test_a_child_killed_mid_run_is_not_doubled_by_the_next_wake_and_resumes(
     assert [e["fence"] for e in entries] == sorted(e["fence"] for e in entries)
 
 
+# Holds the desk inside the push that carries the review ref: the forge's own receive-pack
+# (the refs are on its stdin: Assay pushes to a local forge in process) or a `git push`.
 _BLOCKING_GIT = """#!/bin/sh
+hold() {{ : > "$HOLD_MARK"; cat "$HOLD_FIFO" > /dev/null; }}
 case " $* " in
+  *" receive-pack "*)
+    body=$(mktemp); cat > "$body"
+    if grep -qa refs/assay/reviews/ "$body"; then
+      if [ "$HOLD_AT" = before ]; then hold; fi
+      {git} "$@" < "$body"; rc=$?
+      if [ "$HOLD_AT" = after ]; then hold; fi
+      rm -f "$body"; exit $rc
+    fi
+    {git} "$@" < "$body"; rc=$?; rm -f "$body"; exit $rc ;;
   *" push "*refs/assay/reviews/*)
-    if [ "$HOLD_AT" = before ]; then : > "$HOLD_MARK"; cat "$HOLD_FIFO" > /dev/null; fi
+    if [ "$HOLD_AT" = before ]; then hold; fi
     {git} "$@"; rc=$?
-    if [ "$HOLD_AT" = after ]; then : > "$HOLD_MARK"; cat "$HOLD_FIFO" > /dev/null; fi
+    if [ "$HOLD_AT" = after ]; then hold; fi
     exit $rc ;;
 esac
 exec {git} "$@"
