@@ -234,6 +234,54 @@ def is_commit(git_dir: Path, sha: str) -> bool:
         return False
 
 
+MAX_COPIED_COMMITS = 1000  # past this, copy_objects leaves the rest to a fetch
+
+
+def copy_objects(source: Path, target: Path, tips: Iterable[str]) -> int:
+    """Copy into ``target`` the objects reachable from ``tips`` in ``source`` that it lacks;
+    the number of commits copied.
+
+    Contents go before what names them (blobs and subtrees before a tree, a tree and the
+    parents before a commit), so a commit present in ``target`` is complete at every instant
+    and a copy cut short leaves only unreachable objects. Each object is hashed afresh as it
+    is written: ``target`` holds exactly the objects, never what a file in ``source`` says.
+    """
+    import pygit2
+
+    src, dst = repository(source), repository(target)
+    pending = list(tips)
+    order: list[pygit2.Commit] = []
+    seen: set[str] = set()
+    while pending and len(order) <= MAX_COPIED_COMMITS:
+        sha = pending.pop()
+        if sha in seen or sha in dst.odb:
+            continue
+        seen.add(sha)
+        commit = src[sha].peel(pygit2.Commit)
+        order.append(commit)
+        pending.extend(str(parent) for parent in commit.parent_ids)
+    if len(order) > MAX_COPIED_COMMITS:
+        return 0
+    for commit in reversed(order):  # parents first
+        _copy_tree(src, dst, commit.tree_id)
+        dst.odb.write(pygit2.enums.ObjectType.COMMIT, commit.read_raw())
+    return len(order)
+
+
+def _copy_tree(src: pygit2.Repository, dst: pygit2.Repository, oid: pygit2.Oid) -> None:
+    import pygit2
+
+    if oid in dst.odb:
+        return
+    tree = src[oid].peel(pygit2.Tree)
+    for entry in tree:
+        if entry.type == pygit2.enums.ObjectType.TREE:
+            _copy_tree(src, dst, entry.id)
+        elif entry.type == pygit2.enums.ObjectType.BLOB and entry.id not in dst.odb:
+            dst.odb.write(pygit2.enums.ObjectType.BLOB, src[entry.id].read_raw())
+    dst.odb.write(pygit2.enums.ObjectType.TREE, tree.read_raw())
+
+
 def has_path(git_dir: Path, commit: str, path: str) -> bool:
     """Whether ``commit``'s tree holds ``path``; False when the commit is unknown."""
     import pygit2

@@ -13,6 +13,7 @@ refs into a private namespace ``refs/assay-cache/<pid>-<nonce>/`` and removes it
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -396,8 +397,25 @@ class Forge(Closing):
 
     def push_from(self, git_dir: Path, updates: Sequence[RefUpdate]) -> PushResult:
         """Push CAS updates of commits in another repository (a work tree whose objects
-        include the cache's) to this forge, with its settings and retry policy."""
-        return self._push(git_dir, updates, atomic=True)
+        include the cache's) to this forge, with its settings and retry policy.
+
+        What the forge accepted is copied into the cache too (:func:`assay.odb.copy_objects`),
+        so the next read of those refs on this machine (the gate's view of the branch a desk
+        just pushed, the next checkout) finds their tips at hand and starts no fetch.
+        """
+        result = self._push(git_dir, updates, atomic=True)
+        if result.ok:
+            self._keep_pushed(git_dir, [u.new for u in updates if u.new is not None])
+        return result
+
+    def _keep_pushed(self, git_dir: Path, tips: Sequence[str]) -> None:
+        import pygit2
+
+        from assay.odb import copy_objects
+
+        # Only a shortcut: a later read fetches whatever the cache still lacks.
+        with contextlib.suppress(pygit2.GitError, KeyError, ValueError, OSError):
+            copy_objects(git_dir, self._cache, tips)
 
     def _push(self, git_dir: Path, updates: Sequence[RefUpdate], *, atomic: bool) -> PushResult:
         """In process where :mod:`assay.forge.sendpack` can (one POST over smart HTTP, the

@@ -132,3 +132,20 @@ def test_checkout_fetches_only_its_own_branch(forge: Forge, tmp_path: Path) -> N
     assert forge.push([RefUpdate(REF, None, expected=tip)]).ok
     sync.checkout()
     assert sync.tip is None and not (sync.workdir / "a.txt").exists()
+
+
+def test_a_pushed_step_is_in_the_cache_so_reading_it_back_starts_no_fetch(
+    forge: Forge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gate's view of a branch the desk just pushed (and the next checkout) reads the
+    # tip from the cache: what the forge accepted was copied there after the push.
+    sync = BranchSync(forge, "b1", workdir=tmp_path / "w", identity=ME)
+    (sync.checkout() / "src.py").write_text("x = 1\n")
+    first = sync.sync("step 1")
+    (sync.workdir / "src.py").write_text("x = 2\n")
+    second = sync.sync("step 2")
+    assert forge.has_commit(first) and forge.has_commit(second)
+    assert [sha for sha, _ in forge.parent_lists(second)][-2:] == [first, second]
+    with monkeypatch.context() as no_git:
+        no_git.setenv("PATH", "")  # a git fetch could not even start
+        assert forge.refresh([REF]) == {REF: second}

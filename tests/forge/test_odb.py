@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from assay import odb
@@ -79,3 +80,50 @@ def test_blobs_chains_and_trees_match_git(repo: Path) -> None:
         first_parent_chain(repo, "1" * 40)
     assert odb.merged_into(repo, [first, second, "1" * 40], second) == [first, second]
     assert odb.merged_into(repo, [second], first) == []
+
+
+def test_copy_objects_brings_a_commit_with_all_it_reaches_and_nothing_else(
+    repo: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "t.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(target)], check=True)
+    base = _commit(repo, {"a/x.txt": b"x\n", "b.txt": b"b\n"}, [])
+    subprocess.run(["git", f"--git-dir={target}", "fetch", "-q", str(repo), base], check=True)
+    one = _commit(repo, {"a/x.txt": b"x\n", "b.txt": b"b2\n", "c/d/e.txt": b"e\n"}, [base])
+    two = _commit(repo, {"a/x.txt": b"x2\n", "b.txt": b"b2\n", "c/d/e.txt": b"e\n"}, [one])
+    unrelated = _commit(repo, {"z.txt": b"z\n"}, [])
+
+    assert odb.copy_objects(repo, target, [two]) == 2  # two and one; base was there
+    _git(target, "fsck", "--strict", "--no-dangling")  # every object two reaches is present
+    assert _git(target, "rev-list", "--objects", two) == _git(repo, "rev-list", "--objects", two)
+    assert not odb.is_commit(target, unrelated)
+    assert odb.copy_objects(repo, target, [two]) == 0  # present: nothing to do
+
+
+def test_copy_objects_writes_what_the_objects_are_not_what_a_file_claims(
+    repo: Path, tmp_path: Path
+) -> None:
+    # A loose object file in the source that does not hash to its name (written by anything
+    # with access to the source's object folder) is refused, never copied under that name.
+    target = tmp_path / "t.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(target)], check=True)
+    honest = _commit(repo, {"f.txt": b"honest\n"}, [])
+    blob = _git(repo, "rev-parse", f"{honest}:f.txt").strip()
+    forged = (
+        subprocess.run(
+            ["git", f"--git-dir={repo}", "hash-object", "-w", "--stdin"],
+            input=b"forged\n",
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+    loose = repo / "objects" / blob[:2] / blob[2:]
+    loose.chmod(0o644)
+    loose.write_bytes((repo / "objects" / forged[:2] / forged[2:]).read_bytes())
+    odb.forget(repo)
+    with pytest.raises(pygit2.GitError, match="hash"):  # libgit2 checks each read's hash
+        odb.copy_objects(repo, target, [honest])
+    assert not odb.is_commit(target, honest)
+    assert blob not in odb.repository(target).odb
