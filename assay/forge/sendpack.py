@@ -235,7 +235,7 @@ def _parse_report(raw: bytes, where: str) -> _Report:
     """Demultiplex side-band-64k (1: the report, 2: messages, 3: a fatal error) and read
     report-status: ``unpack <status>``, then ``ok <ref>`` / ``ng <ref> <reason>``, flush."""
     data, text = b"", b""
-    for packet in parse_pkt_lines(raw, display_url=where)[:-1]:
+    for packet in _packets(raw, where)[:-1]:
         if packet is None or not packet:
             raise ForgeUnavailable(f"{where}: unexpected packet in the push's answer")
         channel, payload = packet[0], packet[1:]
@@ -264,6 +264,23 @@ def _parse_report(raw: bytes, where: str) -> _Report:
     unpack = lines[0][len(b"unpack ") :].decode("utf-8", "replace").strip()
     errors = [_printable(x) for x in text.decode("utf-8", "replace").splitlines() if x.strip()]
     return _Report(unpack=unpack, statuses=statuses, errors=errors)
+
+
+def _packets(raw: bytes, where: str) -> list[bytes | None]:
+    """The answer's packets. One cut short at a packet's end is a transport failure, never a
+    report: a server killed while its post-receive hook ran has sent receive-pack's report
+    but not the closing flush, so the push may have landed, and the retry's report (the ref
+    at our value: up to date) says whether it did."""
+    try:
+        return parse_pkt_lines(raw, display_url=where)
+    except ForgeUnavailable:
+        try:
+            parse_pkt_lines(raw + b"0000", display_url=where)
+        except ForgeUnavailable:
+            pass
+        else:
+            raise TransportError(f"push {where}: the answer was cut short") from None
+        raise
 
 
 def judge(

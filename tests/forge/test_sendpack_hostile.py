@@ -73,7 +73,8 @@ def serve(hostile: Callable[..., Hostile], status: int, kind: str, body: bytes) 
         ((200, RESULT, report()), "other refs"),  # the ref omitted
         ((200, RESULT, report(f"ok {A}", f"ok {A}")), "malformed status"),  # said twice
         ((200, RESULT, report(f"maybe {A}")), "malformed status"),
-        ((200, RESULT, report(f"ok {A}")[:-4]), "without a flush"),  # truncated
+        # cut short after the report: retried (the push may have landed), never believed
+        ((200, RESULT, report(f"ok {A}")[:-4]), "cut short"),
         ((200, RESULT, report(f"ok {A}")[:20]), "truncated"),
         ((200, RESULT, b"zzzz"), "malformed pkt-line"),
         ((200, RESULT, b"0000"), "no report"),
@@ -144,6 +145,22 @@ def test_an_ok_inside_a_failed_atomic_push_is_not_believed(
     result = push_to(server.url, repo, [RefUpdate(A, two, expected=one), RefUpdate(B, one)])
     assert isinstance(result, sendpack.PushResult)
     assert not result.ok and result.refs[A] is PushOutcome.REJECTED
+
+
+def test_an_answer_cut_after_its_report_is_asked_again_and_the_retry_decides(
+    hostile: Callable[..., Hostile], repo: tuple[Path, str, str]
+) -> None:
+    # A server killed while its post-receive hook ran sent the report but no closing
+    # flush. The push is not believed from that; the retry finds the ref at our value.
+    _, one, two = repo
+    lock = f"error: cannot lock ref '{A}': is at {two} but expected {one}\n"
+    server = hostile(
+        (200, RESULT, report(f"ok {A}")[:-4]),
+        (200, RESULT, report(f"ng {A} failed to update ref", errors=lock)),
+    )
+    result = push_to(server.url, repo, [RefUpdate(A, two, expected=one)])
+    assert isinstance(result, sendpack.PushResult)
+    assert result.outcome is PushOutcome.UP_TO_DATE and result.ok
 
 
 def test_refusals_read_as_git_reads_them(
