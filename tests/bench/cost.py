@@ -103,8 +103,9 @@ def measure(*, briefs: int, desks: int, keep: bool = False) -> dict[str, Any]:
     wrapped = git_wrapper(root / "bin")
     original_env = fleet.env
 
-    def env(machine: str, more: dict[str, str] | None = None) -> dict[str, str]:
-        found = original_env(machine, more)
+    # *more: Fleet.env's extra variables, which a baseline tree's Fleet may not take yet
+    def env(machine: str, *more: dict[str, str] | None) -> dict[str, str]:
+        found = original_env(machine, *more)
         found["PATH"] = f"{wrapped}{os.pathsep}{found.get('PATH', '')}"
         found["ASSAY_GIT_COUNT"] = str(counts)
         return found
