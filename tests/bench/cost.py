@@ -110,7 +110,7 @@ def measure(*, briefs: int, desks: int, keep: bool = False) -> dict[str, Any]:
         found["ASSAY_GIT_COUNT"] = str(counts)
         return found
 
-    fleet.env = env  # type: ignore[method-assign]
+    fleet.env = env  # type: ignore[method-assign,assignment]
     try:
         fleet.setup()
         census = _server_census(root / "census")
