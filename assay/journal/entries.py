@@ -31,6 +31,10 @@ def _key(name: str, *, nullable: bool = False) -> dict[str, Any]:
     return {"key": name, "null": nullable}
 
 
+# (field name, line key) of each record type, in field order: what from_json reads.
+_LINE_KEYS: dict[type[Entry], tuple[tuple[str, str], ...]] = {}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Entry:
     """Fields every line carries; subclasses add their own."""
@@ -75,12 +79,16 @@ class Entry:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
         """The record of one line (fields it does not know are ignored, as readers must)."""
+        keys = _LINE_KEYS.get(cls)
+        if keys is None:  # once per record type: a resume decodes every line of the journal
+            keys = _LINE_KEYS[cls] = tuple(
+                (item.name, item.metadata.get("key", item.name)) for item in fields(cls)
+            )
         values: dict[str, Any] = {}
-        for item in fields(cls):
-            name = item.metadata.get("key", item.name)
+        for attr, name in keys:
             if name in data:
                 value = data[name]
-                values[item.name] = tuple(value) if item.name == "blobs" else value
+                values[attr] = tuple(value) if attr == "blobs" else value
         return cls(**values)
 
 
