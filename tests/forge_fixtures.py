@@ -14,7 +14,8 @@ Fixtures
 Helpers
     ``free_port()``, ``wait_until(predicate, timeout=..., what=...)``,
     ``clone(url, dest)``, ``put_on_main(path_or_url, files, message=...)``,
-    ``serve_http(path)`` and ``serve_daemon(path)`` (a :class:`Served` you stop yourself).
+    ``serve_http(path)`` and ``serve_daemon(path)`` (a :class:`Served` you stop yourself),
+    ``serve_process(path)`` (``assay forge serve`` in a child process: yields its URL).
 
 A :class:`Served` forge has ``.url``, ``.path``, ``.stop()`` and ``.start()``; ``start()``
 after ``stop()`` serves again on the same port (tests of "the forge went down").
@@ -22,9 +23,11 @@ after ``stop()`` serves again on the same port (tests of "the forge went down").
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -135,6 +138,29 @@ def serve_http(path: Path) -> Served:
             servers.pop().stop()
 
     return Served(path, url, start, stop).start()
+
+
+@contextlib.contextmanager
+def serve_process(path: Path) -> Iterator[str]:
+    """``assay forge serve`` in a child process (its URL): its PATH and threads are its own,
+    so a client's PATH wrapper or a forking benchmark sees only the client."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "assay", "forge", "serve", str(path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def serve_daemon(path: Path) -> Served:

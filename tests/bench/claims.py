@@ -15,12 +15,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from assay.claims import CLAIM_FILE, ClaimRecord, ClaimStore
@@ -28,27 +25,7 @@ from assay.claims.record import format_time, now_utc
 from assay.errors import Busy
 from assay.forge import Forge, init_forge, open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate, run_git
-
-
-@contextmanager
-def served(path: Path) -> Iterator[str]:
-    """``assay forge serve`` in a child process (so forking contenders stays thread-free)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "assay", "forge", "serve", str(path), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
+from tests.forge_fixtures import serve_process
 
 
 def solo(url: str, state: Path, samples: int) -> tuple[float, float]:
@@ -204,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         root = Path(tmp)
         forge_path = init_forge(root / "forge.git")
         rows: list[tuple[str, float, dict[int, float], float]] = []
-        with served(forge_path) as http_url:
+        with serve_process(forge_path) as http_url:
             for name, url in (("file://", f"file://{forge_path}"), ("smart HTTP", http_url)):
                 state = root / name.replace(":", "").replace("/", "").replace(" ", "-")
                 floor, solo_acquire = solo(url, state, samples)
@@ -214,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         many = init_forge(root / "many.git")
         with open_forge(str(many), cache_dir=root / "seed-cache") as forge:
             seed_claims(forge, 1000)
-        with served(many) as many_url:
+        with serve_process(many) as many_url:
             list_rows = [
                 ("file://", *list_figures(f"file://{many}", root / "lf")),
                 ("smart HTTP", *list_figures(many_url, root / "lh")),

@@ -4,7 +4,6 @@ pruned tip, no git process, and a pusher SIGKILLed inside the push."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -31,7 +30,7 @@ from assay.plumbing import (
 )
 from assay.plumbing import push as git_push
 from tests.forge.test_lost_reply import ReplyDropper
-from tests.forge_fixtures import Served, put_on_main
+from tests.forge_fixtures import Served, put_on_main, serve_process
 
 ME = ASSAY_IDENTITY
 FAST = RetryPolicy(attempts=4, max_seconds=20, initial_wait=0.05, max_wait=0.2)
@@ -179,31 +178,10 @@ def test_forge_push_hands_deletes_and_unconditional_updates_to_git(served: Forge
 # ---------------------------------------------------------------------------- no git at all
 
 
-@contextlib.contextmanager
-def forge_server_process(path: Path) -> Iterator[str]:
-    """``assay forge serve`` in its own process, so the pusher's PATH is the pusher's own."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "assay", "forge", "serve", str(path), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
 def test_an_http_push_starts_no_git_process(
     forge_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with forge_server_process(forge_path) as url, open_forge(url, cache_dir=tmp_path / "c") as f:
+    with serve_process(forge_path) as url, open_forge(url, cache_dir=tmp_path / "c") as f:
         main = f.refresh(["refs/heads/main"])["refs/heads/main"]
         files = {f"src/{n}.py": f"x = {n}\n".encode() for n in range(50)}
         step = f.commit(files, parents=[main], message="step", author=ME)
