@@ -59,6 +59,8 @@ from assay.evidence.table import render_markdown, with_table
 from assay.forge import Forge
 from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import GitError, RefUpdate
+from assay.sandbox import SandboxSpec
+from assay.sandbox.environ import process_environment
 
 _MERGE_ATTEMPTS = 5
 
@@ -250,18 +252,21 @@ def verify(
     started = time.monotonic()
     ctx, head = _what_to_verify(forge, brief_id, sha, key)
     timings["fetch"] = time.monotonic() - started
+    sandbox = gate_sandbox(unsandboxed=unsandboxed)
     with (
         CleanTree(forge, head, parent=workdir) as tree,
         tempfile.TemporaryDirectory(prefix="assay-site-", dir=workdir) as site,
     ):
         timings["checkout"] = time.monotonic() - started - timings["fetch"]
-        at = _inspect_head(forge, ctx, tree, head, brief_id=brief_id, timings=timings)
+        at = _inspect_head(
+            forge, ctx, tree, head, brief_id=brief_id, sandbox=sandbox, timings=timings
+        )
         ran = _run_rows(
             ctx.rows,
             tree=tree,
             site=Path(site),
             environ=at.environ,
-            unsandboxed=unsandboxed,
+            sandbox=sandbox,
             template=_record_template(brief_id, head, at, verifier=verifier),
             key=key,
             on_start=on_start,
@@ -316,6 +321,7 @@ def _inspect_head(
     head: str,
     *,
     brief_id: str,
+    sandbox: SandboxSpec,
     timings: dict[str, float],
 ) -> _AtHead:
     """Check the journal at ``head`` (``Corrupt``), read the desk's claims, fingerprint the
@@ -324,7 +330,7 @@ def _inspect_head(
     _check_journal(forge, ctx, journal, head, brief_id=brief_id)
     claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
     with _timed(timings, "fingerprint"):
-        environ, fp = _gate_fingerprint(ctx, tree)
+        environ, fp = _gate_fingerprint(ctx, tree, sandbox)
     desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
     problems = _env_problems(ctx, fp, desk_fp)
     plan = _pin_tree(forge, ctx, tree, head)
@@ -344,11 +350,14 @@ def _what_to_verify(
     return ctx, head
 
 
-def _gate_fingerprint(ctx: _Context, tree: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """The rows' environment and the fingerprint the gate takes of it in ``tree``."""
+def _gate_fingerprint(
+    ctx: _Context, tree: Path, sandbox: SandboxSpec
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The rows' environment and the fingerprint the gate takes in ``tree`` of what a row
+    started in ``sandbox`` really gets (its ``PATH`` as the sandbox sets it)."""
     environ = row_environment()
     environ.pop(GATE_STATE_ENV, None)  # where the key lives is none of a row's business
-    return environ, fingerprint(ctx.env, tree, run_env=environ)
+    return environ, fingerprint(ctx.env, tree, run_env=process_environment(sandbox, environ))
 
 
 def _env_problems(ctx: _Context, fp: dict[str, str], desk_fp: dict[str, str] | None) -> list[str]:
@@ -400,7 +409,7 @@ def _run_rows(
     tree: Path,
     site: Path,
     environ: dict[str, str],
-    unsandboxed: bool,
+    sandbox: SandboxSpec,
     template: EvidenceRecord,
     key: bytes | None,
     on_start: Callable[[RowSpec], None] | None,
@@ -411,7 +420,7 @@ def _run_rows(
     ``site`` holds the gate's sitecustomize for the rows' Python (``safe_python_env``)."""
     environ = safe_python_env(environ, site)
     # The rows' private /tmp hides the gate's sitecustomize unless it is bound in.
-    sandbox = gate_sandbox(unsandboxed=unsandboxed).with_read_only(site)
+    sandbox = sandbox.with_read_only(site)
     # Evidence is committed to the forge: scrub any secret a row found and printed.
     redactor = Redactor(
         [*withheld_values(), *secrets_from_env(()), *([key.decode()] if key else [])]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from assay.journal.redact import is_credential_name
 from assay.sandbox import SandboxSpec, run_sandboxed
+from assay.sandbox.environ import without_withheld_folders
 from assay.sandbox.shield import make_undumpable
 
 SECRET_LIST_ENV = "ASSAY_SECRET_ENV"
@@ -69,30 +70,46 @@ def row_environment(
 ) -> dict[str, str]:
     """``base`` (default: ours) without the variables a row must not see (by name, or
     because the value holds a withheld one: a token copied under a harmless name), plus
-    NO_COLOR."""
+    NO_COLOR.
+
+    ``PATH`` is never dropped whole for holding a withheld value: only the folders that hold
+    one are left out (``without_withheld_folders``). A row without a ``PATH`` would run
+    whatever ``os.defpath`` finds, and the gate would fingerprint another interpreter than
+    the one the desk used.
+    """
     source = os.environ if base is None else base
     declared = _declared_secret_names(source)
     withheld = withheld_values(source)
     env = {
         k: v
         for k, v in source.items()
-        if k in keep or not (is_secret_name(k) or k in declared or any(w in v for w in withheld))
+        if k in keep
+        or k == "PATH"
+        or not (is_secret_name(k) or k in declared or any(w in v for w in withheld))
     }
+    if "PATH" in env and "PATH" not in keep:
+        env["PATH"] = without_withheld_folders(env["PATH"], withheld)
     env.setdefault("NO_COLOR", "1")
     return env
 
 
 def withheld_values(base: Mapping[str, str] | None = None, *, min_length: int = 8) -> list[str]:
-    """The values of the variables rows do not get, to scrub from anything recorded.
+    """The values of the variables rows do not get because they are secrets (a credential's
+    name, or listed in ``$ASSAY_SECRET_ENV``), to scrub from anything recorded.
 
-    Short values ("1", "true") are left out: replacing them would mangle ordinary output.
+    Variables dropped for hygiene only (``PYTHONPATH``, ``GIT_DIR``, ``SSH_AUTH_SOCK``, the
+    cloud prefixes) are not secrets: their values are ordinary paths that other variables
+    rightly hold (``PATH`` holds the checkout ``PYTHONPATH`` names). Short values ("1",
+    "true") are left out too: replacing them would mangle ordinary output.
     """
     source = os.environ if base is None else base
     declared = _declared_secret_names(source)
     return [
         v
         for k, v in source.items()
-        if (is_secret_name(k) or k in declared) and k != SECRET_LIST_ENV and len(v) >= min_length
+        if (is_credential_name(k) or k in declared)
+        and k != SECRET_LIST_ENV
+        and len(v) >= min_length
     ]
 
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, NotRequired, TypedDict, Unpack
 
-from assay.sandbox.bwrap import HOME, bwrap_argv, require_sandbox, toolchain_path
+from assay.sandbox.bwrap import bwrap_argv, require_sandbox
+from assay.sandbox.environ import process_environment
 from assay.sandbox.spec import GatewayEndpoint, SandboxSpec
 
 _CHUNK = 1 << 16
@@ -275,11 +276,9 @@ def start_sandboxed(argv: Sequence[str], **options: Unpack[StartOptions]) -> San
     if not argv:
         raise ValueError("start_sandboxed: empty argv")
     cwd, spec, stdin = options["cwd"], options["spec"], options.get("stdin")
-    environment = dict(options["env"])
+    environment = process_environment(spec, options["env"])
     full, status, status_writer = list(argv), None, None
     if spec.isolation == "on":
-        environment.update(HOME=HOME, TMPDIR="/tmp")
-        environment["PATH"] = toolchain_path(spec.toolchains, environment.get("PATH", os.defpath))
         executable = require_sandbox()
         status, status_writer = os.pipe()
         full = bwrap_argv(

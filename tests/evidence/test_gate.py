@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import platform
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,26 @@ def test_a_push_after_verification_makes_evidence_stale_until_verified_again(
         result = merge(forge, BRIEF)
         assert result.outcome is MergeOutcome.FAST_FORWARD
         assert scene.main_sha() == second
+
+
+def test_the_gate_fingerprints_the_interpreter_its_rows_run(
+    scene: Scene, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gate's own PATH finds another python3 than its sandboxed rows get (the sandbox
+    # puts the supervisor's interpreter first). The gate must fingerprint the rows' one, or
+    # it refuses a desk whose rows ran exactly what the gate's rows run.
+    decoy = tmp_path / "decoy-bin"
+    decoy.mkdir()
+    (decoy / "python3").write_text("#!/bin/sh\necho Python 0.0.1\n")
+    (decoy / "python3").chmod(0o755)
+    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
+    scene.open_review(head)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(decoy), os.defpath]))
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        report = verify(forge, BRIEF, verifier="gate:ci")
+    assert report.fingerprint["python"] == platform.python_version()
+    assert report.env_problems == []
+    assert report.passed
 
 
 def test_a_different_lock_file_fails_with_a_readable_diff(

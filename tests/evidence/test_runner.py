@@ -21,6 +21,7 @@ from assay.evidence.runner import (
     run_row,
     withheld_values,
 )
+from assay.sandbox import sandbox_environment
 from tests.forge_fixtures import wait_until
 from tests.sandbox.probe import lock_is_free
 
@@ -182,6 +183,36 @@ def test_declared_secrets_are_withheld_and_listed_for_scrubbing(tmp_path: Path) 
     assert "PLAIN_NAME" not in env and "DEPLOY_TOKEN" not in env
     assert env["VISIBLE"] == "fine"
     assert sorted(withheld_values(base)) == ["declared-secret-value", "tok-123456789"]
+
+
+def test_a_path_folder_holding_a_secret_is_left_out_and_the_rest_of_path_kept() -> None:
+    # A PATH dropped whole would leave rows whatever os.defpath finds (another python), and
+    # the gate fingerprinting an interpreter the desk never used.
+    base = {
+        "PATH": "/opt/tok-123456789/bin:/venv/bin:/usr/bin",
+        "DEPLOY_TOKEN": "tok-123456789",
+    }
+    env = row_environment(base)
+    assert env["PATH"] == "/venv/bin:/usr/bin"
+    assert not any("tok-123456789" in value for value in env.values())
+    sandboxed = sandbox_environment(source=base, withheld=["tok-123456789"])
+    assert sandboxed["PATH"] == "/venv/bin:/usr/bin"
+
+
+def test_variables_dropped_for_hygiene_are_not_secrets() -> None:
+    # PYTHONPATH names the checkout whose venv PATH holds; a CA bundle path is in many
+    # variables. Neither is a secret: nothing that holds it is dropped or scrubbed for it.
+    base = {
+        "PATH": "/work/checkout/.venv/bin:/usr/bin",
+        "PYTHONPATH": "/work/checkout",
+        "AWS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
+        "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
+    }
+    env = row_environment(base)
+    assert env["PATH"] == base["PATH"]
+    assert env["SSL_CERT_FILE"] == base["SSL_CERT_FILE"]
+    assert "PYTHONPATH" not in env and "AWS_CA_BUNDLE" not in env  # still dropped by name
+    assert withheld_values(base) == []
 
 
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
