@@ -1,6 +1,6 @@
 """``Closing``: the context-manager half of every handle Assay opens and must close.
 
-A forge handle, a ``cat-file --batch`` reader: ``with`` one of them calls its ``close()``
+A forge handle, an object reader: ``with`` one of them calls its ``close()``
 on the way out, whatever happened inside.
 """
 

@@ -325,7 +325,7 @@ class Forge(Closing):
         return [(sha, parents) for sha, *parents in lines]
 
     def batch(self) -> GitBatch:
-        """One ``cat-file --batch`` reader over the fetched objects (a context manager)."""
+        """One in-process reader over the fetched objects (a context manager)."""
         return GitBatch(self._cache)
 
     @property

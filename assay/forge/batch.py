@@ -1,57 +1,52 @@
-"""Reading many objects out of a local git repository through one ``git cat-file --batch``.
+"""Reading many objects out of a local git repository in process (libgit2, ``assay.odb``).
 
 A board of 1,000 briefs reads thousands of small objects (claim records, journal segments,
-brief files). One long-lived ``cat-file --batch`` process answers them all over a pipe,
-instead of one git subprocess each. Only the forge's local cache is read: fetching is the
-forge's job, and happens once, before.
+brief files). They are read from the forge's local cache through one libgit2 handle, with
+``git cat-file --batch``'s addressing (a sha, or ``<rev>:<path>``) and no git process.
+Only the local cache is read: fetching is the forge's job, and happens once, before.
 """
 
 from __future__ import annotations
 
-import subprocess
+import re
 from pathlib import Path
-from typing import IO
+from typing import Any
 
 from assay.closing import Closing
-from assay.errors import ForgeUnavailable
-from assay.plumbing import git_env
+from assay.odb import repository
+
+# The two shapes every reader uses, answered without libgit2's revision parser.
+_SHA_AND_PATH = re.compile(r"([0-9a-f]{40})(?::(.*))?", re.DOTALL)
 
 
 class GitBatch(Closing):
     """Objects of one repository by ``<rev>:<path>`` or sha; use as a context manager."""
 
-    def __init__(self, repository: Path) -> None:
-        env = git_env()
-        try:
-            self._process = subprocess.Popen(
-                ["git", "-C", str(repository), "cat-file", "--batch"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env=env,
-            )
-        except OSError as exc:
-            raise ForgeUnavailable(f"cannot run git on {repository}: {exc}") from exc
-        assert self._process.stdin is not None and self._process.stdout is not None
-        self._in: IO[bytes] = self._process.stdin
-        self._out: IO[bytes] = self._process.stdout
+    def __init__(self, repository_dir: Path) -> None:
+        self._repo = repository(repository_dir)
 
     def read(self, spec: str) -> tuple[str, bytes] | None:
         """``(type, content)`` of the object ``spec`` names, or None when it does not exist."""
         if "\n" in spec:
             return None
-        self._in.write(spec.encode("utf-8") + b"\n")
-        self._in.flush()
-        header = self._out.readline()
-        if not header:
-            raise ForgeUnavailable("git cat-file --batch ended unexpectedly")
-        fields = header.split()
-        if len(fields) != 3:  # "<spec> missing" or "<spec> ambiguous"
+        found = self._lookup(spec)
+        return None if found is None else (found.type_str, found.read_raw())
+
+    def _lookup(self, spec: str) -> Any:
+        import pygit2
+
+        shape = _SHA_AND_PATH.fullmatch(spec)
+        try:
+            if shape is None:
+                return self._repo.revparse_single(spec)
+            sha, path = shape.groups()
+            found = self._repo[sha]
+            if path is None:
+                return found
+            tree = found.peel(pygit2.Tree)
+            return self._repo[tree[path].id] if path else tree
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
             return None
-        size = int(fields[2])
-        content = self._out.read(size)
-        self._out.read(1)  # the newline after every object
-        return fields[1].decode("ascii"), content
 
     def blob(self, spec: str) -> bytes | None:
         """The content of a blob, or None when it is missing or not a blob."""
@@ -77,7 +72,4 @@ class GitBatch(Closing):
         return entries
 
     def close(self) -> None:
-        if self._process.poll() is None:
-            self._in.close()
-            self._process.wait(timeout=10)
-        self._out.close()
+        """Nothing to release: the libgit2 handle is the thread's, reused (``assay.odb``)."""
