@@ -64,7 +64,9 @@ class AgentRig:
                 self.brief,
                 options=self.options,
                 context_window=self.model.context_window,
-                fingerprint=worktree_fingerprint(self.brief.env, self.worktree),
+                fingerprint=worktree_fingerprint(
+                    self.brief.env, self.worktree, self.tools.process_env()
+                ),
                 tool_specs=self.tools.specs(),
             ).to_json()
 

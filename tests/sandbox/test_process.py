@@ -26,6 +26,7 @@ from assay.sandbox import (
     start_sandboxed,
 )
 from assay.sandbox.bwrap import bwrap_argv, require_sandbox
+from assay.sandbox.environ import process_environment
 from tests.forge_fixtures import wait_until
 
 PY = sys.executable
@@ -154,6 +155,25 @@ def test_only_the_work_tree_is_writable(tmp_path: Path) -> None:
     assert not outside.exists() and not HOST_PATH.exists() and "outside-refused" in output
     assert "etc-refused" in output and "usr-refused" in output
     assert not Path("/tmp/scratch").exists() or "x" not in Path("/tmp/scratch").read_text()
+
+
+@pytest.mark.parametrize("isolation", ["on", "off"])
+def test_a_process_gets_exactly_the_environment_process_environment_says(
+    tmp_path: Path, isolation: str
+) -> None:
+    # The gate fingerprints its rows and a desk its commands by process_environment: if the
+    # runner gave them anything else, the fingerprint would describe a process nobody ran.
+    spec = SandboxSpec(isolation=isolation, network="host" if isolation == "off" else "none")
+    given = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    dump = "import json, os; print(json.dumps(dict(os.environ)))"
+    result = run(tmp_path, [PY, "-I", "-c", dump], env=given, spec=spec)
+    seen = json.loads(result.output())  # type: ignore[attr-defined]
+    expected = process_environment(spec, given)
+    assert {k: seen.get(k) for k in expected} == expected
+    if isolation == "on":
+        assert expected["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+    else:
+        assert expected == given
 
 
 def test_proc_shows_only_the_sandbox_and_the_environment_is_built_from_scratch(

@@ -410,7 +410,7 @@ def desk_function(
             head=hooks.sync.head,
             secrets=secrets,
             approval=wants_approval(brief, desk),
-            fingerprint=worktree_fingerprint(brief.env, worktree),
+            fingerprint=worktree_fingerprint(brief.env, worktree, tools.process_env()),
         )
     elif desk.kind == "command":
         function = command_desk(desk, worktree, withheld=secrets)
@@ -441,7 +441,7 @@ def agent_function(
     )
     specs = tools.specs()
     window = int(getattr(model, "context_window", 0) or 0)
-    fingerprint = worktree_fingerprint(brief.env, worktree)
+    fingerprint = worktree_fingerprint(brief.env, worktree, tools.process_env())
 
     def agent(run: Any, current: Brief) -> Any:
         objective = (

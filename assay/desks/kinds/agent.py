@@ -290,12 +290,13 @@ def _finish(
     return outcome
 
 
-def worktree_fingerprint(env: Any, tree: Path) -> Fingerprint:
-    """The environment fingerprint of the work tree, via the evidence module."""
+def worktree_fingerprint(env: Any, tree: Path, run_env: Mapping[str, str]) -> Fingerprint:
+    """The environment fingerprint of the work tree, via the evidence module, of the
+    environment the desk's commands run with (``run_env``: ``ToolBox.process_env()``)."""
 
     def compute() -> dict[str, str]:
         from assay.evidence import fingerprint
 
-        return dict(fingerprint(env, tree))
+        return dict(fingerprint(env, tree, run_env=run_env))
 
     return compute

@@ -34,6 +34,7 @@ from typing import Any
 
 from assay.errors import BadInput, Denied
 from assay.sandbox import SandboxSpec, run_sandboxed, sandbox_environment
+from assay.sandbox.environ import process_environment
 
 TOOL_NAMES: tuple[str, ...] = ("read_file", "write_file", "list_files", "run", "finish")
 
@@ -208,6 +209,11 @@ class ToolBox:
         return sandbox_environment(
             self.policy.env, secrets=self.policy.secrets, withheld=self._withheld
         )
+
+    def process_env(self) -> dict[str, str]:
+        """What a ``run`` command really gets in the sandbox (its ``PATH`` as the sandbox
+        sets it): the environment the desk fingerprints, as the gate fingerprints its rows'."""
+        return process_environment(self.policy.sandbox, self.command_env())
 
     def _tool_run(self, args: dict[str, Any]) -> dict[str, Any]:
         command = _text_arg(args, "command")
