@@ -319,9 +319,10 @@ class Stage:
                     f"gate caught {brief}: the desk claimed {', '.join(forged)} passed; "
                     "re-run on the exact commit, it fails: not merged"
                 )
-            else:
+            else:  # not part of the story: say why, and end it (its dependents would wait)
                 reason = payload.get("message") or payload.get("stderr", "")[-300:]
                 self.display.event(f"gate refused {brief}: {reason}")
+                self.report.problems.append(f"the gate refused {brief}: {reason}")
 
     # -- the story ------------------------------------------------------------------------
 
@@ -490,7 +491,7 @@ class Stage:
         ]
         store = ClaimStore(forge, skew_s=SWEEPER_SKEW_S)
         try:
-            while not self._finished():
+            while not self._finished() and not self.report.problems:
                 if time.monotonic() - began > self.options.timeout_s:
                     self.report.problems.append(
                         f"the demo did not finish in {self.options.timeout_s:.0f} s: "
