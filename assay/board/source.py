@@ -3,7 +3,7 @@
 Every ref the board and the sweepers look at (main, ``assay/*`` branches, claims, events,
 evidence, reviews, status records) comes down in one ``fetch`` — one round trip whatever the
 number of briefs — and everything after that is read from the forge's local cache through a
-single ``git cat-file --batch`` process.
+single in-process reader (``GitBatch``: libgit2, no git process).
 
 Record formats read here are the ones DESIGN §4-§6 and docs/internals.md pin: ``claim.json``
 in the claim ref's tip commit, journal segments ``NNNNNN.jsonl`` under
@@ -13,6 +13,8 @@ the evidence ref, and one JSON record per commit on the events and status refs.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -152,9 +154,22 @@ def _save_brief_cache(cache: Path, entries: dict[str, dict[str, Any]]) -> None:
         pass  # only a cache: the next board parses again
 
 
+# The latest main's briefs as this process read them: a desk's views read main's briefs
+# once per commit of main, not once per view.
+_BRIEFS_OF_MAIN: dict[tuple[str, str], dict[str, BriefInfo]] = {}
+
+
 def _brief_infos(batch: GitBatch, main: str, cache: Path | None = None) -> dict[str, BriefInfo]:
     """Every brief on main. Parsed briefs are cached by blob sha beside the forge's cache:
     a blob's content never changes, and parsing 1,000 briefs costs seconds."""
+    key = (main, os.fspath(cache) if cache is not None else "")
+    if key not in _BRIEFS_OF_MAIN:
+        _BRIEFS_OF_MAIN.clear()
+        _BRIEFS_OF_MAIN[key] = _read_brief_infos(batch, main, cache)
+    return dict(_BRIEFS_OF_MAIN[key])
+
+
+def _read_brief_infos(batch: GitBatch, main: str, cache: Path | None) -> dict[str, BriefInfo]:
     from assay.briefs import is_brief_path, parse_brief
 
     cached = _load_brief_cache(cache) if cache is not None else {}
@@ -215,17 +230,13 @@ def _templates(batch: GitBatch, main: str) -> dict[str, str]:
     return found
 
 
-def _evidence(batch: GitBatch, sha: str, brief: str) -> list[EvidenceInfo]:
+def _evidence(batch: GitBatch, sha: str, brief: str, key: bytes | None) -> list[EvidenceInfo]:
     """Every record on the brief's evidence ref, oldest first, each checked by the evidence
-    package's own decoder (digest, and the gate's signature when ``ASSAY_EVIDENCE_KEY`` is
-    set): a record it refuses is ``Corrupt``, and the brief is shown ``invalid``."""
+    package's own decoder (digest, and the gate's signature when there is a ``key``): a
+    record it refuses is ``Corrupt``, and the brief is shown ``invalid``."""
     # Imported here: the waker reads snapshots too, and never evidence.
-    from assay.evidence.records import decode, gate_key
+    from assay.evidence.records import decode
 
-    try:
-        key = gate_key()  # $ASSAY_EVIDENCE_KEY or the gate's key file, when this is the gate
-    except AssayError:
-        key = None  # an unreadable key file: signatures are seen, not checked
     records: list[EvidenceInfo] = []
     for commit in history(batch, sha):
         source = f"{EVIDENCE}{brief} {commit[:12]}"
@@ -320,7 +331,51 @@ class _Parts:
 _PREFIXES = (CLAIMS, BRANCHES, EVIDENCE, REVIEWS, EVENTS, STATUS)
 
 
-def _read_ref(batch: GitBatch, parts: _Parts, ref: str, sha: str, *, journals: bool) -> None:
+# Records this process decoded, by the ref and commit they were read from (and the gate key
+# that checked them): a commit never changes, so a long-running desk's next view decodes only
+# the refs that moved. Without it, each of a fleet's views decodes every brief's claim,
+# review, events and evidence, and the fleet's reads grow with the square of its briefs.
+# Bounded: dropped whole when full, as the desks' parsed briefs are.
+_DECODED: dict[tuple[str, str, str], Any] = {}
+_DECODED_MAX = 50_000
+
+
+def _decoded(key: tuple[str, str, str], decode: Callable[[], Any]) -> Any:
+    """``decode()``'s answer (or its ``AssayError``, raised again) for ``key``, once."""
+    if key in _DECODED:
+        found = _DECODED[key]
+    else:
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()
+        try:
+            found = decode()
+        except AssayError as error:
+            found = error
+        _DECODED[key] = found
+    if isinstance(found, AssayError):
+        raise found.with_traceback(None)
+    return found
+
+
+def _evidence_key() -> bytes | None:
+    """The gate key that checks evidence signatures here, or None."""
+    from assay.evidence.records import gate_key
+
+    try:
+        return gate_key()  # $ASSAY_EVIDENCE_KEY or the gate's key file, when this is the gate
+    except AssayError:
+        return None  # an unreadable key file: signatures are seen, not checked
+
+
+def _read_ref(
+    batch: GitBatch,
+    parts: _Parts,
+    ref: str,
+    sha: str,
+    *,
+    journals: bool,
+    evidence_key: Callable[[], bytes | None],
+) -> None:
     """Decode one ref's record(s) with its owner's decoder; a failure marks its brief."""
     prefix = next((p for p in _PREFIXES if ref.startswith(p)), None)
     if prefix is None:
@@ -328,27 +383,25 @@ def _read_ref(batch: GitBatch, parts: _Parts, ref: str, sha: str, *, journals: b
     brief = _suffix(ref, prefix)
     try:
         if prefix == CLAIMS:
-            parts.claims[brief] = _claim(batch, ref, sha)
+            parts.claims[brief] = _decoded((ref, sha, ""), lambda: _claim(batch, ref, sha))
         elif prefix == EVIDENCE:
-            parts.evidence[brief] = _evidence(batch, sha, brief)
+            key = evidence_key()
+            key_id = hashlib.sha256(key).hexdigest() if key else ""
+            found = _decoded((ref, sha, key_id), lambda: tuple(_evidence(batch, sha, brief, key)))
+            parts.evidence[brief] = list(found)
         elif prefix == EVENTS:
-            notes: list[str] = []
-            parts.events[brief] = _events(batch, ref, sha, notes)
+            events, notes = _decoded((ref, sha, ""), lambda: _events_and_notes(batch, ref, sha))
+            parts.events[brief] = list(events)
             if notes:
-                parts.event_notes[brief] = tuple(notes)
+                parts.event_notes[brief] = notes
         elif prefix == REVIEWS:
             parts.reviews[brief] = sha
-            review = _review(batch, ref, sha)
+            review = _decoded((ref, sha, ""), lambda: _review(batch, ref, sha))
             parts.review_states[brief], parts.review_heads[brief] = review.state, review.head_sha
         elif prefix == STATUS:
-            raw = record_of(batch, sha)
-            if isinstance(raw, Mapping):
-                problem = status_problem(raw)  # the status decoder: quarantined, never 70
-                parts.statuses[brief] = (
-                    {"v": 1, "state": "invalid", "note": f"status record refused: {problem}"}
-                    if problem
-                    else raw
-                )
+            status = _decoded((ref, sha, ""), lambda: _status(batch, sha))
+            if status is not None:
+                parts.statuses[brief] = status
         elif journals:
             entries, head, problem = journal_entries(batch, sha, brief)
             claim = parts.claims.get(brief)  # claims/ sorts before heads/: read already
@@ -358,6 +411,25 @@ def _read_ref(batch: GitBatch, parts: _Parts, ref: str, sha: str, *, journals: b
                 parts.journals[brief] = journal_info(entries, head=head, problem=problem)
     except AssayError as error:
         parts.invalid[brief] = error
+
+
+def _events_and_notes(
+    batch: GitBatch, ref: str, sha: str
+) -> tuple[tuple[EventInfo, ...], tuple[str, ...]]:
+    notes: list[str] = []
+    events = _events(batch, ref, sha, notes)
+    return tuple(events), tuple(notes)
+
+
+def _status(batch: GitBatch, sha: str) -> Mapping[str, Any] | None:
+    """The status record at ``sha`` as the board shows it (a refused one: ``invalid``)."""
+    raw = record_of(batch, sha)
+    if not isinstance(raw, Mapping):
+        return None
+    problem = status_problem(raw)  # the status decoder: quarantined, never 70
+    if problem:
+        return {"v": 1, "state": "invalid", "note": f"status record refused: {problem}"}
+    return raw
 
 
 def snapshot_from_cache(
@@ -374,8 +446,9 @@ def snapshot_from_cache(
     with forge.batch() as batch:
         briefs = _brief_infos(batch, main, forge.state_dir)
         templates = _templates(batch, main)
+        evidence_key = functools.cache(_evidence_key)  # read once, and only if needed
         for ref, sha in sorted(refs.items()):
-            _read_ref(batch, parts, ref, sha, journals=journals)
+            _read_ref(batch, parts, ref, sha, journals=journals, evidence_key=evidence_key)
     return ForgeSnapshot(
         url=url,
         main=main,

@@ -1,0 +1,87 @@
+"""A long-running process decodes each record once (``assay.board.source``), and that never
+lets a record through that a fresh read would refuse: a moved ref is read again, a refused
+record stays refused, and a signature left unchecked is checked once there is a key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assay.board.source import read_snapshot
+from assay.claims import ClaimStore
+from assay.desks.records.state import read_view
+from assay.evidence.records import EvidenceRecord
+from assay.evidence.store import append_records
+from assay.forge import open_forge
+from assay.plumbing import ASSAY_IDENTITY, RefUpdate
+from tests.forge_fixtures import put_on_main
+
+
+def _brief(brief: str) -> str:
+    return f"---\nid: {brief}\ntitle: {brief}\n---\nDo it.\n"
+
+
+def _record(head: str) -> EvidenceRecord:
+    return EvidenceRecord(
+        brief="a",
+        row="unit",
+        command="true",
+        exit=0,
+        timed_out=False,
+        seconds=0.1,
+        output_sha256="sha256:" + "0" * 64,
+        output_bytes=0,
+        output_tail="",
+        head_sha=head,
+        env_fingerprint={"python": "3.11.2"},
+        verifier="gate:ci",
+        journal_head="",
+        at="2026-03-01T12:00:00Z",
+    )
+
+
+def test_a_claim_that_moves_is_read_again(forge_path: Path) -> None:
+    put_on_main(forge_path, {"briefs/a.md": _brief("a")})
+    with open_forge(str(forge_path)) as forge:
+        store = ClaimStore(forge)
+        claim = store.acquire("a", "coder", lease_s=600, holder="h1")
+        assert read_view(forge).claims["a"].state == "held"
+        assert read_view(forge).claims["a"].state == "held"  # unchanged: from what was decoded
+        store.release(claim, done=True)
+        assert read_view(forge).claims["a"].state == "done"
+
+
+def test_a_refused_record_is_refused_on_every_read(forge_path: Path) -> None:
+    put_on_main(forge_path, {f"briefs/{b}.md": _brief(b) for b in ("a", "b")})
+    with open_forge(str(forge_path)) as forge:
+        forged = forge.commit(
+            {"claim.json": json.dumps({"v": 1, "state": "held"}).encode()},
+            parents=[],
+            message="a hand-made claim",
+            author=ASSAY_IDENTITY,
+        )
+        assert forge.push([RefUpdate("refs/assay/claims/b", forged, expected=None)]).ok
+        for _ in range(3):
+            view = read_view(forge)
+            assert "b" not in view.briefs and "a" in view.briefs
+            assert any("refs/assay/claims/b" in path for path in view.bad)
+            assert "b" in read_snapshot(forge).invalid
+
+
+def test_evidence_read_without_a_key_is_checked_once_there_is_one(
+    forge_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A record signed with another key: unchecked without a key, refused with the gate's.
+    monkeypatch.delenv("ASSAY_EVIDENCE_KEY", raising=False)
+    main = put_on_main(forge_path, {"briefs/a.md": _brief("a")})
+    with open_forge(str(forge_path)) as forge:
+        append_records(forge, "a", [_record(main)], key=b"not-the-gate")
+        seen = read_snapshot(forge)
+        assert "a" not in seen.invalid and len(seen.evidence["a"]) == 1
+        monkeypatch.setenv("ASSAY_EVIDENCE_KEY", "the-gate")
+        refused = read_snapshot(forge).invalid["a"]
+        assert "fails its gate signature" in str(refused)
+        monkeypatch.delenv("ASSAY_EVIDENCE_KEY")
+        assert "a" not in read_snapshot(forge).invalid
