@@ -19,8 +19,10 @@ import os
 import queue
 import secrets
 import socket
+import stat
 import tempfile
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +85,61 @@ def presented_token(request: Request) -> str:
     return auth[7:] if auth[:7].lower() == "bearer " else ""
 
 
+SOCKET_NAME = "gateway.sock"
+FOLDER_PREFIX = "assay-gw-"  # each gateway's socket folder, in the temporary folder
+DEAD_AFTER_S = 60.0  # a folder younger than this may belong to a gateway still starting
+
+
+def remove_dead_gateway_folders(root: Path | None = None) -> list[Path]:
+    """Remove the socket folders that gateways killed outright (SIGKILL) left behind.
+
+    Only this user's folders, older than ``DEAD_AFTER_S``, holding nothing but a socket
+    that no process serves, are removed (a live gateway's socket accepts a connection).
+    The socket lives in the temporary folder because a socket's path is limited to 108
+    bytes; without this, every killed run leaves one folder there for good.
+    """
+    where = Path(tempfile.gettempdir()) if root is None else root
+    removed: list[Path] = []
+    try:
+        candidates = [p for p in where.iterdir() if p.name.startswith(FOLDER_PREFIX)]
+    except OSError:
+        return removed
+    now = time.time()
+    for folder in candidates:
+        try:
+            info = folder.lstat()
+            if (
+                not stat.S_ISDIR(info.st_mode)
+                or info.st_uid != os.getuid()
+                or now - info.st_mtime < DEAD_AFTER_S
+                or not set(os.listdir(folder)) <= {SOCKET_NAME}
+                or _served(folder / SOCKET_NAME)
+            ):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                (folder / SOCKET_NAME).unlink()
+            folder.rmdir()
+        except OSError:
+            continue  # another process's folder, or one removed meanwhile: not ours to judge
+        removed.append(folder)
+    return removed
+
+
+def _served(path: Path) -> bool:
+    """Whether a process accepts connections on the socket at ``path``."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)  # a full backlog would block a connect: then it is alive
+    try:
+        probe.connect(os.fspath(path))
+    except (FileNotFoundError, ConnectionRefusedError):
+        return False
+    except OSError:
+        return True  # cannot tell: leave it
+    finally:
+        probe.close()
+    return True
+
+
 class Gateway:
     """The loopback server of one run; start it, read ``calls``, ``stop()`` it."""
 
@@ -90,8 +147,9 @@ class Gateway:
         self.token = token or secrets.token_urlsafe(32)
         self.calls: queue.Queue[ModelCall] = queue.Queue()
         self.mcp_app = mcp_app
-        self._dir = Path(tempfile.mkdtemp(prefix="assay-gw-"))
-        self.socket_path = self._dir / "gateway.sock"
+        remove_dead_gateway_folders()
+        self._dir = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+        self.socket_path = self._dir / SOCKET_NAME
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._sockets: list[socket.socket] = []
