@@ -243,17 +243,25 @@ def _request(
     content: bytes | None = None,
 ) -> list[bytes | None]:
     with client(url).stream(method, url, headers=headers, content=content) as reply:
-        if reply.status_code != 200:
-            raise ForgeUnavailable(f"{display_url}: the forge answered HTTP {reply.status_code}")
-        got = reply.headers.get("Content-Type", "").split(";")[0].strip()
-        if got != kind:
-            raise ForgeUnavailable(f"{display_url}: not a git forge (content type {got!r})")
-        raw = b""
-        for chunk in reply.iter_bytes():
-            raw += chunk
-            if len(raw) > MAX_ANSWER:
-                raise ForgeUnavailable(f"{display_url}: the answer is over {MAX_ANSWER} bytes")
+        raw = read_reply(reply, kind=kind, limit=MAX_ANSWER, where=display_url)
     return parse_pkt_lines(raw, display_url=display_url)
+
+
+def read_reply(reply: httpx.Response, *, kind: str, limit: int, where: str) -> bytes:
+    """The body of a smart-HTTP reply (status 200, content type ``kind``), read up to
+    ``limit`` bytes; ``ForgeUnavailable`` naming ``where`` for anything else. The one check
+    of a git forge's HTTP answer: ls-refs and the in-process push both read through it."""
+    if reply.status_code != 200:
+        raise ForgeUnavailable(f"{where}: the forge answered HTTP {reply.status_code}")
+    got = reply.headers.get("Content-Type", "").split(";")[0].strip()
+    if got != kind:
+        raise ForgeUnavailable(f"{where}: not a git forge (content type {got[:60]!r})")
+    raw = bytearray()
+    for chunk in reply.iter_bytes():
+        raw += chunk
+        if len(raw) > limit:
+            raise ForgeUnavailable(f"{where}: the answer is over {limit} bytes")
+    return bytes(raw)
 
 
 def pkt(payload: bytes) -> bytes:

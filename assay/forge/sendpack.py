@@ -45,7 +45,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assay.errors import ForgeUnavailable
-from assay.forge.lsrefs import CONNECT_TIMEOUT_S, client, extra_headers, parse_pkt_lines, pkt
+from assay.forge.lsrefs import (
+    CONNECT_TIMEOUT_S,
+    client,
+    extra_headers,
+    parse_pkt_lines,
+    pkt,
+    read_reply,
+)
 from assay.forge.lsrefs import safe_url as safe
 from assay.plumbing import (
     STALL_S,
@@ -212,20 +219,9 @@ def _post(base: str, body: bytes, *, headers: Mapping[str, str], where: str) -> 
 
 
 def _read_reply(reply: Any, where: str) -> bytes:
-    status = reply.status_code
-    if status >= 500:
-        raise TransportError(f"push {where}: the forge answered HTTP {status}")
-    if status != 200:
-        raise ForgeUnavailable(f"{where}: the forge answered the push with HTTP {status}")
-    kind = reply.headers.get("Content-Type", "").split(";")[0].strip()
-    if kind != RESULT:
-        raise ForgeUnavailable(f"{where}: not a git forge (content type {kind[:60]!r})")
-    raw = b""
-    for chunk in reply.iter_bytes():
-        raw += chunk
-        if len(raw) > MAX_REPORT:
-            raise ForgeUnavailable(f"{where}: the push's report is over {MAX_REPORT} bytes")
-    return bytes(raw)
+    if reply.status_code >= 500:  # a server that failed, not one that refused: retried
+        raise TransportError(f"push {where}: the forge answered HTTP {reply.status_code}")
+    return read_reply(reply, kind=RESULT, limit=MAX_REPORT, where=where)
 
 
 # ---------------------------------------------------------------------------- report

@@ -158,8 +158,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, f"application/x-{service}-result", answer)
             return
         if service == smarthttp.RECEIVE_PACK:
-            self._clear_stale_locks(body)
-            if self._refused_in_process(body):
+            head = body.read(smarthttp.MAX_PUSH_HEAD)
+            body.seek(0)
+            request = smarthttp.parse_push(head)  # read once: None when not a plain push
+            self._clear_stale_locks(request)
+            if self._refused_in_process(request):
                 return
         # The child reads the file descriptor itself: a buffered seek(0) may never move it.
         body.flush()
@@ -174,26 +177,21 @@ class _Handler(BaseHTTPRequestHandler):
         body.seek(0)
         return smarthttp.command_name(first) == "ls-refs"
 
-    def _clear_stale_locks(self, body: IO[bytes]) -> None:
+    def _clear_stale_locks(self, request: smarthttp.PushRequest | None) -> None:
         """Remove the locks a killed receive-pack left on this push's refs
-        (:mod:`assay.forge.reflocks`); leaves ``body`` at its start."""
-        head = body.read(smarthttp.MAX_PUSH_HEAD)
-        body.seek(0)
-        request = smarthttp.parse_push(head)
+        (:mod:`assay.forge.reflocks`)."""
         if request is None:
             return
         for lock in reflocks.clear_stale(self.server.forge.path, [c.ref for c in request.commands]):
             self.server.forge.count("stale-lock")
             LOG.warning("removed %s: its writer died inside the ref transaction", lock)
 
-    def _refused_in_process(self, body: IO[bytes]) -> bool:
+    def _refused_in_process(self, request: smarthttp.PushRequest | None) -> bool:
         """Answer a push that can only lose its compare-and-swap without receive-pack
-        (``RefServer.refuse_stale_push``); leaves ``body`` at its start."""
+        (``RefServer.refuse_stale_push``)."""
         if smarthttp.protocol_version(self._protocol()) != 0:
             return False
-        head = body.read(smarthttp.MAX_PUSH_HEAD)
-        body.seek(0)
-        answer = self.server.forge.refs.refuse_stale_push(head)
+        answer = self.server.forge.refs.refuse_stale_push(request)
         if answer is None:
             return False
         self.server.forge.count("refused")

@@ -279,18 +279,18 @@ class RefServer:
         lines[0] += "\0" + self.receive_pack_caps
         return b"".join(pkt_line(f"{line}\n".encode()) for line in lines) + FLUSH
 
-    def refuse_stale_push(self, head: bytes) -> bytes | None:
+    def refuse_stale_push(self, request: PushRequest | None) -> bytes | None:
         """receive-pack's own refusal of a push that can only lose, or None to start it.
 
-        ``head`` is the start of the request body. A push is refused here when its command
-        list is plain (:func:`parse_push`), asks only for what receive-pack advertised,
-        the forge has no rule that could answer first (:func:`_push_rules`), and its
-        commands are stale against the refs as they are now: for an atomic push any one
-        (and those before it sit where they are expected), otherwise every one. That is
-        the answer receive-pack would give on taking the ref locks (it re-checks there),
-        as though the push lost the race at this instant; nothing is unpacked or written.
+        ``request`` is the push's head as :func:`parse_push` read it (None: not plain). A
+        push is refused here when its command list is plain, asks only for what
+        receive-pack advertised, the forge has no rule that could answer first
+        (:func:`_push_rules`), and its commands are stale against the refs as they are
+        now: for an atomic push any one (and those before it sit where they are expected),
+        otherwise every one. That is the answer receive-pack would give on taking the ref
+        locks (it re-checks there), as though the push lost the race at this instant;
+        nothing is unpacked or written.
         """
-        request = parse_push(head)
         if request is None or not self._advertised(request.capabilities):
             return None
         config = self._config()
