@@ -223,6 +223,8 @@ class Forge(Closing):
             for ref, sha in found.items():
                 if ref not in missing and mapped.get(f"{self.namespace}/{ref}") != sha:
                     write_ref(self._cache, f"{self.namespace}/{ref}", sha)
+            if missing and self._fetched_in_process(found, missing, mapped):
+                return found
         if missing:
             fetched = self.fetch(missing)
             for ref in missing:  # the fetch's answer is newer than the listing
@@ -230,6 +232,37 @@ class Forge(Closing):
                 if ref in fetched:
                     found[ref] = fetched[ref]
         return found
+
+    def _fetched_in_process(
+        self, found: dict[str, str], missing: list[str], mapped: dict[str, str]
+    ) -> bool:
+        """Fetch the ``missing`` tips the listing named in one request
+        (:mod:`assay.forge.fetchpack`) and point their refs at them; False when git must.
+
+        The haves are what those refs grew from (this instance's last copy of each) and
+        main, where a new branch forks: every one is offered at once, so the server
+        answers with the pack, with no negotiation round.
+        """
+        from assay.forge import fetchpack
+        from assay.odb import is_commit, write_ref
+
+        before = [mapped.get(f"{self.namespace}/{ref}") for ref in missing]
+        offered = [*before, found.get(MAIN), self.fetched_ref(MAIN)]
+        haves = [sha for sha in offered if sha and is_commit(self._cache, sha)]
+        try:
+            fetchpack.fetch(
+                self.url,
+                self._cache,
+                wants=[found[ref] for ref in missing],
+                haves=haves,
+                config=self._config,
+                display_url=self.display_url,
+            )
+        except fetchpack.NeedsGit:
+            return False
+        for ref in missing:
+            write_ref(self._cache, f"{self.namespace}/{ref}", found[ref])
+        return True
 
     def read_blob(self, commit: str, path: str) -> bytes | None:
         """The bytes of ``path`` in a fetched commit, or None when it has no such file."""

@@ -53,6 +53,7 @@ _HEX = frozenset("0123456789abcdef")
 _CLIENTS: dict[tuple[int, bool], httpx.Client] = {}
 _CLIENTS_LOCK = threading.Lock()
 _SPEAKS_V2: set[str] = set()  # forge URLs whose advertisement offered ls-refs (v2)
+_FETCHES: set[str] = set()  # ... and the v2 fetch command (assay.forge.fetchpack)
 
 
 class Unreachable(ForgeUnavailable):
@@ -152,6 +153,7 @@ def _close_clients() -> None:
 def forget_servers() -> None:
     """Forget which forges were seen to speak v2 (the next ask reads the advertisement)."""
     _SPEAKS_V2.clear()
+    _FETCHES.clear()
 
 
 def client(url: str) -> httpx.Client:
@@ -227,10 +229,19 @@ def _advertised(
         lines = lines[2:]  # the v0-style service banner and its flush
     if lines[:1] != [b"version 2\n"]:
         return _v0_refs(lines, prefixes, display_url=display_url)
-    if not any(x is not None and x.split(b"=")[0].strip() == b"ls-refs" for x in lines):
+    offered = {x.split(b"=")[0].strip() for x in lines if x is not None}
+    if b"ls-refs" not in offered:
         raise ForgeUnavailable(f"{display_url}: the forge does not offer ls-refs")
     _SPEAKS_V2.add(base)
+    if b"fetch" in offered:
+        _FETCHES.add(base)
     return None
+
+
+def speaks_fetch(url: str) -> bool:
+    """Whether the forge at ``url`` offered protocol v2's ``fetch`` when this process read
+    its advertisement (every :func:`remote_refs` over HTTP reads it first)."""
+    return url.rstrip("/") in _FETCHES
 
 
 def _request(

@@ -194,9 +194,11 @@ def rows(f: dict[str, Any]) -> list[tuple[str, str, str]]:
             ", ".join(f"{k} {v:.1f}" for k, v in f.get("server_processes", {}).items()),
         ),
         (
-            f"{label}: upload-pack per desk fetch",
-            f"{_per_fetch(f):.1f}",
-            "each stateless negotiation round is one more upload-pack",
+            f"{label}: upload-pack per desk git fetch",
+            f"{_per_fetch(f):.1f}" if f["git_commands"].get("fetch") else "none",
+            "each stateless negotiation round is one more upload-pack"
+            if f["git_commands"].get("fetch")
+            else "no git fetch: a view's fetch is one request (assay.forge.fetchpack)",
         ),
         (f"{label}: briefs per minute", f"{f['briefs_per_min']:.1f}", "smart HTTP"),
         (f"{label}: invariant problems", str(len(f["problems"])), "must be 0"),
