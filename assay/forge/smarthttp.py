@@ -180,7 +180,7 @@ class RefServer:
         self.upload_pack_v2 = b""
         self.receive_pack_caps: str | None = None
         self._lock = threading.Lock()
-        self._repo: Any = None
+        self._idle: list[Any] = []  # libgit2 handles no request is using
 
     def start(self) -> RefServer:
         env = service_env(remote_addr="", git_protocol="version=2")
@@ -259,14 +259,21 @@ class RefServer:
 
     @contextmanager
     def _repository(self) -> Iterator[Any]:
-        """The one libgit2 handle, one request at a time (handles are not thread-safe);
+        """A libgit2 handle of this request's own (handles are not thread-safe): one from
+        the idle ones, or a new one, given back after. One handle behind a lock made every
+        ref read wait for the one before it (a fleet's ls-refs queued on the server).
         libgit2 re-reads loose refs and ``packed-refs`` when they change."""
         import pygit2
 
         with self._lock:
-            if self._repo is None:
-                self._repo = pygit2.Repository(os.fspath(self.git_dir))
-            yield self._repo
+            handle = self._idle.pop() if self._idle else None
+        if handle is None:
+            handle = pygit2.Repository(os.fspath(self.git_dir))
+        try:
+            yield handle
+        finally:
+            with self._lock:
+                self._idle.append(handle)
 
     def receive_pack_advertisement(self) -> bytes | None:
         """``receive-pack``'s v0 advertisement (None: git must be asked for this one)."""
