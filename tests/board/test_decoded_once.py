@@ -12,34 +12,15 @@ import pytest
 from assay.board.source import read_snapshot
 from assay.claims import ClaimStore
 from assay.desks.records.state import read_view
-from assay.evidence.records import EvidenceRecord
 from assay.evidence.store import append_records
 from assay.forge import open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
+from tests.evidence.gatekit import record
 from tests.forge_fixtures import put_on_main
 
 
 def _brief(brief: str) -> str:
     return f"---\nid: {brief}\ntitle: {brief}\n---\nDo it.\n"
-
-
-def _record(head: str) -> EvidenceRecord:
-    return EvidenceRecord(
-        brief="a",
-        row="unit",
-        command="true",
-        exit=0,
-        timed_out=False,
-        seconds=0.1,
-        output_sha256="sha256:" + "0" * 64,
-        output_bytes=0,
-        output_tail="",
-        head_sha=head,
-        env_fingerprint={"python": "3.11.2"},
-        verifier="gate:ci",
-        journal_head="",
-        at="2026-03-01T12:00:00Z",
-    )
 
 
 def test_a_claim_that_moves_is_read_again(forge_path: Path) -> None:
@@ -77,7 +58,7 @@ def test_evidence_read_without_a_key_is_checked_once_there_is_one(
     monkeypatch.delenv("ASSAY_EVIDENCE_KEY", raising=False)
     main = put_on_main(forge_path, {"briefs/a.md": _brief("a")})
     with open_forge(str(forge_path)) as forge:
-        append_records(forge, "a", [_record(main)], key=b"not-the-gate")
+        append_records(forge, "a", [record(brief="a", head_sha=main)], key=b"not-the-gate")
         seen = read_snapshot(forge)
         assert "a" not in seen.invalid and len(seen.evidence["a"]) == 1
         monkeypatch.setenv("ASSAY_EVIDENCE_KEY", "the-gate")
