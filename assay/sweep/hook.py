@@ -88,6 +88,9 @@ def main():
         return
     env = {{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ASSAY_PATH, env.get("PYTHONPATH")) if p)
+    # A served forge's receive-pack has no HOME nor ASSAY_STATE: the waker's cache and logs
+    # then live in its own folder, not in whatever home the server's user has.
+    env.setdefault("ASSAY_STATE", os.path.join(WORKDIR, "state"))
     with open(LOG, "ab") as log:
         for brief in briefs:
             subprocess.Popen(

@@ -49,6 +49,8 @@ def test_an_approval_push_wakes_the_waiting_run_through_the_hook(
     assert status["state"] == "woken" and status["event"] == "hook-approval"
     assert woken_after < 30
     assert (forge_path / "assay-wake.log").exists()  # the hook started the waker
+    if transport == "http":  # a served forge's hook has no HOME nor ASSAY_STATE to inherit
+        assert (workdir / "state" / "cache").is_dir()  # the waker's cache: its folder, not ~
 
 
 def test_install_refuses_foreign_hooks_and_non_repositories(
