@@ -85,6 +85,9 @@ class BranchSync:
         forge handle already brought them into the cache (the desk loop's view, whose branch
         tip the claim's own atomic push asserted): then no fetch is made at all.
         """
+        tip = known.get(self.ref) if known is not None else None
+        if known is None or (tip is not None and not self.forge.has_commit(tip)):
+            known = None  # a view lists other briefs' branches without their objects
         found = dict(known) if known is not None else self.forge.refresh([self.ref, MAIN_REF])
         remote_branch = found.get(self.ref)
         base = remote_branch or found.get(MAIN_REF)

@@ -479,7 +479,10 @@ def read_snapshot(
         ]
     from assay.branch import merged_branches
 
-    fetched = forge.refresh(wanted)  # no git process when nothing moved
+    # Without journals (a desk's view) other briefs' branches are only listed: their tips
+    # are what a view decides by, and merged_branches needs no object a main the cache
+    # holds does not reach.
+    fetched = forge.refresh(wanted, listed_only=() if journals else (BRANCHES,))
     branches = {
         _suffix(ref, BRANCHES): sha for ref, sha in fetched.items() if ref.startswith(BRANCHES)
     }

@@ -184,7 +184,9 @@ class Forge(Closing):
                     found[ref] = sha
         return found
 
-    def refresh(self, refs: str | Sequence[str]) -> dict[str, str]:
+    def refresh(
+        self, refs: str | Sequence[str], *, listed_only: Sequence[str] = ()
+    ) -> dict[str, str]:
         """What :meth:`fetch` returns, starting ``git fetch`` only for refs that moved.
 
         The forge's refs are read in process (:mod:`assay.forge.lsrefs`); a ref whose tip
@@ -194,6 +196,12 @@ class Forge(Closing):
         checks connectivity before any ref points at them, or by :meth:`commit` on
         parents already there. A forge read in process cannot be (git settings only git
         understands, or the server unreachable) is fetched as before.
+
+        Refs under ``listed_only`` are answered from the listing alone: their tips are in
+        the answer, their objects are not fetched, and this instance's copies of them are
+        left as they were (a desk's view needs other briefs' branch tips, not their trees:
+        a tip the cache lacks is no ancestor of a main the cache holds). Whoever reads such
+        a tip's objects refreshes that ref first.
         """
         from assay.forge.lsrefs import Unreachable, remote_refs
         from assay.odb import is_commit, write_ref
@@ -212,7 +220,8 @@ class Forge(Closing):
             for ref, sha in listed.items()
             if any(ref == r or (r.endswith("/") and ref.startswith(r)) for r in wanted)
         }
-        missing = sorted(ref for ref, sha in found.items() if not is_commit(self._cache, sha))
+        absent = {ref for ref, sha in found.items() if not is_commit(self._cache, sha)}
+        missing = sorted(ref for ref in absent if not ref.startswith(tuple(listed_only)))
         with self._fetch_lock:
             mapped: dict[str, str] = {}
             for r in wanted:
@@ -221,7 +230,7 @@ class Forge(Closing):
                 if local_ref[len(self.namespace) + 1 :] not in found:
                     write_ref(self._cache, local_ref, None)  # gone on the forge
             for ref, sha in found.items():
-                if ref not in missing and mapped.get(f"{self.namespace}/{ref}") != sha:
+                if ref not in absent and mapped.get(f"{self.namespace}/{ref}") != sha:
                     write_ref(self._cache, f"{self.namespace}/{ref}", sha)
             if missing and self._fetched_in_process(found, missing, mapped):
                 return found
@@ -471,6 +480,13 @@ class Forge(Closing):
             result = None  # nothing moved; git reads the refs and negotiates what to send
         if result is not None:
             return result
+        # git push needs every pushed commit locally, even one only asserted where it is (a
+        # branch tip a view listed without fetching it).
+        listed = [
+            u.ref for u in updates if u.new == u.expected and u.new and not self.has_commit(u.new)
+        ]
+        if listed:
+            self.refresh(listed)
         return git_push(
             git_dir, self.url, updates, atomic=atomic, config=self._config, policy=self._retry
         )

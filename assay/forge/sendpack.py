@@ -120,7 +120,10 @@ def push(
     if send is None:
         return None
     known = {str(u.expected) for u in updates if u.expected is not None}
-    data = build_pack(git_dir, [str(u.new) for u in updates], hidden=[*known, *hidden()])
+    # A ref asserted where it is (new == expected) needs no object: its tip may be one this
+    # cache only listed (a desk's view reads other briefs' branch tips, not their trees).
+    moved = [str(u.new) for u in updates if u.new != u.expected]
+    data = build_pack(git_dir, moved, hidden=[*known, *hidden()])
     body = commands(updates, atomic=atomic) + data
     tries = 0
 
