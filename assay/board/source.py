@@ -154,22 +154,9 @@ def _save_brief_cache(cache: Path, entries: dict[str, dict[str, Any]]) -> None:
         pass  # only a cache: the next board parses again
 
 
-# The latest main's briefs as this process read them: a desk's views read main's briefs
-# once per commit of main, not once per view.
-_BRIEFS_OF_MAIN: dict[tuple[str, str], dict[str, BriefInfo]] = {}
-
-
 def _brief_infos(batch: GitBatch, main: str, cache: Path | None = None) -> dict[str, BriefInfo]:
     """Every brief on main. Parsed briefs are cached by blob sha beside the forge's cache:
     a blob's content never changes, and parsing 1,000 briefs costs seconds."""
-    key = (main, os.fspath(cache) if cache is not None else "")
-    if key not in _BRIEFS_OF_MAIN:
-        _BRIEFS_OF_MAIN.clear()
-        _BRIEFS_OF_MAIN[key] = _read_brief_infos(batch, main, cache)
-    return dict(_BRIEFS_OF_MAIN[key])
-
-
-def _read_brief_infos(batch: GitBatch, main: str, cache: Path | None) -> dict[str, BriefInfo]:
     from assay.briefs import is_brief_path, parse_brief
 
     cached = _load_brief_cache(cache) if cache is not None else {}
@@ -439,13 +426,16 @@ def snapshot_from_cache(
     *,
     round_trips: int = 1,
     journals: bool = True,
+    briefs: bool = True,
 ) -> ForgeSnapshot:
-    """Read a snapshot of ``refs`` (already fetched into ``forge``'s cache)."""
+    """Read a snapshot of ``refs`` (already fetched into ``forge``'s cache); without
+    ``briefs``, main's briefs and board templates are not read (a desk's view parses main's
+    briefs itself, as ``Brief``s)."""
     parts = _Parts()
     main = refs.get(MAIN, "")
     with forge.batch() as batch:
-        briefs = _brief_infos(batch, main, forge.state_dir)
-        templates = _templates(batch, main)
+        infos = _brief_infos(batch, main, forge.state_dir) if briefs else {}
+        templates = _templates(batch, main) if briefs else {}
         evidence_key = functools.cache(_evidence_key)  # read once, and only if needed
         for ref, sha in sorted(refs.items()):
             _read_ref(batch, parts, ref, sha, journals=journals, evidence_key=evidence_key)
@@ -453,7 +443,7 @@ def snapshot_from_cache(
         url=url,
         main=main,
         refs=dict(refs),
-        briefs=briefs,
+        briefs=infos,
         templates=templates,
         round_trips=round_trips,
         **vars(parts),
@@ -465,9 +455,11 @@ def read_snapshot(
     *,
     only_brief: str | None = None,
     journals: bool = True,
+    briefs: bool = True,
     extra_briefs: bool = True,
 ) -> ForgeSnapshot:
-    """Fetch once and read a snapshot of ``forge`` (only one brief's refs with ``only_brief``)."""
+    """Fetch once and read a snapshot of ``forge`` (only one brief's refs with ``only_brief``;
+    ``briefs=False``: without main's briefs and templates, see ``snapshot_from_cache``)."""
     if only_brief is None:
         wanted: list[str] = list(FETCH_ALL)
     else:
@@ -494,6 +486,7 @@ def read_snapshot(
         fetched,
         round_trips=1,
         journals=journals,
+        briefs=briefs,
     )
     snapshot = replace(snapshot, merged=frozenset(merged))
     return with_extra_briefs(snapshot, forge) if extra_briefs else snapshot

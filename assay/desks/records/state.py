@@ -201,7 +201,8 @@ def read_view(forge: Forge) -> ForgeView:
     from assay.board.source import read_snapshot
 
     # One fetch; every claim, event and review record decoded by its owner's strict decoder.
-    snapshot = read_snapshot(forge, journals=False, extra_briefs=False)
+    # Main's briefs are parsed here (as Briefs, kept per main): not as the board's too.
+    snapshot = read_snapshot(forge, journals=False, briefs=False, extra_briefs=False)
     main = snapshot.main or None
     briefs: dict[str, Brief] = {}
     bad: dict[str, AssayError] = {}
