@@ -36,6 +36,7 @@ from typing import Any
 
 from assay.errors import ForgeUnavailable
 from assay.forge.lsrefs import (
+    REQUEST,
     RESULT,
     client,
     extra_headers,
@@ -47,7 +48,6 @@ from assay.forge.lsrefs import (
 from assay.forge.lsrefs import safe_url as safe
 from assay.plumbing import run_git
 
-REQUEST = "application/x-git-upload-pack-request"
 MAX_PACK_BYTES = 32 * 1024 * 1024  # a bigger answer (a first clone) is git's to fetch
 MAX_OBJECTS = 200_000
 _CHUNK = 16 * 1024
@@ -132,12 +132,10 @@ def _post(base: str, body: bytes, *, headers: Mapping[str, str], where: str) -> 
         with client(base).stream(
             "POST", f"{base}/git-upload-pack", headers=request_headers, content=body
         ) as reply:
-            if reply.status_code != 200:
-                raise NeedsGit(f"the forge answered HTTP {reply.status_code}")
             return read_reply(reply, kind=RESULT, limit=MAX_PACK_BYTES, where=where)
     except httpx.TransportError as exc:
         raise NeedsGit(f"the forge did not answer ({type(exc).__name__})") from None
-    except ForgeUnavailable as refused:
+    except ForgeUnavailable as refused:  # another status, type, or a pack past the limit
         raise NeedsGit(refused.message) from None
 
 
