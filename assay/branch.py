@@ -86,7 +86,7 @@ class BranchSync:
         tip the claim's own atomic push asserted): then no fetch is made at all.
         """
         tip = known.get(self.ref) if known is not None else None
-        if known is None or (tip is not None and not self.forge.has_commit(tip)):
+        if tip is not None and not self.forge.has_commit(tip):
             known = None  # a view lists other briefs' branches without their objects
         found = dict(known) if known is not None else self.forge.refresh([self.ref, MAIN_REF])
         remote_branch = found.get(self.ref)
