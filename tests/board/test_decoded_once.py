@@ -15,16 +15,13 @@ from assay.desks.records.state import read_view
 from assay.evidence.store import append_records
 from assay.forge import open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
+from tests.desks.world import brief_text
 from tests.evidence.gatekit import record
 from tests.forge_fixtures import put_on_main
 
 
-def _brief(brief: str) -> str:
-    return f"---\nid: {brief}\ntitle: {brief}\n---\nDo it.\n"
-
-
 def test_a_claim_that_moves_is_read_again(forge_path: Path) -> None:
-    put_on_main(forge_path, {"briefs/a.md": _brief("a")})
+    put_on_main(forge_path, {"briefs/a.md": brief_text("a")})
     with open_forge(str(forge_path)) as forge:
         store = ClaimStore(forge)
         claim = store.acquire("a", "coder", lease_s=600, holder="h1")
@@ -35,7 +32,7 @@ def test_a_claim_that_moves_is_read_again(forge_path: Path) -> None:
 
 
 def test_a_refused_record_is_refused_on_every_read(forge_path: Path) -> None:
-    put_on_main(forge_path, {f"briefs/{b}.md": _brief(b) for b in ("a", "b")})
+    put_on_main(forge_path, {f"briefs/{b}.md": brief_text(b) for b in ("a", "b")})
     with open_forge(str(forge_path)) as forge:
         forged = forge.commit(
             {"claim.json": json.dumps({"v": 1, "state": "held"}).encode()},
@@ -56,7 +53,7 @@ def test_evidence_read_without_a_key_is_checked_once_there_is_one(
 ) -> None:
     # A record signed with another key: unchecked without a key, refused with the gate's.
     monkeypatch.delenv("ASSAY_EVIDENCE_KEY", raising=False)
-    main = put_on_main(forge_path, {"briefs/a.md": _brief("a")})
+    main = put_on_main(forge_path, {"briefs/a.md": brief_text("a")})
     with open_forge(str(forge_path)) as forge:
         append_records(forge, "a", [record(brief="a", head_sha=main)], key=b"not-the-gate")
         seen = read_snapshot(forge)

@@ -14,11 +14,8 @@ from assay.desks.records.state import read_view
 from assay.forge import open_forge
 from assay.journal import JournalWriter
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
+from tests.desks.world import brief_text
 from tests.forge_fixtures import put_on_main
-
-
-def _brief(brief: str) -> str:
-    return f"---\nid: {brief}\ntitle: {brief}\n---\nDo it.\n"
 
 
 def _branch_with_journal(forge_path: Path, tmp_path: Path, main: str) -> str:
@@ -47,7 +44,7 @@ def _branch_with_journal(forge_path: Path, tmp_path: Path, main: str) -> str:
 def test_a_view_lists_a_branch_and_reads_its_objects_only_when_needed(
     forge_path: Path, tmp_path: Path
 ) -> None:
-    main = put_on_main(forge_path, {"briefs/b.md": _brief("b")})
+    main = put_on_main(forge_path, {"briefs/b.md": brief_text("b")})
     tip = _branch_with_journal(forge_path, tmp_path, main)
     with open_forge(str(forge_path), cache_dir=tmp_path / "reader-cache") as forge:
         view = read_view(forge)
@@ -60,7 +57,7 @@ def test_a_view_lists_a_branch_and_reads_its_objects_only_when_needed(
 
 
 def test_a_claim_asserting_a_listed_branch_checks_it_out(forge_path: Path, tmp_path: Path) -> None:
-    main = put_on_main(forge_path, {"briefs/b.md": _brief("b")})
+    main = put_on_main(forge_path, {"briefs/b.md": brief_text("b")})
     tip = _branch_with_journal(forge_path, tmp_path, main)
     with open_forge(str(forge_path), cache_dir=tmp_path / "reader-cache") as forge:
         view = read_view(forge)
