@@ -25,7 +25,8 @@ import pytest
 
 from assay.errors import ForgeUnavailable
 from assay.forge import ForgeServer, fetchpack, open_forge
-from assay.forge.fetchpack import NeedsGit, apply_delta, pack_of, read_pack, store
+from assay.forge.fetchpack import NeedsGit, pack_of, store
+from assay.forge.packfile import apply_delta, object_id, read_pack
 from tests.conftest import REPO_ROOT
 
 
@@ -110,7 +111,7 @@ def test_both_kinds_of_delta_are_resolved(tmp_path: Path, deltas: list[str]) -> 
     pack = _pack(bare, tips[-1] + "\n", *deltas)
     objects = read_pack(pack, "src")
     assert set(objects) == _objects(bare, tips[-1])
-    assert all(fetchpack.object_id(found) == sha for sha, found in objects.items())
+    assert all(object_id(found) == sha for sha, found in objects.items())
     saved = tmp_path / "check.pack"
     saved.write_bytes(pack)
     git("index-pack", str(saved))
@@ -227,7 +228,8 @@ def test_a_forge_this_does_not_fetch_from_is_for_git(tmp_path: Path) -> None:
 _STORE_IN_CHILD = """
 import sys
 from pathlib import Path
-from assay.forge.fetchpack import read_pack, store
+from assay.forge.fetchpack import store
+from assay.forge.packfile import read_pack
 pack = Path(sys.argv[1]).read_bytes()
 objects = read_pack(pack, "src")
 print("storing", flush=True)
