@@ -179,8 +179,8 @@ def store(
                     "which neither the pack nor the cache holds"
                 )
     for sha in wants:
-        found = objects.get(sha)
-        if (found is None or found.kind != "commit") and not _is_commit(repo, sha):
+        wanted = objects.get(sha)
+        if (wanted is None or wanted.kind != "commit") and not _is_commit(repo, sha):
             raise ForgeUnavailable(f"{where}: the pack does not hold the commit {sha} asked for")
     return write_contents_first(repo, objects, where)
 

@@ -32,7 +32,7 @@ from typing import IO, Any
 from urllib.parse import parse_qs
 
 from assay.errors import BadInput
-from assay.forge import reflocks, smarthttp
+from assay.forge import receivepack, reflocks, smarthttp
 from assay.forge.embedded import is_forge
 from assay.plumbing import config_env
 
@@ -162,7 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
             body.seek(0)
             request = smarthttp.parse_push(head)  # read once: None when not a plain push
             self._clear_stale_locks(request)
-            if self._refused_in_process(request):
+            if self._refused_in_process(request) or self._received_in_process(request, body):
                 return
         # The child reads the file descriptor itself: a buffered seek(0) may never move it.
         body.flush()
@@ -196,6 +196,50 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         self.server.forge.count("refused")
         self._send(200, f"application/x-{smarthttp.RECEIVE_PACK}-result", answer)
+        return True
+
+    def _received_in_process(self, request: smarthttp.PushRequest | None, body: IO[bytes]) -> bool:
+        """Take a plain push here instead of starting receive-pack
+        (:mod:`assay.forge.receivepack`); False, with nothing moved, when git must."""
+        forge = self.server.forge
+        refs = forge.refs
+        if request is None or smarthttp.protocol_version(self._protocol()) != 0:
+            return False
+        if not refs.plain_push(request) or not receivepack.takes_pushes(forge.path, refs.config()):
+            return False
+        data = body.read(receivepack.MAX_BODY + 1)
+        body.seek(0)
+        if len(data) > receivepack.MAX_BODY:
+            return False
+        with refs.repository() as repo:
+            received = receivepack.receive(forge.path, repo, request, data)
+        if received is None:
+            return False
+        forge.count("received")
+        self.send_response(200)
+        for key, value in (
+            *NO_CACHE,
+            ("Content-Type", f"application/x-{smarthttp.RECEIVE_PACK}-result"),
+        ):
+            self.send_header(key, value)
+        self.end_headers()  # HTTP/1.0: the body ends when the connection closes
+        listening = self._write(received.answer)
+        env = smarthttp.service_env(remote_addr=self.client_address[0], git_protocol="")
+        said = receivepack.run_post_receive(forge.path, received.updated, env)
+        if received.side_band:
+            listening = listening and self._write(smarthttp.sideband(2, said) + smarthttp.FLUSH)
+        elif said:
+            LOG.info("post-receive: %s", said.decode("utf-8", "replace").strip()[-2000:])
+        forge.pushed()
+        return True
+
+    def _write(self, data: bytes) -> bool:
+        """Write and flush to the client; False when it has hung up (a push goes on)."""
+        try:
+            self.wfile.write(data)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            return False
         return True
 
     @staticmethod

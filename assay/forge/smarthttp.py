@@ -205,7 +205,8 @@ class RefServer:
             raise BadInput(f"forge serve {self.git_dir}: git {service} failed: {done.stderr!r}")
         return done.stdout
 
-    def _config(self) -> Any:
+    def config(self) -> Any:
+        """The forge's own config, read afresh (``pygit2.Config``)."""
         import pygit2
 
         return pygit2.Config(os.fspath(self.git_dir / "config"))
@@ -258,7 +259,7 @@ class RefServer:
             return None
 
     @contextmanager
-    def _repository(self) -> Iterator[Any]:
+    def repository(self) -> Iterator[Any]:
         """A libgit2 handle of this request's own (handles are not thread-safe): one from
         the idle ones, or a new one, given back after. One handle behind a lock made every
         ref read wait for the one before it (a fleet's ls-refs queued on the server).
@@ -279,8 +280,8 @@ class RefServer:
         """``receive-pack``'s v0 advertisement (None: git must be asked for this one)."""
         if self.receive_pack_caps is None or (self.git_dir / "objects/info/alternates").exists():
             return None
-        hidden = self._hide_patterns(self._config(), "receive")
-        with self._repository() as repo:
+        hidden = self._hide_patterns(self.config(), "receive")
+        with self.repository() as repo:
             refs = self._refs(repo, lambda name: not _hidden(name, hidden))
         lines = [f"{r.oid} {r.name}" for r in refs] or [f"{ZERO_OID} capabilities^{{}}"]
         lines[0] += "\0" + self.receive_pack_caps
@@ -298,15 +299,9 @@ class RefServer:
         locks (it re-checks there), as though the push lost the race at this instant;
         nothing is unpacked or written.
         """
-        if request is None or not self._advertised(request.capabilities):
+        if request is None or not self.plain_push(request):
             return None
-        config = self._config()
-        hidden = self._hide_patterns(config, "receive")
-        if _push_rules(self.git_dir, config) or any(
-            _hidden(c.ref, hidden) for c in request.commands
-        ):
-            return None
-        with self._repository() as repo:
+        with self.repository() as repo:
             current = [self._direct(repo, c.ref) for c in request.commands]
         # A ref that is missing but expected is not refused here: git's words for it
         # depend on the refs around it.
@@ -330,6 +325,18 @@ class RefServer:
         else:
             return None
         return push_refusal(request, errors, atomic=atomic)
+
+    def plain_push(self, request: PushRequest) -> bool:
+        """Whether ``request`` (a push's head as :func:`parse_push` read it) asks only for
+        what receive-pack advertised, of refs it does not hide, on a forge with no rule
+        that could answer before its ref locks (:func:`_push_rules`)."""
+        if not self._advertised(request.capabilities):
+            return False
+        config = self.config()
+        hidden = self._hide_patterns(config, "receive")
+        if _push_rules(self.git_dir, config):
+            return False
+        return not any(_hidden(c.ref, hidden) for c in request.commands)
 
     def _advertised(self, capabilities: Sequence[str]) -> bool:
         if self.receive_pack_caps is None:
@@ -377,7 +384,7 @@ class RefServer:
             else:
                 raise BadInput(f"ls-refs: unexpected argument {arg[:80]!r}")
         self._check_capabilities(command)
-        config = self._config()
+        config = self.config()
         unborn = unborn and _config_str(config, "lsrefs.unborn", "advertise") != "ignore"
         hidden = self._hide_patterns(config, "uploadpack")
 
@@ -386,7 +393,7 @@ class RefServer:
         def wanted(name: str) -> bool:
             return prefixed(name) and not _hidden(name, hidden)
 
-        with self._repository() as repo:
+        with self.repository() as repo:
             refs = self._refs(repo, wanted)
             head = self._resolve(repo, "HEAD") if wanted("HEAD") else None
             if head is not None and (head.oid or (unborn and symrefs and head.symref_target)):
@@ -470,6 +477,7 @@ class PushRequest:
 
     commands: tuple[PushCommand, ...]
     capabilities: tuple[str, ...]
+    pack_at: int  # where the pack starts in the body
 
     def asks(self, name: str) -> bool:
         return name in self.capabilities
@@ -524,7 +532,7 @@ def parse_push(head: bytes) -> PushRequest | None:
         return None  # receive-pack's unpacker has its own words for a missing pack
     if len({c.ref for c in commands}) != len(commands):
         return None  # git has its own answer to one ref named twice
-    return PushRequest(tuple(commands), capabilities)
+    return PushRequest(tuple(commands), capabilities, pos + 4)
 
 
 def _lock_failure(command: PushCommand, current: str) -> str:
@@ -534,7 +542,7 @@ def _lock_failure(command: PushCommand, current: str) -> str:
     return f"cannot lock ref '{command.ref}': is at {current} but expected {command.old}"
 
 
-def _sideband(band: int, data: bytes) -> bytes:
+def sideband(band: int, data: bytes) -> bytes:
     return b"".join(
         pkt_line(bytes([band]) + data[at : at + _BAND_PAYLOAD])
         for at in range(0, len(data), _BAND_PAYLOAD)
@@ -553,8 +561,8 @@ def push_refusal(request: PushRequest, errors: Sequence[str], *, atomic: bool) -
         report = b"".join(pkt_line(line) for line in lines) + FLUSH
     if not request.asks("side-band-64k"):
         return report  # the errors went to receive-pack's stderr, not to the client
-    said = b"".join(_sideband(2, f"error: {error}\n".encode()) for error in errors)
-    return said + _sideband(1, report) + FLUSH
+    said = b"".join(sideband(2, f"error: {error}\n".encode()) for error in errors)
+    return said + sideband(1, report) + FLUSH
 
 
 def _push_rules(git_dir: Path, config: Any) -> bool:

@@ -1,0 +1,474 @@
+"""git's receive-pack for a plain push, answered in the forge server's own process.
+
+A claim, a step or a record reaches the forge as a push of a few small objects and one or
+more compare-and-swap commands. ``git receive-pack`` takes it with three processes of its
+own (itself, ``unpack-objects``, and the connectivity check's ``rev-list``, which marks
+every ref of the forge: 2,500 of them at 500 briefs). This module takes the pushes that
+need nothing more than that, as git would:
+
+1. **What it takes.** A plain command list (:func:`smarthttp.parse_push`: no deletes, no
+   push options or certificates), only capabilities receive-pack advertised, a forge with
+   no hook but ``post-receive`` and nothing in its config that acts on a push
+   (:func:`takes_pushes`), and at most :data:`UNPACK_LIMIT` objects (git's own
+   ``receive.unpackLimit``, below which it too stores loose objects).
+2. **Read and complete.** The pack is read by :mod:`assay.forge.packfile` (every object
+   hashed afresh); whatever an object names is in the pack or in the forge.
+3. **Connected.** What the pack names and does not carry must already be reachable from a
+   ref, as ``rev-list --not --all`` would find it: a commit is a current value of one of the
+   pushed refs or of ``main``, an ancestor of one, or a branch tip; a tree or blob sits at
+   the same path in a parent commit (which is how :mod:`assay.forge.sendpack` leaves objects
+   out). An object found nowhere is not refused here: git is asked.
+4. **Written contents first**, so no stored object names a missing one at any instant.
+5. **The refs moved as git's files backend moves them**: each ``<ref>.lock`` created
+   exclusively (a held lock is git's to wait for), the current values read under the locks
+   (the loose file, else ``packed-refs``) and compared with the commands' old values, each
+   lock written and renamed over its ref. A lock left by a SIGKILL is cleared by the server
+   as a killed receive-pack's is (:mod:`assay.forge.reflocks`).
+6. **The report** receive-pack writes, in the framing asked for; the caller then runs
+   ``post-receive`` (:func:`run_post_receive`) as receive-pack would, after the report.
+
+Anything else (a check that does not pass, a lock held, a ref not where the command says)
+is ``None`` before any ref moved: the server starts ``git receive-pack`` on the same body,
+which answers in git's own words. The objects already written are complete and reachable
+from no ref, as those of a push that lost its race.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import assay.refs as refs
+from assay.errors import ForgeUnavailable
+from assay.forge.packfile import (
+    SHA_BYTES,
+    PackObject,
+    TooLarge,
+    names,
+    read_pack,
+    write_contents_first,
+)
+from assay.forge.smarthttp import (
+    FLUSH,
+    ZERO_OID,
+    PushCommand,
+    PushRequest,
+    pkt_line,
+    sideband,
+)
+
+UNPACK_LIMIT = 100  # receive.unpackLimit's default: git keeps a larger push as a pack
+MAX_BODY = 4 << 20  # bytes of a push body read into memory here; a larger one is git's
+HOOK_TIMEOUT_S = 600
+# The hooks receive-pack runs besides post-receive: a forge with any of them is git's.
+_OTHER_HOOKS = (
+    "pre-receive",
+    "update",
+    "post-update",
+    "reference-transaction",
+    "proc-receive",
+    "push-to-checkout",
+)
+# Config keys that change nothing a plain push does (the hidden refs are checked by the
+# caller, unpackLimit only says how git would store what is written loose here).
+_INERT_CONFIG = frozenset(
+    {
+        "receive.advertisepushoptions",
+        "receive.autogc",
+        "receive.hiderefs",
+        "receive.unpacklimit",
+        "transfer.hiderefs",
+        "transfer.unpacklimit",
+        "transfer.advertisesid",
+        "core.logallrefupdates",  # allowed only as false: see takes_pushes
+        "core.bare",  # allowed only as true
+        "core.repositoryformatversion",  # allowed only as 0
+        "core.filemode",
+    }
+)
+_ACTIVE_SECTIONS = ("receive.", "transfer.", "core.", "extensions.")
+
+
+@dataclass(frozen=True)
+class Received:
+    """A push taken here: the answer for the client (without its closing flush, which
+    follows ``post-receive``'s output) and the commands that moved their refs."""
+
+    answer: bytes
+    updated: tuple[PushCommand, ...]
+    side_band: bool
+
+
+def takes_pushes(git_dir: Path, config: Any) -> bool:
+    """Whether pushes to this forge may be taken here: no hook but ``post-receive``, and
+    no setting that acts on a push (fsck, reflogs, deny rules, ``hooksPath``, shared
+    permissions, alternates, a repository format git alone knows)."""
+    hooks = git_dir / "hooks"
+    if any(os.access(hooks / name, os.X_OK) for name in _OTHER_HOOKS):
+        return False
+    if (git_dir / "objects" / "info" / "alternates").exists():
+        return False
+    for entry in config:
+        key = entry.name.lower()
+        if not key.startswith(_ACTIVE_SECTIONS):
+            continue
+        if key not in _INERT_CONFIG:
+            if key.startswith("core.") and not key.startswith(
+                ("core.hookspath", "core.sharedrepository", "core.fsync", "core.logallref")
+            ):
+                continue  # the rest of core.* is about work trees, caches and output
+            return False
+        value = str(entry.value).lower()
+        if key == "core.logallrefupdates" and value not in ("false", "no", "off", "0"):
+            return False
+        if key == "core.bare" and value not in ("true", "yes", "on", "1"):
+            return False
+        if key == "core.repositoryformatversion" and value != "0":
+            return False
+    return True
+
+
+def receive(git_dir: Path, repo: Any, request: PushRequest, body: bytes) -> Received | None:
+    """Take the push ``body`` (its command list parsed as ``request``) into the forge at
+    ``git_dir`` (``repo``: a libgit2 handle of it); None when git must take it instead.
+
+    The caller has checked the capabilities and :func:`takes_pushes`."""
+    pack = body[request.pack_at :]
+    if len(pack) < 12 or int.from_bytes(pack[8:12], "big") > UNPACK_LIMIT:
+        return None
+    try:
+        objects = read_pack(pack, "push")
+        boundary = _missing_names(repo, objects)
+    except (ForgeUnavailable, TooLarge):
+        return None  # receive-pack has its own words for a broken pack
+    if boundary is None or not all(
+        _points_at_commit(repo, objects, c.new) for c in request.commands
+    ):
+        return None  # git refuses a non-commit on a branch in its own words
+    with _locked(git_dir, request.commands) as locked:
+        if locked is None:
+            return None
+        current: dict[str, str] = {}
+        for command in request.commands:
+            value = _value(git_dir, command.ref)
+            if value is None or value != command.old:
+                return None  # git's words for a ref that moved depend on how
+            current[command.ref] = value
+        if not _connected(repo, request.commands, objects, boundary, current, git_dir):
+            return None
+        try:
+            write_contents_first(repo, objects, "push")
+        except ForgeUnavailable:
+            return None
+        locked.commit()
+    lines = [b"unpack ok\n", *(f"ok {c.ref}\n".encode() for c in request.commands)]
+    report = b"".join(pkt_line(line) for line in lines) + FLUSH
+    wants_report = request.asks("report-status") or request.asks("report-status-v2")
+    side_band = request.asks("side-band-64k")
+    answer = report if wants_report else b""
+    if side_band:
+        answer = sideband(1, answer)
+    return Received(answer, request.commands, side_band)
+
+
+def run_post_receive(
+    git_dir: Path, updated: Sequence[PushCommand], env: Mapping[str, str]
+) -> bytes:
+    """Run the forge's ``post-receive`` hook (if it has one) as receive-pack runs it: in the
+    repository, ``GIT_DIR=.``, one ``<old> <new> <ref>`` line per moved ref on its stdin; what
+    it wrote (stdout and stderr, as the pusher hears it)."""
+    hook = git_dir / "hooks" / "post-receive"
+    if not updated or not os.access(hook, os.X_OK):
+        return b""
+    lines = "".join(f"{c.old} {c.new} {c.ref}\n" for c in updated).encode()
+    try:
+        done = subprocess.run(
+            [str(hook)],
+            cwd=git_dir,
+            input=lines,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**env, "GIT_DIR": "."},
+            timeout=HOOK_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"error: post-receive: {exc}\n".encode()
+    return done.stdout
+
+
+# ---------------------------------------------------------------------------- objects
+
+
+def _missing_names(repo: Any, objects: Mapping[str, PackObject]) -> set[str] | None:
+    """What the pack's objects name and do not carry (all of it in the forge), or None when
+    something named is nowhere or the pack carries a tag (git's to take)."""
+    missing: set[str] = set()
+    for sha, found in objects.items():
+        if found.kind == "tag":
+            return None
+        for name in names(found, sha, "push"):
+            if name not in objects:
+                missing.add(name)
+    if not all(repo.odb.exists(name) for name in missing):
+        return None
+    return missing
+
+
+def _connected(
+    repo: Any,
+    commands: Sequence[PushCommand],
+    objects: Mapping[str, PackObject],
+    boundary: set[str],
+    current: Mapping[str, str],
+    git_dir: Path,
+) -> bool:
+    """Whether every object the new tips reach is in the pack or reachable from a ref."""
+    tips = {sha for sha in current.values() if sha != ZERO_OID}
+    main = _value(git_dir, refs.MAIN)
+    if main is not None and main != ZERO_OID:
+        tips.add(main)
+    reachable = _Reachable(repo, git_dir, tips)
+    for command in commands:
+        if command.new not in objects and not reachable.commit(command.new):
+            return False
+    trees = _Trees(repo, objects)
+    for found in objects.values():
+        if found.kind != "commit":
+            continue
+        tree, parents = _commit_links(found.data)
+        for parent in parents:
+            if parent not in objects and not reachable.commit(parent):
+                return False
+        parent_trees = [_commit_links(trees.raw(p, "commit"))[0] for p in parents]
+        if not trees.connected(tree, parent_trees):
+            return False
+    return True
+
+
+def _commit_links(data: bytes) -> tuple[str, list[str]]:
+    """A commit's tree and parents (its header as packfile.names checked it)."""
+    tree, parents = "", []
+    for line in data.split(b"\n\n", 1)[0].split(b"\n"):
+        word, _, rest = line.partition(b" ")
+        if word == b"tree":
+            tree = rest.decode("ascii")
+        elif word == b"parent":
+            parents.append(rest.decode("ascii"))
+    return tree, parents
+
+
+class _Reachable:
+    """Commits known reachable from a ref: the given tips, their ancestors, branch tips."""
+
+    def __init__(self, repo: Any, git_dir: Path, tips: set[str]) -> None:
+        self.repo = repo
+        self.git_dir = git_dir
+        self.tips = tips
+        self._branches: set[str] | None = None
+
+    def commit(self, sha: str) -> bool:
+        import pygit2
+
+        if sha in self.tips:
+            return True
+        try:
+            if self.repo[sha].type_str != "commit":
+                return False
+            if any(self.repo.descendant_of(tip, sha) for tip in self.tips):
+                return True
+        except (KeyError, ValueError, pygit2.GitError):
+            return False
+        if self._branches is None:  # a merge's second parent: another branch's tip
+            self._branches = set(_branch_tips(self.repo))
+        return sha in self._branches
+
+
+def _branch_tips(repo: Any) -> Iterator[str]:
+    import pygit2
+
+    with contextlib.suppress(pygit2.GitError):
+        for ref in repo.references.iterator():
+            if ref.name.startswith("refs/heads/") and ref.type == pygit2.enums.ReferenceType.DIRECT:
+                yield str(ref.target)
+
+
+class _Trees:
+    """Trees read from the pack or the forge, and which pack trees are known connected."""
+
+    def __init__(self, repo: Any, objects: Mapping[str, PackObject]) -> None:
+        self.repo = repo
+        self.objects = objects
+        self._connected: set[str] = set()
+
+    def raw(self, sha: str, kind: str) -> bytes:
+        found = self.objects.get(sha)
+        if found is not None:
+            return found.data if found.kind == kind else b""
+        obj = self.repo.get(sha)
+        return bytes(obj.read_raw()) if obj is not None and obj.type_str == kind else b""
+
+    def entries(self, sha: str) -> dict[bytes, tuple[bytes, str]]:
+        """``{name: (mode, sha)}`` of a tree (empty when it is not one)."""
+        data = self.raw(sha, "tree")
+        found: dict[bytes, tuple[bytes, str]] = {}
+        at = 0
+        while at < len(data):
+            space = data.find(b" ", at)
+            nul = data.find(b"\0", space + 1)
+            found[data[space + 1 : nul]] = (
+                data[at:space],
+                data[nul + 1 : nul + 1 + SHA_BYTES].hex(),
+            )
+            at = nul + 1 + SHA_BYTES
+        return found
+
+    def connected(self, tree: str, parent_trees: Sequence[str]) -> bool:
+        """Whether ``tree`` and all it reaches are in the pack, or at the same path in one
+        of ``parent_trees`` (trees of commits reachable from a ref or in the pack)."""
+        if tree not in self.objects:
+            return tree in parent_trees
+        if tree in self._connected:
+            return True
+        parents = [self.entries(p) for p in parent_trees]
+        for name, (mode, sha) in self.entries(tree).items():
+            if mode == b"160000":
+                continue  # a submodule's commit is not an object of this repository
+            same = [entries[name][1] for entries in parents if name in entries]
+            if sha not in self.objects:
+                if sha not in same:
+                    return False
+            elif self.objects[sha].kind == "tree" and not self.connected(sha, same):
+                return False
+        self._connected.add(tree)
+        return True
+
+
+def _points_at_commit(repo: Any, objects: Mapping[str, PackObject], sha: str) -> bool:
+    found = objects.get(sha)
+    if found is not None:
+        return found.kind == "commit"
+    obj = repo.get(sha)
+    return obj is not None and obj.type_str == "commit"
+
+
+# ---------------------------------------------------------------------------- ref files
+
+
+class _Locks:
+    """The ``.lock`` files of one push's refs, held: ``commit`` renames them over the refs."""
+
+    def __init__(self, git_dir: Path, commands: Sequence[PushCommand]) -> None:
+        self.git_dir = git_dir
+        self.commands = commands
+        self.held: list[Path] = []
+        self.committed = False
+
+    def take(self) -> bool:
+        for command in sorted(self.commands, key=lambda c: c.ref):
+            path = self.git_dir / command.ref
+            lock = path.with_name(path.name + ".lock")
+            try:
+                if command.old == ZERO_OID and not _creatable(self.git_dir, command.ref):
+                    return False
+                lock.parent.mkdir(parents=True, exist_ok=True)
+                handle = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except OSError:
+                return False  # held by another writer, or a file/folder in the way
+            self.held.append(lock)
+            try:
+                os.write(handle, f"{command.new}\n".encode())
+            finally:
+                os.close(handle)
+        return True
+
+    def commit(self) -> None:
+        for command in self.commands:
+            path = self.git_dir / command.ref
+            os.rename(path.with_name(path.name + ".lock"), path)
+        self.committed = True
+        self.held = []
+
+    def release(self) -> None:
+        for lock in self.held:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock)
+        self.held = []
+
+
+@contextlib.contextmanager
+def _locked(git_dir: Path, commands: Sequence[PushCommand]) -> Iterator[_Locks | None]:
+    locks = _Locks(git_dir, commands)
+    try:
+        yield locks if locks.take() else None
+    finally:
+        if not locks.committed:
+            locks.release()
+
+
+def _value(git_dir: Path, ref: str) -> str | None:
+    """A ref's value as git's files backend reads it: the loose file, else ``packed-refs``;
+    ZERO_OID when it does not exist, None when it is symbolic, a folder or unreadable."""
+    path = git_dir / ref
+    try:
+        text = path.read_text("ascii").strip()
+    except FileNotFoundError:
+        return _packed(git_dir).values.get(ref, ZERO_OID)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if len(text) == 2 * SHA_BYTES and not text.startswith("ref:") else None
+
+
+def _creatable(git_dir: Path, ref: str) -> bool:
+    """Whether ``ref`` can be created without a name clash (a ref at one of its prefixes,
+    or refs below it), loose or packed."""
+    if (git_dir / ref).exists():
+        return False
+    packed = _packed(git_dir)
+    parts = ref.split("/")
+    if any("/".join(parts[:end]) in packed.values for end in range(2, len(parts))):
+        return False
+    at = bisect.bisect_left(packed.names, ref + "/")
+    return not (at < len(packed.names) and packed.names[at].startswith(ref + "/"))
+
+
+@dataclass(frozen=True)
+class _PackedRefs:
+    stamp: tuple[int, int, int]
+    values: dict[str, str]
+    names: list[str]  # sorted
+
+
+_PACKED: dict[Path, _PackedRefs] = {}
+_PACKED_LOCK = threading.Lock()
+
+
+def _packed(git_dir: Path) -> _PackedRefs:
+    """``packed-refs`` parsed, kept while the file is unchanged."""
+    path = git_dir / "packed-refs"
+    try:
+        seen = path.stat()
+    except FileNotFoundError:
+        return _PackedRefs((0, 0, 0), {}, [])
+    stamp = (seen.st_ino, seen.st_mtime_ns, seen.st_size)
+    with _PACKED_LOCK:
+        cached = _PACKED.get(git_dir)
+    if cached is not None and cached.stamp == stamp:
+        return cached
+    values: dict[str, str] = {}
+    for line in path.read_bytes().decode("utf-8", "replace").splitlines():
+        if line.startswith(("#", "^")):
+            continue
+        sha, _, name = line.partition(" ")
+        values[name] = sha
+    parsed = _PackedRefs(stamp, values, sorted(values))
+    with _PACKED_LOCK:
+        _PACKED[git_dir] = parsed
+    return parsed
