@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -46,6 +47,7 @@ def measure(*, briefs: int, desks: int, keep: bool = False) -> dict[str, Any]:
             "desks": desks,
             "total_s": total,
             "briefs_per_min": briefs / total * 60,
+            "load_average": os.getloadavg(),  # at the end of the run: 1, 5, 15 minutes
             "finished": sum(
                 r.claim_state == "done" and r.review == "ready" for r in results.values()
             ),
@@ -75,7 +77,11 @@ def rows(f: dict[str, Any]) -> list[tuple[str, str, str]]:
     label = f"scale {f['briefs']} briefs x {f['desks']} desks"
     return [
         (f"{label}: total time", f"{f['total_s']:.1f} s", f"{f['finished']} finished"),
-        (f"{label}: briefs per minute", f"{f['briefs_per_min']:.1f}", "smart HTTP, scripted model"),
+        (
+            f"{label}: briefs per minute",
+            f"{f['briefs_per_min']:.1f}",
+            "smart HTTP, scripted model; load {:.1f} {:.1f} {:.1f}".format(*f["load_average"]),
+        ),
         (
             f"{label}: claim conflicts",
             str(f["claim_conflicts"]),
