@@ -57,11 +57,15 @@ from assay.forge.packfile import (
 )
 from assay.forge.smarthttp import (
     FLUSH,
+    MAX_PUSH_HEAD,
     ZERO_OID,
     PushCommand,
     PushRequest,
+    parse_push,
     pkt_line,
+    pushable,
     sideband,
+    stale_refusal,
 )
 
 UNPACK_LIMIT = 100  # receive.unpackLimit's default: git keeps a larger push as a pack
@@ -98,12 +102,52 @@ _ACTIVE_SECTIONS = ("receive.", "transfer.", "core.", "extensions.")
 
 @dataclass(frozen=True)
 class Received:
-    """A push taken here: the answer for the client (without its closing flush, which
-    follows ``post-receive``'s output) and the commands that moved their refs."""
+    """A push answered here: the answer for the client and the commands that moved their
+    refs. When some did and the client asked for side bands, ``post-receive``'s output
+    and a flush follow the answer (:meth:`closing`)."""
 
     answer: bytes
     updated: tuple[PushCommand, ...]
     side_band: bool
+
+    def closing(self, said: bytes) -> bytes:
+        """What follows the answer: ``post-receive``'s output ``said`` on side band 2 and a
+        flush, when the client reads side bands and refs moved."""
+        return sideband(2, said) + FLUSH if self.updated and self.side_band else b""
+
+
+# What git 2.39's receive-pack offers a push on a forge whose config leaves it be (one
+# with settings that change it is not taken here: takes_pushes).
+LOCAL_OFFER = (
+    "report-status report-status-v2 delete-refs side-band-64k quiet atomic ofs-delta "
+    "object-format=sha1"
+)
+
+
+def take_locally(git_dir: Path, body: bytes, env: Mapping[str, str]) -> bytes | None:
+    """The whole answer to the push ``body`` into the local forge at ``git_dir``, taken in
+    this process as the forge server takes it (``post-receive`` run with ``env``); None when
+    ``git receive-pack`` must take it (a lock held on one of its refs included: git waits
+    for it, then loses the race)."""
+    import pygit2
+
+    request = parse_push(body[:MAX_PUSH_HEAD])
+    if request is None or len(body) > MAX_BODY:
+        return None
+    try:
+        repo = pygit2.Repository(os.fspath(git_dir))
+        config = repo.config  # git reads the user's config too on a local push
+        if not pushable(git_dir, request, config=config, offered=LOCAL_OFFER):
+            return None
+        if not takes_pushes(git_dir, config):
+            return None
+    except pygit2.GitError:
+        return None  # not a repository libgit2 opens: git's to say so
+    received = receive(git_dir, repo, request, body)
+    if received is None:
+        return None
+    said = run_post_receive(git_dir, received.updated, env)
+    return received.answer + received.closing(said)
 
 
 def takes_pushes(git_dir: Path, config: Any) -> bool:
@@ -155,12 +199,12 @@ def receive(git_dir: Path, repo: Any, request: PushRequest, body: bytes) -> Rece
     with _locked(git_dir, request.commands) as locked:
         if locked is None:
             return None
-        current: dict[str, str] = {}
-        for command in request.commands:
-            value = _value(git_dir, command.ref)
-            if value is None or value != command.old:
-                return None  # git's words for a ref that moved depend on how
-            current[command.ref] = value
+        values = [_value(git_dir, c.ref) for c in request.commands]
+        if values != [c.old for c in request.commands]:
+            # Lost at the lock, as receive-pack would find it (or git's to word).
+            refusal = None if None in values else stale_refusal(request, values)
+            return None if refusal is None else Received(refusal, (), side_band=False)
+        current = {c.ref: c.old for c in request.commands}
         if not _connected(repo, request.commands, objects, boundary, current, git_dir):
             return None
         try:
@@ -428,8 +472,8 @@ def _value(git_dir: Path, ref: str) -> str | None:
 
 def _creatable(git_dir: Path, ref: str) -> bool:
     """Whether ``ref`` can be created without a name clash (a ref at one of its prefixes,
-    or refs below it), loose or packed."""
-    if (git_dir / ref).exists():
+    or refs below it), loose or packed. (The ref itself existing is a stale command.)"""
+    if (git_dir / ref).is_dir():
         return False
     packed = _packed(git_dir)
     parts = ref.split("/")

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assay.errors import ForgeUnavailable
+from assay.forge import receivepack
 from assay.forge.lsrefs import (
     CONNECT_TIMEOUT_S,
     client,
@@ -65,6 +66,7 @@ from assay.plumbing import (
     TransportError,
     classify_line,
     failure,
+    git_env,
     overall_outcome,
     run_git,
     with_retries,
@@ -188,9 +190,13 @@ def _transport(url: str, config: Mapping[str, str], where: str) -> _Transport | 
 
 
 def _receive_locally(path: Path, body: bytes) -> bytes:
-    """``git receive-pack`` on a local forge, started directly with the request on its
-    stdin (as ``assay forge serve`` starts it for a POST): the forge's hooks run as for
-    any push, without ``git push``, its shell, ``pack-objects`` and ``send-pack``."""
+    """The local forge's answer: taken in this process as ``assay forge serve`` takes a
+    plain push (:mod:`assay.forge.receivepack`), else by ``git receive-pack`` started
+    directly with the request on its stdin. The forge's hooks run either way, without
+    ``git push``, its shell, ``pack-objects`` and ``send-pack``."""
+    answer = receivepack.take_locally(path, body, git_env())
+    if answer is not None:
+        return answer
     args = ["receive-pack", "--stateless-rpc", str(path)]
     done = run_git(args, input=body, check=False)
     if not done.stdout:

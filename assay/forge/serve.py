@@ -215,7 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
             received = receivepack.receive(forge.path, repo, request, data)
         if received is None:
             return False
-        forge.count("received")
+        forge.count("received" if received.updated else "refused")
         self.send_response(200)
         for key, value in (
             *NO_CACHE,
@@ -223,24 +223,26 @@ class _Handler(BaseHTTPRequestHandler):
         ):
             self.send_header(key, value)
         self.end_headers()  # HTTP/1.0: the body ends when the connection closes
-        listening = self._write(received.answer)
+        self._write(received.answer)
+        if not received.updated:
+            return True  # lost at the lock: no hook, nothing to collect
         env = smarthttp.service_env(remote_addr=self.client_address[0], git_protocol="")
         said = receivepack.run_post_receive(forge.path, received.updated, env)
         if received.side_band:
-            listening = listening and self._write(smarthttp.sideband(2, said) + smarthttp.FLUSH)
+            self._write(received.closing(said))
         elif said:
             LOG.info("post-receive: %s", said.decode("utf-8", "replace").strip()[-2000:])
         forge.pushed()
         return True
 
-    def _write(self, data: bytes) -> bool:
-        """Write and flush to the client; False when it has hung up (a push goes on)."""
+    def _write(self, data: bytes) -> None:
+        """Write and flush to the client; a client that hung up is not waited for (a push
+        goes on to its hook either way)."""
         try:
             self.wfile.write(data)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            return False
-        return True
+            LOG.debug("client %s hung up before the push's answer", self.address_string())
 
     @staticmethod
     def _small(body: IO[bytes]) -> bytes:

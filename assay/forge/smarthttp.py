@@ -161,6 +161,14 @@ def _hidden(name: str, patterns: Sequence[str]) -> bool:
     return False
 
 
+def hide_patterns(config: Any, section: str) -> list[str]:
+    """``transfer.hideRefs`` then ``<section>.hideRefs``, as git reads them."""
+    patterns: list[str] = []
+    for key in ("transfer.hiderefs", f"{section}.hiderefs"):
+        patterns += [v.rstrip("/") for v in config.get_multivar(key)]
+    return patterns
+
+
 @dataclass(frozen=True)
 class _Ref:
     name: str
@@ -210,12 +218,6 @@ class RefServer:
         import pygit2
 
         return pygit2.Config(os.fspath(self.git_dir / "config"))
-
-    def _hide_patterns(self, config: Any, section: str) -> list[str]:
-        patterns: list[str] = []
-        for key in ("transfer.hiderefs", f"{section}.hiderefs"):
-            patterns += [v.rstrip("/") for v in config.get_multivar(key)]
-        return patterns
 
     def _refs(self, repo: Any, wanted: Callable[[str], bool]) -> list[_Ref]:
         """The refs under ``refs/`` that ``wanted`` keeps and that resolve to an object,
@@ -280,7 +282,7 @@ class RefServer:
         """``receive-pack``'s v0 advertisement (None: git must be asked for this one)."""
         if self.receive_pack_caps is None or (self.git_dir / "objects/info/alternates").exists():
             return None
-        hidden = self._hide_patterns(self.config(), "receive")
+        hidden = hide_patterns(self.config(), "receive")
         with self.repository() as repo:
             refs = self._refs(repo, lambda name: not _hidden(name, hidden))
         lines = [f"{r.oid} {r.name}" for r in refs] or [f"{ZERO_OID} capabilities^{{}}"]
@@ -303,54 +305,13 @@ class RefServer:
             return None
         with self.repository() as repo:
             current = [self._direct(repo, c.ref) for c in request.commands]
-        # A ref that is missing but expected is not refused here: git's words for it
-        # depend on the refs around it.
-        stale = [
-            cur not in (None, ZERO_OID, c.old)
-            for c, cur in zip(request.commands, current, strict=True)
-        ]
-        atomic = request.asks("atomic")
-        if atomic:
-            if not any(stale):
-                return None
-            first = stale.index(True)
-            settled = current[:first] == [c.old for c in request.commands[:first]]
-            if not settled or ZERO_OID in current[:first]:
-                return None
-            errors = [_lock_failure(request.commands[first], str(current[first]))]
-        elif all(stale):
-            errors = [
-                _lock_failure(c, str(cur)) for c, cur in zip(request.commands, current, strict=True)
-            ]
-        else:
-            return None
-        return push_refusal(request, errors, atomic=atomic)
+        return stale_refusal(request, current)
 
     def plain_push(self, request: PushRequest) -> bool:
-        """Whether ``request`` (a push's head as :func:`parse_push` read it) asks only for
-        what receive-pack advertised, of refs it does not hide, on a forge with no rule
-        that could answer before its ref locks (:func:`_push_rules`)."""
-        if not self._advertised(request.capabilities):
-            return False
-        config = self.config()
-        hidden = self._hide_patterns(config, "receive")
-        if _push_rules(self.git_dir, config):
-            return False
-        return not any(_hidden(c.ref, hidden) for c in request.commands)
-
-    def _advertised(self, capabilities: Sequence[str]) -> bool:
+        """:func:`pushable`, against what this forge's receive-pack advertised."""
         if self.receive_pack_caps is None:
             return False
-        offered = {cap.partition("=")[0]: cap for cap in self.receive_pack_caps.split()}
-        for cap in capabilities:
-            key = cap.partition("=")[0]
-            if key == "agent":
-                continue
-            if key not in offered or (cap != offered[key] and key != cap):
-                return False
-            if key not in _PUSH_CAPABILITIES and cap != "object-format=sha1":
-                return False
-        return True
+        return pushable(self.git_dir, request, config=self.config(), offered=self.receive_pack_caps)
 
     @staticmethod
     def _direct(repo: Any, name: str) -> str | None:
@@ -386,7 +347,7 @@ class RefServer:
         self._check_capabilities(command)
         config = self.config()
         unborn = unborn and _config_str(config, "lsrefs.unborn", "advertise") != "ignore"
-        hidden = self._hide_patterns(config, "uploadpack")
+        hidden = hide_patterns(config, "uploadpack")
 
         prefixed = _prefix_test(prefixes)
 
@@ -533,6 +494,54 @@ def parse_push(head: bytes) -> PushRequest | None:
     if len({c.ref for c in commands}) != len(commands):
         return None  # git has its own answer to one ref named twice
     return PushRequest(tuple(commands), capabilities, pos + 4)
+
+
+def pushable(git_dir: Path, request: PushRequest, *, config: Any, offered: str) -> bool:
+    """Whether ``request`` (a push's head as :func:`parse_push` read it) asks only for
+    what receive-pack ``offered`` (its capability line) and this module words, of refs
+    the forge does not hide, on a forge with no rule that could answer before its ref
+    locks (:func:`_push_rules`)."""
+    caps = {cap.partition("=")[0]: cap for cap in offered.split()}
+    for cap in request.capabilities:
+        key = cap.partition("=")[0]
+        if key == "agent":
+            continue
+        if key not in caps or (cap != caps[key] and key != cap):
+            return False
+        if key not in _PUSH_CAPABILITIES and cap != "object-format=sha1":
+            return False
+    if _push_rules(git_dir, config):
+        return False
+    hidden = hide_patterns(config, "receive")
+    return not any(_hidden(c.ref, hidden) for c in request.commands)
+
+
+def stale_refusal(request: PushRequest, current: Sequence[str | None]) -> bytes | None:
+    """receive-pack's answer when its ref locks find the refs of ``request`` at
+    ``current`` (ZERO_OID: missing; None: symbolic or unreadable) and the push can only
+    lose: for an atomic push any one command stale (and those before it where they are
+    expected), otherwise every one. None when it is not such a push."""
+    # A ref that is missing but expected is not refused here: git's words for it
+    # depend on the refs around it.
+    stale = [
+        cur not in (None, ZERO_OID, c.old) for c, cur in zip(request.commands, current, strict=True)
+    ]
+    atomic = request.asks("atomic")
+    if atomic:
+        if not any(stale):
+            return None
+        first = stale.index(True)
+        settled = list(current[:first]) == [c.old for c in request.commands[:first]]
+        if not settled or ZERO_OID in current[:first]:
+            return None
+        errors = [_lock_failure(request.commands[first], str(current[first]))]
+    elif all(stale):
+        errors = [
+            _lock_failure(c, str(cur)) for c, cur in zip(request.commands, current, strict=True)
+        ]
+    else:
+        return None
+    return push_refusal(request, errors, atomic=atomic)
 
 
 def _lock_failure(command: PushCommand, current: str) -> str:

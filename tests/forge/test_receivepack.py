@@ -133,6 +133,31 @@ def test_the_answer_and_the_refs_are_receive_packs_own(tmp_path: Path, shape: st
     git(f"--git-dir={forge}", "fsck", "--strict", "--no-dangling")
 
 
+@pytest.mark.parametrize("atomic", [False, True])
+def test_a_push_that_lost_at_the_lock_hears_receive_packs_refusal(
+    tmp_path: Path, atomic: bool
+) -> None:
+    """The losers of a race, found stale under the locks, are answered here (a local
+    forge's 16 contenders start no git) in git's words."""
+    forge, work = _forge(tmp_path)
+    main = read_ref(forge, MAIN)
+    assert main is not None
+    theirs = _commit(work, main, {"theirs": b"t"})
+    ours = _commit(work, main, {"ours": b"o"})
+    assert _in_process(forge, _body(work, [RefUpdate(MAIN, theirs, expected=main)]))
+    updates = [RefUpdate(MAIN, ours, expected=main)]
+    if atomic:
+        updates.append(RefUpdate("refs/assay/claims/b1", ours, expected=None))
+    body = _body(work, updates)
+    twin = tmp_path / "twin.git"
+    shutil.copytree(forge, twin)
+    received = _in_process(forge, body)
+    assert received is not None and received.updated == ()
+    assert received.answer == _git_answer(twin, body)
+    assert _refs(forge) == _refs(twin)
+    assert not list(forge.glob("refs/**/*.lock"))
+
+
 def test_a_served_step_starts_no_git_process(tmp_path: Path) -> None:
     forge, work = _forge(tmp_path)
     main = read_ref(forge, MAIN)

@@ -209,13 +209,20 @@ def test_an_http_push_starts_no_git_process(
     git(forge_path, "fsck", "--strict", "--no-dangling")  # what landed is whole
 
 
-def test_a_local_push_starts_receive_pack_alone(
-    forge_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("hook", [None, "update"])
+def test_a_local_push_starts_no_git_or_receive_pack_alone(
+    forge_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: str | None
 ) -> None:
-    """Over ``file://`` the only git process is the forge's own receive-pack (git push would
-    add itself, a shell, send-pack's pack-objects): a wrapper on PATH logs each start."""
+    """Over ``file://`` a plain push is taken in process (no git at all); on a forge with a
+    hook only git runs (an ``update`` hook here) the only git process is the forge's own
+    receive-pack (git push would add itself, a shell, send-pack's pack-objects): a wrapper
+    on PATH logs each start."""
+    if hook is not None:
+        (forge_path / "hooks" / hook).write_text("#!/bin/sh\nexit 0\n")
+        (forge_path / "hooks" / hook).chmod(0o755)
     real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
     log = tmp_path / "git-calls"
+    log.write_text("")
     wrapper = tmp_path / "bin"
     wrapper.mkdir()
     (wrapper / "git").write_text(
@@ -228,7 +235,8 @@ def test_a_local_push_starts_receive_pack_alone(
             patched.setenv("PATH", f"{wrapper}:{os.environ['PATH']}")
             result = forge.push([RefUpdate("refs/assay/claims/b1", claim, expected=None)])
         assert result.outcome is PushOutcome.CREATED
-        assert log.read_text().splitlines() == [f"receive-pack --stateless-rpc {forge_path}"]
+        expected = [] if hook is None else [f"receive-pack --stateless-rpc {forge_path}"]
+        assert log.read_text().splitlines() == expected
 
 
 # ---------------------------------------------------------------------------- races, replies
