@@ -39,6 +39,8 @@ Outside the tree, on purpose (never reaching a user)::
                                    turned into GitError at assay.plumbing's boundary)
     NeedsGit                       a push only ``git push`` can make (assay.forge.sendpack;
                                    Forge.push then runs git: nothing was changed)
+    TooLarge                       a pack of more objects than assay.forge.packfile reads
+                                   (the fetch then runs git)
 
 ``Suspension`` and ``EndOfHistory`` derive from ``BaseException`` so that desk code's
 ``except Exception`` cannot swallow them by accident. The runtime turns a suspension into

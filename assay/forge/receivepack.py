@@ -128,8 +128,11 @@ def take_locally(git_dir: Path, body: bytes, env: Mapping[str, str]) -> bytes | 
     """The whole answer to the push ``body`` into the local forge at ``git_dir``, taken in
     this process as the forge server takes it (``post-receive`` run with ``env``); None when
     ``git receive-pack`` must take it (a lock held on one of its refs included: git waits
-    for it, then loses the race)."""
+    for it, then loses the race). A lock older than :data:`reflocks.STALE_AFTER_S` on one
+    of its refs is a killed writer's, and is removed first, as the server removes it."""
     import pygit2
+
+    from assay.forge import reflocks
 
     request = parse_push(body[:MAX_PUSH_HEAD])
     if request is None or len(body) > MAX_BODY:
@@ -143,6 +146,7 @@ def take_locally(git_dir: Path, body: bytes, env: Mapping[str, str]) -> bytes | 
             return None
     except pygit2.GitError:
         return None  # not a repository libgit2 opens: git's to say so
+    reflocks.clear_stale(git_dir, [c.ref for c in request.commands], wait=False)
     received = receive(git_dir, repo, request, body)
     if received is None:
         return None
@@ -189,28 +193,32 @@ def receive(git_dir: Path, repo: Any, request: PushRequest, body: bytes) -> Rece
         return None
     try:
         objects = read_pack(pack, "push")
-        boundary = _missing_names(repo, objects)
+        complete = _complete(repo, objects)
     except (ForgeUnavailable, TooLarge):
         return None  # receive-pack has its own words for a broken pack
-    if boundary is None or not all(
-        _points_at_commit(repo, objects, c.new) for c in request.commands
-    ):
+    if not complete or not all(_points_at_commit(repo, objects, c.new) for c in request.commands):
         return None  # git refuses a non-commit on a branch in its own words
-    with _locked(git_dir, request.commands) as locked:
-        if locked is None:
-            return None
-        values = [_value(git_dir, c.ref) for c in request.commands]
-        if values != [c.old for c in request.commands]:
-            # Lost at the lock, as receive-pack would find it (or git's to word).
-            refusal = None if None in values else stale_refusal(request, values)
-            return None if refusal is None else Received(refusal, (), side_band=False)
-        current = {c.ref: c.old for c in request.commands}
-        if not _connected(repo, request.commands, objects, boundary, current, git_dir):
+    olds = [c.old for c in request.commands]
+    # Objects first, outside the locks (a lock is held for microseconds, as git holds it),
+    # and only for a push not already seen to lose (a loser's objects would be garbage).
+    written = _value_list(git_dir, request.commands) == olds
+    if written:
+        if not _connected(repo, request.commands, objects, git_dir):
             return None
         try:
             write_contents_first(repo, objects, "push")
         except ForgeUnavailable:
             return None
+    with _locked(git_dir, request.commands) as locked:
+        if locked is None:
+            return None
+        values = _value_list(git_dir, request.commands)
+        if values != olds:
+            # Lost at the lock, as receive-pack would find it (or git's to word).
+            refusal = None if None in values else stale_refusal(request, values)
+            return None if refusal is None else Received(refusal, (), side_band=False)
+        if not written:
+            return None  # the refs came back to the old values meanwhile: git's to judge
         locked.commit()
     lines = [b"unpack ok\n", *(f"ok {c.ref}\n".encode() for c in request.commands)]
     report = b"".join(pkt_line(line) for line in lines) + FLUSH
@@ -251,31 +259,27 @@ def run_post_receive(
 # ---------------------------------------------------------------------------- objects
 
 
-def _missing_names(repo: Any, objects: Mapping[str, PackObject]) -> set[str] | None:
-    """What the pack's objects name and do not carry (all of it in the forge), or None when
-    something named is nowhere or the pack carries a tag (git's to take)."""
+def _complete(repo: Any, objects: Mapping[str, PackObject]) -> bool:
+    """Whether everything the pack's objects name is in the pack or the forge (and the pack
+    carries no tag, which is git's to take)."""
     missing: set[str] = set()
     for sha, found in objects.items():
         if found.kind == "tag":
-            return None
-        for name in names(found, sha, "push"):
-            if name not in objects:
-                missing.add(name)
-    if not all(repo.odb.exists(name) for name in missing):
-        return None
-    return missing
+            return False
+        missing.update(name for name in names(found, sha, "push") if name not in objects)
+    return all(repo.odb.exists(name) for name in missing)
 
 
 def _connected(
     repo: Any,
     commands: Sequence[PushCommand],
     objects: Mapping[str, PackObject],
-    boundary: set[str],
-    current: Mapping[str, str],
     git_dir: Path,
 ) -> bool:
-    """Whether every object the new tips reach is in the pack or reachable from a ref."""
-    tips = {sha for sha in current.values() if sha != ZERO_OID}
+    """Whether every object the new tips reach is in the pack or reachable from a ref:
+    from the commands' old values (which the refs are found at under the locks before
+    anything moves) or from main."""
+    tips = {c.old for c in commands if c.old != ZERO_OID}
     main = _value(git_dir, refs.MAIN)
     if main is not None and main != ZERO_OID:
         tips.add(main)
@@ -340,7 +344,7 @@ def _branch_tips(repo: Any) -> Iterator[str]:
 
     with contextlib.suppress(pygit2.GitError):
         for ref in repo.references.iterator():
-            if ref.name.startswith("refs/heads/") and ref.type == pygit2.enums.ReferenceType.DIRECT:
+            if ref.name.startswith(refs.HEADS) and ref.type == pygit2.enums.ReferenceType.DIRECT:
                 yield str(ref.target)
 
 
@@ -455,6 +459,10 @@ def _locked(git_dir: Path, commands: Sequence[PushCommand]) -> Iterator[_Locks |
     finally:
         if not locks.committed:
             locks.release()
+
+
+def _value_list(git_dir: Path, commands: Sequence[PushCommand]) -> list[str | None]:
+    return [_value(git_dir, c.ref) for c in commands]
 
 
 def _value(git_dir: Path, ref: str) -> str | None:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
-import stat
 import subprocess
 import threading
 from pathlib import Path
@@ -26,6 +24,7 @@ from assay.sweep.hook import install_wake_hook
 from tests.conftest import assay_argv
 from tests.desks.world import World, brief_text, finish, write
 from tests.forge_fixtures import wait_until
+from tests.torture.held_push import HeldPush
 
 PY_DESK = """\
 import os
@@ -310,65 +309,35 @@ def test_a_child_killed_mid_run_is_not_doubled_by_the_next_wake_and_resumes(
     assert [e["fence"] for e in entries] == sorted(e["fence"] for e in entries)
 
 
-# Holds the desk inside the push that carries the review ref: the forge's own receive-pack
-# (the refs are on its stdin: Assay pushes to a local forge in process) or a `git push`.
-_BLOCKING_GIT = """#!/bin/sh
-hold() {{ : > "$HOLD_MARK"; cat "$HOLD_FIFO" > /dev/null; }}
-case " $* " in
-  *" receive-pack "*)
-    body=$(mktemp); cat > "$body"
-    if grep -qa refs/assay/reviews/ "$body"; then
-      if [ "$HOLD_AT" = before ]; then hold; fi
-      {git} "$@" < "$body"; rc=$?
-      if [ "$HOLD_AT" = after ]; then hold; fi
-      rm -f "$body"; exit $rc
-    fi
-    {git} "$@" < "$body"; rc=$?; rm -f "$body"; exit $rc ;;
-  *" push "*refs/assay/reviews/*)
-    if [ "$HOLD_AT" = before ]; then hold; fi
-    {git} "$@"; rc=$?
-    if [ "$HOLD_AT" = after ]; then hold; fi
-    exit $rc ;;
-esac
-exec {git} "$@"
-"""
-
-
 @pytest.mark.parametrize("moment", ["before", "after"])
 def test_a_desk_killed_inside_its_settle_push_leaves_claim_and_review_together(
-    world: World, tmp_path: Path, moment: str
+    world: World, moment: str
 ) -> None:
+    """The push that carries the review ref is held in the forge's own hook: ``before`` in
+    ``pre-receive`` (the forge's receive-pack, started by the desk, holds it: no ref has
+    moved), ``after`` in ``post-receive`` (the refs have moved; the desk took the push in
+    process and runs the hook itself). The desk's whole process group is killed there."""
     world.add_briefs(brief_text("b1"))
     world.add_desk("coder", [write("a.txt", "a\n"), finish("done")], lease=1.5)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "git"
-    real_git = shutil.which("git")
-    assert real_git is not None
-    wrapper.write_text(_BLOCKING_GIT.format(git=real_git), encoding="utf-8")
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    fifo, mark = tmp_path / "hold.fifo", tmp_path / "held"
-    os.mkfifo(fifo)
-    env = world.env(
-        "a",
-        {
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-            "HOLD_AT": moment,
-            "HOLD_FIFO": str(fifo),
-            "HOLD_MARK": str(mark),
-        },
-    )
+    stage = "pre-receive" if moment == "before" else "post-receive"
+    held = HeldPush.install(world.forge_path, stage=stage, match="refs/assay/reviews/", unless=None)
+    held.arm(1)
     desk = subprocess.Popen(
         assay_argv(*world.desk_args("coder", "--once")),
         cwd=world.root,
-        env=env,
+        env=world.env("a"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    wait_until(mark.exists, timeout=90, what="the desk inside its settle push")
-    os.killpg(desk.pid, signal.SIGKILL)
-    desk.wait(timeout=30)
+    try:
+        inside = held.wait_held(timeout=90)
+        assert "refs/assay/reviews/b1" in inside.refs
+        os.killpg(desk.pid, signal.SIGKILL)
+        desk.wait(timeout=30)
+    finally:
+        held.release()
+    (world.forge_path / "hooks" / stage).unlink()  # the resumed desk pushes unheld
 
     claim, review = world.claim("b1"), world.review("b1")
     assert claim is not None
