@@ -38,6 +38,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
+import re
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -67,6 +68,7 @@ from assay.forge.smarthttp import (
     sideband,
     stale_refusal,
 )
+from assay.plumbing import run_git
 
 UNPACK_LIMIT = 100  # receive.unpackLimit's default: git keeps a larger push as a pack
 MAX_BODY = 4 << 20  # bytes of a push body read into memory here; a larger one is git's
@@ -98,6 +100,7 @@ _INERT_CONFIG = frozenset(
     }
 )
 _ACTIVE_SECTIONS = ("receive.", "transfer.", "core.", "extensions.")
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,37 @@ def take_locally(git_dir: Path, body: bytes, env: Mapping[str, str]) -> bytes | 
     if received is None:
         return None
     said = run_post_receive(git_dir, received.updated, env)
+    if received.updated and _gc_due(git_dir, config):
+        # receive-pack would run `git gc --auto` after every push; its first test is cheap
+        # enough to make here, and git decides the rest.
+        run_git(["gc", "--auto", "--quiet"], git_dir=git_dir, check=False)
     return received.answer + received.closing(said)
+
+
+def _gc_due(git_dir: Path, config: Any) -> bool:
+    """git gc --auto's own first test (``too_many_loose_objects``): more loose objects in
+    ``objects/17/`` than ``gc.auto`` / 256, on a forge whose ``receive.autogc`` is on."""
+    import pygit2
+
+    try:
+        if not config.get_bool("receive.autogc"):
+            return False
+    except (KeyError, pygit2.GitError, ValueError):
+        pass  # unset: on, as in git
+    try:
+        limit = int(config.get_int("gc.auto"))
+    except (KeyError, pygit2.GitError, ValueError):
+        limit = 6700
+    if limit <= 0:
+        return False
+    try:
+        names = os.listdir(git_dir / "objects" / "17")
+    except FileNotFoundError:
+        return False
+    loose = sum(
+        len(name) == 2 * SHA_BYTES - 2 and _HEX.fullmatch(name) is not None for name in names
+    )
+    return loose > (limit + 255) // 256
 
 
 def takes_pushes(git_dir: Path, config: Any) -> bool:

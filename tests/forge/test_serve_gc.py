@@ -73,6 +73,20 @@ def test_the_server_packs_loose_objects_every_gc_every_pushes(
         assert {f"briefs/{tag}-{i}.md" for tag in "abc" for i in range(3)} <= set(names)
 
 
+def test_a_local_push_taken_in_process_still_runs_gits_gc_when_due(forge_path: Path) -> None:
+    """No receive-pack runs after a local push taken in process, so the pusher makes git's
+    own first test itself and runs ``git gc --auto`` when it says so."""
+    _configure(forge_path)
+    put_on_main(forge_path, _blobs_under_17(1, "a"))
+    assert _loose_under_17(forge_path) == 1  # one is not more than gc.auto=1 allows
+    put_on_main(forge_path, _blobs_under_17(3, "b"))
+    assert _loose_under_17(forge_path) == 0
+    assert list((forge_path / "objects" / "pack").glob("*.pack"))
+    subprocess.run(["git", "config", "receive.autogc", "false"], cwd=forge_path, check=True)
+    put_on_main(forge_path, _blobs_under_17(3, "c"))
+    assert _loose_under_17(forge_path) == 3  # receive.autogc=false: as git, no gc
+
+
 def test_a_gc_interval_below_one_is_bad_input(forge_path: Path) -> None:
     with pytest.raises(BadInput, match="gc_every"):
         ForgeServer(forge_path, gc_every=0)
