@@ -130,9 +130,8 @@ LOCAL_OFFER = (
 def take_locally(git_dir: Path, body: bytes, env: Mapping[str, str]) -> bytes | None:
     """The whole answer to the push ``body`` into the local forge at ``git_dir``, taken in
     this process as the forge server takes it (``post-receive`` run with ``env``); None when
-    ``git receive-pack`` must take it (a lock held on one of its refs included: git waits
-    for it, then loses the race). A lock older than :data:`reflocks.STALE_AFTER_S` on one
-    of its refs is a killed writer's, and is removed first, as the server removes it."""
+    ``git receive-pack`` must take it. The locks on its refs are waited for first, and one
+    :data:`reflocks.STALE_AFTER_S` old removed (a killed writer's), as the server does."""
     import pygit2
 
     from assay.forge import reflocks
@@ -149,7 +148,7 @@ def take_locally(git_dir: Path, body: bytes, env: Mapping[str, str]) -> bytes | 
             return None
     except pygit2.GitError:
         return None  # not a repository libgit2 opens: git's to say so
-    reflocks.clear_stale(git_dir, [c.ref for c in request.commands], wait=False)
+    reflocks.clear_stale(git_dir, [c.ref for c in request.commands])
     received = receive(git_dir, repo, request, body)
     if received is None:
         return None

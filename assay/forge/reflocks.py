@@ -7,8 +7,8 @@ that ref is refused at the lock ("failed to update ref"), which a desk cannot te
 lost race: the brief would be wedged until someone removed the file by hand.
 
 A local forge (``file://``) has no server: the desk that takes a push into it in process
-(:func:`assay.forge.receivepack.take_locally`) removes the locks already stale on the push's
-refs first, without waiting on a young one.
+(:func:`assay.forge.receivepack.take_locally`) applies the same rule first, so a desk killed
+inside its own push holds the next holder up five seconds at most, never for good.
 
 A live holder keeps a ref lock for milliseconds (git takes it after the pre-receive hook and
 drops it on commit), so before a push is handed to receive-pack the server waits for each
@@ -31,19 +31,18 @@ _CLEARING = threading.Lock()  # two pushes of one ref must not both judge and re
 
 
 def clear_stale(
-    git_dir: Path, refs: Iterable[str], *, stale_after: float = STALE_AFTER_S, wait: bool = True
+    git_dir: Path, refs: Iterable[str], *, stale_after: float = STALE_AFTER_S
 ) -> list[str]:
     """Wait out, then remove, the stale locks of ``refs`` (and of ``packed-refs``); the
-    lock files removed. ``wait=False``: remove only the locks already stale, and leave a
-    young one to its writer (the push then meets it as git would: a lost race)."""
+    lock files removed."""
     removed = []
     for lock in [git_dir / f"{ref}.lock" for ref in refs] + [git_dir / "packed-refs.lock"]:
-        if _wait_or_remove(lock, stale_after, wait=wait):
+        if _wait_or_remove(lock, stale_after):
             removed.append(str(lock))
     return removed
 
 
-def _wait_or_remove(lock: Path, stale_after: float, *, wait: bool) -> bool:
+def _wait_or_remove(lock: Path, stale_after: float) -> bool:
     pause = threading.Event()
     while True:
         try:
@@ -52,8 +51,6 @@ def _wait_or_remove(lock: Path, stale_after: float, *, wait: bool) -> bool:
             return False
         age = time.time() - seen.st_mtime
         if age < stale_after:
-            if not wait:
-                return False
             pause.wait(min(_POLL_S, stale_after - age))  # a live writer is done in ms
             continue
         with _CLEARING:

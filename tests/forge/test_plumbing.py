@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -79,20 +81,26 @@ def test_push_names_every_outcome(forge: Forge, forge_path: Path) -> None:
     assert forge.ls_refs("refs/assay/") == {}
 
 
-def test_a_ref_locked_on_the_server_is_a_lost_race(forge: Forge, forge_path: Path) -> None:
+def test_a_ref_another_pusher_holds_locked_is_a_lost_race(forge: Forge, forge_path: Path) -> None:
     ref = "refs/assay/claims/b1"
     one = forge.commit({"f": b"1"}, parents=[], message="1", author=ME)
     two = forge.commit({"f": b"2"}, parents=[one], message="2", author=ME)
+    theirs = forge.commit({"f": b"3"}, parents=[one], message="3", author=ME)
     assert forge.push([RefUpdate(ref, one, expected=None)]).ok
-    # Another pusher holds the server's ref lock at this instant.
+    assert forge.push([RefUpdate("refs/assay/claims/other", theirs, expected=None)]).ok
+    # Another pusher holds the ref's lock at this instant, and then lands its update as
+    # git does (the lock renamed over the ref): whether our push meets the lock or the
+    # moved ref, it has lost.
     lock = forge_path / (ref + ".lock")
-    lock.write_text("")
+    lock.write_text(theirs + "\n")
+    other = threading.Timer(0.2, os.rename, [lock, forge_path / ref])
+    other.start()
     try:
         result = forge.push([RefUpdate(ref, two, expected=one)])
     finally:
-        lock.unlink()
-    assert result.outcome is PushOutcome.LOST_RACE, result
-    assert forge.fetch(ref) == {ref: one}
+        other.join()
+    assert result.lost, result
+    assert forge.fetch(ref) == {ref: theirs}
 
 
 def test_atomic_push_moves_all_refs_or_none(forge: Forge) -> None:
