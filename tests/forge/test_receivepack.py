@@ -188,7 +188,12 @@ def _planted_commit(forge: Path) -> str:
     return _write_raw(pygit2.Repository(str(forge)), pygit2.GIT_OBJECT_COMMIT, data.encode())
 
 
-def _refused_everywhere(tmp_path: Path, forge: Path, body: bytes, ref: str) -> None:
+def _hand_made(work: pygit2.Repository, objects: list[pygit2.Oid], update: RefUpdate) -> bytes:
+    """A push of exactly ``objects`` (no rule of sendpack's choosing them) for ``update``."""
+    return sendpack.commands([update], atomic=True) + sendpack.write_pack(work, objects)
+
+
+def _refused_everywhere(forge: Path, body: bytes, ref: str) -> None:
     """Not taken in process, and git, taking it instead over HTTP, leaves ``ref`` as it was."""
     before = read_ref(forge, ref)
     assert _in_process(forge, body) is None
@@ -205,11 +210,8 @@ def test_a_parent_no_ref_reaches_is_left_to_git(tmp_path: Path) -> None:
     planted = _planted_commit(forge)
     tree = work.TreeBuilder().write()
     child = str(work.create_commit(None, SIG, SIG, "c\n", tree, [pygit2.Oid(hex=planted)]))
-    pack = sendpack.write_pack(work, [pygit2.Oid(hex=child), tree])
-    updates = [RefUpdate("refs/heads/evil", child, expected=None)]
-    _refused_everywhere(
-        tmp_path, forge, sendpack.commands(updates, atomic=True) + pack, "refs/heads/evil"
-    )
+    update = RefUpdate("refs/heads/evil", child, expected=None)
+    _refused_everywhere(forge, _hand_made(work, [pygit2.Oid(hex=child), tree], update), update.ref)
 
 
 def test_a_tree_no_ref_reaches_is_left_to_git(tmp_path: Path) -> None:
@@ -223,19 +225,15 @@ def test_a_tree_no_ref_reaches_is_left_to_git(tmp_path: Path) -> None:
     builder.insert("hollow", pygit2.Oid(hex=planted), pygit2.GIT_FILEMODE_TREE)
     root = builder.write()
     child = str(work.create_commit(None, SIG, SIG, "c\n", root, [pygit2.Oid(hex=main)]))
-    pack = sendpack.write_pack(work, [pygit2.Oid(hex=child), root])
-    updates = [RefUpdate(MAIN, child, expected=main)]
-    _refused_everywhere(tmp_path, forge, sendpack.commands(updates, atomic=True) + pack, MAIN)
+    update = RefUpdate(MAIN, child, expected=main)
+    _refused_everywhere(forge, _hand_made(work, [pygit2.Oid(hex=child), root], update), MAIN)
 
 
 def test_a_blob_for_a_branch_is_left_to_git(tmp_path: Path) -> None:
     forge, work = _forge(tmp_path)
     blob = work.create_blob(b"not a commit\n")
-    pack = sendpack.write_pack(work, [blob])
-    updates = [RefUpdate("refs/heads/blob", str(blob), expected=None)]
-    _refused_everywhere(
-        tmp_path, forge, sendpack.commands(updates, atomic=True) + pack, "refs/heads/blob"
-    )
+    update = RefUpdate("refs/heads/blob", str(blob), expected=None)
+    _refused_everywhere(forge, _hand_made(work, [blob], update), update.ref)
 
 
 def test_a_lock_another_writer_holds_is_not_taken(tmp_path: Path) -> None:
@@ -262,7 +260,7 @@ def test_a_name_that_clashes_with_a_packed_ref_is_left_to_git(tmp_path: Path) ->
     assert git(f"--git-dir={forge}", "rev-parse", MAIN).decode().strip() == tip
     git(f"--git-dir={forge}", "pack-refs", "--all", "--prune")
     body = _body(work, [RefUpdate(f"{MAIN}/under", tip, expected=None)])
-    _refused_everywhere(tmp_path, forge, body, f"{MAIN}/under")
+    _refused_everywhere(forge, body, f"{MAIN}/under")
     assert read_ref(forge, MAIN) == tip
 
 
