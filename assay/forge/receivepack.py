@@ -1,4 +1,5 @@
-"""git's receive-pack for a plain push, answered in the forge server's own process.
+"""git's receive-pack for a plain push, taken in process: by the forge server, and by the
+pusher itself on a local forge.
 
 A claim, a step or a record reaches the forge as a push of a few small objects and one or
 more compare-and-swap commands. ``git receive-pack`` takes it with three processes of its
@@ -22,14 +23,14 @@ need nothing more than that, as git would:
 5. **The refs moved as git's files backend moves them**: each ``<ref>.lock`` created
    exclusively (a held lock is git's to wait for), the current values read under the locks
    (the loose file, else ``packed-refs``) and compared with the commands' old values, each
-   lock written and renamed over its ref. A lock left by a SIGKILL is cleared by the server
-   as a killed receive-pack's is (:mod:`assay.forge.reflocks`).
+   lock written and renamed over its ref. A lock left by a SIGKILL is cleared as a killed
+   receive-pack's is (:mod:`assay.forge.reflocks`), by the server or the next local push.
 6. **The report** receive-pack writes, in the framing asked for; the caller then runs
    ``post-receive`` (:func:`run_post_receive`) as receive-pack would, after the report.
 
 Anything else (a check that does not pass, a lock held, a ref not where the command says)
-is ``None`` before any ref moved: the server starts ``git receive-pack`` on the same body,
-which answers in git's own words. The objects already written are complete and reachable
+is ``None`` before any ref moved: ``git receive-pack`` is started on the same body, and
+answers in git's own words. The objects already written are complete and reachable
 from no ref, as those of a push that lost its race.
 """
 
@@ -96,11 +97,11 @@ _INERT_CONFIG = frozenset(
         "core.logallrefupdates",  # allowed only as false: see takes_pushes
         "core.bare",  # allowed only as true
         "core.repositoryformatversion",  # allowed only as 0
-        "core.filemode",
     }
 )
 _ACTIVE_SECTIONS = ("receive.", "transfer.", "core.", "extensions.")
 _HEX = re.compile(r"[0-9a-f]+")
+_MODE_KINDS = {b"40000": "tree", b"160000": "commit"}  # any other mode names a blob
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def takes_pushes(git_dir: Path, config: Any) -> bool:
             continue
         if key not in _INERT_CONFIG:
             if key.startswith("core.") and not key.startswith(
-                ("core.hookspath", "core.sharedrepository", "core.fsync", "core.logallref")
+                ("core.hookspath", "core.sharedrepository", "core.fsync")
             ):
                 continue  # the rest of core.* is about work trees, caches and output
             return False
@@ -229,7 +230,7 @@ def receive(git_dir: Path, repo: Any, request: PushRequest, body: bytes) -> Rece
     except (ForgeUnavailable, TooLarge):
         return None  # receive-pack has its own words for a broken pack
     if not complete or not all(_points_at_commit(repo, objects, c.new) for c in request.commands):
-        return None  # git refuses a non-commit on a branch in its own words
+        return None  # incomplete, or a non-commit for a ref: git's to refuse in its words
     olds = [c.old for c in request.commands]
     # Objects first, outside the locks (a lock is held for microseconds, as git holds it),
     # and only for a push not already seen to lose (a loser's objects would be garbage).
@@ -325,7 +326,10 @@ def _connected(
             continue
         tree, parents = _commit_links(found.data)
         for parent in parents:
-            if parent not in objects and not reachable.commit(parent):
+            if parent in objects:
+                if objects[parent].kind != "commit":
+                    return False  # rev-list would find a parent that is no commit
+            elif not reachable.commit(parent):
                 return False
         parent_trees = [_commit_links(trees.raw(p, "commit"))[0] for p in parents]
         if not trees.connected(tree, parent_trees):
@@ -395,16 +399,17 @@ class _Trees:
         obj = self.repo.get(sha)
         return bytes(obj.read_raw()) if obj is not None and obj.type_str == kind else b""
 
-    def entries(self, sha: str) -> dict[bytes, tuple[bytes, str]]:
-        """``{name: (mode, sha)}`` of a tree (empty when it is not one)."""
+    def entries(self, sha: str) -> dict[bytes, tuple[str, str]]:
+        """``{name: (kind, sha)}`` of a tree, the kind its entry's mode says (empty when
+        ``sha`` is not a tree)."""
         data = self.raw(sha, "tree")
-        found: dict[bytes, tuple[bytes, str]] = {}
+        found: dict[bytes, tuple[str, str]] = {}
         at = 0
         while at < len(data):
             space = data.find(b" ", at)
             nul = data.find(b"\0", space + 1)
             found[data[space + 1 : nul]] = (
-                data[at:space],
+                _MODE_KINDS.get(data[at:space], "blob"),
                 data[nul + 1 : nul + 1 + SHA_BYTES].hex(),
             )
             at = nul + 1 + SHA_BYTES
@@ -412,20 +417,26 @@ class _Trees:
 
     def connected(self, tree: str, parent_trees: Sequence[str]) -> bool:
         """Whether ``tree`` and all it reaches are in the pack, or at the same path in one
-        of ``parent_trees`` (trees of commits reachable from a ref or in the pack)."""
+        of ``parent_trees`` (trees of commits reachable from a ref or in the pack), each
+        object of the kind its entry's mode says (as ``rev-list --objects`` reads them)."""
         if tree not in self.objects:
             return tree in parent_trees
+        if self.objects[tree].kind != "tree":
+            return False
         if tree in self._connected:
             return True
         parents = [self.entries(p) for p in parent_trees]
-        for name, (mode, sha) in self.entries(tree).items():
-            if mode == b"160000":
+        for name, (kind, sha) in self.entries(tree).items():
+            if kind == "commit":
                 continue  # a submodule's commit is not an object of this repository
-            same = [entries[name][1] for entries in parents if name in entries]
-            if sha not in self.objects:
-                if sha not in same:
-                    return False
-            elif self.objects[sha].kind == "tree" and not self.connected(sha, same):
+            same = [entries[name] for entries in parents if name in entries]
+            if sha in self.objects:
+                fits = self.objects[sha].kind == kind and (
+                    kind != "tree" or self.connected(sha, [s for k, s in same if k == "tree"])
+                )
+            else:
+                fits = (kind, sha) in same
+            if not fits:
                 return False
         self._connected.add(tree)
         return True

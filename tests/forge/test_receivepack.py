@@ -229,6 +229,28 @@ def test_a_tree_no_ref_reaches_is_left_to_git(tmp_path: Path) -> None:
     _refused_everywhere(forge, _hand_made(work, [pygit2.Oid(hex=child), root], update), MAIN)
 
 
+@pytest.mark.parametrize("confusion", ["tree-entry", "commit-tree"])
+def test_a_blob_named_as_a_tree_is_left_to_git(tmp_path: Path, confusion: str) -> None:
+    """An object of one kind named as another (a tree entry, or a commit's tree, naming a
+    blob): rev-list would fail on it, so git must judge it."""
+    forge, work = _forge(tmp_path)
+    main = read_ref(forge, MAIN)
+    assert main is not None
+    blob = work.create_blob(b"a blob\n")
+    if confusion == "tree-entry":
+        root_raw = work[main].peel(pygit2.Commit).tree.read_raw()
+        tree = pygit2.Oid(
+            hex=_write_raw(work, pygit2.GIT_OBJECT_TREE, root_raw + b"40000 x\0" + blob.raw)
+        )
+        objects = [tree, blob]
+    else:
+        tree, objects = blob, [blob]
+    data = f"tree {tree}\nparent {main}\nauthor t <t@t> 0 +0000\ncommitter t <t@t> 0 +0000\n\nc\n"
+    child = pygit2.Oid(hex=_write_raw(work, pygit2.GIT_OBJECT_COMMIT, data.encode()))
+    update = RefUpdate(MAIN, str(child), expected=main)
+    _refused_everywhere(forge, _hand_made(work, [child, *objects], update), MAIN)
+
+
 def test_a_blob_for_a_branch_is_left_to_git(tmp_path: Path) -> None:
     forge, work = _forge(tmp_path)
     blob = work.create_blob(b"not a commit\n")
