@@ -8,9 +8,10 @@ the commands carry the old value the server must find under its ref lock
 no advertisement: this module sends the commands ``<old> <new> <ref>`` and a pack of what the
 forge lacks in one request and reads receive-pack's report. The server's check is git's
 ``--force-with-lease``, made under the lock instead of against an advertisement. A local
-(``file://``) forge gets the same request on the stdin of its own ``git receive-pack
---stateless-rpc``, started directly: one process where ``git push`` starts four, and the
-forge's hooks run either way.
+(``file://``) forge's answer to the same request is taken in this process
+(:func:`assay.forge.receivepack.take_locally`), or else by its own ``git receive-pack
+--stateless-rpc`` started directly with the request on its stdin: no process, or one where
+``git push`` starts four; the forge's hooks run either way.
 
 The pack holds the objects reachable from each new tip that the forge is not known to hold:
 the expected old values and the caller's ``hidden`` tips (what it last fetched) are on the
