@@ -75,13 +75,14 @@ def machine() -> dict[str, str]:
 
 def claims_rows(*, quick: bool) -> tuple[list[Row], dict[str, float]]:
     from assay.forge import init_forge
-    from tests.bench.claims import acquire_figures, served, solo
+    from tests.bench.claims import acquire_figures, solo
+    from tests.forge_fixtures import serve_process
 
     rounds = {16: 1} if quick else {16: 2}
     with tempfile.TemporaryDirectory(prefix="assay-bench-claims-") as tmp:
         root = Path(tmp)
         forge_path = init_forge(root / "forge.git")
-        with served(forge_path) as url:
+        with serve_process(forge_path) as url:
             state = root / "http"
             # the floor and an uncontended acquire, sampled alternately (the claims module's)
             floor, single = solo(url, state, 4 if quick else 12)
