@@ -83,12 +83,14 @@ class BranchSync:
 
         ``known``: ``{branch ref: sha or None, "refs/heads/main": sha}`` as a fetch of this
         forge handle already brought them into the cache (the desk loop's view, whose branch
-        tip the claim's own atomic push asserted): then no fetch is made at all.
+        tip the claim's own atomic push asserted): then no fetch is made, unless the view
+        only listed the branch (its tip's objects are then fetched).
         """
-        tip = known.get(self.ref) if known is not None else None
-        if tip is not None and not self.forge.has_commit(tip):
-            known = None  # a view lists other briefs' branches without their objects
-        found = dict(known) if known is not None else self.forge.refresh([self.ref, MAIN_REF])
+        found: Mapping[str, str | None] = (
+            self.forge.with_objects(known)
+            if known is not None
+            else self.forge.refresh([self.ref, MAIN_REF])
+        )
         remote_branch = found.get(self.ref)
         base = remote_branch or found.get(MAIN_REF)
         if base is None:

@@ -328,6 +328,16 @@ class Forge(Closing):
         """Whether ``sha`` (a prefix allowed) is a commit among the fetched objects."""
         return has_commit(self._cache, sha)
 
+    def with_objects(self, tips: Mapping[str, str | None]) -> dict[str, str | None]:
+        """``tips`` (``{ref: sha or None}`` as a listing found them) with every tip's objects
+        in the cache: a ref whose tip the cache lacks (a view lists other briefs' branches
+        without their objects) is refreshed, and given as the forge has it now."""
+        lacking = [ref for ref, sha in tips.items() if sha and not self.has_commit(sha)]
+        if not lacking:
+            return dict(tips)
+        fresh = self.refresh(lacking)
+        return {**tips, **{ref: fresh.get(ref) for ref in lacking}}
+
     def reached_from(self, main: str, tips: Sequence[str]) -> list[str]:
         """The ``tips`` (fetched commits) that ``main`` contains, in order, read in process."""
         return merged_into(self._cache, tips, main)
@@ -482,11 +492,7 @@ class Forge(Closing):
             return result
         # git push needs every pushed commit locally, even one only asserted where it is (a
         # branch tip a view listed without fetching it).
-        listed = [
-            u.ref for u in updates if u.new == u.expected and u.new and not self.has_commit(u.new)
-        ]
-        if listed:
-            self.refresh(listed)
+        self.with_objects({u.ref: u.new for u in updates if u.new == u.expected})
         return git_push(
             git_dir, self.url, updates, atomic=atomic, config=self._config, policy=self._retry
         )

@@ -73,10 +73,8 @@ class ForgeView:
         """The journal on the brief's branch tip (read once per view), or None. The view
         only listed other briefs' branches: the tip's objects are fetched here, if needed."""
         if brief_id not in self._journals:
-            tip = self.branches.get(brief_id)
-            if tip is not None and not self.forge.has_commit(tip):
-                ref = refs.branch_ref(brief_id)
-                tip = self.forge.refresh([ref]).get(ref)
+            ref = refs.branch_ref(brief_id)
+            tip = self.forge.with_objects({ref: self.branches.get(brief_id)})[ref]
             self._journals[brief_id] = (
                 None if tip is None else read_tree_journal(self.forge, tip, brief_id)
             )
