@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import subprocess
@@ -20,6 +21,7 @@ from assay.plumbing import (
     PushOutcome,
     RefUpdate,
     RetryPolicy,
+    changed_files,
     failure,
     parse_porcelain,
     with_retries,
@@ -232,3 +234,51 @@ def test_porcelain_lines_become_outcomes() -> None:
         "refs/d": PushOutcome.REJECTED,
         "refs/e": PushOutcome.REJECTED,
     }
+
+
+def _git_status_paths(root: Path) -> list[str]:
+    """What ``git status`` says ``git add --all`` would stage (its porcelain, not deletions)."""
+    out = subprocess.run(
+        ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout.decode("utf-8", "surrogateescape")
+    fields, names, at = out.split("\0"), [], 0
+    while at < len(fields):
+        entry, at = fields[at], at + 1
+        if len(entry) < 4:
+            continue
+        if "R" in entry[:2] or "C" in entry[:2]:
+            at += 1  # the rename's source follows
+        if entry[:2].strip() != "D":
+            names.append(entry[3:])
+    return sorted(names)
+
+
+def test_changed_files_are_what_git_status_reports(tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    run = functools.partial(subprocess.run, cwd=root, check=True, capture_output=True)
+    root.mkdir()
+    run(["git", "init", "-q"])
+    files = {"kept.txt": "k", "edited.txt": "e", "gone.txt": "g", "moved.txt": "m", "d/x": "x"}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / ".gitignore").write_text("*.log\nbuild/\n")
+    run(["git", "add", "-A"])
+    run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"])
+    (root / "edited.txt").write_text("changed")
+    (root / "gone.txt").unlink()
+    run(["git", "mv", "moved.txt", "renamed.txt"])
+    (root / "staged.txt").write_text("s")
+    run(["git", "add", "staged.txt"])
+    (root / "new dir" / "deep").mkdir(parents=True)
+    (root / "new dir" / "deep" / "ünï cödé.txt").write_text("u")
+    (root / "noise.log").write_text("ignored")
+    (root / "build").mkdir()
+    (root / "build" / "out.bin").write_text("ignored")
+    (root / "d" / "x").chmod(0o755)  # a mode change is a change
+    expected = _git_status_paths(root)
+    assert {"edited.txt", "renamed.txt", "staged.txt", "d/x"} <= set(expected)
+    assert changed_files(root) == expected
