@@ -47,7 +47,7 @@ from assay.forge.lsrefs import safe_url as safe
 from assay.forge.packfile import (
     PackObject,
     TooLarge,
-    names,
+    first_gap,
     read_pack,
     write_contents_first,
 )
@@ -171,13 +171,13 @@ def store(
     from assay.odb import repository
 
     repo = repository(git_dir)
-    for sha, found in objects.items():
-        for name in names(found, sha, where):
-            if name not in objects and not repo.odb.exists(name):
-                raise ForgeUnavailable(
-                    f"{where}: the pack is incomplete: {found.kind} {sha} names {name}, "
-                    "which neither the pack nor the cache holds"
-                )
+    gap = first_gap(repo, objects, where)
+    if gap is not None:
+        sha, name = gap
+        raise ForgeUnavailable(
+            f"{where}: the pack is incomplete: {objects[sha].kind} {sha} names {name}, "
+            "which neither the pack nor the cache holds"
+        )
     for sha in wants:
         wanted = objects.get(sha)
         if (wanted is None or wanted.kind != "commit") and not _is_commit(repo, sha):

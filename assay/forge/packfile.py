@@ -245,6 +245,19 @@ def write_contents_first(repo: Any, objects: Mapping[str, PackObject], where: st
     return len(written)
 
 
+def first_gap(repo: Any, objects: Mapping[str, PackObject], where: str) -> tuple[str, str] | None:
+    """The first ``(object, name)`` where an object of ``objects`` names one that neither
+    ``objects`` nor ``repo``'s object database holds; None when the set is complete."""
+    held = set(objects)
+    for sha, found in objects.items():
+        for name in names(found, sha, where):
+            if name not in held:
+                if not repo.odb.exists(name):
+                    return sha, name
+                held.add(name)
+    return None
+
+
 def names(found: PackObject, sha: str, where: str) -> list[str]:
     """The objects ``found`` names (a commit's tree and parents, a tree's entries but
     submodule commits, a tag's object)."""
@@ -252,17 +265,7 @@ def names(found: PackObject, sha: str, where: str) -> list[str]:
     if found.kind == "blob":
         return []
     if found.kind == "tree":
-        names = []
-        at = 0
-        while at < len(data):
-            space = data.find(b" ", at)
-            nul = data.find(b"\0", space + 1)
-            if space < 0 or nul < 0 or nul + 1 + SHA_BYTES > len(data):
-                raise ForgeUnavailable(f"{where}: the tree {sha} is malformed")
-            if data[at:space] != _GITLINK:
-                names.append(data[nul + 1 : nul + 1 + SHA_BYTES].hex())
-            at = nul + 1 + SHA_BYTES
-        return names
+        return [named for mode, _, named in tree_entries(data, sha, where) if mode != _GITLINK]
     header = data.split(b"\n\n", 1)[0]
     names = []
     for line in header.split(b"\n"):
@@ -277,3 +280,20 @@ def names(found: PackObject, sha: str, where: str) -> list[str]:
     if found.kind == "commit" and not header.startswith(b"tree "):
         raise ForgeUnavailable(f"{where}: the commit {sha} has no tree")
     return names
+
+
+def tree_entries(data: bytes, sha: str, where: str) -> list[tuple[bytes, bytes, str]]:
+    """``(mode, name, object)`` of each entry of the tree ``sha`` whose bytes are ``data``;
+    ``ForgeUnavailable`` when they do not parse."""
+    entries = []
+    at = 0
+    while at < len(data):
+        space = data.find(b" ", at)
+        nul = data.find(b"\0", space + 1)
+        if space < 0 or nul < 0 or nul + 1 + SHA_BYTES > len(data):
+            raise ForgeUnavailable(f"{where}: the tree {sha} is malformed")
+        entries.append(
+            (data[at:space], data[space + 1 : nul], data[nul + 1 : nul + 1 + SHA_BYTES].hex())
+        )
+        at = nul + 1 + SHA_BYTES
+    return entries

@@ -36,12 +36,10 @@ from no ref, as those of a push that lost its race.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import os
 import re
 import subprocess
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,8 +51,10 @@ from assay.forge.packfile import (
     SHA_BYTES,
     PackObject,
     TooLarge,
+    first_gap,
     names,
     read_pack,
+    tree_entries,
     write_contents_first,
 )
 from assay.forge.smarthttp import (
@@ -66,9 +66,11 @@ from assay.forge.smarthttp import (
     parse_push,
     pkt_line,
     pushable,
+    ref_value,
     sideband,
     stale_refusal,
 )
+from assay.odb import read_refs
 from assay.plumbing import run_git
 
 UNPACK_LIMIT = 100  # receive.unpackLimit's default: git keeps a larger push as a pack
@@ -234,18 +236,18 @@ def receive(git_dir: Path, repo: Any, request: PushRequest, body: bytes) -> Rece
     olds = [c.old for c in request.commands]
     # Objects first, outside the locks (a lock is held for microseconds, as git holds it),
     # and only for a push not already seen to lose (a loser's objects would be garbage).
-    written = _value_list(git_dir, request.commands) == olds
+    written = [ref_value(repo, c.ref) for c in request.commands] == olds
     if written:
-        if not _connected(repo, request.commands, objects, git_dir):
-            return None
         try:
+            if not _connected(repo, request.commands, objects):
+                return None
             write_contents_first(repo, objects, "push")
         except ForgeUnavailable:
             return None
-    with _locked(git_dir, request.commands) as locked:
+    with _locked(git_dir, repo, request.commands) as locked:
         if locked is None:
             return None
-        values = _value_list(git_dir, request.commands)
+        values = [ref_value(repo, c.ref) for c in request.commands]
         if values != olds:
             # Lost at the lock, as receive-pack would find it (or git's to word).
             refusal = None if None in values else stale_refusal(request, values)
@@ -295,66 +297,49 @@ def run_post_receive(
 def _complete(repo: Any, objects: Mapping[str, PackObject]) -> bool:
     """Whether everything the pack's objects name is in the pack or the forge (and the pack
     carries no tag, which is git's to take)."""
-    missing: set[str] = set()
-    for sha, found in objects.items():
-        if found.kind == "tag":
-            return False
-        missing.update(name for name in names(found, sha, "push") if name not in objects)
-    return all(repo.odb.exists(name) for name in missing)
+    if any(found.kind == "tag" for found in objects.values()):
+        return False
+    return first_gap(repo, objects, "push") is None
 
 
 def _connected(
     repo: Any,
     commands: Sequence[PushCommand],
     objects: Mapping[str, PackObject],
-    git_dir: Path,
 ) -> bool:
     """Whether every object the new tips reach is in the pack or reachable from a ref:
     from the commands' old values (which the refs are found at under the locks before
     anything moves) or from main."""
     tips = {c.old for c in commands if c.old != ZERO_OID}
-    main = _value(git_dir, refs.MAIN)
+    main = ref_value(repo, refs.MAIN)
     if main is not None and main != ZERO_OID:
         tips.add(main)
-    reachable = _Reachable(repo, git_dir, tips)
+    reachable = _Reachable(repo, tips)
     for command in commands:
         if command.new not in objects and not reachable.commit(command.new):
             return False
     trees = _Trees(repo, objects)
-    for found in objects.values():
+    for sha, found in objects.items():
         if found.kind != "commit":
             continue
-        tree, parents = _commit_links(found.data)
+        tree, *parents = names(found, sha, "push")
         for parent in parents:
             if parent in objects:
                 if objects[parent].kind != "commit":
                     return False  # rev-list would find a parent that is no commit
             elif not reachable.commit(parent):
                 return False
-        parent_trees = [_commit_links(trees.raw(p, "commit"))[0] for p in parents]
+        parent_trees = [trees.tree_of(p) for p in parents]
         if not trees.connected(tree, parent_trees):
             return False
     return True
 
 
-def _commit_links(data: bytes) -> tuple[str, list[str]]:
-    """A commit's tree and parents (its header as packfile.names checked it)."""
-    tree, parents = "", []
-    for line in data.split(b"\n\n", 1)[0].split(b"\n"):
-        word, _, rest = line.partition(b" ")
-        if word == b"tree":
-            tree = rest.decode("ascii")
-        elif word == b"parent":
-            parents.append(rest.decode("ascii"))
-    return tree, parents
-
-
 class _Reachable:
     """Commits known reachable from a ref: the given tips, their ancestors, branch tips."""
 
-    def __init__(self, repo: Any, git_dir: Path, tips: set[str]) -> None:
+    def __init__(self, repo: Any, tips: set[str]) -> None:
         self.repo = repo
-        self.git_dir = git_dir
         self.tips = tips
         self._branches: set[str] | None = None
 
@@ -402,18 +387,14 @@ class _Trees:
     def entries(self, sha: str) -> dict[bytes, tuple[str, str]]:
         """``{name: (kind, sha)}`` of a tree, the kind its entry's mode says (empty when
         ``sha`` is not a tree)."""
-        data = self.raw(sha, "tree")
-        found: dict[bytes, tuple[str, str]] = {}
-        at = 0
-        while at < len(data):
-            space = data.find(b" ", at)
-            nul = data.find(b"\0", space + 1)
-            found[data[space + 1 : nul]] = (
-                _MODE_KINDS.get(data[at:space], "blob"),
-                data[nul + 1 : nul + 1 + SHA_BYTES].hex(),
-            )
-            at = nul + 1 + SHA_BYTES
-        return found
+        return {
+            name: (_MODE_KINDS.get(mode, "blob"), named)
+            for mode, name, named in tree_entries(self.raw(sha, "tree"), sha, "push")
+        }
+
+    def tree_of(self, commit: str) -> str:
+        """The tree of a commit in the pack or the forge (one known to be a commit)."""
+        return names(PackObject("commit", self.raw(commit, "commit")), commit, "push")[0]
 
     def connected(self, tree: str, parent_trees: Sequence[str]) -> bool:
         """Whether ``tree`` and all it reaches are in the pack, or at the same path in one
@@ -456,8 +437,9 @@ def _points_at_commit(repo: Any, objects: Mapping[str, PackObject], sha: str) ->
 class _Locks:
     """The ``.lock`` files of one push's refs, held: ``commit`` renames them over the refs."""
 
-    def __init__(self, git_dir: Path, commands: Sequence[PushCommand]) -> None:
+    def __init__(self, git_dir: Path, repo: Any, commands: Sequence[PushCommand]) -> None:
         self.git_dir = git_dir
+        self.repo = repo
         self.commands = commands
         self.held: list[Path] = []
         self.committed = False
@@ -467,7 +449,7 @@ class _Locks:
             path = self.git_dir / command.ref
             lock = path.with_name(path.name + ".lock")
             try:
-                if command.old == ZERO_OID and not _creatable(self.git_dir, command.ref):
+                if command.old == ZERO_OID and not _creatable(self.git_dir, self.repo, command.ref):
                     return False
                 lock.parent.mkdir(parents=True, exist_ok=True)
                 handle = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -495,8 +477,8 @@ class _Locks:
 
 
 @contextlib.contextmanager
-def _locked(git_dir: Path, commands: Sequence[PushCommand]) -> Iterator[_Locks | None]:
-    locks = _Locks(git_dir, commands)
+def _locked(git_dir: Path, repo: Any, commands: Sequence[PushCommand]) -> Iterator[_Locks | None]:
+    locks = _Locks(git_dir, repo, commands)
     try:
         yield locks if locks.take() else None
     finally:
@@ -504,66 +486,10 @@ def _locked(git_dir: Path, commands: Sequence[PushCommand]) -> Iterator[_Locks |
             locks.release()
 
 
-def _value_list(git_dir: Path, commands: Sequence[PushCommand]) -> list[str | None]:
-    return [_value(git_dir, c.ref) for c in commands]
-
-
-def _value(git_dir: Path, ref: str) -> str | None:
-    """A ref's value as git's files backend reads it: the loose file, else ``packed-refs``;
-    ZERO_OID when it does not exist, None when it is symbolic, a folder or unreadable."""
-    path = git_dir / ref
-    try:
-        text = path.read_text("ascii").strip()
-    except FileNotFoundError:
-        return _packed(git_dir).values.get(ref, ZERO_OID)
-    except (OSError, UnicodeDecodeError):
-        return None
-    return text if len(text) == 2 * SHA_BYTES and not text.startswith("ref:") else None
-
-
-def _creatable(git_dir: Path, ref: str) -> bool:
+def _creatable(git_dir: Path, repo: Any, ref: str) -> bool:
     """Whether ``ref`` can be created without a name clash (a ref at one of its prefixes,
     or refs below it), loose or packed. (The ref itself existing is a stale command.)"""
-    if (git_dir / ref).is_dir():
+    if (git_dir / ref).is_dir() or read_refs(git_dir, ref + "/"):
         return False
-    packed = _packed(git_dir)
     parts = ref.split("/")
-    if any("/".join(parts[:end]) in packed.values for end in range(2, len(parts))):
-        return False
-    at = bisect.bisect_left(packed.names, ref + "/")
-    return not (at < len(packed.names) and packed.names[at].startswith(ref + "/"))
-
-
-@dataclass(frozen=True)
-class _PackedRefs:
-    stamp: tuple[int, int, int]
-    values: dict[str, str]
-    names: list[str]  # sorted
-
-
-_PACKED: dict[Path, _PackedRefs] = {}
-_PACKED_LOCK = threading.Lock()
-
-
-def _packed(git_dir: Path) -> _PackedRefs:
-    """``packed-refs`` parsed, kept while the file is unchanged."""
-    path = git_dir / "packed-refs"
-    try:
-        seen = path.stat()
-    except FileNotFoundError:
-        return _PackedRefs((0, 0, 0), {}, [])
-    stamp = (seen.st_ino, seen.st_mtime_ns, seen.st_size)
-    with _PACKED_LOCK:
-        cached = _PACKED.get(git_dir)
-    if cached is not None and cached.stamp == stamp:
-        return cached
-    values: dict[str, str] = {}
-    for line in path.read_bytes().decode("utf-8", "replace").splitlines():
-        if line.startswith(("#", "^")):
-            continue
-        sha, _, name = line.partition(" ")
-        values[name] = sha
-    parsed = _PackedRefs(stamp, values, sorted(values))
-    with _PACKED_LOCK:
-        _PACKED[git_dir] = parsed
-    return parsed
+    return all(ref_value(repo, "/".join(parts[:end])) == ZERO_OID for end in range(2, len(parts)))

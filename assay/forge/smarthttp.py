@@ -304,7 +304,7 @@ class RefServer:
         if request is None or not self.plain_push(request):
             return None
         with self.repository() as repo:
-            current = [self._direct(repo, c.ref) for c in request.commands]
+            current = [ref_value(repo, c.ref) for c in request.commands]
         return stale_refusal(request, current)
 
     def plain_push(self, request: PushRequest) -> bool:
@@ -312,22 +312,6 @@ class RefServer:
         if self.receive_pack_caps is None:
             return False
         return pushable(self.git_dir, request, config=self.config(), offered=self.receive_pack_caps)
-
-    @staticmethod
-    def _direct(repo: Any, name: str) -> str | None:
-        """A ref's value as receive-pack's lock reads it: its sha, ZERO_OID when it does
-        not exist, None when it is symbolic or unreadable (left to receive-pack)."""
-        import pygit2
-
-        try:
-            ref = repo.references.get(name)
-            if ref is None:
-                return ZERO_OID
-            if ref.type == pygit2.enums.ReferenceType.SYMBOLIC:
-                return None
-            return str(ref.target)
-        except (pygit2.GitError, ValueError):
-            return None
 
     def ls_refs(self, command: Command) -> bytes:
         """The answer to a v2 ``ls-refs`` request, as ``upload-pack`` writes it."""
@@ -494,6 +478,23 @@ def parse_push(head: bytes) -> PushRequest | None:
     if len({c.ref for c in commands}) != len(commands):
         return None  # git has its own answer to one ref named twice
     return PushRequest(tuple(commands), capabilities, pos + 4)
+
+
+def ref_value(repo: Any, name: str) -> str | None:
+    """A ref's value as receive-pack's lock reads it (libgit2: the loose file, else
+    ``packed-refs``): its sha, ZERO_OID when it does not exist, None when it is symbolic or
+    unreadable (left to receive-pack)."""
+    import pygit2
+
+    try:
+        ref = repo.references.get(name)
+        if ref is None:
+            return ZERO_OID
+        if ref.type == pygit2.enums.ReferenceType.SYMBOLIC:
+            return None
+        return str(ref.target)
+    except (pygit2.GitError, ValueError):
+        return None
 
 
 def pushable(git_dir: Path, request: PushRequest, *, config: Any, offered: str) -> bool:
