@@ -216,13 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
         if received is None:
             return False
         forge.count("received" if received.updated else "refused")
-        self.send_response(200)
-        for key, value in (
-            *NO_CACHE,
-            ("Content-Type", f"application/x-{smarthttp.RECEIVE_PACK}-result"),
-        ):
-            self.send_header(key, value)
-        self.end_headers()  # HTTP/1.0: the body ends when the connection closes
+        self._begin(f"application/x-{smarthttp.RECEIVE_PACK}-result")
         self._write(received.answer)
         if not received.updated:
             return True  # lost at the lock: no hook, nothing to collect
@@ -234,6 +228,14 @@ class _Handler(BaseHTTPRequestHandler):
             LOG.info("post-receive: %s", said.decode("utf-8", "replace").strip()[-2000:])
         forge.pushed()
         return True
+
+    def _begin(self, content_type: str) -> None:
+        """The headers of an answer streamed as it is made: HTTP/1.0, so its body ends when
+        the connection closes."""
+        self.send_response(200)
+        for key, value in (*NO_CACHE, ("Content-Type", content_type)):
+            self.send_header(key, value)
+        self.end_headers()
 
     def _write(self, data: bytes) -> None:
         """Write and flush to the client; a client that hung up is not waited for (a push
@@ -344,11 +346,8 @@ class _Handler(BaseHTTPRequestHandler):
             said = errors.read(2000).decode("utf-8", "replace").strip().splitlines()
             LOG.warning("%s: %s", service, said[-1] if said else f"exit {proc.returncode}")
             raise _Refused(400, f"{service} refused the request")
-        self.send_response(200)
         kind = "advertisement" if advertise else "result"
-        for key, value in (*NO_CACHE, ("Content-Type", f"application/x-{service}-{kind}")):
-            self.send_header(key, value)
-        self.end_headers()  # HTTP/1.0: the body ends when the connection closes
+        self._begin(f"application/x-{service}-{kind}")
         if advertise:
             self.wfile.write(smarthttp.service_line(service))
         chunk, listening = first, True
