@@ -19,6 +19,7 @@ from assay.plumbing import (
     GitError,
     Identity,
     PushOutcome,
+    PushResult,
     RefUpdate,
     RetryPolicy,
     changed_files,
@@ -90,17 +91,19 @@ def test_a_ref_another_pusher_holds_locked_is_a_lost_race(forge: Forge, forge_pa
     theirs = forge.commit({"f": b"3"}, parents=[one], message="3", author=ME)
     assert forge.push([RefUpdate(ref, one, expected=None)]).ok
     assert forge.push([RefUpdate("refs/assay/claims/other", theirs, expected=None)]).ok
-    # Another pusher holds the ref's lock at this instant, and then lands its update as
-    # git does (the lock renamed over the ref): whether our push meets the lock or the
-    # moved ref, it has lost.
+    # Another pusher holds the ref's lock when our push starts, and lands its update as git
+    # does (the lock renamed over the ref) while ours runs: whether our push meets the held
+    # lock (and waits it out) or the moved ref, it has lost. No instant is chosen.
     lock = forge_path / (ref + ".lock")
     lock.write_text(theirs + "\n")
-    other = threading.Timer(0.2, os.rename, [lock, forge_path / ref])
-    other.start()
-    try:
-        result = forge.push([RefUpdate(ref, two, expected=one)])
-    finally:
-        other.join()
+    results: list[PushResult] = []
+    ours = threading.Thread(
+        target=lambda: results.append(forge.push([RefUpdate(ref, two, expected=one)]))
+    )
+    ours.start()
+    os.rename(lock, forge_path / ref)
+    ours.join(timeout=60)
+    [result] = results
     assert result.lost, result
     assert forge.fetch(ref) == {ref: theirs}
 
