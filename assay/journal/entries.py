@@ -17,8 +17,9 @@ what it means.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Self
+from dataclasses import MISSING, dataclass, field, fields
+from types import UnionType
+from typing import Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
 
 from assay.errors import Corrupt
 
@@ -29,10 +30,6 @@ NULLABLE = {"null": True}  # written as null rather than left out
 
 def _key(name: str, *, nullable: bool = False) -> dict[str, Any]:
     return {"key": name, "null": nullable}
-
-
-# (field name, line key) of each record type, in field order: what from_json reads.
-_LINE_KEYS: dict[type[Entry], tuple[tuple[str, str], ...]] = {}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,29 +64,20 @@ class Entry:
             if item.metadata.get("envelope"):
                 continue
             value = getattr(self, item.name)
-            if item.name == "blobs":
-                if value:
-                    data["blobs"] = list(value)
+            if item.name == "blobs" and not value:
                 continue
             if value is None and not item.metadata.get("null"):
                 continue
+            if type(value) is tuple:
+                value = list(value)
             data[item.metadata.get("key", item.name)] = value
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
-        """The record of one line (fields it does not know are ignored, as readers must)."""
-        keys = _LINE_KEYS.get(cls)
-        if keys is None:  # once per record type: a resume decodes every line of the journal
-            keys = _LINE_KEYS[cls] = tuple(
-                (item.name, item.metadata.get("key", item.name)) for item in fields(cls)
-            )
-        values: dict[str, Any] = {}
-        for attr, name in keys:
-            if name in data:
-                value = data[name]
-                values[attr] = tuple(value) if attr == "blobs" else value
-        return cls(**values)
+        """The record of one line, each field checked against its type (``Corrupt`` naming
+        the field otherwise); fields it does not know are ignored, as readers must."""
+        return _decoder(cls).read(data)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -294,20 +282,160 @@ for _record in KINDS:
 
 
 def decode(line: Mapping[str, Any]) -> Entry:
-    """The typed record of one verified line; ``Corrupt`` for a kind it does not know.
+    """The typed record of one verified line; ``Corrupt`` for a kind it does not know or a
+    field whose value is not of the field's type (a hash-chained line proves only that it
+    was not changed after it was written, not that its writer was this Assay).
 
     A field a line lacks takes its default: the writer writes every field the schema
-    requires, and readers of old or hand-made lines have always tolerated gaps."""
+    requires, and readers of old or hand-made lines have always tolerated gaps. Only a
+    field without a default (a step intent's ``step``) must be there."""
     kind = line.get("kind")
     records = _BY_KIND.get(kind) if isinstance(kind, str) else None
-    where = f"journal line {line.get('seq', '?')}"
     if not records:
-        raise Corrupt(f"{where}: unknown entry kind {kind!r}")
-    record = records[0]
+        raise Corrupt(f"journal line {line.get('seq', '?')}: unknown entry kind {kind!r}")
+    record = records[-1]
     if len(records) > 1:
         status = line.get("status")
-        record = next((r for r in records if status in r.STATUS), records[-1])
+        for candidate in records:
+            if type(status) is str and status in candidate.STATUS:
+                record = candidate
+                break
     return record.from_json(line)
+
+
+# A value's JSON type, as the schema names it. A line read from disk holds only these; a
+# line the writer has just appended may also hold a tuple or another kind of mapping.
+_JSON_TYPES: dict[type, str] = {
+    dict: "object",
+    list: "array",
+    tuple: "array",
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+_SPOKEN = {"object": "an object", "array": "an array", "integer": "an integer", "null": "null"}
+
+
+def _json_type(value: Any) -> str:
+    found = _JSON_TYPES.get(type(value))
+    if found is None:
+        found = "object" if isinstance(value, Mapping) else type(value).__name__
+    return found
+
+
+def _accepts(hint: Any) -> frozenset[str] | None:
+    """The JSON types a field annotated ``hint`` takes (None: any value)."""
+    if hint is Any:
+        return None
+    if get_origin(hint) in (Union, UnionType):
+        parts = [_accepts(arg) for arg in get_args(hint)]
+        return None if None in parts else frozenset().union(*parts)  # type: ignore[arg-type]
+    base = get_origin(hint) or hint
+    for python, names in _ACCEPTS:
+        if base is python or (python is Mapping and issubclass(base, Mapping)):
+            return names
+    raise TypeError(f"journal entries: no JSON type for a field annotated {hint!r}")
+
+
+_ACCEPTS: tuple[tuple[Any, frozenset[str]], ...] = (
+    (type(None), frozenset({"null"})),
+    (bool, frozenset({"boolean"})),
+    (int, frozenset({"integer"})),
+    (float, frozenset({"integer", "number"})),
+    (str, frozenset({"string"})),
+    (list, frozenset({"array"})),
+    (tuple, frozenset({"array"})),
+    (Mapping, frozenset({"object"})),
+)
+
+
+def _array(hint: Any) -> Any:
+    """The ``list[X]`` or ``tuple[X, ...]`` a field annotated ``hint`` takes, if any."""
+    if get_origin(hint) in (Union, UnionType):
+        return next((arg for arg in get_args(hint) if _array(arg) is not None), None)
+    return hint if get_origin(hint) in (list, tuple) else None
+
+
+@dataclass(frozen=True)
+class _Field:
+    """How one line key is read into one field of a record."""
+
+    attr: str
+    key: str
+    accepts: frozenset[str] | None  # None: any JSON value
+    items: frozenset[str] | None  # an array's items (None: any)
+    as_tuple: bool  # an array held as a tuple (the record is frozen)
+
+
+class _Decoder:
+    """Reads lines into one record type; made once per type (a resume decodes every line)."""
+
+    def __init__(self, record: type[Entry]) -> None:
+        self.record = record
+        hints = get_type_hints(record)
+        self.fields: dict[str, _Field] = {}
+        required = []
+        for item in fields(record):
+            hint = hints[item.name]
+            array = _array(hint)
+            key = item.metadata.get("key", item.name)
+            self.fields[key] = _Field(
+                attr=item.name,
+                key=key,
+                accepts=_accepts(hint),
+                items=_accepts(get_args(array)[0]) if array is not None else None,
+                as_tuple=array is not None and get_origin(array) is tuple,
+            )
+            if item.default is MISSING and item.default_factory is MISSING:
+                required.append(key)
+        self.required = tuple(required)
+
+    def read(self, line: Mapping[str, Any]) -> Entry:
+        values: dict[str, Any] = {}
+        for key, value in line.items():
+            spec = self.fields.get(key)
+            if spec is None:
+                continue
+            if spec.accepts is not None and _JSON_TYPES.get(type(value)) not in spec.accepts:
+                self._check(line, spec, value)
+            if spec.items is not None and type(value) in (list, tuple):
+                for item in value:
+                    if _JSON_TYPES.get(type(item)) not in spec.items:
+                        self._check(line, spec, item, what=f"an item of field {key}")
+                if spec.as_tuple:
+                    value = tuple(value)
+            values[spec.attr] = value
+        for key in self.required:
+            if key not in line:
+                raise _corrupt(line, f"field {key} is missing")
+        return self.record(**values)
+
+    @staticmethod
+    def _check(line: Mapping[str, Any], spec: _Field, value: Any, *, what: str = "") -> None:
+        found = _json_type(value)
+        expected = spec.items if what else spec.accepts
+        if expected is not None and found not in expected:
+            names = sorted(expected, key=lambda name: (name == "null", name))
+            wanted = " or ".join(_SPOKEN.get(name, f"a {name}") for name in names)
+            found = _SPOKEN.get(found, f"a {found}")
+            raise _corrupt(line, f"{what or f'field {spec.key}'} is {found}, expected {wanted}")
+
+
+_DECODERS: dict[type[Entry], _Decoder] = {}
+
+
+def _decoder(record: type[Entry]) -> _Decoder:
+    found = _DECODERS.get(record)
+    if found is None:
+        found = _DECODERS[record] = _Decoder(record)
+    return found
+
+
+def _corrupt(line: Mapping[str, Any], problem: str) -> Corrupt:
+    where = f"journal line {line.get('seq', '?')}"
+    return Corrupt(f"{where} ({line.get('kind')}): {problem}", where=where)
 
 
 def entry_json(entry: Entry | Mapping[str, Any]) -> dict[str, Any]:

@@ -97,7 +97,7 @@ def read_journal(directory: Path) -> Journal:
                 prev=prev,
                 seq=len(journal.entries) + 1,
             )
-            for ref in entry.get("blobs", ()):
+            for ref in _listed_blobs(entry, where=where):
                 if ref not in verified:
                     blobs.get(ref, where=where)
                     verified.add(ref)
@@ -121,6 +121,16 @@ def read_journal(directory: Path) -> Journal:
             )
     journal.head = prev
     return journal
+
+
+def _listed_blobs(entry: dict[str, Any], *, where: str) -> list[str]:
+    """The blob references a line lists, which the read verifies before anything uses them."""
+    refs = entry.get("blobs")
+    if refs is None:
+        return []
+    if type(refs) is not list or not all(type(ref) is str for ref in refs):
+        raise Corrupt(f"{where}: field blobs is not a list of blob references", where=where)
+    return refs
 
 
 def _parse_all(lines: list[bytes]) -> list[Any] | None:
@@ -155,7 +165,8 @@ def _verify_line(raw: bytes, entry: Any, *, where: str, prev: str, seq: int) -> 
         and entry.get("v") == FORMAT_VERSION
         and entry.get("seq") == seq
         and entry.get("prev") == prev
-        and entry.get("kind") in KINDS
+        and type(entry.get("kind")) is str
+        and entry["kind"] in KINDS
         and type(entry.get("fence")) is int
     ):
         return entry
@@ -182,6 +193,6 @@ def _explain(entry: Any, recorded: str, *, where: str, prev: str, seq: int) -> d
         )
     if entry.get("prev") != prev:
         raise Corrupt(f"{where}: prev does not match the previous line's hash", where=where)
-    if entry.get("kind") not in KINDS:
+    if type(entry.get("kind")) is not str or entry["kind"] not in KINDS:
         raise Corrupt(f"{where}: unknown kind {entry.get('kind')!r}", where=where)
     raise Corrupt(f"{where}: field fence is missing or not an integer", where=where)

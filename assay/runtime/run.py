@@ -134,15 +134,19 @@ class Run:
                 fence=fence,
                 journal_fence=journal.fence,
             )
-        run = cls(
-            journal,
-            writer,
-            hooks=hooks,
-            model=model,
-            tools=tools,
-            budget=budget or Budget(),
-            on_divergence=on_divergence,
-        )
+        try:
+            run = cls(
+                journal,
+                writer,
+                hooks=hooks,
+                model=model,
+                tools=tools,
+                budget=budget or Budget(),
+                on_divergence=on_divergence,
+            )
+        except BaseException:  # a verified journal whose lines do not decode: Corrupt
+            writer.close()
+            raise
         run.start_fields = dict(start or {})
         if fence > journal.fence:
             previous = journal.fence

@@ -43,7 +43,7 @@ def _journal(brief: str, fence: int, start: datetime, *, waiting: bool, done: bo
             "name": "model",
             "status": "ok",
             "key": f"{brief}:1",
-            "out": {"text": "plan"},
+            "out": {"value": {"text": "plan"}},
             "usage": {"in_tokens": 1200, "out_tokens": 300, "usd": 0.0042},
             "t0": format_time(start),
             "t1": format_time(start + timedelta(seconds=4)),
@@ -55,7 +55,7 @@ def _journal(brief: str, fence: int, start: datetime, *, waiting: bool, done: bo
             "name": "write_file",
             "status": "ok",
             "key": f"{brief}:2",
-            "out": "ok",
+            "out": {"value": "ok"},
             "t0": format_time(start + timedelta(seconds=4)),
             "t1": format_time(start + timedelta(seconds=5)),
         },
@@ -75,7 +75,7 @@ def _journal(brief: str, fence: int, start: datetime, *, waiting: bool, done: bo
             {
                 "kind": "end",
                 "status": "ok",
-                "out": "done",
+                "out": {"value": "done"},
                 "t": format_time(start + timedelta(seconds=7)),
             }
         )

@@ -150,7 +150,7 @@ def test_claims_are_read_from_the_latest_claim_step() -> None:
             "kind": "step",
             "step": "compute",
             "name": "other",
-            "out": 1,
+            "out": {"value": 1},
             "prev": "sha256:l2",
         },
     ]

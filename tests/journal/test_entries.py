@@ -41,6 +41,34 @@ def test_an_unknown_kind_is_corrupt_not_guessed() -> None:
         e.decode({"kind": "teleport", "seq": 4})
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ({"kind": "step", "status": "ok", "pos": "3"}, "field pos is a string, expected an int"),
+        ({"kind": "wait", "pos": 2, "for": ["x"]}, "field for is an array, expected a string"),
+        ({"kind": "step", "status": "started", "pos": 1}, "field step is missing"),
+        ({"kind": "step", "status": "ok", "ms": True}, "field ms is a boolean, expected an int"),
+        ({"kind": "wake", "event": "e1"}, "field event is a string, expected an object or null"),
+        ({"kind": "step", "status": "ok", "tools": [1]}, "an item of field tools is an integer"),
+        ({"kind": "start", "blobs": [None]}, "an item of field blobs is null, expected a string"),
+        ({"kind": "signal", "events": {}}, "field events is an object, expected an array"),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_corrupt_naming_it(
+    line: dict[str, object], message: str
+) -> None:
+    """A line that passes its checksum was not changed after it was written; whoever wrote
+    it (a desk writing its own branch) may still have written anything."""
+    with pytest.raises(Corrupt, match=f"journal line 7 \\({line['kind']}\\): {message}"):
+        e.decode({**line, "seq": 7})
+
+
+def test_every_field_type_has_a_json_reading() -> None:
+    """A new field's annotation must map to JSON types, or decoding it would guess."""
+    for record in e.KINDS:
+        e.decode({"kind": record.KIND, "status": next(iter(record.STATUS), ""), "step": "tool"})
+
+
 def test_the_views_agree_because_they_read_one_fold(tmp_path: Path) -> None:
     lines = _all_entries(tmp_path)
     facts = fold(lines)

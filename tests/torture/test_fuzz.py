@@ -9,6 +9,7 @@ brief; a journal that failed to read or resume is byte-for-byte what it was).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -19,16 +20,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from assay.board.snapshot import journal_info
 from assay.claims.record import parse_record
 from assay.cli.main import main as assay_main
 from assay.desks import parse_manifest
 from assay.desks.records.events import validate_record
 from assay.errors import AssayError, BadInput, Corrupt
+from assay.evidence.claimed import claimed_from_entries
 from assay.forge import init_forge, open_forge
 from assay.github.events import KINDS, parse_command
-from assay.journal import read_journal
+from assay.journal import entries, read_journal, summarize
+from assay.journal.format import encode_line
 from assay.models.base import ModelReply, Usage
 from assay.runtime import Run, execute
+from assay.runtime.history import History
 from tests.torture.conftest import pick
 
 FUZZ = settings(
@@ -230,6 +235,76 @@ json_values = st.recursive(
     ),
     max_leaves=12,
 )
+# Every key some entry kind reads, and every kind: what a forged line may carry.
+ENTRY_KEYS = sorted(
+    {
+        item.metadata.get("key", item.name)
+        for record in entries.KINDS
+        for item in dataclasses.fields(record)
+    }
+)
+ENTRY_KINDS = sorted({record.KIND for record in entries.KINDS})
+finite_json = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=20),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def forge_journal(directory: Path, data: st.DataObject) -> None:
+    """Change fields of a journal's lines and chain the lines again, as a desk writing its
+    own branch can: each line then passes its checksum and links to the one before."""
+    segment = sorted(directory.glob("*.jsonl"))[0]
+    lines = [json.loads(raw) for raw in segment.read_bytes().splitlines()]
+    for _ in range(data.draw(st.integers(1, 3))):
+        line = lines[data.draw(st.integers(0, len(lines) - 1))]
+        if data.draw(st.booleans()):
+            line["kind"] = data.draw(st.sampled_from(ENTRY_KINDS))
+        key = data.draw(st.sampled_from(sorted(set(ENTRY_KEYS) | set(line))))
+        if key not in {"seq", "prev", "sum", "v", "run"}:
+            line[key] = data.draw(finite_json)
+    out, prev = [], ""
+    for line in lines:
+        line.pop("sum", None)
+        line["prev"] = prev
+        raw, prev = encode_line(line)
+        out.append(raw)
+    segment.write_bytes(b"\n".join(out) + b"\n")
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_forged_rechained_journal_is_read_or_refused_typed(
+    golden_journal: Path, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    """Every view of a journal, and its resume, meets a forged line with an AssayError."""
+    directory = tmp_path_factory.mktemp("j") / "journal"
+    shutil.copytree(golden_journal, directory)
+    forge_journal(directory, data)
+    before = snapshot(directory)
+    try:
+        journal = read_journal(directory)
+        summarize(journal)
+        journal_info(journal.entries)
+        claimed_from_entries(journal.entries, load_blob=journal.load)
+        History.build(journal.entries)
+    except AssayError:
+        pass
+    assert snapshot(directory) == before  # reading never writes
+    try:
+        execute(desk, None, journal_dir=directory, model=_Model())
+    except AssayError as error:
+        assert snapshot(directory) == before, f"{type(error).__name__} after a partial write"
+
+
 EVENT = {
     "v": 1,
     "kind": "events",
