@@ -88,8 +88,9 @@ def read_journal(directory: Path) -> Journal:
         tail = chunks.pop()  # after the final newline: b"" unless the last write was torn
         offset = 0
         parsed = _parse_all(chunks)
+        name = path.name
         for number, raw in enumerate(chunks, start=1):
-            where = f"{path.name} line {number}"
+            where = f"{name} line {number}"
             entry = _verify_line(
                 raw,
                 parsed[number - 1] if parsed is not None else None,
@@ -97,10 +98,11 @@ def read_journal(directory: Path) -> Journal:
                 prev=prev,
                 seq=len(journal.entries) + 1,
             )
-            for ref in _listed_blobs(entry, where=where):
-                if ref not in verified:
-                    blobs.get(ref, where=where)
-                    verified.add(ref)
+            if "blobs" in entry:
+                for ref in _listed_blobs(entry, where=where):
+                    if ref not in verified:
+                        blobs.get(ref, where=where)
+                        verified.add(ref)
             if entry["kind"] == "continue" and number != len(chunks):
                 raise Corrupt(f"{where}: a continue entry must end its segment", where=where)
             journal.entries.append(entry)

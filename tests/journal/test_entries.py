@@ -4,6 +4,7 @@ back to the same line, and every view of a journal is a view of one fold."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ def test_every_written_line_round_trips_through_its_typed_record(tmp_path: Path)
     seen: set[type[e.Entry]] = set()
     for line in lines:
         record = e.decode(line)
+        assert record == dataclasses.replace(record)  # the record its __init__ would make
         seen.add(type(record))
         assert record.kind == line["kind"] and record.seq == line["seq"]
         assert record.fence == line["fence"]
