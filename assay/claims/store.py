@@ -6,10 +6,11 @@ among simultaneous writers. A holder's operations go from the sha it last wrote:
 push is refused the holder has been fenced out (``Fenced``, exit 4), and nothing is
 retried, because a lost race is an answer, not a transient failure.
 
-Acquire is optimistic: a brief nobody has claimed is created in one push with a lease of
-"must not exist"; only when that loses does the store read the current record and decide
-whether it may take it over (released, stuck, or held past its lease: ``fence + 1``), or
-whether the brief is busy (held and live, waiting, done: ``Busy``, exit 3).
+Acquire reads the claim, decides, and pushes once with a lease on what it read: a brief
+nobody has claimed is created with a lease of "must not exist"; a record that may be taken
+over (released, stuck, or held past its lease) gets a child commit at ``fence + 1``; a
+brief that is busy (held and live, waiting, done) is ``Busy`` (exit 3) with no push. A
+loser of the race hears it from the push's refusal and is ``Busy`` too.
 """
 
 from __future__ import annotations
@@ -207,10 +208,11 @@ class ClaimStore:
         ``allow_waiting`` lets a waker resume a waiting claim (same attempt, fence + 1).
 
         ``seen``: the record (or None: no claim) a read the caller just made found, such as
-        the desk loop's view. The claim is then decided from it and written in ONE push with
-        a lease on exactly what was seen; a loser learns from the refusal alone that another
-        writer moved the ref since, and answers ``Busy`` without another round trip. ``also``
-        rides in that push atomically (the loop asserts the branch tip it will check out).
+        the desk loop's view; by default acquire reads it itself. The claim is decided from
+        it and written in ONE push with a lease on exactly what was seen; a loser learns
+        from the refusal alone that another writer moved the ref since, and answers
+        ``Busy`` without another round trip. ``also`` rides in that push atomically (the
+        loop asserts the branch tip it will check out).
         """
         check_id(brief)
         check_id(desk, what="desk name")
@@ -228,31 +230,13 @@ class ClaimStore:
             lease_s=float(lease_s),
         )
         message = f"claim {brief}: acquired by {desk}"
-        if not isinstance(seen, _Unseen):
-            return self._acquire_seen(fresh, seen, message, allow_waiting=allow_waiting, also=also)
-        for _ in range(5):
-            commit, result = self._push(fresh, None, f"{message} (fence 1)")
-            if result.ok:
-                return Claim(fresh.evolve(sha=commit))
-            current = self.get(brief)
-            if current is None:
-                continue  # released by deletion between our push and our read: try again
-            return self._take_over(fresh, current, message, allow_waiting=allow_waiting)
-        raise Busy(f"claim {brief}: the ref kept appearing and vanishing; try again")
-
-    def _take_over(
-        self, fresh: ClaimRecord, current: ClaimRecord, message: str, *, allow_waiting: bool
-    ) -> Claim:
-        """Take a claim that exists (``current``) when it may be taken; ``Busy`` when it
-        may not, or when another writer's push landed first."""
-        taken, text = self._successor(fresh, current, message, allow_waiting=allow_waiting)
-        commit, result = self._push(taken, current.sha, text)
-        if result.ok:
-            return Claim(taken.evolve(sha=commit))
-        latest = self.get(fresh.brief) or current
-        renewed = latest.holder == current.holder
-        why = "its holder renewed it first" if renewed else "another desk took it first"
-        raise self._busy(latest, lost=why)
+        if isinstance(seen, _Unseen):
+            # Read first (one ls-refs; a fetch only when the claim exists), then push once
+            # with a lease on what was read: a loser of the race learns it from the refusal
+            # and answers Busy with no second round trip, and a live claim is refused
+            # without a push at all.
+            seen = self.get(brief)
+        return self._acquire_seen(fresh, seen, message, allow_waiting=allow_waiting, also=also)
 
     def _successor(
         self, fresh: ClaimRecord, current: ClaimRecord, message: str, *, allow_waiting: bool

@@ -18,8 +18,10 @@ write it:
   parents), so a commit in the cache is complete at every instant, which ``refresh`` relies
   on; a SIGKILL mid-write leaves only unreachable objects.
 
-Over smart HTTP this is one POST and no git process; a local forge gets the same request on
-the stdin of its own ``git upload-pack --stateless-rpc``. What this module does not do (a
+Over smart HTTP this is one POST and no git process. From a local forge the objects are
+copied straight from its object store (no more than ``assay.odb.MAX_COPIED_COMMITS``
+commits, each object hashed afresh, contents first); past that, its own
+``git upload-pack --stateless-rpc`` gets the same request on its stdin. What this module does not do (a
 forge that does not speak v2 or a setting only git understands, a pack over
 ``MAX_PACK_BYTES``, an answer upload-pack refused) is :class:`NeedsGit`: the caller fetches
 with git, which lists the refs again.
@@ -70,13 +72,18 @@ def fetch(
     display_url: str,
 ) -> int:
     """Bring the commits ``wants`` (with what they reach that ``haves`` do not) into
-    ``git_dir``; the number of objects written. ``NeedsGit`` when git must do it."""
+    ``git_dir``; the number of objects written (of commits, from a local forge).
+    ``NeedsGit`` when git must do it."""
     if not wants:
         return 0
     where = safe(display_url)
     body = request(wants, haves)
     if url.startswith("file://") and not config:
-        answer = _upload_locally(Path(urllib.parse.unquote(url[len("file://") :])), body)
+        forge = Path(urllib.parse.unquote(url[len("file://") :]))
+        copied = _copy_locally(forge, git_dir, wants)
+        if copied is not None:
+            return copied
+        answer = _upload_locally(forge, body)
     elif url.startswith(("http://", "https://")):
         headers = extra_headers(url, config)
         if headers is None or not speaks_fetch(url):
@@ -101,6 +108,23 @@ def request(wants: Sequence[str], haves: Sequence[str]) -> bytes:
     args += [f"want {sha}\n".encode() for sha in dict.fromkeys(wants)]
     args += [f"have {sha}\n".encode() for sha in dict.fromkeys(haves)]
     return body + b"".join(pkt(line) for line in [*args, b"done\n"]) + b"0000"
+
+
+def _copy_locally(forge: Path, git_dir: Path, wants: Sequence[str]) -> int | None:
+    """The commits ``wants`` copied from a local forge's objects into ``git_dir`` with what
+    they reach (:func:`assay.odb.copy_objects`: contents first, each object hashed afresh,
+    as a pack read here is written), starting no ``upload-pack``; the number of commits
+    copied. None when the copy cannot bring them all (a long history, an object the forge
+    lacks, a want that is no commit): upload-pack is asked then."""
+    import pygit2
+
+    from assay.odb import copy_objects, is_commit
+
+    try:
+        copied = copy_objects(forge, git_dir, wants)
+    except (pygit2.GitError, KeyError, ValueError, OSError):
+        return None
+    return copied if all(is_commit(git_dir, sha) for sha in wants) else None
 
 
 def _upload_locally(path: Path, body: bytes) -> bytes:

@@ -234,7 +234,7 @@ def test_heartbeat_calls_on_fenced_the_moment_it_is_fenced(forge: Forge) -> None
             try:
                 thief.acquire("b1", "thief", lease_s=60)
             except Busy as lost:  # the heartbeat renewed between our read and our push
-                assert "renewed it first" in lost.message
+                assert "another writer moved it since it was read" in lost.message
                 return False
             return True
 

@@ -54,7 +54,9 @@ def test_refs_read_from_files_match_for_each_ref_loose_and_packed(repo: Path) ->
     _git(repo, "pack-refs", "--all")
     _git(repo, "update-ref", "refs/assay/claims/b1", second)  # loose now wins over packed
     _git(repo, "update-ref", "refs/assay/claims/b3", first)
-    for pattern in ("refs/assay/claims/", "refs/assay/claims", "refs/heads/main", "refs/"):
+    # "<ref>/" asks for what lies under the ref, not the ref itself (loose or packed).
+    patterns = ("refs/assay/claims/b1/", "refs/heads/main/", "refs/heads/main", "refs/")
+    for pattern in ("refs/assay/claims/", "refs/assay/claims", *patterns):
         listed = _git(repo, "for-each-ref", "--format=%(objectname) %(refname)", pattern)
         expected = dict(reversed(line.split(" ", 1)) for line in listed.splitlines())
         assert local_refs(repo, pattern) == expected

@@ -133,22 +133,27 @@ def test_the_answer_and_the_refs_are_receive_packs_own(tmp_path: Path, shape: st
     git(f"--git-dir={forge}", "fsck", "--strict", "--no-dangling")
 
 
-@pytest.mark.parametrize("atomic", [False, True])
+@pytest.mark.parametrize("race", ["update", "atomic", "create"])
 def test_a_push_that_lost_at_the_lock_hears_receive_packs_refusal(
-    tmp_path: Path, atomic: bool
+    tmp_path: Path, race: str
 ) -> None:
     """The losers of a race, found stale under the locks, are answered here (a local
-    forge's 16 contenders start no git) in git's words."""
+    forge's 16 contenders start no git) in git's words: a moved branch, and a claim
+    another desk created first."""
     forge, work = _forge(tmp_path)
     main = read_ref(forge, MAIN)
     assert main is not None
     theirs = _commit(work, main, {"theirs": b"t"})
     ours = _commit(work, main, {"ours": b"o"})
-    assert _in_process(forge, _body(work, [RefUpdate(MAIN, theirs, expected=main)]))
-    updates = [RefUpdate(MAIN, ours, expected=main)]
-    if atomic:
+    ref = MAIN if race != "create" else "refs/assay/claims/b1"
+    won = _in_process(
+        forge, _body(work, [RefUpdate(ref, theirs, expected=main if race != "create" else None)])
+    )
+    assert won is not None and won.updated
+    updates = [RefUpdate(ref, ours, expected=main if race != "create" else None)]
+    if race == "atomic":
         updates.append(RefUpdate("refs/assay/claims/b1", ours, expected=None))
-    body = _body(work, updates)
+    body = _body(work, updates, atomic=race == "atomic")
     twin = tmp_path / "twin.git"
     shutil.copytree(forge, twin)
     received = _in_process(forge, body)
