@@ -2,7 +2,7 @@
 
 - What it brings is what ``git fetch`` brings: the same objects, ``git fsck`` clean, deltas
   (ofs and ref) resolved; a view's refresh over smart HTTP starts no git process and costs
-  the server one ``upload-pack``.
+  the server one ``upload-pack``; from a local forge the objects are copied with no git.
 - A pack that lies (its checksum, a size, a delta, an object it names but does not hold, the
   commit asked for missing) is ``ForgeUnavailable`` and writes nothing; an answer
   upload-pack refused, or a forge this does not fetch from, is ``NeedsGit``.
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from assay import odb
 from assay.errors import ForgeUnavailable
 from assay.forge import ForgeServer, fetchpack, open_forge
 from assay.forge.fetchpack import NeedsGit, pack_of, store
@@ -137,6 +138,27 @@ def test_a_refresh_over_smart_http_starts_no_git_and_one_upload_pack(
         monkeypatch.undo()
         assert started.get("upload-pack") == 1
         assert forge.read_blob(tips[-1], "dir/n3.json") == b'{"n": 3}\n'
+
+
+@pytest.mark.parametrize("history", ["copied", "past the copy's limit"])
+def test_a_local_fetch_copies_the_forges_objects_or_asks_upload_pack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, history: str
+) -> None:
+    """From a ``file://`` forge the objects are copied in process (no git at all), and a
+    history longer than the copy takes goes to upload-pack: the same objects either way."""
+    bare, tips = _history(tmp_path)
+    ours, theirs = _empty(tmp_path, "ours.git"), _empty(tmp_path, "theirs.git")
+    if history == "copied":
+        monkeypatch.setenv("PATH", "")  # no git to start
+    else:
+        monkeypatch.setattr(odb, "MAX_COPIED_COMMITS", 1)
+    url = f"file://{bare}"
+    fetchpack.fetch(url, ours, wants=[tips[-1]], haves=[], config={}, display_url="src")
+    monkeypatch.undo()
+    git(f"--git-dir={theirs}", "fetch", "-q", str(bare), "main:refs/heads/main")
+    assert _objects(ours, tips[-1]) == _objects(theirs, tips[-1])
+    git(f"--git-dir={ours}", "update-ref", "refs/heads/main", tips[-1])
+    git(f"--git-dir={ours}", "fsck", "--full", "--strict")
 
 
 # ---------------------------------------------------------------------------- hostile packs
@@ -270,9 +292,23 @@ def _incomplete(git_dir: Path) -> list[str]:
     return found
 
 
-def _store_in_child(pack: Path, cache: Path, tip: str) -> subprocess.Popen[bytes]:
+# The local forge's fetch: the forge's objects copied straight into the cache.
+_COPY_IN_CHILD = """
+import sys
+from pathlib import Path
+from assay.forge import fetchpack
+forge, cache, tip = sys.argv[1:]
+print("storing", flush=True)
+fetchpack.fetch("file://" + forge, Path(cache), wants=[tip], haves=[], config={}, display_url="f")
+print("stored", flush=True)
+"""
+
+
+def _store_in_child(
+    source: Path, cache: Path, tip: str, script: str = _STORE_IN_CHILD
+) -> subprocess.Popen[bytes]:
     child = subprocess.Popen(
-        [sys.executable, "-c", _STORE_IN_CHILD, str(pack), str(cache), tip],
+        [sys.executable, "-c", script, str(source), str(cache), tip],
         env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.PIPE,
     )
@@ -280,13 +316,15 @@ def _store_in_child(pack: Path, cache: Path, tip: str) -> subprocess.Popen[bytes
     return child
 
 
+@pytest.mark.parametrize("writer", ["pack", "local copy"])
 def test_killed_at_any_instant_while_writing_the_cache_holds_no_incomplete_object(
-    tmp_path: Path,
+    tmp_path: Path, writer: str
 ) -> None:
     bare, tip = _long_history(tmp_path, commits=600)
     pack = tmp_path / "all.pack"
     pack.write_bytes(_pack(bare, tip + "\n"))
-    whole = _store_in_child(pack, _empty(tmp_path, "whole.git"), tip)
+    source, script = (pack, _STORE_IN_CHILD) if writer == "pack" else (bare, _COPY_IN_CHILD)
+    whole = _store_in_child(source, _empty(tmp_path, "whole.git"), tip, script)
     began = time.monotonic()
     assert whole.stdout is not None and whole.stdout.readline() == b"stored\n"
     lasts = time.monotonic() - began  # how long writing takes here: the window to kill in
@@ -295,7 +333,7 @@ def test_killed_at_any_instant_while_writing_the_cache_holds_no_incomplete_objec
     killed_midway = 0
     for round_ in range(8):
         cache = _empty(tmp_path, f"cache{round_}.git")
-        child = _store_in_child(pack, cache, tip)
+        child = _store_in_child(source, cache, tip, script)
         try:
             # The instant of the kill: within the first half of the writing as first timed,
             # so a run that happens to write faster is still killed inside it.
