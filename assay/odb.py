@@ -89,7 +89,7 @@ def read_refs(git_dir: Path, pattern: str) -> dict[str, str]:
         if _matches(name, pattern) and _SHA.fullmatch(sha):
             refs[name] = sha
     root = git_dir / pattern.rstrip("/")
-    for path in _ref_files(root, folder=pattern.endswith("/")):
+    for path in _ref_files(root, below_only=pattern.endswith("/")):
         try:
             text = path.read_text(encoding="utf-8").strip()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -99,10 +99,10 @@ def read_refs(git_dir: Path, pattern: str) -> dict[str, str]:
     return dict(sorted(refs.items()))
 
 
-def _ref_files(root: Path, *, folder: bool) -> Iterable[Path]:
-    """The loose ref files at ``root`` (itself, unless only what is under it is asked)."""
+def _ref_files(root: Path, *, below_only: bool) -> Iterable[Path]:
+    """The loose ref files at ``root`` (itself, unless only what is below it is asked)."""
     if root.is_file():
-        if not folder and not root.name.endswith(".lock"):
+        if not below_only and not root.name.endswith(".lock"):
             yield root
         return
     for folder, _, files in os.walk(root):

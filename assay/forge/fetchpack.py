@@ -21,10 +21,10 @@ write it:
 Over smart HTTP this is one POST and no git process. From a local forge the objects are
 copied straight from its object store (no more than ``assay.odb.MAX_COPIED_COMMITS``
 commits, each object hashed afresh, contents first); past that, its own
-``git upload-pack --stateless-rpc`` gets the same request on its stdin. What this module does not do (a
-forge that does not speak v2 or a setting only git understands, a pack over
-``MAX_PACK_BYTES``, an answer upload-pack refused) is :class:`NeedsGit`: the caller fetches
-with git, which lists the refs again.
+``git upload-pack --stateless-rpc`` gets the same request on its stdin. What this module
+does not do (a forge that does not speak v2 or a setting only git understands, a pack over
+``MAX_PACK_BYTES``, an answer upload-pack refused) is :class:`NeedsGit`: the caller
+fetches with git, which lists the refs again.
 """
 
 from __future__ import annotations
