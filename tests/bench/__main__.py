@@ -14,6 +14,8 @@ Measures, in one run on this machine, and prints as ONE table:
 - wake: approval push to the woken run's next entry, hook + waker against the warm desk
   host, and the host child's last step to its exit (``tests.bench.wake``);
 - scale: 500 briefs and 20 desk processes on the served embedded forge (``tests.bench.scale``);
+- the agent-CLI desk: Codex through ``assay desk run`` against Codex alone on the same
+  scripted session, per brief (``tests.bench.clidesk``);
 - sandbox: one tool call in bubblewrap against a bare ``subprocess.run`` (``tests.bench.sandbox``);
 - GitHub budget: REST calls per brief lifecycle against the fake GitHub, and the briefs per
   hour a 1,000-requests-per-hour token allows (``tests.bench.github_budget``);
@@ -42,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.bench import cost, gateway, github_budget, peers, sandbox, scale, wake
+from tests.bench import clidesk, cost, gateway, github_budget, peers, sandbox, scale, wake
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
 Row = tuple[str, str, str]
@@ -155,7 +157,8 @@ def main(argv: list[str] | None = None) -> None:
         "--only",
         metavar="SECTIONS",
         default="",
-        help="comma-separated sections to run (peers, claims, cost, wake, scale, github); "
+        help="comma-separated sections to run (peers, gateway, sandbox, claims, cost, wake, "
+        "scale, clidesk, github); "
         "implies --no-write",
     )
     parser.add_argument(
@@ -212,6 +215,12 @@ def main(argv: list[str] | None = None) -> None:
         raw["wake"] = [wake.measure(mode, rounds) for mode in ("waker", "host")]
         return wake.rows(raw["wake"])
 
+    def clidesk_rows() -> list[Row]:
+        briefs = 2 if quick else 5
+        found = clidesk.measure(cli="codex", briefs=briefs)
+        raw["clidesk"] = found
+        return clidesk.section_rows(found, f"codex, {briefs} briefs of 3 turns")
+
     def github_rows() -> list[Row]:
         raw["github"] = github_budget.measure(briefs=2 if quick else 5)
         return github_budget.rows(raw["github"])
@@ -232,6 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         ("cost", cost_rows),
         ("wake", wake_rows),
         ("scale", scale_rows),
+        ("clidesk", clidesk_rows),
         ("github", github_rows),
     ]
     if options.only:
