@@ -203,7 +203,14 @@ def main(argv: list[str] | None = None) -> None:
                 f"{per_min / 300:.2f}x the 300/min target; load average before "
                 f"{before[0]:.1f}, after {after[0]:.1f} (1 min)",
             ),
-            ("scale: invariant problems", str(len(raw["scale"]["problems"])), "must be 0"),
+            (
+                "scale: invariant problems",
+                str(len(raw["scale"]["problems"])),
+                "; ".join(
+                    ["must be 0", *raw["scale"]["problems"][:3]]
+                    + ([f"kept {raw['scale']['kept']}"] if raw["scale"]["kept"] else [])
+                ),
+            ),
         ]
 
     def cost_rows() -> list[Row]:

@@ -27,6 +27,7 @@ from tests.torture.fleet import Fleet, invariant_problems
 
 def measure(*, briefs: int, desks: int, keep: bool = False) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="assay-bench-scale-"))
+    problems: list[str] = []
     fleet = Fleet(root, [f"s{i:04d}" for i in range(briefs)], lease=120)
     try:
         fleet.setup()
@@ -66,10 +67,12 @@ def measure(*, briefs: int, desks: int, keep: bool = False) -> dict[str, Any]:
             "desk_python_hwm_mb_max": max(hwm, default=0) / 1024,
             "desk_python_hwm_mb_median": statistics.median(hwm or [0]) / 1024,
             "problems": problems[:10],
+            # A broken promise keeps the fleet's folder (desk logs, caches, the forge).
+            "kept": str(root) if keep or problems else "",
         }
     finally:
         fleet.stop()
-        if not keep:
+        if not keep and not problems:
             shutil.rmtree(root, ignore_errors=True)
 
 
@@ -119,6 +122,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name:<52} {value:>12}  {note}")
         for problem in figures["problems"]:
             print(f"  problem: {problem}")
+        if figures["kept"]:
+            print(f"  the fleet's folder is kept: {figures['kept']}")
     if figures["problems"]:
         sys.exit(1)
 
