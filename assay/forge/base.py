@@ -105,10 +105,18 @@ def negotiation_tips(wanted: Sequence[str]) -> list[str]:
 
 
 def _drop_namespace(cache: Path, namespace: str) -> None:
+    """Delete a closed instance's private refs. Only that instance wrote them, so a loose
+    one is a file to remove; git deletes any that a ``git fetch`` left in ``packed-refs``."""
     try:
         refs = local_refs(cache, namespace)
-        if refs:
-            script = "".join(f"delete {ref}\n" for ref in refs)
+        packed = set(refs) - {ref for ref in refs if (cache / ref).is_file()}
+        for ref in set(refs) - packed:
+            (cache / ref).unlink(missing_ok=True)
+        for folder, _, _ in sorted(os.walk(cache / namespace), reverse=True):
+            with contextlib.suppress(OSError):  # the folders left empty, deepest first
+                os.rmdir(folder)
+        if packed:
+            script = "".join(f"delete {ref}\n" for ref in sorted(packed))
             run_git(["update-ref", "--stdin"], git_dir=cache, input=script.encode())
     except Exception:  # best effort at exit: the cache may already be gone
         pass

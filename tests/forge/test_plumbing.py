@@ -132,7 +132,9 @@ def test_fetch_of_a_prefix_and_of_exact_refs_in_one_round_trip(forge: Forge) -> 
     assert "refs/assay/claims/b1" not in forge.fetch("refs/assay/claims/")
 
 
-def test_two_forges_share_a_cache_without_sharing_refs(forge_path: Path, tmp_path: Path) -> None:
+def test_two_forges_share_a_cache_without_sharing_refs(
+    forge_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = tmp_path / "shared-cache"
     first = open_forge(str(forge_path), cache_dir=cache)
     second = open_forge(str(forge_path), cache_dir=cache)
@@ -141,10 +143,33 @@ def test_two_forges_share_a_cache_without_sharing_refs(forge_path: Path, tmp_pat
     assert first.push([RefUpdate("refs/assay/status/b1", one, expected=None)]).ok
     assert first.fetch("refs/assay/status/") == {"refs/assay/status/b1": one}
     assert second.fetch("refs/assay/reviews/") == {}
+    monkeypatch.setenv("PATH", "")  # its refs are loose: dropped with no git process
     first.close()
+    monkeypatch.undo()
     assert _git(cache, "for-each-ref", first.namespace) == ""
+    assert not (cache / first.namespace).exists()  # no folder left behind either
     assert second.fetch("refs/assay/status/") == {"refs/assay/status/b1": one}
     second.close()
+
+
+def test_a_closed_forge_drops_its_refs_loose_and_packed(forge_path: Path, tmp_path: Path) -> None:
+    """Its loose refs are removed in process; a ref git packed is deleted by git."""
+    cache = tmp_path / "cache"
+    forge = open_forge(str(forge_path), cache_dir=cache)
+    other = open_forge(str(forge_path), cache_dir=cache)
+    one = forge.commit({"f": b"1"}, parents=[], message="1", author=ME)
+    refs = ["refs/assay/status/b1", "refs/assay/status/b2"]
+    assert forge.push([RefUpdate(r, one, expected=None) for r in refs]).ok
+    assert forge.fetch("refs/assay/status/") == dict.fromkeys(refs, one)
+    assert other.fetch("refs/assay/status/") == dict.fromkeys(refs, one)
+    _git(cache, "pack-refs", "--all")  # both instances' copies now in packed-refs
+    _git(cache, "update-ref", f"{forge.namespace}/{refs[0]}", one)  # one loose again
+    forge.close()
+    assert _git(cache, "for-each-ref", forge.namespace) == ""
+    listed = _git(cache, "for-each-ref", "--format=%(refname)", other.namespace).split()
+    assert listed == [f"{other.namespace}/{r}" for r in refs]  # a peer's refs untouched
+    other.close()
+    assert _git(cache, "for-each-ref", other.namespace) == ""
 
 
 def test_an_unreachable_forge_is_retried_then_unavailable(
