@@ -401,11 +401,18 @@ def _descends(git_dir: Path, new: str, old: str) -> bool:
 
 def build_pack(git_dir: Path, tips: Sequence[str], *, hidden: Iterable[str]) -> bytes:
     """A version-2 pack of the objects reachable from ``tips`` and not from ``hidden``."""
-    import pygit2
-
     from assay.odb import repository
 
-    repo = repository(git_dir)
+    return pack_reachable(repository(git_dir), tips, hidden=hidden)
+
+
+def pack_reachable(repo: pygit2.Repository, tips: Sequence[str], *, hidden: Iterable[str]) -> bytes:
+    """:func:`build_pack` on a libgit2 handle: what a push sends, and what the forge server
+    sends for a fetch (:mod:`assay.forge.uploadpack`). ``hidden`` are commits the other side
+    holds; an object at the same path in a parent is left out, since that parent is sent
+    too or is one the other side holds. ``NeedsGit`` past :data:`MAX_COMMITS`."""
+    import pygit2
+
     walker = repo.walk(None, pygit2.enums.SortMode.NONE)
     try:
         for tip in tips:

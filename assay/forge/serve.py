@@ -32,7 +32,7 @@ from typing import IO, Any
 from urllib.parse import parse_qs
 
 from assay.errors import BadInput
-from assay.forge import receivepack, reflocks, smarthttp
+from assay.forge import receivepack, reflocks, smarthttp, uploadpack
 from assay.forge.embedded import is_forge
 from assay.plumbing import config_env
 
@@ -157,6 +157,8 @@ class _Handler(BaseHTTPRequestHandler):
             answer = self.server.forge.refs.ls_refs(command)
             self._send(200, f"application/x-{service}-result", answer)
             return
+        if self._fetched_in_process(service, body):
+            return
         if service == smarthttp.RECEIVE_PACK:
             head = body.read(smarthttp.MAX_PUSH_HEAD)
             body.seek(0)
@@ -176,6 +178,30 @@ class _Handler(BaseHTTPRequestHandler):
         first = body.read(len(smarthttp.pkt_line(b"command=ls-refs\n")))
         body.seek(0)
         return smarthttp.command_name(first) == "ls-refs"
+
+    def _fetched_in_process(self, service: str, body: IO[bytes]) -> bool:
+        """Answer a plain v2 ``fetch`` here instead of starting upload-pack
+        (:mod:`assay.forge.uploadpack`); False, with ``body`` at its start, when git must."""
+        if service != smarthttp.UPLOAD_PACK or smarthttp.protocol_version(self._protocol()) != 2:
+            return False
+        data = body.read(MAX_COMMAND_BODY + 1)
+        body.seek(0)
+        if len(data) > MAX_COMMAND_BODY or smarthttp.command_name(data) != "fetch":
+            return False
+        try:
+            command = smarthttp.parse_command(data)
+        except BadInput:
+            return False  # upload-pack's to refuse, in its words
+        forge = self.server.forge
+        with forge.refs.repository() as repo:
+            answer = uploadpack.fetch_answer(
+                forge.path, repo, command, tips=forge.refs.tips(repo), config=forge.refs.config()
+            )
+        if answer is None:
+            return False
+        forge.count("fetched")
+        self._send(200, f"application/x-{service}-result", answer)
+        return True
 
     def _clear_stale_locks(self, request: smarthttp.PushRequest | None) -> None:
         """Remove the locks a killed receive-pack left on this push's refs

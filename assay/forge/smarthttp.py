@@ -278,6 +278,10 @@ class RefServer:
             with self._lock:
                 self._idle.append(handle)
 
+    def tips(self, repo: Any) -> set[str]:
+        """The values of this forge's refs: what a fetch answered here may want."""
+        return {ref.oid for ref in self._refs(repo, lambda name: True) if ref.oid is not None}
+
     def receive_pack_advertisement(self) -> bytes | None:
         """``receive-pack``'s v0 advertisement (None: git must be asked for this one)."""
         if self.receive_pack_caps is None or (self.git_dir / "objects/info/alternates").exists():
