@@ -1,15 +1,16 @@
-"""Serve an embedded forge over smart HTTP: the ref reads in process, git for the packs.
+"""Serve an embedded forge over smart HTTP: plain requests in process, git for the rest.
 
 The server answers only for the one repository it was given (``/<name>/...``) and only the
 two smart-HTTP services, ``git-upload-pack`` and ``git-receive-pack`` (pushes enabled).
 The ref advertisements and protocol v2 ``ls-refs`` are answered in process
-(:mod:`assay.forge.smarthttp`); a ``fetch`` or a push starts ``git upload-pack`` or
-``git receive-pack --stateless-rpc`` directly, with the environment ``git http-backend``
-would give it, so the forge's hooks run as before, except that the server, not each
-push, runs ``git gc --auto`` (every ``gc_every`` accepted pushes), and that a push which can
-only lose its compare-and-swap is refused in process, in receive-pack's own words. Request
-bodies are spooled through a temporary file (de-chunked and un-gzipped); responses stream
-from the service as it writes.
+(:mod:`assay.forge.smarthttp`), and so are a plain push (:mod:`assay.forge.receivepack`)
+and a plain v2 fetch (:mod:`assay.forge.uploadpack`). Any other fetch or push starts
+``git upload-pack`` or ``git receive-pack --stateless-rpc`` directly, with the environment
+``git http-backend`` would give it, so the forge's hooks run as before, except that the
+server, not each push, runs ``git gc --auto`` (every ``gc_every`` accepted pushes), and
+that a push which can only lose its compare-and-swap is refused in process, in
+receive-pack's own words. Request bodies are spooled through a temporary file
+(de-chunked and un-gzipped); responses stream from the service as it writes.
 It binds to 127.0.0.1 unless told otherwise; port 0 picks a free port.
 """
 
