@@ -226,7 +226,8 @@ def side_by_side(before: dict[str, Any], after: dict[str, Any], ref: str) -> lis
         ("briefs_per_min", "briefs per minute", ""),
     ):
         old, new = float(before[key]), float(after[key])
-        lines.append(f"| {label} | {old:.2f} | {new:.2f} | {new / old:.2f}x | {target} |")
+        ratio = f"{new / old:.2f}x" if old else "-"
+        lines.append(f"| {label} | {old:.2f} | {new:.2f} | {ratio} | {target} |")
     return lines
 
 
