@@ -106,15 +106,15 @@ def negotiation_tips(wanted: Sequence[str]) -> list[str]:
 
 def _drop_namespace(cache: Path, namespace: str) -> None:
     """Delete a closed instance's private refs. Only that instance wrote them, so a loose
-    one is a file to remove; git deletes any that a ``git fetch`` left in ``packed-refs``."""
+    one is a file to remove; git deletes what ``packed-refs`` still holds afterwards (a copy
+    a ``git fetch`` or ``pack-refs`` put there, which a loose file may have hidden)."""
     try:
-        refs = local_refs(cache, namespace)
-        packed = set(refs) - {ref for ref in refs if (cache / ref).is_file()}
-        for ref in set(refs) - packed:
+        for ref in local_refs(cache, namespace):
             (cache / ref).unlink(missing_ok=True)
         for folder, _, _ in sorted(os.walk(cache / namespace), reverse=True):
             with contextlib.suppress(OSError):  # the folders left empty, deepest first
                 os.rmdir(folder)
+        packed = local_refs(cache, namespace)
         if packed:
             script = "".join(f"delete {ref}\n" for ref in sorted(packed))
             run_git(["update-ref", "--stdin"], git_dir=cache, input=script.encode())

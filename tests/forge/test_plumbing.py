@@ -163,7 +163,9 @@ def test_a_closed_forge_drops_its_refs_loose_and_packed(forge_path: Path, tmp_pa
     assert forge.fetch("refs/assay/status/") == dict.fromkeys(refs, one)
     assert other.fetch("refs/assay/status/") == dict.fromkeys(refs, one)
     _git(cache, "pack-refs", "--all")  # both instances' copies now in packed-refs
-    _git(cache, "update-ref", f"{forge.namespace}/{refs[0]}", one)  # one loose again
+    two = forge.commit({"f": b"2"}, parents=[], message="2", author=ME)
+    # One loose again, at another value: the loose file hides its packed copy.
+    _git(cache, "update-ref", f"{forge.namespace}/{refs[0]}", two)
     forge.close()
     assert _git(cache, "for-each-ref", forge.namespace) == ""
     listed = _git(cache, "for-each-ref", "--format=%(refname)", other.namespace).split()
