@@ -15,6 +15,7 @@ thread gets its own repository handle (libgit2 handles are not shared across thr
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import threading
@@ -64,11 +65,6 @@ def forget_all() -> None:
 # ---------------------------------------------------------------------------- refs
 
 
-def _matches(name: str, pattern: str) -> bool:
-    # for-each-ref's rule: a pattern matches itself and what lies under it as a folder.
-    return name == pattern or name.startswith(pattern if pattern.endswith("/") else pattern + "/")
-
-
 def read_refs(git_dir: Path, pattern: str) -> dict[str, str]:
     """``{ref: sha}`` of the repository's refs matching ``pattern``, sorted by name.
 
@@ -77,17 +73,7 @@ def read_refs(git_dir: Path, pattern: str) -> dict[str, str]:
     resolve or ignore them for the namespaces Assay reads.
     """
     git_dir = Path(git_dir)
-    refs: dict[str, str] = {}
-    try:
-        packed = (git_dir / "packed-refs").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        packed = ""
-    for line in packed.splitlines():
-        if not line or line[0] in "#^":
-            continue
-        sha, _, name = line.partition(" ")
-        if _matches(name, pattern) and _SHA.fullmatch(sha):
-            refs[name] = sha
+    refs = _packed_refs(git_dir).matching(pattern)
     root = git_dir / pattern.rstrip("/")
     for path in _ref_files(root, below_only=pattern.endswith("/")):
         try:
@@ -97,6 +83,62 @@ def read_refs(git_dir: Path, pattern: str) -> dict[str, str]:
         if _SHA.fullmatch(text):
             refs[path.relative_to(git_dir).as_posix()] = text
     return dict(sorted(refs.items()))
+
+
+class _PackedRefs:
+    """``packed-refs`` parsed once per version of the file: git rewrites it whole, through
+    a lock file renamed into place, so a new version is a new inode. A forge's holds every
+    ref after a ``gc``, and each push creating a ref asks what lies below its name."""
+
+    def __init__(self, stamp: tuple[int, int, int], values: dict[str, str]) -> None:
+        self.stamp = stamp
+        self.values = values
+        self.names = sorted(values)
+
+    def matching(self, pattern: str) -> dict[str, str]:
+        """``{ref: sha}`` of the packed refs ``pattern`` matches. for-each-ref's rule: a
+        pattern matches itself and what lies under it as a folder."""
+        found = {pattern: self.values[pattern]} if pattern in self.values else {}
+        below = pattern if pattern.endswith("/") else pattern + "/"
+        at = bisect.bisect_left(self.names, below)
+        while at < len(self.names) and self.names[at].startswith(below):
+            found[self.names[at]] = self.values[self.names[at]]
+            at += 1
+        return found
+
+
+_NO_PACKED_REFS = _PackedRefs((0, 0, 0), {})
+_PACKED: dict[str, _PackedRefs] = {}
+_PACKED_LOCK = threading.Lock()
+_PACKED_KEPT = 64  # repositories whose parsed packed-refs are kept
+
+
+def _packed_refs(git_dir: Path) -> _PackedRefs:
+    key = os.fspath(git_dir)
+    try:
+        with open(git_dir / "packed-refs", "rb") as handle:  # the stamp of what is read
+            seen = os.fstat(handle.fileno())
+            stamp = (seen.st_ino, seen.st_mtime_ns, seen.st_size)
+            with _PACKED_LOCK:
+                cached = _PACKED.get(key)
+            if cached is not None and cached.stamp == stamp:
+                return cached
+            text = handle.read().decode("utf-8")
+    except FileNotFoundError:
+        return _NO_PACKED_REFS
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line or line[0] in "#^":
+            continue
+        sha, _, name = line.partition(" ")
+        if _SHA.fullmatch(sha):
+            values[name] = sha
+    parsed = _PackedRefs(stamp, values)
+    with _PACKED_LOCK:
+        if len(_PACKED) >= _PACKED_KEPT:
+            _PACKED.clear()
+        _PACKED[key] = parsed
+    return parsed
 
 
 def _ref_files(root: Path, *, below_only: bool) -> Iterable[Path]:

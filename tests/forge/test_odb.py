@@ -62,6 +62,13 @@ def test_refs_read_from_files_match_for_each_ref_loose_and_packed(repo: Path) ->
         assert local_refs(repo, pattern) == expected
     _git(repo, "update-ref", "-d", "refs/assay/claims/b10")
     assert "refs/assay/claims/b10" not in local_refs(repo, "refs/assay/claims/")
+    # packed-refs rewritten (b1's new value packed, its loose file gone): read afresh.
+    _git(repo, "update-ref", "refs/assay/claimsx/b2", second)
+    _git(repo, "pack-refs", "--all")
+    listed = _git(repo, "for-each-ref", "--format=%(objectname) %(refname)", "refs/")
+    assert local_refs(repo, "refs/") == dict(
+        reversed(line.split(" ", 1)) for line in listed.splitlines()
+    )
 
 
 def test_blobs_chains_and_trees_match_git(repo: Path) -> None:
