@@ -152,13 +152,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self._serve_body(service, body)
 
     def _serve_body(self, service: str, body: IO[bytes]) -> None:
-        """Answer a decoded request body: ls-refs and a losing push here, the rest by git."""
-        if self._is_ls_refs(service, body):
-            command = smarthttp.parse_command(self._small(body))
-            answer = self.server.forge.refs.ls_refs(command)
+        """Answer a decoded request body: ls-refs, a plain fetch and a plain push here, the
+        rest by git."""
+        command = self._v2_command(service, body)
+        if command == "ls-refs":
+            answer = self.server.forge.refs.ls_refs(smarthttp.parse_command(self._small(body)))
             self._send(200, f"application/x-{service}-result", answer)
             return
-        if self._fetched_in_process(service, body):
+        if command == "fetch" and self._fetched_in_process(service, body):
             return
         if service == smarthttp.RECEIVE_PACK:
             head = body.read(smarthttp.MAX_PUSH_HEAD)
@@ -172,22 +173,21 @@ class _Handler(BaseHTTPRequestHandler):
         os.lseek(body.fileno(), 0, os.SEEK_SET)
         self._spawn(service, body, advertise=False)
 
-    def _is_ls_refs(self, service: str, body: IO[bytes]) -> bool:
-        """Whether the (decoded) body is a v2 ``ls-refs``; leaves ``body`` at its start."""
+    def _v2_command(self, service: str, body: IO[bytes]) -> str | None:
+        """The protocol v2 command a (decoded) upload-pack body starts with, or None;
+        leaves ``body`` at its start."""
         if service != smarthttp.UPLOAD_PACK or smarthttp.protocol_version(self._protocol()) != 2:
-            return False
-        first = body.read(len(smarthttp.pkt_line(b"command=ls-refs\n")))
+            return None
+        first = body.read(len(smarthttp.pkt_line(b"command=ls-refs\n")))  # the longer name
         body.seek(0)
-        return smarthttp.command_name(first) == "ls-refs"
+        return smarthttp.command_name(first)
 
     def _fetched_in_process(self, service: str, body: IO[bytes]) -> bool:
-        """Answer a plain v2 ``fetch`` here instead of starting upload-pack
+        """Answer a v2 ``fetch`` here, when it is plain, instead of starting upload-pack
         (:mod:`assay.forge.uploadpack`); False, with ``body`` at its start, when git must."""
-        if service != smarthttp.UPLOAD_PACK or smarthttp.protocol_version(self._protocol()) != 2:
-            return False
         data = body.read(MAX_COMMAND_BODY + 1)
         body.seek(0)
-        if len(data) > MAX_COMMAND_BODY or smarthttp.command_name(data) != "fetch":
+        if len(data) > MAX_COMMAND_BODY:
             return False
         try:
             command = smarthttp.parse_command(data)
