@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -109,17 +110,23 @@ def cli_path(name: str) -> Path:
 
 def _wait_cpu(proc: subprocess.Popen[bytes]) -> tuple[int, float, float]:
     """(exit code, user + system seconds of ``proc`` and every child it waited for, of
-    ``proc`` alone). Its own share is read from ``/proc`` every 50 ms while it runs, so it
+    ``proc`` alone). Its own share is read from ``/proc`` every 50 ms until it exits, so it
     misses at most the last 50 ms of its exit."""
+    reaped: list[tuple[int, Any]] = []
+    exited = threading.Event()
+
+    def reap() -> None:
+        _, status, usage = os.wait4(proc.pid, 0)
+        reaped.append((status, usage))
+        exited.set()
+
+    threading.Thread(target=reap, daemon=True).start()
     own = 0.0
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
+    while not exited.wait(0.05):  # a sample every 50 ms, until the exit itself
         with contextlib.suppress(OSError, IndexError, ValueError):
             fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
             own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        time.sleep(0.05)  # polling the process table, not synchronising with anything
+    status, usage = reaped[0]
     proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, usage.ru_utime + usage.ru_stime, own
 
