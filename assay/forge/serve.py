@@ -194,9 +194,14 @@ class _Handler(BaseHTTPRequestHandler):
         except BadInput:
             return False  # upload-pack's to refuse, in its words
         forge = self.server.forge
-        with forge.refs.repository() as repo:
+        refs = forge.refs
+        with refs.repository() as repo:
             answer = uploadpack.fetch_answer(
-                forge.path, repo, command, tips=forge.refs.tips(repo), config=forge.refs.config()
+                forge.path,
+                repo,
+                command,
+                are_tips=lambda oids: refs.are_tips(repo, oids),
+                config=refs.config(),
             )
         if answer is None:
             return False

@@ -28,7 +28,7 @@ deltas is a valid answer to ``thin-pack`` and to a client that did not ask for
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,17 @@ _ACTIVE_SECTIONS = ("uploadpack.", "transfer.")
 
 
 def fetch_answer(
-    git_dir: Path, repo: Any, command: Command, *, tips: Iterable[str], config: Any
+    git_dir: Path,
+    repo: Any,
+    command: Command,
+    *,
+    are_tips: Callable[[Sequence[str]], bool],
+    config: Any,
 ) -> bytes | None:
     """upload-pack's answer to the v2 ``command`` (a ``fetch``) on the forge at ``git_dir``
-    (``repo``: a libgit2 handle of it; ``tips``: the values of its refs; ``config``: its
-    own config), or None when ``git upload-pack`` must answer (see the module docstring)."""
+    (``repo``: a libgit2 handle of it; ``are_tips``: whether some ids are all values of its
+    refs; ``config``: its own config), or None when ``git upload-pack`` must answer (see
+    the module docstring)."""
     import pygit2
 
     from assay.forge.sendpack import NeedsGit, pack_reachable
@@ -63,7 +69,7 @@ def fetch_answer(
             done = done or argument == "done"
         else:
             return None
-    if not done or not wants or not set(wants) <= set(tips):
+    if not done or not wants or not are_tips(wants):
         return None
     if not _plain_forge(git_dir, config):
         return None

@@ -57,7 +57,9 @@ def _here(forge: Path, body: bytes) -> bytes | None:
     refs = smarthttp.RefServer(forge)
     repo = pygit2.Repository(str(forge))
     command = smarthttp.parse_command(body)
-    return uploadpack.fetch_answer(forge, repo, command, tips=refs.tips(repo), config=refs.config())
+    return uploadpack.fetch_answer(
+        forge, repo, command, are_tips=lambda oids: refs.are_tips(repo, oids), config=refs.config()
+    )
 
 
 def _gits(forge: Path, body: bytes) -> bytes:
@@ -105,6 +107,47 @@ def test_a_desks_fetch_over_http_starts_no_process_on_the_server(tmp_path: Path)
             assert desk.refresh([MAIN]) == {MAIN: tips[-1]}
             assert desk.read_blob(tips[-1], "briefs/a.md") == b"a 2\n"
         assert server.started["fetched"] >= 1 and server.started["upload-pack"] == 0
+        assert server.refs.tip_walks == 0  # each want checked against its ref, not every ref
+
+
+@pytest.mark.parametrize("since", ["moved", "moved, another ref holds it", "deleted"])
+def test_a_want_is_a_tip_as_the_refs_are_now_not_as_they_were_answered(
+    tmp_path: Path, since: str
+) -> None:
+    """ls-refs answered main at its tip; then main moved back (or went). A want of that
+    value is answered here only when some ref still holds it."""
+    forge, tips = _forge(tmp_path)
+    refs = smarthttp.RefServer(forge)
+    repo = pygit2.Repository(str(forge))
+    listed = refs.ls_refs(smarthttp.parse_command(_ls_refs("refs/heads/")))
+    assert f"{tips[-1]} {MAIN}".encode() in listed
+    body = _request(f"want {tips[-1]}", "done")
+
+    def answer() -> bytes | None:
+        command = smarthttp.parse_command(body)
+        are_tips = lambda oids: refs.are_tips(repo, oids)  # noqa: E731
+        return uploadpack.fetch_answer(
+            forge, repo, command, are_tips=are_tips, config=refs.config()
+        )
+
+    assert answer() is not None and refs.tip_walks == 0  # the answered ref, read alone
+    if since == "moved, another ref holds it":
+        git(f"--git-dir={forge}", "update-ref", "refs/heads/kept", tips[-1])
+    if since == "deleted":
+        git(f"--git-dir={forge}", "update-ref", "-d", MAIN)
+    else:
+        git(f"--git-dir={forge}", "update-ref", MAIN, tips[0])
+    if since == "moved, another ref holds it":
+        assert answer() is not None
+    else:
+        assert answer() is None  # git's to answer: no ref reaches it as a tip now
+    assert refs.tip_walks == 1
+
+
+def _ls_refs(*prefixes: str) -> bytes:
+    body = smarthttp.pkt_line(b"command=ls-refs\n") + smarthttp.DELIM
+    body += b"".join(smarthttp.pkt_line(f"ref-prefix {p}\n".encode()) for p in prefixes)
+    return body + smarthttp.FLUSH
 
 
 def _unreachable_commit(forge: Path) -> str:
