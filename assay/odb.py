@@ -85,6 +85,39 @@ def read_refs(git_dir: Path, pattern: str) -> dict[str, str]:
     return dict(sorted(refs.items()))
 
 
+# A ref-prefix whose folders are plain ref-name components: its loose refs lie in one folder
+# of the repository, and nothing it names leads out of ``refs/``.
+_PLAIN_PREFIX = re.compile(r"refs/(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*/)*[A-Za-z0-9_.-]*")
+
+
+def ref_names(git_dir: Path, prefix: str) -> set[str] | None:
+    """The names of the repository's refs that start with ``prefix`` as a string (protocol
+    v2 ``ref-prefix``'s rule, where for-each-ref's is a folder's), loose and packed, their
+    files unread; None for a prefix that is not a plain path under ``refs/``.
+
+    One folder is listed, and only the folders below it whose names start as the prefix
+    does are walked: a prefix naming one brief's ref reads none of the others.
+    """
+    if not _PLAIN_PREFIX.fullmatch(prefix) or ".." in prefix:
+        return None
+    git_dir = Path(git_dir)
+    names = set(_packed_refs(git_dir).starting(prefix))
+    folder, _, leaf = prefix.rpartition("/")
+    try:
+        entries = list(os.scandir(git_dir / folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return names
+    for entry in entries:
+        if not entry.name.startswith(leaf) or entry.name.endswith(".lock"):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            below = _ref_files(Path(entry.path), below_only=True)
+            names.update(path.relative_to(git_dir).as_posix() for path in below)
+        elif entry.is_file(follow_symlinks=False):
+            names.add(f"{folder}/{entry.name}")
+    return names
+
+
 class _PackedRefs:
     """``packed-refs`` parsed once per version of the file: git rewrites it whole, through
     a lock file renamed into place, so a new version is a new inode. A forge's holds every
@@ -105,6 +138,14 @@ class _PackedRefs:
             found[self.names[at]] = self.values[self.names[at]]
             at += 1
         return found
+
+    def starting(self, prefix: str) -> list[str]:
+        """The packed names that start with ``prefix`` as a string."""
+        at = bisect.bisect_left(self.names, prefix)
+        end = at
+        while end < len(self.names) and self.names[end].startswith(prefix):
+            end += 1
+        return self.names[at:end]
 
 
 _NO_PACKED_REFS = _PackedRefs((0, 0, 0), {})

@@ -235,6 +235,32 @@ class RefServer:
                     found.append(resolved)
         return sorted(found, key=lambda ref: ref.name.encode())
 
+    def _named(
+        self, repo: Any, prefixes: set[str], wanted: Callable[[str], bool]
+    ) -> list[_Ref] | None:
+        """What :meth:`_refs` returns for refs under ``prefixes``, found by name
+        (:func:`assay.odb.ref_names`) instead of by reading every ref: a desk reads one
+        brief's ref at a time, and a forge of 500 briefs holds 2,500. None when a prefix
+        takes in all of ``refs/``, is not a plain path, or there are too many of them."""
+        from assay.odb import ref_names
+
+        under = [prefix for prefix in prefixes if prefix.startswith("refs/")]
+        if (
+            not prefixes
+            or len(under) > _NAMED_PREFIXES
+            or any("refs/".startswith(p) for p in prefixes)
+        ):
+            return None
+        names: set[str] = set()
+        for prefix in under:
+            found = ref_names(self.git_dir, prefix)
+            if found is None:
+                return None
+            names |= found
+        refs = [self._resolve(repo, name) for name in names if wanted(name)]
+        kept = [ref for ref in refs if ref is not None and ref.oid is not None]
+        return sorted(kept, key=lambda ref: ref.name.encode())
+
     @classmethod
     def _resolve(cls, repo: Any, name: str) -> _Ref | None:
         import pygit2
@@ -380,7 +406,9 @@ class RefServer:
             return prefixed(name) and not _hidden(name, hidden)
 
         with self.repository() as repo:
-            refs = self._refs(repo, wanted)
+            refs = self._named(repo, prefixes, wanted)
+            if refs is None:
+                refs = self._refs(repo, wanted)
             head = self._resolve(repo, "HEAD") if wanted("HEAD") else None
             if head is not None and (head.oid or (unborn and symrefs and head.symref_target)):
                 refs.insert(0, head)
@@ -412,6 +440,7 @@ class RefServer:
 
 
 _FEW_PREFIXES = 64  # up to this many, str.startswith(tuple) is the faster test
+_NAMED_PREFIXES = 64  # up to this many, ls-refs finds its refs by name, not by a walk
 
 
 def _prefix_test(prefixes: set[str]) -> Callable[[str], bool]:

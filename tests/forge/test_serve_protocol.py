@@ -129,6 +129,10 @@ def test_upload_pack_v2_capabilities_are_gits_own(server: ForgeServer, rich_forg
         ("ref-prefix ",),
         ("ref-prefix ../../../etc/passwd", "ref-prefix refs/../../", "ref-prefix /refs"),
         (*(f"ref-prefix refs/none/{n}" for n in range(5000)), "ref-prefix refs/heads/"),
+        ("ref-prefix refs/assay/claims/b",),
+        ("symrefs", "ref-prefix refs/heads/a", "ref-prefix refs/heads/ma", "ref-prefix refs/t"),
+        ("ref-prefix refs",),
+        ("ref-prefix refs/assay/claims/b1/", "ref-prefix refs/heads/main.lock"),
     ],
 )
 def test_ls_refs_answers_as_upload_pack_does(
@@ -140,6 +144,36 @@ def test_ls_refs_answers_as_upload_pack_does(
     assert body == _git_service(
         rich_forge, "upload-pack", request, protocol="version=2", advertise=False
     )
+
+
+def test_ls_refs_by_prefix_reads_packed_and_loose_refs_as_upload_pack_does(
+    server: ForgeServer, rich_forge: Path
+) -> None:
+    """Refs found by name (a prefix of one brief's refs) and not by a walk of every ref:
+    packed ones, a loose one over its packed value, one deleted from packed-refs, a new
+    folder of loose ones, and a lock file left beside them."""
+    _git(rich_forge, "pack-refs", "--all")
+    main = _git(rich_forge, "rev-parse", "main")
+    light = _git(rich_forge, "rev-parse", "light^{commit}")
+    ident = ("-c", "user.name=t", "-c", "user.email=t@t")
+    moved = _git(rich_forge, *ident, "commit-tree", f"{main}^{{tree}}", "-p", main, "-m", "m")
+    _git(rich_forge, "update-ref", "refs/assay/claims/b1", moved)  # loose, over the packed
+    _git(rich_forge, "update-ref", "-d", "refs/heads/z")
+    for name in ("b10", "b2", "b12/deep", "x"):
+        _git(rich_forge, "update-ref", f"refs/assay/runs/{name}", main if name != "x" else light)
+    (rich_forge / "refs/assay/runs/b11.lock").write_text(main + "\n")
+    for args in (
+        ("ref-prefix refs/assay/claims/b1",),
+        ("ref-prefix refs/assay/runs/b1", "ref-prefix refs/heads/z"),
+        ("ref-prefix refs/assay/runs/", "ref-prefix refs/tags/"),
+        ("symrefs", "ref-prefix refs/heads/", "ref-prefix refs/assay/runs/b12/"),
+    ):
+        request = _ls_refs(*args)
+        status, body = _post_ls_refs(server, request)
+        assert status == 200
+        assert body == _git_service(
+            rich_forge, "upload-pack", request, protocol="version=2", advertise=False
+        ), args
 
 
 def test_ls_refs_of_an_unborn_head(server: ForgeServer, rich_forge: Path) -> None:
