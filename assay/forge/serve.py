@@ -200,7 +200,7 @@ class _Handler(BaseHTTPRequestHandler):
                 forge.path,
                 repo,
                 command,
-                are_tips=lambda oids: refs.are_tips(repo, oids),
+                may_serve=lambda oids: refs.may_serve(repo, oids),
                 config=refs.config(),
             )
         if answer is None:

@@ -241,16 +241,17 @@ class RefServer:
         """What :meth:`_refs` returns for refs under ``prefixes``, found by name
         (:func:`assay.odb.ref_names`) instead of by reading every ref: a desk reads one
         brief's ref at a time, and a forge of 500 briefs holds 2,500. None when a prefix
-        takes in all of ``refs/``, is not a plain path, or there are too many of them."""
+        ends in a folder (``refs/assay/claims/``: resolving hundreds of refs one by one is
+        slower than libgit2's walk), is not a plain path, or there are too many of them."""
         from assay.odb import ref_names
 
         under = [prefix for prefix in prefixes if prefix.startswith("refs/")]
         if (
             not prefixes
             or len(under) > _NAMED_PREFIXES
-            or any("refs/".startswith(p) for p in prefixes)
+            or any(prefix.endswith("/") or "refs/".startswith(prefix) for prefix in prefixes)
         ):
-            return None
+            return None  # a folder's refs are read faster by the walk than one by one
         names: set[str] = set()
         for prefix in under:
             found = ref_names(self.git_dir, prefix)
@@ -314,19 +315,21 @@ class RefServer:
             with self._lock:
                 self._idle.append(handle)
 
-    def are_tips(self, repo: Any, oids: Sequence[str]) -> bool:
-        """Whether each of ``oids`` is the value of one of this forge's refs now: what a
-        fetch answered here may want.
+    def may_serve(self, repo: Any, oids: Sequence[str]) -> bool:
+        """Whether a fetch answered here may send each of ``oids``: a ref reaches it now.
 
-        A client learns its wants from an ``ls-refs`` answer, so each is checked first
-        against the ref that answer named for it, one ref read each. Only when one was not
-        answered here, or its ref has moved since, are all refs read (20-30 ms at 2,500
-        refs, a forge of 500 briefs).
+        A client learns its wants from an ``ls-refs`` answer, so each is looked for first
+        from the ref that answer named for it, as that ref is now: its value, or a
+        descendant of it. A claim is renewed and a branch pushed while a desk's view
+        reads them, and a value that was a tip a moment ago is still sent, as git's
+        ``allowReachableSHA1InWant`` would. Only a want no answer here named, or whose
+        ref no longer reaches it, is looked for among the tips of every ref (20-30 ms at
+        2,500 refs, a forge of 500 briefs).
         """
         with self._lock:
             names = [self._advertised.get(oid) for oid in oids]
         if all(
-            name is not None and self._value(repo, name) == oid
+            name is not None and self._reaches(repo, name, oid)
             for oid, name in zip(oids, names, strict=True)
         ):
             return True
@@ -335,8 +338,19 @@ class RefServer:
         every = {ref.oid for ref in self._refs(repo, lambda name: True)}
         return all(oid in every for oid in oids)
 
+    def _reaches(self, repo: Any, name: str, oid: str) -> bool:
+        import pygit2
+
+        value = self._value(repo, name)
+        if value is None or value == oid:
+            return value == oid
+        try:
+            return bool(repo.descendant_of(value, oid))
+        except (KeyError, ValueError, pygit2.GitError):
+            return False  # either is not a commit here
+
     def _note_advertised(self, refs: Sequence[_Ref]) -> None:
-        """Remember which ref each value was answered under (:meth:`are_tips`); a note
+        """Remember which ref each value was answered under (:meth:`may_serve`); a note
         grown past :data:`ADVERTISED_KEPT` values starts over."""
         with self._lock:
             if len(self._advertised) + len(refs) > ADVERTISED_KEPT:

@@ -15,12 +15,14 @@ words:
 - no argument but ``want``, ``have``, ``done``, ``no-progress``, ``ofs-delta`` and
   ``thin-pack``, and no capability but ``agent``, ``object-format=sha1`` and
   ``session-id``;
-- every want the tip of a ref, and a commit;
+- every want a commit that a ref reaches: the ref an ``ls-refs`` answered here named
+  for it (at that value or past it: a claim renewed while a view read it), or else the
+  tip of any ref (``RefServer.may_serve``);
 - no more than :data:`assay.forge.sendpack.MAX_COMMITS` commits to send;
 - a forge with no ``uploadpack.*`` or ``transfer.*`` setting and no alternates.
 
-A want that is not a tip (an ancestor, a tree, an object no ref reaches) is left to git
-too: upload-pack's own rules decide what it serves. A pack without progress and without
+Any other want (a tree, an object no ref reaches, an ancestor no answer named) is left
+to git too: upload-pack's own rules decide what it serves. A pack without progress and without
 deltas is a valid answer to ``thin-pack`` and to a client that did not ask for
 ``no-progress``.
 """
@@ -45,13 +47,13 @@ def fetch_answer(
     repo: Any,
     command: Command,
     *,
-    are_tips: Callable[[Sequence[str]], bool],
+    may_serve: Callable[[Sequence[str]], bool],
     config: Any,
 ) -> bytes | None:
     """upload-pack's answer to the v2 ``command`` (a ``fetch``) on the forge at ``git_dir``
-    (``repo``: a libgit2 handle of it; ``are_tips``: whether some ids are all values of its
-    refs; ``config``: its own config), or None when ``git upload-pack`` must answer (see
-    the module docstring)."""
+    (``repo``: a libgit2 handle of it; ``may_serve``: whether its refs reach every one of
+    some ids, as ``RefServer.may_serve`` judges; ``config``: its own config), or None when
+    ``git upload-pack`` must answer (see the module docstring)."""
     import pygit2
 
     from assay.forge.sendpack import NeedsGit, pack_reachable
@@ -69,7 +71,7 @@ def fetch_answer(
             done = done or argument == "done"
         else:
             return None
-    if not done or not wants or not are_tips(wants):
+    if not done or not wants or not may_serve(wants):
         return None
     if not _plain_forge(git_dir, config):
         return None
