@@ -70,6 +70,7 @@ def contend(
     worked before (its imports, HTTP client and cache warm); otherwise each is a fresh
     process's first claim."""
     barrier_r, barrier_w = os.pipe()
+    ready_r, ready_w = os.pipe()
     report_r, report_w = os.pipe()
     pids = []
     sys.stdout.flush()
@@ -79,11 +80,14 @@ def contend(
             code = 0
             try:
                 os.close(barrier_w)
+                os.close(ready_r)
                 os.close(report_r)
                 forge = open_forge(url, cache_dir=state / f"cache-{i}")
                 store = ClaimStore(forge)
                 if warm:
                     store.acquire(f"{brief}-own-{i}", f"bench-{i}", lease_s=300)
+                os.write(ready_w, b".")
+                os.close(ready_w)  # a child that died before this leaves EOF, not a hang
                 os.read(barrier_r, 1)
                 started = time.perf_counter()
                 try:
@@ -103,8 +107,10 @@ def contend(
                 os._exit(code)
         pids.append(pid)
     os.close(barrier_r)
+    os.close(ready_w)
     os.close(report_w)
-    time.sleep(0.2)  # let every child reach the barrier (this is a benchmark, not a test)
+    with os.fdopen(ready_r, "rb") as ready:
+        arrived = len(ready.read(n))  # every child at the barrier (or dead: fewer bytes)
     os.close(barrier_w)
     for pid in pids:
         os.waitpid(pid, 0)
@@ -112,8 +118,11 @@ def contend(
         lines = reports.read().split()
     results = [(lines[k] == "1", float(lines[k + 1])) for k in range(0, len(lines), 2)]
     winners = sum(won for won, _ in results)
-    if winners != 1 or len(results) != n:
-        raise SystemExit(f"race on {brief}: {winners} winners among {len(results)} reports")
+    if winners != 1 or len(results) != n or arrived != n:
+        raise SystemExit(
+            f"race on {brief}: {winners} winners among {len(results)} reports"
+            f" ({arrived} of {n} reached the barrier)"
+        )
     return results
 
 
