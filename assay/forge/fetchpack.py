@@ -41,7 +41,6 @@ from assay.forge.lsrefs import (
     client,
     extra_headers,
     parse_pkt_lines,
-    pkt,
     read_reply,
     speaks_fetch,
 )
@@ -53,6 +52,7 @@ from assay.forge.packfile import (
     read_pack,
     write_contents_first,
 )
+from assay.forge.smarthttp import pkt_line
 from assay.plumbing import run_git
 
 MAX_PACK_BYTES = 32 * 1024 * 1024  # a bigger answer (a first clone) is git's to fetch
@@ -103,11 +103,11 @@ def request(wants: Sequence[str], haves: Sequence[str]) -> bytes:
     from assay import __version__
 
     lines = [b"command=fetch\n", f"agent=assay/{__version__}\n".encode()]
-    body = b"".join(pkt(line) for line in lines) + b"0001"
+    body = b"".join(pkt_line(line) for line in lines) + b"0001"
     args = [b"no-progress\n", b"ofs-delta\n"]
     args += [f"want {sha}\n".encode() for sha in dict.fromkeys(wants)]
     args += [f"have {sha}\n".encode() for sha in dict.fromkeys(haves)]
-    return body + b"".join(pkt(line) for line in [*args, b"done\n"]) + b"0000"
+    return body + b"".join(pkt_line(line) for line in [*args, b"done\n"]) + b"0000"
 
 
 def _copy_locally(forge: Path, git_dir: Path, wants: Sequence[str]) -> int | None:

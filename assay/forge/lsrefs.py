@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assay.errors import ForgeUnavailable
+from assay.forge.smarthttp import DELIM, FLUSH, pkt_line
 
 if TYPE_CHECKING:
     import httpx
@@ -46,7 +47,7 @@ REQUEST = "application/x-git-upload-pack-request"
 MAX_ANSWER = 64 * 1024 * 1024  # bytes of one ls-refs answer: more is a hostile server
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 30.0
-_FLUSH, _DELIM, _END = b"0000", b"0001", b"0002"
+_END = b"0002"  # response-end (protocol v2)
 _HEX = frozenset("0123456789abcdef")
 # (pid, https?) -> client: a forked child never reuses one, and a plain-HTTP forge's client
 # never talks TLS
@@ -195,15 +196,15 @@ def http_ls_refs(
             found = _advertised(base, prefixes, headers=common, display_url=display_url)
             if found is not None:
                 return found
-        body = pkt(b"command=ls-refs\n") + _DELIM
-        body += b"".join(pkt(f"ref-prefix {prefix}\n".encode()) for prefix in prefixes)
+        body = pkt_line(b"command=ls-refs\n") + DELIM
+        body += b"".join(pkt_line(f"ref-prefix {prefix}\n".encode()) for prefix in prefixes)
         answer = _request(
             "POST",
             f"{base}/git-upload-pack",
             headers={**common, "Content-Type": REQUEST, "Accept": RESULT},
             kind=RESULT,
             display_url=display_url,
-            content=body + _FLUSH,
+            content=body + FLUSH,
         )
     except httpx.TransportError as exc:
         what = type(exc).__name__
@@ -275,11 +276,6 @@ def read_reply(reply: httpx.Response, *, kind: str, limit: int, where: str) -> b
     return bytes(raw)
 
 
-def pkt(payload: bytes) -> bytes:
-    """One pkt-line: four hex digits of length (their own included), then ``payload``."""
-    return f"{len(payload) + 4:04x}".encode() + payload
-
-
 def parse_pkt_lines(raw: bytes, *, display_url: str) -> list[bytes | None]:
     """Split a pkt-line stream: payloads, None for each flush/delim/end packet.
 
@@ -293,7 +289,7 @@ def parse_pkt_lines(raw: bytes, *, display_url: str) -> list[bytes | None]:
         if len(head) < 4 or not set(head.decode("latin-1").lower()) <= _HEX:
             raise ForgeUnavailable(f"{display_url}: malformed pkt-line at byte {at}")
         size = int(head, 16)
-        if head in (_FLUSH, _DELIM, _END):
+        if head in (FLUSH, DELIM, _END):
             lines.append(None)
             at += 4
             continue

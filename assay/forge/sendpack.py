@@ -52,10 +52,10 @@ from assay.forge.lsrefs import (
     client,
     extra_headers,
     parse_pkt_lines,
-    pkt,
     read_reply,
 )
 from assay.forge.lsrefs import safe_url as safe
+from assay.forge.smarthttp import pkt_line
 from assay.plumbing import (
     STALL_S,
     UNCHECKED,
@@ -161,7 +161,7 @@ def commands(updates: Sequence[RefUpdate], *, atomic: bool) -> bytes:
     for at, update in enumerate(updates):
         old = update.expected if isinstance(update.expected, str) else ZERO_SHA
         line = f"{old} {update.new or ZERO_SHA} {update.ref}"
-        lines.append(pkt((line + ("\0" + " ".join(caps) if at == 0 else "") + "\n").encode()))
+        lines.append(pkt_line((line + ("\0" + " ".join(caps) if at == 0 else "") + "\n").encode()))
     return b"".join(lines) + b"0000"
 
 
