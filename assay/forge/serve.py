@@ -165,7 +165,7 @@ class _Handler(BaseHTTPRequestHandler):
             head = body.read(smarthttp.MAX_PUSH_HEAD)
             body.seek(0)
             request = smarthttp.parse_push(head)  # read once: None when not a plain push
-            self._clear_stale_locks(request)
+            self._clear_stale_locks(smarthttp.pushed_refs(head))
             if self._refused_in_process(request) or self._received_in_process(request, body):
                 return
         # The child reads the file descriptor itself: a buffered seek(0) may never move it.
@@ -209,12 +209,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, f"application/x-{service}-result", answer)
         return True
 
-    def _clear_stale_locks(self, request: smarthttp.PushRequest | None) -> None:
-        """Remove the locks a killed receive-pack left on this push's refs
-        (:mod:`assay.forge.reflocks`)."""
-        if request is None:
-            return
-        for lock in reflocks.clear_stale(self.server.forge.path, [c.ref for c in request.commands]):
+    def _clear_stale_locks(self, pushed: list[str]) -> None:
+        """Remove the locks a killed receive-pack left on the ``pushed`` refs, deletions
+        included (:mod:`assay.forge.reflocks`)."""
+        for lock in reflocks.clear_stale(self.server.forge.path, pushed):
             self.server.forge.count("stale-lock")
             LOG.warning("removed %s: its writer died inside the ref transaction", lock)
 

@@ -536,6 +536,30 @@ def parse_push(head: bytes) -> PushRequest | None:
     hold one whole (a lying length, no flush, shallow lines, a push certificate, a funny
     ref name, more than MAX_PUSH_COMMANDS commands, no pack after the flush) or it deletes
     a ref: such a request is receive-pack's to answer, not this module's."""
+    listed = _command_list(head)
+    if listed is None:
+        return None
+    commands, capabilities, pos = listed
+    if any(command.new == ZERO_OID for command in commands):
+        return None
+    pack = head[pos + 4 : pos + 16]
+    if not commands or len(pack) < 12 or pack[:8] not in (b"PACK\0\0\0\2", b"PACK\0\0\0\3"):
+        return None  # receive-pack's unpacker has its own words for a missing pack
+    if len({c.ref for c in commands}) != len(commands):
+        return None  # git has its own answer to one ref named twice
+    return PushRequest(tuple(commands), capabilities, pos + 4)
+
+
+def pushed_refs(head: bytes) -> list[str]:
+    """The refs a push's command list names, deletions too, when every one is a plain ref
+    name (else none): what a push will lock, for :mod:`assay.forge.reflocks`."""
+    listed = _command_list(head)
+    return [command.ref for command in listed[0]] if listed is not None else []
+
+
+def _command_list(head: bytes) -> tuple[list[PushCommand], tuple[str, ...], int] | None:
+    """The commands, capabilities and flush position of the command list at the start of
+    ``head``, or None when it is not whole and plain."""
     commands: list[PushCommand] = []
     capabilities: tuple[str, ...] = ()
     pos = 0
@@ -545,7 +569,7 @@ def parse_push(head: bytes) -> PushRequest | None:
             return None
         size = int(size_hex, 16)
         if size == FLUSH_CODE:
-            break
+            return commands, capabilities, pos
         if size < 5 or pos + size > len(head) or len(commands) >= MAX_PUSH_COMMANDS:
             return None
         payload = head[pos + 4 : pos + size]
@@ -554,15 +578,9 @@ def parse_push(head: bytes) -> PushRequest | None:
             payload, _, caps = payload.partition(b"\0")
             capabilities = tuple(caps.decode("ascii", "replace").split())
         command = _push_line(payload)
-        if command is None or command.new == ZERO_OID:
+        if command is None:
             return None
         commands.append(command)
-    pack = head[pos + 4 : pos + 16]
-    if not commands or len(pack) < 12 or pack[:8] not in (b"PACK\0\0\0\2", b"PACK\0\0\0\3"):
-        return None  # receive-pack's unpacker has its own words for a missing pack
-    if len({c.ref for c in commands}) != len(commands):
-        return None  # git has its own answer to one ref named twice
-    return PushRequest(tuple(commands), capabilities, pos + 4)
 
 
 def ref_value(repo: Any, name: str) -> str | None:

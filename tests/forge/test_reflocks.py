@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -36,6 +37,27 @@ def test_a_push_onto_a_ref_a_dead_writer_locked_lands(forge_path: Path) -> None:
         after = put_on_main(server.url, {"briefs/b.md": b"b\n"})
         assert not lock.exists()
         assert read_ref(forge_path, "refs/heads/main") == after != before
+        assert server.started["stale-lock"] == 1
+
+
+def test_a_deletion_of_a_ref_a_dead_writer_locked_lands(forge_path: Path, tmp_path: Path) -> None:
+    """A push that only deletes (no pack: receive-pack's to take) is judged at its refs'
+    locks too; it used to be refused at the lock for good."""
+    with ForgeServer(forge_path) as server:
+        main = put_on_main(server.url, {"briefs/a.md": b"a\n"})
+        git = ["git", "-C", str(forge_path)]
+        subprocess.run([*git, "update-ref", "refs/assay/claims/b1", main], check=True)
+        lock = _lock(forge_path, "refs/assay/claims/b1", age=reflocks.STALE_AFTER_S + 60)
+        subprocess.run(["git", "init", "-q", str(tmp_path / "pusher")], check=True)
+        pushed = subprocess.run(
+            ["git", "push", "--porcelain", server.url, ":refs/assay/claims/b1"],
+            cwd=tmp_path / "pusher",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert pushed.returncode == 0, pushed.stderr
+        assert not lock.exists() and read_ref(forge_path, "refs/assay/claims/b1") is None
         assert server.started["stale-lock"] == 1
 
 
