@@ -22,8 +22,8 @@ words:
 - a forge with no ``uploadpack.*`` or ``transfer.*`` setting and no alternates.
 
 Any other want (a tree, an object no ref reaches, an ancestor no answer named) is left
-to git too: upload-pack's own rules decide what it serves. A pack without progress and without
-deltas is a valid answer to ``thin-pack`` and to a client that did not ask for
+to git too: upload-pack's own rules decide what it serves. A pack without progress and
+without deltas is a valid answer to ``thin-pack`` and to a client that did not ask for
 ``no-progress``.
 """
 
