@@ -16,7 +16,7 @@ import os
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from assay.errors import BadInput, Busy
 from assay.journal.blobs import BlobStore
@@ -59,10 +59,17 @@ class JournalWriter:
         self._earlier = journal.entries
         self.last_checkpoint: Any = None
         self._segment = len(journal.segments) or 1
-        if journal.entries and journal.entries[-1]["kind"] == "continue":
-            self._segment += 1  # the previous process died right after rolling
-        self._handle = open(self.directory / segment_name(self._segment), "ab")  # noqa: SIM115
-        self._size = self._handle.tell()
+        last = directory / segment_name(self._segment)
+        rolled = bool(journal.entries) and journal.entries[-1]["kind"] == "continue"
+        # The previous writer rolled and wrote nothing after: the next segment is absent,
+        # or empty (a process killed between creating it and its first line).
+        if rolled and (not last.exists() or last.stat().st_size > 0):
+            self._segment += 1
+        # Opened at the first line written to it: a writer that writes nothing (a resume
+        # refused, a fenced holder) leaves no new segment file behind.
+        self._handle: BinaryIO | None = None
+        current = self.directory / segment_name(self._segment)
+        self._size = current.stat().st_size if current.exists() else 0
 
     @classmethod
     def open(
@@ -112,7 +119,9 @@ class JournalWriter:
 
     def close(self) -> None:
         """Close the segment and release the directory lock."""
-        self._handle.close()
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
         if self._lock is not None:
             os.close(self._lock)  # closing the descriptor releases the flock
             self._lock = None
@@ -161,10 +170,11 @@ class JournalWriter:
             raw, total = encode_line(line)
         except ValueError as exc:
             raise BadInput(f"journal entry {kind} is not JSON-encodable: {exc}") from None
-        self._handle.write(raw + b"\n")
-        self._handle.flush()
+        handle = self._segment_file()
+        handle.write(raw + b"\n")
+        handle.flush()
         if sync and self.fsync:
-            os.fsync(self._handle.fileno())
+            os.fsync(handle.fileno())
         self._size += len(raw) + 1
         self.seq += 1
         self.head = total
@@ -190,9 +200,26 @@ class JournalWriter:
 
     def sync(self) -> None:
         """Make every written line durable."""
+        if self._handle is None:
+            return  # nothing written since the last roll
         self._handle.flush()
         if self.fsync:
             os.fsync(self._handle.fileno())
+
+    def _segment_file(self) -> BinaryIO:
+        """The current segment, opened (and created, the folder's entry made durable) at
+        its first line."""
+        if self._handle is None:
+            path = self.directory / segment_name(self._segment)
+            created = not path.exists()
+            self._handle = open(path, "ab")  # noqa: SIM115
+            if created:
+                fd = os.open(self.directory, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        return self._handle
 
     def _roll(self) -> None:
         nxt = segment_name(self._segment + 1)
@@ -201,15 +228,11 @@ class JournalWriter:
             self.last_checkpoint = next((e.get("out") for e in earlier), None)
         snapshot = self.last_checkpoint
         self.append(Continue(segment=nxt, snapshot=snapshot))
+        assert self._handle is not None  # the continue line was just written to it
         self._handle.close()
+        self._handle = None  # the next segment is created with its first line
         self._segment += 1
-        self._handle = open(self.directory / nxt, "ab")  # noqa: SIM115
         self._size = 0
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def load_packed(journal_dir: Path, packed: Any) -> Any:

@@ -157,6 +157,32 @@ def test_segments_roll_with_a_continue_snapshot_and_stay_verifiable(tmp_path: Pa
         read_journal(tmp_path)
 
 
+def _fill_to_a_roll(writer: JournalWriter) -> None:
+    """Append steps until the writer rolls, and nothing after the roll."""
+    for pos in range(1, 100):
+        writer.append({"kind": "step", "pos": pos, "label": f"s{pos}", "status": "ok"})
+        if read_journal(writer.directory).entries[-1]["kind"] == "continue":
+            return
+    raise AssertionError("the writer never rolled")
+
+
+@pytest.mark.parametrize("left", ["no next segment", "an empty next segment"])
+def test_a_journal_reopened_right_after_a_roll_keeps_one_chain(tmp_path: Path, left: str) -> None:
+    """A run whose last line rolled the segment (a wait, then a suspend), reopened on its
+    wake. The next segment is created with its first line; an empty one (a writer killed
+    between creating it and writing) is written into, not skipped."""
+    with JournalWriter.open(tmp_path, run_id="r", segment_bytes=400) as writer:
+        _fill_to_a_roll(writer)
+    assert [p.name for p in sorted(tmp_path.glob("*.jsonl"))] == ["000001.jsonl"]
+    if left == "an empty next segment":
+        (tmp_path / "000002.jsonl").write_bytes(b"")
+    with JournalWriter.open(tmp_path, segment_bytes=400) as writer:
+        writer.append({"kind": "end", "status": "ok"})
+    journal = read_journal(tmp_path)
+    assert journal.segments == ["000001.jsonl", "000002.jsonl"]
+    assert journal.entries[-1]["kind"] == "end"
+
+
 def test_secret_values_never_reach_a_line_or_blob(tmp_path: Path) -> None:
     secret = "tok-5f2c9e7a81"
     with JournalWriter.open(tmp_path, secrets=[secret]) as writer:
