@@ -133,10 +133,7 @@ class _PackedRefs:
         pattern matches itself and what lies under it as a folder."""
         found = {pattern: self.values[pattern]} if pattern in self.values else {}
         below = pattern if pattern.endswith("/") else pattern + "/"
-        at = bisect.bisect_left(self.names, below)
-        while at < len(self.names) and self.names[at].startswith(below):
-            found[self.names[at]] = self.values[self.names[at]]
-            at += 1
+        found.update((name, self.values[name]) for name in self.starting(below))
         return found
 
     def starting(self, prefix: str) -> list[str]:
