@@ -60,16 +60,15 @@ class JournalWriter:
         self.last_checkpoint: Any = None
         self._segment = len(journal.segments) or 1
         last = directory / segment_name(self._segment)
-        rolled = bool(journal.entries) and journal.entries[-1]["kind"] == "continue"
-        # The previous writer rolled and wrote nothing after: the next segment is absent,
-        # or empty (a process killed between creating it and its first line).
-        if rolled and (not last.exists() or last.stat().st_size > 0):
+        self._size = last.stat().st_size if last.exists() else 0
+        if journal.entries and journal.entries[-1]["kind"] == "continue" and self._size:
+            # The previous writer rolled and wrote nothing after. An empty last file is the
+            # next segment itself (a writer killed between creating it and its first line).
             self._segment += 1
+            self._size = 0
         # Opened at the first line written to it: a writer that writes nothing (a resume
         # refused, a fenced holder) leaves no new segment file behind.
         self._handle: BinaryIO | None = None
-        current = self.directory / segment_name(self._segment)
-        self._size = current.stat().st_size if current.exists() else 0
 
     @classmethod
     def open(
