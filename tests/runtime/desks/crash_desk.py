@@ -8,7 +8,7 @@ Every step body appends its number to the counter file (outside the journal). Wh
 from __future__ import annotations
 
 import os
-import time
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ def _pause(point: str) -> None:
     if os.environ.get("CRASH_PAUSE") == point:
         Path(os.environ["CRASH_MARKER"]).write_text(point)
         while True:  # held here until the test kills the process
-            time.sleep(0.01)
+            signal.pause()
 
 
 def _count(counter: str, line: str) -> None:
