@@ -99,6 +99,7 @@ def evidence_counts(
         failing=verdicts[Verdict.FAILING] + verdicts[Verdict.ENV_MISMATCH],
         stale=verdicts[Verdict.STALE],
         unsigned=unsigned,
+        unsandboxed=verdicts[Verdict.UNSANDBOXED],
     )
 
 

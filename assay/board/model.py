@@ -29,6 +29,7 @@ class EvidenceCounts:
     failing: int = 0  # rows the gate ran and saw fail at the current head
     stale: int = 0  # rows the gate verified at an older head than the branch's tip
     unsigned: int = 0  # rows that pass only on unsigned records (--insecure-unsigned-evidence)
+    unsandboxed: int = 0  # rows that passed only on the host (--insecure-unsandboxed-rows)
 
     @property
     def label(self) -> str:
@@ -44,6 +45,8 @@ class EvidenceCounts:
             parts.append(f"stale {self.stale}")
         if self.unsigned:
             parts.append(f"unsigned {self.unsigned}")
+        if self.unsandboxed:
+            parts.append(f"unsandboxed {self.unsandboxed}")
         return " ".join(parts)
 
 

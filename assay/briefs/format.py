@@ -272,6 +272,9 @@ class FrontMatter(StrictModel):
         return value
 
 
+APPROVAL_LABEL = "approval"  # a brief labelled so needs approval as if it set ``approval: true``
+
+
 class Brief(FrontMatter):
     """One unit of work, as parsed from ``briefs/<id>.md`` (or built by a forge adapter)."""
 
@@ -282,6 +285,13 @@ class Brief(FrontMatter):
     def line_of(self, path: str) -> int:
         """The front-matter line of a field path such as ``depends_on[1]`` (0 if unknown)."""
         return self._lines.get(path, 0)
+
+    @property
+    def needs_approval(self) -> bool:
+        """Whether the brief itself asks for ``assay approve`` before it may finish and
+        merge: ``approval: true`` or the label ``approval``. The desks wait for it and the
+        merge rule checks it, whatever the desk's kind."""
+        return self.approval or APPROVAL_LABEL in self.labels
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (``env.lock`` always a list)."""

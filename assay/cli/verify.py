@@ -134,19 +134,38 @@ def verify_command(
 @click.argument("brief")
 @click.option("--ff-only", is_flag=True, help="Refuse unless main can fast-forward to the head.")
 @insecure_option
+@click.option(
+    "--allow-unsandboxed-evidence",
+    "allow_unsandboxed",
+    is_flag=True,
+    help="Accept rows the gate ran on the host (verify --insecure-unsandboxed-rows); "
+    "without it their records block the merge.",
+)
 @forge_option
 @json_option
 def merge_command(
-    brief: str, ff_only: bool, insecure: bool, forge: str | None, as_json: bool
+    brief: str,
+    ff_only: bool,
+    insecure: bool,
+    allow_unsandboxed: bool,
+    forge: str | None,
+    as_json: bool,
 ) -> None:
     """Merge BRIEF's review into main when every row is verified passing at its head.
 
-    Exit 1 naming each missing, failing or stale row otherwise; main is left unchanged.
+    Exit 1 naming each missing, failing, stale or unsandboxed row, or a missing approval
+    (a brief with approval: true), otherwise; main is left unchanged.
     """
     check_id(brief, where="BRIEF")
     with open_forge(forge) as handle:
         try:
-            result = merge(handle, brief, ff_only=ff_only, insecure=insecure)
+            result = merge(
+                handle,
+                brief,
+                ff_only=ff_only,
+                insecure=insecure,
+                allow_unsandboxed=allow_unsandboxed,
+            )
         except MergeRefused as refused:
             if as_json:
                 payload = refused.to_json()

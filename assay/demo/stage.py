@@ -288,6 +288,7 @@ class Stage:
     def _gate_worker(self) -> None:
         while (brief := self.gate_queue.get()) is not None:
             unconfined = [] if self.report.sandboxed else ["--insecure-unsandboxed-rows"]
+            accept = [] if self.report.sandboxed else ["--allow-unsandboxed-evidence"]
             code, verified = self._assay(
                 "verify", brief, "--forge", self.report.forge_url, "--json", *unconfined, gate=True
             )
@@ -295,7 +296,7 @@ class Stage:
                 self.gate_results.put((brief, "blocked", verified))
                 continue
             code, merged = self._assay(
-                "merge", brief, "--forge", self.report.forge_url, "--json", gate=True
+                "merge", brief, "--forge", self.report.forge_url, "--json", *accept, gate=True
             )
             self.gate_results.put((brief, "merged" if code == 0 else "blocked", merged))
 

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from assay.desks.records.events import EventLog
 from assay.errors import Busy, Corrupt, Failed
 from assay.evidence.anchors import ClaimAnchors, check_anchors, read_claim_anchors
 from assay.evidence.claimed import Claimed, claimed_from_entries, journal_anchors
@@ -59,6 +60,7 @@ from assay.evidence.table import render_markdown, with_table
 from assay.forge import Forge
 from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import GitError, RefUpdate
+from assay.runtime.types import Event
 from assay.sandbox import SandboxSpec
 from assay.sandbox.environ import process_environment
 
@@ -154,6 +156,7 @@ class _Context:
     log: EvidenceLog
     anchors: ClaimAnchors
     protect: tuple[str, ...] | None = None
+    approval: list[Event] | None = None  # the brief's events when it needs approval
 
 
 def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
@@ -171,6 +174,11 @@ def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
         log=log,
         anchors=read_claim_anchors(forge, brief_id, view.claim),
         protect=protect_globs(brief),
+        approval=(
+            EventLog(forge, brief_id).read(fetched=True, tip=view.events)
+            if brief.needs_approval
+            else None
+        ),
     )
 
 
@@ -196,7 +204,11 @@ def _decision(
     key: bytes | None,
     *,
     insecure: bool = False,
+    allow_unsandboxed: bool = False,
+    rows_only: bool = False,
 ) -> MergeDecision:
+    """The rule's decision; ``rows_only``: verify's verdict on the rows it ran, without the
+    brief-level conditions only a merge checks (its approval), as the review's state."""
     return decide(
         brief=ctx.view.brief,
         rows=ctx.rows,
@@ -207,6 +219,8 @@ def _decision(
         desk_names=ctx.desks,
         require_signed=not insecure,
         key_known=key is not None,
+        allow_unsandboxed=allow_unsandboxed,
+        approval=None if rows_only else ctx.approval,
     )
 
 
@@ -267,7 +281,9 @@ def verify(
             site=Path(site),
             environ=at.environ,
             sandbox=sandbox,
-            template=_record_template(brief_id, head, at, verifier=verifier),
+            template=_record_template(
+                brief_id, head, at, verifier=verifier, sandboxed=sandbox.sandboxed
+            ),
             key=key,
             on_start=on_start,
             on_row=on_row,
@@ -275,7 +291,18 @@ def verify(
     timings["rows"] = sum(record.seconds for record in ran)
     with _timed(timings, "record"):
         log = append_records(forge, brief_id, ran, key=key, log=ctx.log)
-    decision = _decision(ctx, log.records, head, at.claimed, key, insecure=insecure)
+    # Rows the caller chose to run on the host pass here; the merge still refuses them
+    # unless it is told to accept them too, and every table says "unsandboxed".
+    decision = _decision(
+        ctx,
+        log.records,
+        head,
+        at.claimed,
+        key,
+        insecure=insecure,
+        allow_unsandboxed=unsandboxed,
+        rows_only=True,
+    )
     with _timed(timings, "review"):
         updated = head == ctx.view.head and _update_review_table(forge, ctx.view, decision)
     timings["total"] = time.monotonic() - started
@@ -382,7 +409,9 @@ def _pin_tree(forge: Forge, ctx: _Context, tree: Path, head: str) -> PinPlan | N
     return plan
 
 
-def _record_template(brief_id: str, head: str, at: _AtHead, *, verifier: str) -> EvidenceRecord:
+def _record_template(
+    brief_id: str, head: str, at: _AtHead, *, verifier: str, sandboxed: bool
+) -> EvidenceRecord:
     """What every row's record shares; ``_run_rows`` fills in the row's own fields."""
     return EvidenceRecord(
         brief=brief_id,
@@ -400,6 +429,7 @@ def _record_template(brief_id: str, head: str, at: _AtHead, *, verifier: str) ->
         journal_head=at.journal.head,
         at="",
         pinned=tuple(at.plan.pinned) if at.plan is not None else (),
+        sandboxed=sandboxed,
     )
 
 
@@ -492,7 +522,12 @@ class MergeRefused(Failed):
 
 
 def merge_decision(
-    forge: Forge, brief_id: str, *, key: bytes | None = None, insecure: bool = False
+    forge: Forge,
+    brief_id: str,
+    *,
+    key: bytes | None = None,
+    insecure: bool = False,
+    allow_unsandboxed: bool = False,
 ) -> MergeDecision:
     """The merge rule at the review's current head, after every integrity check.
 
@@ -501,11 +536,18 @@ def merge_decision(
     """
     if key is None and not insecure:
         key = gate_key()
-    return _judge(forge, brief_id, key=key, insecure=insecure)[1]
+    return _judge(forge, brief_id, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed)[
+        1
+    ]
 
 
 def _judge(
-    forge: Forge, brief_id: str, *, key: bytes | None, insecure: bool = False
+    forge: Forge,
+    brief_id: str,
+    *,
+    key: bytes | None,
+    insecure: bool = False,
+    allow_unsandboxed: bool = False,
 ) -> tuple[_Context, MergeDecision]:
     ctx = _context(forge, brief_id, key)
     head = ctx.view.head
@@ -516,7 +558,15 @@ def _judge(
         journal = journal_from_commit(forge, head, brief_id, Path(scratch))
         _check_journal(forge, ctx, journal, head, brief_id=brief_id)
         claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
-    decision = _decision(ctx, ctx.log.records, head, claimed, key, insecure=insecure)
+    decision = _decision(
+        ctx,
+        ctx.log.records,
+        head,
+        claimed,
+        key,
+        insecure=insecure,
+        allow_unsandboxed=allow_unsandboxed,
+    )
     review = ctx.view.review
     if review is None:
         decision.problems.insert(0, f"there is no review to merge ({reviews_ref(brief_id)})")
@@ -576,11 +626,17 @@ def merge(
     key: bytes | None = None,
     insecure: bool = False,
     ff_only: bool = False,
+    allow_unsandboxed: bool = False,
 ) -> MergeResult:
-    """Move main to the review's head when the merge rule allows it; else ``MergeRefused``."""
+    """Move main to the review's head when the merge rule allows it; else ``MergeRefused``.
+
+    ``allow_unsandboxed`` (``--allow-unsandboxed-evidence``) accepts rows the gate ran on
+    the host; without it their records block the merge."""
     key = signing_key(key=key, insecure=insecure)
     for _attempt in range(_MERGE_ATTEMPTS):
-        ctx, decision = _judge(forge, brief_id, key=key, insecure=insecure)
+        ctx, decision = _judge(
+            forge, brief_id, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed
+        )
         if not decision.allowed:
             raise MergeRefused(decision)
         head = decision.head_sha

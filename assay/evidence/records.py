@@ -8,7 +8,9 @@ One record per row run by the gate, stored as ``record.json`` in one commit on
      "output_tail": "…", "head_sha": "<commit>", "env_fingerprint": {"python": "3.11.2"},
      "verifier": "gate:ci@host", "journal_head": "sha256:…" | "", "at": "2026-…Z",
      "prev": "sha256:<digest of the previous record>" | "", "digest": "sha256:…",
-     "mac": "hmac-sha256:…"}                                 # absent only when insecure
+     "mac": "hmac-sha256:…",                                 # absent only when insecure
+     "pinned": ["tests/test_calc.py"],                       # absent when nothing was pinned
+     "sandboxed": false}                                     # present only for a host run
 
 Integrity, checked on every read (any failure is ``Corrupt``, exit 6):
 
@@ -86,6 +88,9 @@ class EvidenceRecord:
     digest: str = ""
     mac: str = ""
     pinned: tuple[str, ...] = ()  # paths restored from main before the row ran (sorted)
+    # False: the row ran on the host (``--insecure-unsandboxed-rows``), which the record
+    # says under its signature so that the merge can refuse it without the explicit flag.
+    sandboxed: bool = True
     v: int = RECORD_VERSION
     kind: str = RECORD_KIND
     signed: bool = field(default=False, compare=False)
@@ -104,6 +109,8 @@ class EvidenceRecord:
             data["pinned"] = list(self.pinned)
         else:
             data.pop("pinned")
+        if self.sandboxed:  # likewise: only an unsandboxed row's record carries the field
+            data.pop("sandboxed")
         return data
 
     def to_json(self) -> dict[str, Any]:
@@ -186,7 +193,7 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
         value = raw.get(name)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise Corrupt(f"{source}: evidence record field {name!r} is missing or mistyped")
-    unknown = set(raw) - set(_FIELDS) - {"mac", "pinned"}
+    unknown = set(raw) - set(_FIELDS) - {"mac", "pinned", "sandboxed"}
     if unknown:
         raise Corrupt(f"{source}: evidence record has unknown fields {sorted(unknown)}")
     fp = raw["env_fingerprint"]
@@ -200,6 +207,11 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
     ):
         raise Corrupt(
             f"{source}: evidence record field 'pinned' must list at most {MAX_PINNED} paths"
+        )
+    if raw.get("sandboxed", False) is not False:
+        raise Corrupt(
+            f"{source}: evidence record field 'sandboxed' must be false when present "
+            "(a sandboxed row's record does not carry it)"
         )
     mac = raw.pop("mac", "")
     if not isinstance(mac, str):

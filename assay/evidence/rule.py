@@ -8,23 +8,30 @@ A merge is allowed only when every acceptance row has a record that
 - is for the review's current head commit and for the row's current command;
 - passed (exit 0, not timed out);
 - carries the declared environment: the fingerprint the desk recorded, and one that
-  satisfies the brief's ``env`` declaration.
+  satisfies the brief's ``env`` declaration;
+- ran in the gate's sandbox, unless the merge explicitly accepts host runs
+  (``--allow-unsandboxed-evidence``).
 
 Anything else names the row and why: missing, failing, stale (verified at an older commit
-or for an older command) or env mismatch.
+or for an older command), env mismatch or unsandboxed. A brief that needs approval
+(``Brief.needs_approval``) merges only when its latest answer on its events ref is an
+``approve``, whatever kind of desk did the work: the rule checks it, not the desk.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import assay.refs as refs
 from assay.evidence.claimed import Claimed
 from assay.evidence.fingerprint import declaration_problems, diff_fingerprints
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.spec import EnvDecl, RowSpec
+from assay.runtime.types import Event
 
 GATE_PREFIX = "gate:"
 
@@ -35,6 +42,7 @@ class Verdict(enum.Enum):
     MISSING = "missing"
     STALE = "stale"
     ENV_MISMATCH = "env mismatch"
+    UNSANDBOXED = "unsandboxed"
 
 
 @dataclass(frozen=True)
@@ -120,8 +128,10 @@ def counts(
 
 def describe(record: EvidenceRecord) -> str:
     if record.timed_out:
-        return f"timeout after {record.seconds:g}s"
-    return "pass" if record.passed else f"fail (exit {record.exit})"
+        said = f"timeout after {record.seconds:g}s"
+    else:
+        said = "pass" if record.passed else f"fail (exit {record.exit})"
+    return said if record.sandboxed else f"{said}, unsandboxed"
 
 
 def env_mismatch(
@@ -145,10 +155,15 @@ def decide(
     desk_names: Collection[str] = (),
     require_signed: bool = False,
     key_known: bool = True,
+    allow_unsandboxed: bool = False,
+    approval: Sequence[Event] | None = None,
 ) -> MergeDecision:
-    """The merge rule. ``records`` are in ref order (oldest first)."""
+    """The merge rule. ``records`` are in ref order (oldest first); ``approval``: the
+    brief's events, oldest first, when the brief needs approval (None: it does not)."""
     claim = claimed or Claimed()
     problems = _brief_problems(rows, env, claim)
+    if approval is not None:
+        problems += approval_problems(approval, brief=brief)
     statuses: list[RowStatus] = []
     for row in rows:
         mine = [
@@ -158,8 +173,37 @@ def decide(
             and r.brief == brief
             and counts(r, desk_names=desk_names, require_signed=require_signed, key_known=key_known)
         ]
-        statuses.append(_row_status(row, mine, head_sha=head_sha, claim=claim, env=env))
+        status = _row_status(row, mine, head_sha=head_sha, claim=claim, env=env)
+        if (
+            status.verdict is Verdict.PASS
+            and status.record is not None
+            and not status.record.sandboxed
+            and not allow_unsandboxed
+        ):
+            status = dataclasses.replace(
+                status,
+                verdict=Verdict.UNSANDBOXED,
+                reason="the gate ran it on the host (--insecure-unsandboxed-rows); "
+                "only a merge with --allow-unsandboxed-evidence accepts that",
+            )
+        statuses.append(status)
     return MergeDecision(brief=brief, head_sha=head_sha, rows=statuses, problems=problems)
+
+
+def approval_problems(events: Sequence[Event], *, brief: str) -> list[str]:
+    """Why a brief that needs approval may not merge: its latest answer to ``approval``
+    (an ``approve`` or ``reject`` event, oldest first in ``events``) must be an approve."""
+    answers = [e for e in events if e.kind in ("approve", "reject") and e.satisfies("approval")]
+    if not answers:
+        return [
+            f"the brief needs approval and {refs.events_ref(brief)} holds no approve event "
+            f"(assay approve {brief})"
+        ]
+    last = answers[-1]
+    if last.kind == "reject":
+        by = f" by {last.actor}" if last.actor else ""
+        return [f"the brief needs approval and its latest answer is a rejection{by}"]
+    return []
 
 
 def _brief_problems(rows: Sequence[RowSpec], env: EnvDecl, claim: Claimed) -> list[str]:

@@ -35,6 +35,10 @@ def claim_ref(brief: str) -> str:
     return refs.claim_ref(brief)
 
 
+def events_ref(brief: str) -> str:
+    return refs.events_ref(brief)
+
+
 def journal_path(brief: str) -> str:
     return f".assay/journal/{check_id(brief)}"
 
@@ -49,6 +53,7 @@ class ForgeView:
     review: ReviewRecord | None
     evidence: str | None
     claim: str | None
+    events: str | None = None  # the brief's events log (its approvals), as the fetch found it
 
     @property
     def head(self) -> str | None:
@@ -66,6 +71,7 @@ def fetch_view(forge: Forge, brief: str) -> ForgeView:
         "review": reviews_ref(brief),
         "evidence": evidence_ref(brief),
         "claim": claim_ref(brief),
+        "events": events_ref(brief),
     }
     found = forge.refresh(list(refs.values()))
     review = read_review_at(forge, brief, found.get(refs["review"]))
@@ -76,6 +82,7 @@ def fetch_view(forge: Forge, brief: str) -> ForgeView:
         review=review,
         evidence=found.get(refs["evidence"]),
         claim=found.get(refs["claim"]),
+        events=found.get(refs["events"]),
     )
 
 

@@ -134,13 +134,10 @@ class DeskHooks:
         return delivered + self.requeued
 
 
-APPROVAL_LABEL = "approval"
-
-
 def wants_approval(brief: Brief, desk: Any) -> bool:
-    """Whether ``finish`` waits for ``assay approve``: the brief sets ``approval: true`` or
-    carries the label ``approval``, or the desk manifest sets ``approval: true``."""
-    return brief.approval or APPROVAL_LABEL in brief.labels or bool(desk.approval)
+    """Whether ``finish`` waits for ``assay approve``: the brief needs it
+    (``Brief.needs_approval``) or the desk manifest sets ``approval: true``."""
+    return brief.needs_approval or bool(desk.approval)
 
 
 def lock_workdir(workroot: Path, brief: str) -> tuple[Path, IO[bytes]]:
@@ -418,7 +415,26 @@ def desk_function(
         function = in_directory(desk.resolve_entry(), worktree)
     if brief.objective is not None and desk.kind != "agent":
         function = with_objective(function, brief=brief, forge=forge, hooks=hooks, secrets=secrets)
+    if desk.kind in ("command", "python") and wants_approval(brief, desk):
+        function = with_approval(function)  # the agent and cli kinds wait inside ``finish``
     return function, model, tools
+
+
+def with_approval(function: Callable[[Any, Brief], Any]) -> Callable[[Any, Brief], Any]:
+    """A ``command`` or ``python`` desk's function that, once its work is done, waits
+    durably for ``assay approve`` (holding no process); a rejection fails the brief."""
+
+    def wrapped(run: Any, current: Brief) -> Any:
+        output = function(run, current)
+        if isinstance(output, dict) and output.get("status") in ("failed", "cancelled"):
+            return output
+        event = run.wait_for("approval")
+        if getattr(event, "kind", "approve") == "reject":
+            reason = str(getattr(event, "text", "")) or "no reason"
+            return {"status": "failed", "summary": f"rejected: {reason}", "evidence": []}
+        return output
+
+    return wrapped
 
 
 def agent_function(
