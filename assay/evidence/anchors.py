@@ -12,6 +12,11 @@ branch's journal may only have grown past them. So a journal on the branch
 Any miss is ``Corrupt`` (exit 6) naming the brief, the anchor and the claim commit that
 recorded it. ``assay verify``, ``assay merge`` and ``assay history --brief`` check it; the
 board shows the same problem through ``anchor_problem`` on the latest claim record.
+
+The gate also fails closed where a record is missing (``vouching_problems``): the review's
+head must be a run its claim settled, so a journal whose claim ref was deleted, or whose
+claim is still held, released or stuck, is refused, never passed for having no anchors to
+miss.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ class ClaimAnchors:
     brief: str
     anchors: tuple[Anchor, ...] = ()
     settled: Anchor | None = None
+    state: str | None = None  # the latest claim record's state; None: no claim ref at all
 
     @property
     def empty(self) -> bool:
@@ -77,7 +83,7 @@ def read_claim_anchors(forge: Forge, brief: str, claim_tip: str | None) -> Claim
     settled = None
     if latest is not None and latest.state in SETTLED_STATES and latest.journal_head:
         settled = Anchor(latest.journal_head, latest.sha)
-    return ClaimAnchors(brief, tuple(anchors), settled)
+    return ClaimAnchors(brief, tuple(anchors), settled, latest.state if latest else None)
 
 
 def anchor_problems(
@@ -102,11 +108,42 @@ def anchor_problems(
     return problems
 
 
+def vouching_problems(journal_head: str, anchors: ClaimAnchors, *, where: str) -> list[str]:
+    """Why no settled claim vouches for a journal the gate is asked to judge (the review's
+    head); empty when one does. Missing records refuse: the anchors alone pass a journal
+    whose claim ref was deleted, since there is then nothing for it to miss."""
+    claim = refs.claim_ref(anchors.brief)
+    if anchors.state is None:
+        return [
+            f"{where}: no claim history vouches for it ({claim} is missing): only a run "
+            "its desk's claim settled is judged"
+        ]
+    if anchors.state not in SETTLED_STATES:
+        return [
+            f"{where}: the claim is {anchors.state}, not settled at the journal's head "
+            f"({claim}): nothing vouches for the journal yet"
+        ]
+    if anchors.settled is None and journal_head:
+        return [
+            f"{where}: the claim was settled without a journal head, but the journal ends "
+            f"at {journal_head}"
+        ]
+    return []
+
+
 def check_anchors(
-    entries: Sequence[Mapping[str, Any]], head: str, anchors: ClaimAnchors, *, where: str
+    entries: Sequence[Mapping[str, Any]],
+    head: str,
+    anchors: ClaimAnchors,
+    *,
+    where: str,
+    vouched: bool = False,
 ) -> None:
-    """``Corrupt`` unless the journal passes through every anchor and ends at the settled one."""
+    """``Corrupt`` unless the journal passes through every anchor and ends at the settled one;
+    ``vouched`` (the gate): and unless a settled claim vouches for it at all."""
     problems = anchor_problems(line_hashes(entries), head, anchors, where=where)
+    if vouched:
+        problems += vouching_problems(head, anchors, where=where)
     if problems:
         raise Corrupt("; ".join(problems), brief=anchors.brief)
 

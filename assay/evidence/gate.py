@@ -193,7 +193,7 @@ def _check_journal(
     check_journal_anchors(forge, ctx.log.records, journal, head)
     if head == ctx.view.head:
         where = f"{brief_id}: journal at {head[:12]}"
-        check_anchors(journal.entries, journal.head, ctx.anchors, where=where)
+        check_anchors(journal.entries, journal.head, ctx.anchors, where=where, vouched=True)
 
 
 def _decision(

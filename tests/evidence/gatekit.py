@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from assay.claims import Claim, ClaimStore
 from assay.evidence.fingerprint import fingerprint
 from assay.evidence.records import EvidenceRecord
-from assay.journal import JournalWriter
+from assay.forge import open_forge
+from assay.journal import JournalWriter, read_journal
 
 BRIEF = "calc"
 
@@ -100,8 +102,10 @@ def git(*args: str, cwd: Path | None = None, input: bytes | None = None) -> str:
 class Scene:
     """A forge with one brief on main, and a desk that works on ``assay/calc``."""
 
-    def __init__(self, root: Path, *, brief_text: str = BRIEF_TEXT) -> None:
+    def __init__(self, root: Path, *, brief_text: str = BRIEF_TEXT, claims: bool = True) -> None:
         self.root = root
+        self.claims = claims  # False: the desk pushes without ever claiming the brief
+        self._claim: Claim | None = None
         self.forge = root / "forge.git"
         git("init", "--quiet", "--bare", "--initial-branch=main", str(self.forge))
         self.author = root / "author"
@@ -171,10 +175,21 @@ class Scene:
         git("add", "-A", cwd=self.desk)
         git("commit", "--quiet", "-m", message, cwd=self.desk)
         git("push", "--quiet", "origin", f"assay/{BRIEF}", cwd=self.desk)
+        if self.claims:
+            self._settle_claim(journal_dir)
         return git("rev-parse", "HEAD", cwd=self.desk)
 
+    def _settle_claim(self, journal_dir: Path) -> None:
+        """Anchor the journal's head on the desk's claim and leave it settled (waiting for
+        the gate), as a desk's run does at each stop: the gate judges only a run that a
+        settled claim vouches for. The claim is taken at the first commit."""
+        with open_forge(str(self.forge), cache_dir=self.root / "claimer") as forge:
+            store = ClaimStore(forge)
+            if self._claim is None:
+                self._claim = store.set_waiting(store.acquire(BRIEF, "coder", lease_s=600), "gate")
+            self._claim = store.renew(self._claim, journal_head=read_journal(journal_dir).head)
+
     def open_review(self, head: str, *, state: str = "ready", body: str = "Adds calc.\n") -> str:
-        """Write a review record commit on refs/assay/reviews/calc with plain git."""
         record: dict[str, Any] = {
             "v": 1,
             "brief": BRIEF,

@@ -170,3 +170,39 @@ def test_the_board_and_status_name_the_cut_journal(settled: Scene, run_assay: As
     done = run_assay("board", "--forge", str(settled.forge), cwd=settled.root)
     assert done.returncode == 0, done.stderr
     assert "rewritten or truncated" in (settled.root / "BOARD.md").read_text()
+
+
+def test_a_rewritten_journal_whose_claim_was_deleted_is_refused_not_passed(
+    settled: Scene, run_assay: AssayRunner
+) -> None:
+    # With the claim ref gone there are no anchors left to miss: the gate must refuse the
+    # missing record itself, or a re-chained journal merges.
+    story = _entries()
+    story[3]["out"] = {"value": {"text": "call 1, edited", "usage": {"in": 1, "out": 1}}}
+    _replace_journal(settled, story, claimed=True)
+    git("--git-dir", str(settled.forge), "update-ref", "-d", f"refs/assay/claims/{BRIEF}")
+    _refused(settled, run_assay)
+    done = run_assay("merge", BRIEF, "--forge", str(settled.forge))
+    assert f"refs/assay/claims/{BRIEF} is missing" in done.stderr
+
+
+def test_a_desk_that_never_claimed_the_brief_is_refused(
+    tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    scene = Scene(tmp_path, brief_text=BRIEF_TEXT, claims=False)
+    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass"})
+    scene.open_review(head)
+    _refused(scene, run_assay)
+
+
+def test_a_claim_still_held_vouches_for_nothing_yet(tmp_path: Path, run_assay: AssayRunner) -> None:
+    scene = Scene(tmp_path, brief_text=BRIEF_TEXT, claims=False)
+    with open_forge(str(scene.forge), cache_dir=tmp_path / "desk-cache") as forge:
+        store = ClaimStore(forge)
+        claim = store.acquire(BRIEF, "coder", lease_s=600)
+        head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass"})
+        store.renew(claim, journal_head=read_journal(scene.desk / ".assay/journal/calc").head)
+    scene.open_review(head)
+    _refused(scene, run_assay)
+    done = run_assay("verify", BRIEF, "--forge", str(scene.forge))
+    assert "the claim is held, not settled" in done.stderr

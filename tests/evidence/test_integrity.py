@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from assay.claims import ClaimRecord
 from assay.errors import Corrupt
 from assay.evidence.gate import MergeRefused, merge, verify
 from assay.evidence.records import decode, encode, seal
@@ -115,21 +114,7 @@ def test_a_gate_key_catches_records_resealed_without_it(tmp_path: Path) -> None:
 def test_rows_the_desk_wrote_never_count(tmp_path: Path) -> None:
     scene = Scene(tmp_path)
     head = scene.desk_commit({"calc.py": BAD}, claims={"unit": "pass", "lint": "pass"})
-    scene.open_review(head)
-    gd = ["--git-dir", str(scene.forge)]
-    claim = ClaimRecord(
-        brief=BRIEF,
-        desk="coder",
-        holder="h1",
-        fence=1,
-        state="held",
-        since="2026-01-01T00:00:00.000Z",
-        renewed_at="2026-01-01T00:00:00.000Z",
-        lease_s=60.0,
-    ).to_bytes()
-    blob = git(*gd, "hash-object", "-w", "--stdin", input=claim)
-    tree = git(*gd, "mktree", input=f"100644 blob {blob}\tclaim.json\n".encode())
-    git(*gd, "update-ref", f"refs/assay/claims/{BRIEF}", git(*gd, "commit-tree", tree, "-m", "c"))
+    scene.open_review(head)  # the claim names the desk "coder" (the scene claimed the brief)
     main_before = scene.main_sha()
     with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
         fake = [
