@@ -26,6 +26,7 @@ SWEEPS = ASSAY + "sweeps/"
 SWEEP_LOG = SWEEPS + "log"
 ORPHAN_LOG = SWEEPS + "orphans"
 GITHUB = ASSAY + "github/"
+RUNS = ASSAY + "runs/"  # refs/assay/runs/<brief>/<attempt>: a merged run's branch, kept
 
 # Everything the board and the sweepers read, in one fetch.
 FETCH_ALL = (HEADS, ASSAY)
@@ -60,6 +61,14 @@ evidence_ref = _per_brief(EVIDENCE, "``refs/assay/evidence/<brief>``.")
 review_ref = _per_brief(REVIEWS, "``refs/assay/reviews/<brief>``.")
 status_ref = _per_brief(STATUS, "``refs/assay/status/<brief>``.")
 github_ref = _per_brief(GITHUB, "``refs/assay/github/<brief>``.")
+
+
+def run_ref(brief: str, attempt: int) -> str:
+    """``refs/assay/runs/<brief>/<attempt>``: the whole branch of a run that merged (its
+    journal included), kept while main holds only the run's squashed code."""
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
+        raise ValueError(f"a run's attempt must be a whole number, not {attempt!r}")
+    return f"{RUNS}{check_id(brief)}/{attempt}"
 
 
 def brief_of(ref: str, prefix: str) -> str:

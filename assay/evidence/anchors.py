@@ -51,6 +51,7 @@ class ClaimAnchors:
     anchors: tuple[Anchor, ...] = ()
     settled: Anchor | None = None
     state: str | None = None  # the latest claim record's state; None: no claim ref at all
+    attempt: int = 0  # the latest claim record's attempt (which run of the brief it is)
 
     @property
     def empty(self) -> bool:
@@ -83,7 +84,9 @@ def read_claim_anchors(forge: Forge, brief: str, claim_tip: str | None) -> Claim
     settled = None
     if latest is not None and latest.state in SETTLED_STATES and latest.journal_head:
         settled = Anchor(latest.journal_head, latest.sha)
-    return ClaimAnchors(brief, tuple(anchors), settled, latest.state if latest else None)
+    if latest is None:
+        return ClaimAnchors(brief, tuple(anchors), settled)
+    return ClaimAnchors(brief, tuple(anchors), settled, latest.state, latest.attempt)
 
 
 def anchor_problems(

@@ -60,6 +60,7 @@ from assay.evidence.table import render_markdown, with_table
 from assay.forge import Forge
 from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import GitError, RefUpdate
+from assay.refs import run_ref
 from assay.runtime.types import Event
 from assay.sandbox import SandboxSpec
 from assay.sandbox.environ import process_environment
@@ -157,6 +158,7 @@ class _Context:
     anchors: ClaimAnchors
     protect: tuple[str, ...] | None = None
     approval: list[Event] | None = None  # the brief's events when it needs approval
+    title: str = ""  # the brief's title: the squash commit's subject
 
 
 def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
@@ -174,6 +176,7 @@ def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
         log=log,
         anchors=read_claim_anchors(forge, brief_id, view.claim),
         protect=protect_globs(brief),
+        title=brief.title,
         approval=(
             EventLog(forge, brief_id).read(fetched=True, tip=view.events)
             if brief.needs_approval
@@ -481,10 +484,13 @@ def _run_rows(
 
 
 class MergeOutcome(enum.Enum):
-    FAST_FORWARD = "fast_forward"
-    MERGE_COMMIT = "merge_commit"
-    CREATED = "created"
+    SQUASHED = "squashed"  # one new commit on main holding the brief's code
+    CREATED = "created"  # the forge had no main: that commit starts it
     UP_TO_DATE = "up_to_date"
+
+
+# What a merge keeps off main: the run's journal and Assay's other files live under it.
+ASSAY_FOLDER = ".assay"
 
 
 @dataclass(frozen=True)
@@ -495,6 +501,7 @@ class MergeResult:
     main_after: str
     outcome: MergeOutcome
     decision: MergeDecision
+    run: str | None = None  # the run ref this merge kept the branch under
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -505,6 +512,7 @@ class MergeResult:
             "main_before": self.main_before,
             "main_after": self.main_after,
             "outcome": self.outcome.value,
+            "run": self.run,
             "decision": self.decision.to_json(),
         }
 
@@ -589,34 +597,58 @@ def review_table(forge: Forge, brief_id: str, *, key: bytes | None = None) -> st
     return render_markdown(decision)
 
 
-def _merged_main(
-    forge: Forge, main: str | None, head: str, *, ff_only: bool, brief: str
+def _squashed_main(
+    forge: Forge, ctx: _Context, head: str, *, ff_only: bool, brief: str
 ) -> tuple[str, MergeOutcome]:
+    """Main after merging ``head``: one new commit whose parent is main and whose tree is
+    main merged with the head, with main's own ``.assay/`` (none on a new forge) in place
+    of the run's, so the journal and every checkpoint commit stay on the branch and the
+    run ref. ``UP_TO_DATE`` when main already holds the head's work."""
+    main, review = ctx.view.main, ctx.view.review
+    if main is not None:
+        if main == head or is_ancestor(forge, head, main):
+            return main, MergeOutcome.UP_TO_DATE  # merged whole, as before squashes
+        if review is not None and review.state == "merged" and review.head_sha == head:
+            return main, MergeOutcome.UP_TO_DATE
     if main is None:
-        return head, MergeOutcome.CREATED
-    if main == head or is_ancestor(forge, head, main):
-        return main, MergeOutcome.UP_TO_DATE
-    if is_ancestor(forge, main, head):
-        return head, MergeOutcome.FAST_FORWARD
-    if ff_only:
+        tree = head
+    elif ff_only and not is_ancestor(forge, main, head):
         raise Failed(
             f"{brief}: main ({main[:12]}) has moved past the review's base and --ff-only was "
             "given: sync the branch with main and verify again"
         )
-    tree = forge.merge_tree(main, head)
-    if tree is None:
-        raise Failed(
-            f"{brief}: the review's head {head[:12]} does not merge cleanly into main {main[:12]}"
-        )
+    else:
+        merged = forge.merge_tree(main, head)
+        if merged is None:
+            raise Failed(
+                f"{brief}: the review's head {head[:12]} does not merge cleanly into main "
+                f"{main[:12]}"
+            )
+        tree = merged
     from assay.evidence.reviews import GATE_IDENTITY
 
     commit = forge.commit_tree(
-        tree,
-        parents=[main, head],
-        message=f"Merge assay/{brief} ({head[:12]}): every verify row passed at its head",
+        forge.tree_keeping(tree, ASSAY_FOLDER, like=main),
+        parents=[main] if main is not None else [],
+        message=_squash_message(ctx, head),
         author=GATE_IDENTITY,
     )
-    return commit, MergeOutcome.MERGE_COMMIT
+    return commit, MergeOutcome.CREATED if main is None else MergeOutcome.SQUASHED
+
+
+def _squash_message(ctx: _Context, head: str) -> str:
+    """The squash commit's message: the brief's title, then trailers naming the brief, the
+    head it was judged at, the evidence log's newest record and the kept run."""
+    brief = ctx.view.brief
+    evidence = ctx.log.records[-1].digest if ctx.log.records else ""
+    return (
+        f"{ctx.title}\n\n"
+        f"Brief {brief}: every verify row passed at {head[:12]}.\n\n"
+        f"Assay-Brief: {brief}\n"
+        f"Assay-Head: {head}\n"
+        f"Assay-Evidence: {evidence}\n"
+        f"Assay-Run: {run_ref(brief, ctx.anchors.attempt)}\n"
+    )
 
 
 def merge(
@@ -628,7 +660,8 @@ def merge(
     ff_only: bool = False,
     allow_unsandboxed: bool = False,
 ) -> MergeResult:
-    """Move main to the review's head when the merge rule allows it; else ``MergeRefused``.
+    """Merge the review's head into main as one squashed commit when the merge rule allows
+    it, keeping the run's branch under its run ref; else ``MergeRefused``.
 
     ``allow_unsandboxed`` (``--allow-unsandboxed-evidence``) accepts rows the gate ran on
     the host; without it their records block the merge."""
@@ -641,10 +674,13 @@ def merge(
             raise MergeRefused(decision)
         head = decision.head_sha
         view = ctx.view
-        new_main, outcome = _merged_main(forge, view.main, head, ff_only=ff_only, brief=brief_id)
+        new_main, outcome = _squashed_main(forge, ctx, head, ff_only=ff_only, brief=brief_id)
         updates: list[RefUpdate] = []
+        run = None
         if outcome is not MergeOutcome.UP_TO_DATE:
+            run = run_ref(brief_id, ctx.anchors.attempt)
             updates.append(RefUpdate(MAIN_REF, new_main, expected=view.main))
+            updates.append(RefUpdate(run, head, expected=None))
         if view.branch is not None:
             # Pin the branch at the judged head: a push racing the merge aborts it.
             updates.append(RefUpdate(branch_ref(brief_id), view.branch, expected=view.branch))
@@ -664,7 +700,7 @@ def merge(
             )
         result = forge.push(updates, atomic=True)
         if result.ok:
-            return MergeResult(brief_id, head, view.main, new_main, outcome, decision)
+            return MergeResult(brief_id, head, view.main, new_main, outcome, decision, run)
         if not result.lost and result.outcome.value != "rejected":
             raise GitError(f"merge push refused: {result.detail}")
         # Something moved (main, the branch or the review): judge again from fresh refs.

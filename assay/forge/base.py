@@ -363,6 +363,24 @@ class Forge(Closing):
         )
         return done.stdout.decode().split()[0] if done.returncode == 0 else None
 
+    def tree_keeping(self, tree: str, name: str, *, like: str | None) -> str:
+        """``tree`` (in the cache) with its top-level entry ``name`` exactly as commit
+        ``like`` has it: replaced by ``like``'s, or removed when ``like`` (or None) has none.
+        Written in process (libgit2); the new tree's sha."""
+        import pygit2
+
+        import assay.odb as odb
+
+        repo = odb.repository(self._cache)
+        builder = repo.TreeBuilder(repo[tree].peel(pygit2.Tree))
+        if builder.get(name) is not None:
+            builder.remove(name)
+        source = repo[like].peel(pygit2.Tree) if like is not None else None
+        if source is not None and name in source:
+            entry = source[name]
+            builder.insert(name, entry.id, entry.filemode)
+        return str(builder.write())
+
     def tree_entries(
         self, commit: str, path: str = "", *, recursive: bool = True
     ) -> list[tuple[str, str, str]]:

@@ -61,6 +61,37 @@ def test_the_demo_leaves_a_board_and_a_forge(demo_run: tuple[int, dict[str, obje
     assert not (directory / "state").exists()  # work trees are scratch unless --keep
 
 
+def test_main_holds_one_commit_per_merged_brief_and_no_journal(
+    demo_run: tuple[int, dict[str, object], Path], run_assay: AssayRunner
+) -> None:
+    _code, report, _directory = demo_run
+    forge = str(report["forge_path"])
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", f"--git-dir={forge}", *args], capture_output=True, text=True, check=True
+        )
+        return done.stdout
+
+    assert git("ls-tree", "-r", "--name-only", "main", ".assay") == ""
+    briefs = [
+        line.split(": ", 1)[1]
+        for line in git("log", "--format=%(trailers:key=Assay-Brief)", "main").splitlines()
+        if line
+    ]
+    assert sorted(briefs) == sorted(str(b) for b in report["merged"])  # type: ignore[attr-defined]
+    assert git("log", "--format=%H", "--grep=: model", "main") == ""  # no checkpoint commit
+    # Each merged run is kept whole: its branch, journal included, under its run ref, and
+    # its history still reads every step.
+    brief = str(report["merged"][0])  # type: ignore[index]
+    [run] = git("for-each-ref", "--format=%(refname)", f"refs/assay/runs/{brief}/").split()
+    assert git("ls-tree", "-r", "--name-only", run, f".assay/journal/{brief}")
+    history = run_assay("history", "--brief", brief, "--forge", forge, "--json")
+    assert history.returncode == 0, history.stderr
+    lines = [json.loads(line) for line in history.stdout.splitlines()]
+    assert any(line.get("kind") == "step" for line in lines)
+
+
 def test_too_few_briefs_is_a_usage_error(run_assay: AssayRunner, tmp_path: Path) -> None:
     done = run_assay("demo", "--dir", str(tmp_path / "d"), "--briefs", "2")
     assert done.returncode == 2

@@ -111,7 +111,8 @@ def test_unsigned_evidence_merges_only_as_the_explicit_insecure_choice(
         "merge", BRIEF, "--forge", str(scene.forge), "--insecure-unsigned-evidence", "--json"
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert scene.main_sha() == head
+    assert json.loads(done.stdout)["decision"]["head_sha"] == head
+    assert scene.main_sha() == json.loads(done.stdout)["main_after"]
 
 
 def test_forge_init_makes_the_gate_key_outside_the_forge(

@@ -34,6 +34,21 @@ def scene(tmp_path: Path) -> Scene:
     return Scene(tmp_path)
 
 
+def assert_squashed(scene: Scene, head: str, *, onto: str | None) -> None:
+    """Main is one new commit on ``onto`` holding the head's code and no ``.assay/``, its
+    trailers naming the brief, the head and the run ref that keeps the branch."""
+    gd = ["--git-dir", str(scene.forge)]
+    main = scene.main_sha()
+    assert main is not None and main != head
+    assert git(*gd, "rev-list", "--parents", "-n1", "main").split()[1:] == [onto]
+    assert git(*gd, "ls-tree", "-r", "--name-only", "main", ".assay") == ""
+    assert git(*gd, "diff", "--name-only", head, "main", "--", ".", ":!.assay") == ""
+    message = git(*gd, "log", "-1", "--format=%B", "main")
+    assert f"Assay-Brief: {BRIEF}\nAssay-Head: {head}\n" in message
+    [run] = [line.split(": ")[1] for line in message.splitlines() if line.startswith("Assay-Run")]
+    assert scene.ref(run) == head
+
+
 def _forge_args(scene: Scene) -> list[str]:
     return ["--forge", str(scene.forge)]
 
@@ -82,11 +97,13 @@ def test_every_row_passing_merges_and_marks_the_review(
     assert body.startswith("Adds calc.")
     assert BEGIN in body and "| unit | `python3 check.py` | pass | pass |" in body
 
+    main_before = scene.main_sha()
     merged = run_assay("merge", BRIEF, *_forge_args(scene), "--json", env=_env(scene))
     assert merged.returncode == 0, merged.stdout + merged.stderr
     result = json.loads(merged.stdout)
-    assert result["outcome"] == "fast_forward"
-    assert scene.main_sha() == head
+    assert result["outcome"] == "squashed"
+    assert result["run"] == f"refs/assay/runs/{BRIEF}/1"
+    assert_squashed(scene, head, onto=main_before)
     assert scene.review()["state"] == "merged"
 
 
@@ -110,8 +127,8 @@ def test_a_push_after_verification_makes_evidence_stale_until_verified_again(
         report = verify(forge, BRIEF, verifier="gate:ci")
         assert report.passed and report.head_sha == second
         result = merge(forge, BRIEF)
-        assert result.outcome is MergeOutcome.FAST_FORWARD
-        assert scene.main_sha() == second
+        assert result.outcome is MergeOutcome.SQUASHED
+        assert_squashed(scene, second, onto=main_before)
 
 
 def test_the_gate_fingerprints_the_interpreter_its_rows_run(
@@ -199,10 +216,11 @@ def test_only_a_ready_review_merges(scene: Scene) -> None:
         with pytest.raises(MergeRefused, match="the review is draft"):
             merge(forge, BRIEF)
         scene.open_review(head, state="ready")
-        assert merge(forge, BRIEF).outcome is MergeOutcome.FAST_FORWARD
+        main_before = scene.main_sha()
+        assert merge(forge, BRIEF).outcome is MergeOutcome.SQUASHED
         again = merge(forge, BRIEF)
     assert again.outcome is MergeOutcome.UP_TO_DATE
-    assert scene.main_sha() == head
+    assert_squashed(scene, head, onto=main_before)
 
 
 def test_a_secret_a_row_prints_is_scrubbed_from_its_record(
@@ -231,7 +249,7 @@ def test_a_review_whose_head_is_not_on_the_forge_fails(scene: Scene) -> None:
             merge(forge, BRIEF)
 
 
-def test_main_that_moved_on_gets_a_clean_merge_commit_or_a_refusal(scene: Scene) -> None:
+def test_main_that_moved_on_gets_a_clean_squash_or_a_refusal(scene: Scene) -> None:
     head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
     scene.open_review(head)
     scene.author_push({"CHANGES.md": "elsewhere\n"}, message="unrelated work on main")
@@ -242,12 +260,13 @@ def test_main_that_moved_on_gets_a_clean_merge_commit_or_a_refusal(scene: Scene)
             merge(forge, BRIEF, ff_only=True)
         assert scene.main_sha() == moved
         result = merge(forge, BRIEF)
-    assert result.outcome is MergeOutcome.MERGE_COMMIT
+    assert result.outcome is MergeOutcome.SQUASHED
     merged = scene.main_sha()
     parents = git("--git-dir", str(scene.forge), "rev-list", "--parents", "-n1", "main").split()
-    assert parents == [merged, moved, head]
+    assert parents == [merged, moved]
     files = git("--git-dir", str(scene.forge), "ls-tree", "--name-only", "main").split()
     assert {"CHANGES.md", "calc.py"} <= set(files)
+    assert ".assay" not in files
 
 
 def test_a_conflicting_main_refuses_the_merge(scene: Scene) -> None:
@@ -278,6 +297,7 @@ def test_the_desk_can_render_the_current_table_for_its_review(scene: Scene) -> N
 def test_the_gate_works_the_same_over_smart_http(scene: Scene) -> None:
     head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
     scene.open_review(head)
+    main_before = scene.main_sha()
     served = serve_http(scene.forge)
     try:
         with open_forge(served.url, cache_dir=scene.root / "http-cache") as forge:
@@ -285,6 +305,6 @@ def test_the_gate_works_the_same_over_smart_http(scene: Scene) -> None:
             result = merge(forge, BRIEF)
     finally:
         served.stop()
-    assert result.outcome is MergeOutcome.FAST_FORWARD
-    assert scene.main_sha() == head
+    assert result.outcome is MergeOutcome.SQUASHED
+    assert_squashed(scene, head, onto=main_before)
     assert len(scene.evidence_commits()) == 2
