@@ -202,10 +202,14 @@ class ClaimStore:
         allow_waiting: bool = False,
         seen: ClaimRecord | _Unseen | None = UNSEEN,
         also: Sequence[RefUpdate] = (),
+        reclaim: bool = False,
     ) -> Claim:
         """Take ``brief`` for ``desk``; ``Busy`` when a live holder (or done) has it.
 
         ``allow_waiting`` lets a waker resume a waiting claim (same attempt, fence + 1).
+        ``reclaim``: the caller holds ``holder``'s local lock (``assay.desks.host.holders``),
+        so a claim still held under that same token is a dead process's and is taken over
+        at once (fence + 1) rather than after its lease.
 
         ``seen``: the record (or None: no claim) a read the caller just made found, such as
         the desk loop's view; by default acquire reads it itself. The claim is decided from
@@ -236,14 +240,24 @@ class ClaimStore:
             # and answers Busy with no second round trip, and a live claim is refused
             # without a push at all.
             seen = self.get(brief)
-        return self._acquire_seen(fresh, seen, message, allow_waiting=allow_waiting, also=also)
+        return self._acquire_seen(
+            fresh, seen, message, allow_waiting=allow_waiting, also=also, reclaim=reclaim
+        )
 
     def _successor(
-        self, fresh: ClaimRecord, current: ClaimRecord, message: str, *, allow_waiting: bool
+        self,
+        fresh: ClaimRecord,
+        current: ClaimRecord,
+        message: str,
+        *,
+        allow_waiting: bool,
+        reclaim: bool = False,
     ) -> tuple[ClaimRecord, str]:
         """The record (and commit message) that takes over ``current`` when it may be
         taken: fence + 1, a new attempt unless a waiting run resumes; else ``Busy``."""
-        self._check_claimable(current, allow_waiting=allow_waiting)
+        dead_holder = reclaim and current.holder == fresh.holder and current.state == "held"
+        if not dead_holder:
+            self._check_claimable(current, allow_waiting=allow_waiting)
         resumed = current.state == "waiting"
         taken = fresh.evolve(
             fence=current.fence + 1,
@@ -260,11 +274,14 @@ class ClaimStore:
         *,
         allow_waiting: bool,
         also: Sequence[RefUpdate],
+        reclaim: bool = False,
     ) -> Claim:
         if seen is None:
             record, text = fresh, f"{message} (fence 1)"
         else:
-            record, text = self._successor(fresh, seen, message, allow_waiting=allow_waiting)
+            record, text = self._successor(
+                fresh, seen, message, allow_waiting=allow_waiting, reclaim=reclaim
+            )
         parent = seen.sha if seen is not None else None
         commit = self.forge.commit(
             {CLAIM_FILE: record.to_bytes()},

@@ -49,8 +49,7 @@ def test_a_cli_that_is_not_installed_is_refused_before_anything_runs(
     out = done.stdout + done.stderr
     assert "cli.yaml: cli.command" in out and "'no-such-agent-cli-xyz' is not installed" in out
     assert world.branch_tip("b1") is None
-    record = world.claim("b1")
-    assert record is not None and record.state == "released"
+    assert world.claim("b1") is None  # refused before the claim: no fence moved
 
 
 def test_a_cli_that_exits_at_once_is_bad_input_naming_its_command(

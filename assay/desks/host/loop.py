@@ -25,6 +25,7 @@ from typing import Any
 from assay.branch import MAIN_REF, branch_ref
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimStore
+from assay.desks.host.holders import HolderLock
 from assay.desks.host.objectives import REQUEUE
 from assay.desks.host.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
 from assay.desks.host.session import Session, budget_for
@@ -108,6 +109,9 @@ class DeskLoop:
         # The branch and main tips each claimed brief's claim push asserted (checkout uses).
         self._tips: dict[str, dict[str, str | None] | None] = {}
         self._seen_events: dict[str, list[Any]] = {}  # ... and its events, as the view read them
+        # While run() holds the holder token's local lock, a claim held under the token
+        # is a dead process's (assay.desks.host.holders): taken back at once.
+        self._holder_locked = False
 
     # ------------------------------------------------------------------ choosing
 
@@ -143,6 +147,7 @@ class DeskLoop:
             skew_s=float(self.store.skew_s),
             only=only,
             spread=self.holder,
+            reclaim=self.holder if self._holder_locked else "",
         )
 
     def claim_next(
@@ -191,6 +196,7 @@ class DeskLoop:
             allow_waiting=candidate.why in {Why.WAKE, Why.CANCEL},
             seen=view.claims.get(candidate.brief),
             also=also,
+            reclaim=self._holder_locked,
         )
 
     @staticmethod
@@ -202,7 +208,24 @@ class DeskLoop:
     # ------------------------------------------------------------------ running
 
     def run(self, *, once: bool = False, only: str | None = None) -> list[RunReport]:
-        """Take and run briefs until none is claimable (or one, with ``once``/``only``)."""
+        """Take and run briefs until none is claimable (or one, with ``once``/``only``).
+
+        The loop holds its holder token's local lock while it runs: a claim still held
+        under the token is then a dead process's, and is taken back at once. A ``cli``
+        desk whose CLI is not installed is refused (``BadInput``) before it claims anything.
+        """
+        if self.desk.kind == "cli":
+            from assay.desks.kinds.cli import check_installed
+
+            check_installed(self.desk)
+        with HolderLock(self.forge.state_dir, self.holder):
+            self._holder_locked = True
+            try:
+                return self._run(once=once, only=only)
+            finally:
+                self._holder_locked = False
+
+    def _run(self, *, once: bool, only: str | None) -> list[RunReport]:
         reports: list[RunReport] = []
         while True:
             taken = self.claim_next(only=only)

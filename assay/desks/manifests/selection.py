@@ -53,6 +53,7 @@ class BriefLike(Protocol):
 
 class ClaimLike(Protocol):
     state: str
+    holder: str
     renewed_at: str
     lease_s: float
     waiting_for: str | None
@@ -94,8 +95,10 @@ def classify(
     arrived: Callable[[str], bool],
     now: datetime,
     skew_s: float,
+    reclaim: str = "",
 ) -> Why | Skip:
-    """Decide one brief for one desk."""
+    """Decide one brief for one desk; ``reclaim``: a holder token no live process on this
+    machine runs under (the caller holds its lock), whose held claims are taken at once."""
     if brief.id in merged:
         return Skip.MERGED
     if not desk_takes(brief):
@@ -114,6 +117,8 @@ def classify(
     if rule is None or rule.finished:
         return Skip.DONE if rule else Skip.HELD
     if rule.lease:
+        if reclaim and claim.holder == reclaim:
+            return Why.TAKEOVER  # its process is provably dead: no lease to wait out
         return Why.TAKEOVER if expired(claim, now=now, skew_s=skew_s) else Skip.HELD
     if rule.take == "wake":
         return Why.WAKE if arrived(brief.id) else Skip.WAITING
@@ -132,6 +137,7 @@ def queue(
     skew_s: float = 30.0,
     only: str | None = None,
     spread: str = "",
+    reclaim: str = "",
 ) -> list[Candidate]:
     """The candidates for one desk, highest priority first, then by id (or, with
     ``spread``, by an order of that holder's own within each priority)."""
@@ -148,6 +154,7 @@ def queue(
             arrived=arrived,
             now=now,
             skew_s=skew_s,
+            reclaim=reclaim,
         )
         if isinstance(decision, Why):
             found.append(Candidate(brief_id, decision, _priority(brief.priority)))
