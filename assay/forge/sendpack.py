@@ -15,9 +15,9 @@ forge lacks in one request and reads receive-pack's report. The server's check i
 
 The pack holds the objects reachable from each new tip that the forge is not known to hold:
 the expected old values and the caller's ``hidden`` tips (what it last fetched) are on the
-forge with their whole history. For each commit not reachable from those, the commit and the
-tree entries that differ from its parents' same-path entries are sent (a same-path entry the
-parent has is on the forge, or is sent with the parent). Objects go whole (no deltas): a
+forge with their whole history. For each commit not reachable from those, the commit and its
+tree are sent, less the entries at the same path in a parent the forge holds
+(:func:`pack_reachable`). Objects go whole (no deltas): a
 step's pack is a few small objects, and libgit2's pack builder cannot be told what to leave
 out.
 
@@ -409,8 +409,15 @@ def build_pack(git_dir: Path, tips: Sequence[str], *, hidden: Iterable[str]) -> 
 def pack_reachable(repo: pygit2.Repository, tips: Sequence[str], *, hidden: Iterable[str]) -> bytes:
     """:func:`build_pack` on a libgit2 handle: what a push sends, and what the forge server
     sends for a fetch (:mod:`assay.forge.uploadpack`). ``hidden`` are commits the other side
-    holds; an object at the same path in a parent is left out, since that parent is sent
-    too or is one the other side holds. ``NeedsGit`` past :data:`MAX_COMMITS`."""
+    holds with their whole history. ``NeedsGit`` past :data:`MAX_COMMITS`.
+
+    Each commit to send goes with every object of its tree, less the entries that are at the
+    same path in a parent the other side holds (a hidden commit's tree is there whole). A
+    parent that is sent is no excuse to leave an entry out: the walk meets commits in no
+    order, a tree that one commit shares with a commit elsewhere (a revert, two branches
+    that put a file back) is sent once, and leaving an entry to the parent while the parent
+    left it to that tree would send it from neither. So a tree is only ever sent with all of
+    what it names that the other side does not hold, and a tree already sent is whole."""
     import pygit2
 
     walker = repo.walk(None, pygit2.enums.SortMode.NONE)
@@ -424,28 +431,33 @@ def pack_reachable(repo: pygit2.Repository, tips: Sequence[str], *, hidden: Iter
             walker.hide(pygit2.Oid(hex=sha))
         except (KeyError, ValueError, pygit2.GitError):
             continue  # not here, so not an ancestor of anything we send
-    objects: dict[pygit2.Oid, None] = {}
+    commits = []
     for count, commit in enumerate(walker):
         if count >= MAX_COMMITS:
             raise NeedsGit(f"over {MAX_COMMITS} commits to send: git negotiates what to send")
-        objects[commit.id] = None
-        bases = [parent.tree_id for parent in commit.parents]
-        _add_tree(repo, commit.tree_id, bases, objects)
+        commits.append(commit)
+    sent = {commit.id for commit in commits}
+    objects: dict[pygit2.Oid, None] = dict.fromkeys(sent)
+    for commit in commits:
+        # A parent the walk did not reach is reachable from ``hidden``: held whole.
+        held = [parent.tree_id for parent in commit.parents if parent.id not in sent]
+        _add_tree(repo, commit.tree_id, held, objects)
     return write_pack(repo, objects)
 
 
 def _add_tree(
-    repo: pygit2.Repository, tree_id: pygit2.Oid, bases: list[pygit2.Oid], into: dict[Any, None]
+    repo: pygit2.Repository, tree_id: pygit2.Oid, held: list[pygit2.Oid], into: dict[Any, None]
 ) -> None:
-    """Add a tree and its entries that differ from the same paths in ``bases``."""
-    if tree_id in into or tree_id in bases:
+    """Add a tree and everything it names, less what is at the same path in ``held``
+    (trees the other side holds whole) or already added (and so added whole)."""
+    if tree_id in into or tree_id in held:
         return
     into[tree_id] = None
-    trees: list[Any] = [repo[b] for b in bases]  # pygit2.Tree (its stubs say Object)
-    base_entries = [{e.name: e for e in tree} for tree in trees]
+    trees: list[Any] = [repo[h] for h in held]  # pygit2.Tree (its stubs say Object)
+    held_entries = [{e.name: e for e in tree} for tree in trees]
     tree: Any = repo[tree_id]
     for entry in tree:
-        same = [found for names in base_entries if (found := names.get(entry.name)) is not None]
+        same = [found for names in held_entries if (found := names.get(entry.name)) is not None]
         if entry.id in into or any(s.id == entry.id for s in same):
             continue
         if entry.type_str == "tree":
