@@ -15,9 +15,10 @@ forge lacks in one request and reads receive-pack's report. The server's check i
 
 The pack holds the objects reachable from each new tip that the forge is not known to hold:
 the expected old values and the caller's ``hidden`` tips (what it last fetched) are on the
-forge with their whole history. For each commit not reachable from those, the commit and its
-tree are sent, less the entries at the same path in a parent the forge holds
-(:func:`pack_reachable`). Objects go whole (no deltas): a
+forge with their whole history. For each commit not reachable from those, the commit and the
+tree entries that differ from its parents' same-path entries are sent, parents first (a
+same-path entry the parent has is on the forge, or was sent with the parent:
+:func:`pack_reachable`). Objects go whole (no deltas): a
 step's pack is a few small objects, and libgit2's pack builder cannot be told what to leave
 out.
 
@@ -411,13 +412,14 @@ def pack_reachable(repo: pygit2.Repository, tips: Sequence[str], *, hidden: Iter
     sends for a fetch (:mod:`assay.forge.uploadpack`). ``hidden`` are commits the other side
     holds with their whole history. ``NeedsGit`` past :data:`MAX_COMMITS`.
 
-    Each commit to send goes with every object of its tree, less the entries that are at the
-    same path in a parent the other side holds (a hidden commit's tree is there whole). A
-    parent that is sent is no excuse to leave an entry out: the walk meets commits in no
-    order, a tree that one commit shares with a commit elsewhere (a revert, two branches
-    that put a file back) is sent once, and leaving an entry to the parent while the parent
-    left it to that tree would send it from neither. So a tree is only ever sent with all of
-    what it names that the other side does not hold, and a tree already sent is whole."""
+    Each commit to send goes with the entries of its tree that differ from the same path in
+    its parents' trees. That is only sound when each parent is either held (hidden, or an
+    ancestor of a hidden commit: the other side has its tree whole) or was taken first, so
+    that all its tree names is already in the pack or held: commits are taken parents
+    first (:func:`_parents_first`). In the walk's own order a tree two commits share (a
+    branch that puts its base's tree back) could be reached from the later commit first,
+    and an entry left to the parent while the parent left it to that tree was sent by
+    neither (a fresh clone of such a forge failed)."""
     import pygit2
 
     walker = repo.walk(None, pygit2.enums.SortMode.NONE)
@@ -436,28 +438,51 @@ def pack_reachable(repo: pygit2.Repository, tips: Sequence[str], *, hidden: Iter
         if count >= MAX_COMMITS:
             raise NeedsGit(f"over {MAX_COMMITS} commits to send: git negotiates what to send")
         commits.append(commit)
-    sent = {commit.id for commit in commits}
-    objects: dict[pygit2.Oid, None] = dict.fromkeys(sent)
-    for commit in commits:
-        # A parent the walk did not reach is reachable from ``hidden``: held whole.
-        held = [parent.tree_id for parent in commit.parents if parent.id not in sent]
-        _add_tree(repo, commit.tree_id, held, objects)
+    ordered = _parents_first(commits)
+    objects: dict[pygit2.Oid, None] = dict.fromkeys(commit.id for commit in ordered)
+    for commit in ordered:
+        _add_tree(repo, commit.tree_id, [p.tree_id for p in commit.parents], objects)
     return write_pack(repo, objects)
 
 
+def _parents_first(commits: Sequence[Any]) -> list[Any]:
+    """``commits`` (pygit2 commits) ordered so that each comes after those of its parents
+    that are among them."""
+    by_id = {commit.id: commit for commit in commits}
+    placed: set[Any] = set()
+    ordered: list[Any] = []
+    for start in commits:
+        stack = [(start, False)]
+        while stack:
+            commit, parents_done = stack.pop()
+            if commit.id in placed:
+                continue
+            if parents_done:
+                placed.add(commit.id)
+                ordered.append(commit)
+                continue
+            stack.append((commit, True))
+            stack.extend(
+                (by_id[pid], False)
+                for pid in commit.parent_ids
+                if pid in by_id and pid not in placed
+            )
+    return ordered
+
+
 def _add_tree(
-    repo: pygit2.Repository, tree_id: pygit2.Oid, held: list[pygit2.Oid], into: dict[Any, None]
+    repo: pygit2.Repository, tree_id: pygit2.Oid, bases: list[pygit2.Oid], into: dict[Any, None]
 ) -> None:
-    """Add a tree and everything it names, less what is at the same path in ``held``
-    (trees the other side holds whole) or already added (and so added whole)."""
-    if tree_id in into or tree_id in held:
+    """Add a tree and its entries that differ from the same paths in ``bases`` (trees all of
+    whose objects the other side holds or ``into`` has: an added tree is added whole)."""
+    if tree_id in into or tree_id in bases:
         return
     into[tree_id] = None
-    trees: list[Any] = [repo[h] for h in held]  # pygit2.Tree (its stubs say Object)
-    held_entries = [{e.name: e for e in tree} for tree in trees]
+    trees: list[Any] = [repo[b] for b in bases]  # pygit2.Tree (its stubs say Object)
+    base_entries = [{e.name: e for e in tree} for tree in trees]
     tree: Any = repo[tree_id]
     for entry in tree:
-        same = [found for names in held_entries if (found := names.get(entry.name)) is not None]
+        same = [found for names in base_entries if (found := names.get(entry.name)) is not None]
         if entry.id in into or any(s.id == entry.id for s in same):
             continue
         if entry.type_str == "tree":

@@ -103,3 +103,26 @@ def test_a_fresh_reader_of_the_fixture_reads_its_status(
             "status", "--forge", server.url, env={"ASSAY_STATE": str(tmp_path / "fresh")}
         )
     assert done.returncode == 0, done.stderr[-1000:]
+
+
+def test_a_chain_of_commits_sends_only_what_the_other_side_lacks(tmp_path: Path) -> None:
+    """Three commits on a held base, each changing one file among many: the pack is what
+    ``git rev-list --objects <tip> --not <base>`` lists, not the unchanged files again."""
+    work = tmp_path / "work"
+    git("init", "-q", str(work))
+    env_git = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    for number in range(20):
+        (work / "d" / f"f{number}.txt").parent.mkdir(exist_ok=True)
+        (work / "d" / f"f{number}.txt").write_text(f"{number}\n")
+    git("add", ".", cwd=work)
+    git(*env_git, "commit", "-q", "-m", "base", cwd=work)
+    base = git("rev-parse", "HEAD", cwd=work).strip()
+    for number in range(3):
+        (work / "d" / f"f{number}.txt").write_text(f"changed {number}\n")
+        git(*env_git, "commit", "-q", "-am", f"c{number}", cwd=work)
+    tip = git("rev-parse", "HEAD", cwd=work).strip()
+    repo = pygit2.Repository(str(work))
+    client = tmp_path / "client.git"
+    git("init", "--bare", "-q", str(client))
+    git("index-pack", "--stdin", cwd=client, input=pack_reachable(repo, [tip], hidden=[base]))
+    assert objects(client) == reachable(work, tip, "--not", base)
