@@ -328,7 +328,7 @@ def read_everything(world: World, pick: list[int]) -> None:
 
 
 @settings(
-    max_examples=8,
+    max_examples=6,
     deadline=None,  # each example is dozens of git processes: bounded by max_examples
     derandomize=True,
     database=None,
