@@ -120,6 +120,8 @@ class Pool:
             selector.register(sock, selectors.EVENT_READ)
 
     def _hand_over(self, selector: selectors.BaseSelector, sock: socket.socket) -> None:
+        if sock not in self._waiting:
+            return  # dropped earlier in the same wake-up to make room
         selector.unregister(sock)
         _, address = self._waiting.pop(sock)
         sock.setblocking(True)
@@ -192,6 +194,10 @@ class Pool:
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def waiting(self) -> int:
+        """Connections accepted that have not sent a byte yet."""
+        return len(self._waiting)
 
     def threads(self) -> int:
         """Worker threads alive now."""

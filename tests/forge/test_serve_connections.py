@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from assay.forge import ForgeServer, smarthttp
+from assay.forge import ForgeServer, connections, smarthttp
 from assay.plumbing import ASSAY_IDENTITY
 from tests.conftest import assay_argv, assay_env
-from tests.forge_fixtures import put_on_main
+from tests.forge_fixtures import put_on_main, wait_until
 
 IDLE = 1.0
 WORKERS = 4
@@ -194,3 +194,38 @@ def test_the_cli_refuses_a_pool_of_nothing_and_no_timeout(
         timeout=60,
     )
     assert done.returncode == 2 and option[0] in done.stderr
+
+
+def test_past_max_waiting_the_oldest_silent_connection_goes_first(
+    stalled: list[socket.socket],
+) -> None:
+    """The pool alone, on a real listening socket: with room for two silent connections, a
+    third closes the first at once; the others wait for their bytes and are served."""
+    served: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def handle(sock: socket.socket, address: object) -> None:
+        served.append(sock.recv(64))
+        sock.sendall(b"ok")
+
+    pool = connections.Pool(listener, handle, workers=1, idle_timeout=30, max_waiting=2)
+    loop = threading.Thread(target=pool.serve_forever, daemon=True)
+    loop.start()
+    port = listener.getsockname()[1]
+    try:
+        stalled += [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        wait_until(lambda: pool.waiting() == 2, timeout=10, what="two waiting connections")
+        stalled.append(socket.create_connection(("127.0.0.1", port)))
+        first, second, third = stalled
+        wait_closed([first], within=10)
+        for sock, said in ((second, b"two"), (third, b"three")):
+            sock.setblocking(True)
+            sock.sendall(said)
+            sock.settimeout(10)
+            assert sock.recv(2) == b"ok"
+        assert sorted(served) == [b"three", b"two"]
+    finally:
+        pool.shutdown()
+        pool.close()
+        listener.close()
+        loop.join(10)
