@@ -10,6 +10,7 @@ import click
 from assay.cli.options import json_option, serve_options, serve_until_stopped
 from assay.console import err, out, print_json
 from assay.evidence.keys import create_key
+from assay.forge.connections import IDLE_TIMEOUT_S, MAX_CONNECTIONS
 from assay.forge.embedded import init_forge
 from assay.forge.serve import ForgeServer
 
@@ -48,13 +49,31 @@ def init_command(path: Path, as_json: bool) -> None:
 @forge_group.command("serve")
 @click.argument("path", type=click.Path(path_type=Path))
 @serve_options
+@click.option(
+    "--max-connections",
+    default=MAX_CONNECTIONS,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Requests served at once; more wait their turn.",
+)
+@click.option(
+    "--idle-timeout",
+    default=IDLE_TIMEOUT_S,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a client may be silent (or take over its headers) before it is dropped.",
+)
 @json_option
-def serve_command(path: Path, host: str, port: int, as_json: bool) -> None:
+def serve_command(
+    path: Path, host: str, port: int, max_connections: int, idle_timeout: float, as_json: bool
+) -> None:
     """Serve the forge at PATH over smart HTTP (pushes enabled) until interrupted.
 
     The first line printed is the URL to pass to --forge.
     """
-    server = ForgeServer(path, host=host, port=port)
+    server = ForgeServer(
+        path, host=host, port=port, max_connections=max_connections, idle_timeout=idle_timeout
+    )
     if as_json:
         print_json({"status": "ok", "code": 0, "url": server.url, "port": server.port})
     else:

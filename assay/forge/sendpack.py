@@ -16,8 +16,9 @@ forge lacks in one request and reads receive-pack's report. The server's check i
 The pack holds the objects reachable from each new tip that the forge is not known to hold:
 the expected old values and the caller's ``hidden`` tips (what it last fetched) are on the
 forge with their whole history. For each commit not reachable from those, the commit and the
-tree entries that differ from its parents' same-path entries are sent (a same-path entry the
-parent has is on the forge, or is sent with the parent). Objects go whole (no deltas): a
+tree entries that differ from its parents' same-path entries are sent, parents first (a
+same-path entry the parent has is on the forge, or was sent with the parent:
+:func:`pack_reachable`). Objects go whole (no deltas): a
 step's pack is a few small objects, and libgit2's pack builder cannot be told what to leave
 out.
 
@@ -409,8 +410,16 @@ def build_pack(git_dir: Path, tips: Sequence[str], *, hidden: Iterable[str]) -> 
 def pack_reachable(repo: pygit2.Repository, tips: Sequence[str], *, hidden: Iterable[str]) -> bytes:
     """:func:`build_pack` on a libgit2 handle: what a push sends, and what the forge server
     sends for a fetch (:mod:`assay.forge.uploadpack`). ``hidden`` are commits the other side
-    holds; an object at the same path in a parent is left out, since that parent is sent
-    too or is one the other side holds. ``NeedsGit`` past :data:`MAX_COMMITS`."""
+    holds with their whole history. ``NeedsGit`` past :data:`MAX_COMMITS`.
+
+    Each commit to send goes with the entries of its tree that differ from the same path in
+    its parents' trees. That is only sound when each parent is either held (hidden, or an
+    ancestor of a hidden commit: the other side has its tree whole) or was taken first, so
+    that all its tree names is already in the pack or held: commits are taken parents
+    first (:func:`_parents_first`). In the walk's own order a tree two commits share (a
+    branch that puts its base's tree back) could be reached from the later commit first,
+    and an entry left to the parent while the parent left it to that tree was sent by
+    neither (a fresh clone of such a forge failed)."""
     import pygit2
 
     walker = repo.walk(None, pygit2.enums.SortMode.NONE)
@@ -424,20 +433,48 @@ def pack_reachable(repo: pygit2.Repository, tips: Sequence[str], *, hidden: Iter
             walker.hide(pygit2.Oid(hex=sha))
         except (KeyError, ValueError, pygit2.GitError):
             continue  # not here, so not an ancestor of anything we send
-    objects: dict[pygit2.Oid, None] = {}
+    commits = []
     for count, commit in enumerate(walker):
         if count >= MAX_COMMITS:
             raise NeedsGit(f"over {MAX_COMMITS} commits to send: git negotiates what to send")
-        objects[commit.id] = None
-        bases = [parent.tree_id for parent in commit.parents]
-        _add_tree(repo, commit.tree_id, bases, objects)
+        commits.append(commit)
+    ordered = _parents_first(commits)
+    objects: dict[pygit2.Oid, None] = dict.fromkeys(commit.id for commit in ordered)
+    for commit in ordered:
+        _add_tree(repo, commit.tree_id, [p.tree_id for p in commit.parents], objects)
     return write_pack(repo, objects)
+
+
+def _parents_first(commits: Sequence[Any]) -> list[Any]:
+    """``commits`` (pygit2 commits) ordered so that each comes after those of its parents
+    that are among them."""
+    by_id = {commit.id: commit for commit in commits}
+    placed: set[Any] = set()
+    ordered: list[Any] = []
+    for start in commits:
+        stack = [(start, False)]
+        while stack:
+            commit, parents_done = stack.pop()
+            if commit.id in placed:
+                continue
+            if parents_done:
+                placed.add(commit.id)
+                ordered.append(commit)
+                continue
+            stack.append((commit, True))
+            stack.extend(
+                (by_id[pid], False)
+                for pid in commit.parent_ids
+                if pid in by_id and pid not in placed
+            )
+    return ordered
 
 
 def _add_tree(
     repo: pygit2.Repository, tree_id: pygit2.Oid, bases: list[pygit2.Oid], into: dict[Any, None]
 ) -> None:
-    """Add a tree and its entries that differ from the same paths in ``bases``."""
+    """Add a tree and its entries that differ from the same paths in ``bases`` (trees all of
+    whose objects the other side holds or ``into`` has: an added tree is added whole)."""
     if tree_id in into or tree_id in bases:
         return
     into[tree_id] = None

@@ -11,7 +11,10 @@ server, not each push, runs ``git gc --auto`` (every ``gc_every`` accepted pushe
 that a push which can only lose its compare-and-swap is refused in process, in
 receive-pack's own words. Request bodies are spooled through a temporary file
 (de-chunked and un-gzipped); responses stream from the service as it writes.
-It binds to 127.0.0.1 unless told otherwise; port 0 picks a free port.
+Connections are served by a fixed pool of workers, and a client silent for the idle
+timeout (or slower than it over its request line and headers) is dropped
+(:mod:`assay.forge.connections`). It binds to 127.0.0.1 unless told otherwise; port 0
+picks a free port.
 """
 
 from __future__ import annotations
@@ -23,17 +26,18 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qs
 
 from assay.errors import BadInput
-from assay.forge import receivepack, reflocks, smarthttp, uploadpack
+from assay.forge import connections, receivepack, reflocks, smarthttp, uploadpack
 from assay.forge.embedded import is_forge
 from assay.plumbing import config_env
 
@@ -64,14 +68,61 @@ class _Refused(Exception):
         self.reason = reason
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(HTTPServer):
+    """The listening socket, its connections served by a bounded pool
+    (:mod:`assay.forge.connections`) instead of a thread each."""
+
     allow_reuse_address = True
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], forge: ForgeServer) -> None:
         self.forge = forge
         super().__init__(address, _Handler)
+        self.pool = connections.Pool(
+            self.socket,
+            self._handle,
+            workers=forge.max_connections,
+            idle_timeout=forge.idle_timeout,
+            on_drop=lambda: forge.count("dropped"),
+        )
+
+    def _handle(self, sock: Any, address: Any) -> None:
+        self.finish_request(sock, address)  # the pool logs a failure and closes the socket
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        self.pool.serve_forever()
+
+    def shutdown(self) -> None:
+        self.pool.shutdown()
+
+    def server_close(self) -> None:
+        self.pool.close()
+        super().server_close()
+
+
+class _Deadline:
+    """The request's reader while its request line and headers are read: every read's
+    timeout is what is left of ``seconds`` from the first, so a client that sends its
+    headers a byte at a time is dropped as one that sends nothing is."""
+
+    def __init__(self, raw: Any, sock: Any, seconds: float) -> None:
+        self.raw = raw
+        self.sock = sock
+        self.deadline = time.monotonic() + seconds
+
+    def _arm(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request's headers took too long")
+        self.sock.settimeout(left)
+
+    def readline(self, limit: int = -1) -> bytes:
+        self._arm()
+        return bytes(self.raw.readline(limit))
+
+    def read(self, size: int = -1) -> bytes:
+        self._arm()
+        return bytes(self.raw.read(size))
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -84,6 +135,26 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         LOG.debug("%s " + format, self.address_string(), *args)
 
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.forge.idle_timeout)  # every read and write
+
+    def handle_one_request(self) -> None:
+        """One request (HTTP/1.0: one per connection), its request line and headers read
+        within the idle timeout in all (a timeout there is the base class's to log)."""
+        raw = self.rfile
+        self.rfile = _Deadline(raw, self.connection, self.server.forge.idle_timeout)  # type: ignore[assignment]
+        try:
+            super().handle_one_request()
+        finally:
+            self.rfile = raw
+
+    def _headers_read(self) -> None:
+        """From here (the body, the answer) the idle timeout is per read and write."""
+        if isinstance(self.rfile, _Deadline):
+            self.rfile = self.rfile.raw
+        self.connection.settimeout(self.server.forge.idle_timeout)
+
     def do_GET(self) -> None:
         self._answer(self._advertise)
 
@@ -91,6 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(self._rpc)
 
     def _answer(self, route: Callable[[str], None]) -> None:
+        self._headers_read()
         path, _, self.query = self.path.partition("?")
         prefix = f"/{self.server.forge.name}/"
         try:
@@ -103,6 +175,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(400, str(exc).splitlines()[0][:200])
         except (BrokenPipeError, ConnectionResetError):
             LOG.debug("client %s hung up", self.address_string())
+        except TimeoutError:
+            idle = self.server.forge.idle_timeout
+            LOG.debug("client %s was silent for %s s", self.address_string(), idle)
+            self.close_connection = True
         except Exception:  # one request's bug must not take the server down
             LOG.exception("forge serve: %s %s failed", self.command, path)
             self.send_error(500, "the forge server failed on this request")
@@ -273,7 +349,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self.wfile.write(data)
             self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
             LOG.debug("client %s hung up before the push's answer", self.address_string())
 
     @staticmethod
@@ -386,7 +462,7 @@ class _Handler(BaseHTTPRequestHandler):
                 try:
                     self.wfile.write(chunk)
                     self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):
+                except (BrokenPipeError, ConnectionResetError, TimeoutError):
                     # A push must finish (refs, then its post-receive hook) whether or not
                     # the pusher hears the report: drain it. A fetch nobody reads can stop.
                     if service != smarthttp.RECEIVE_PACK or advertise:
@@ -400,6 +476,9 @@ class ForgeServer:
     """A smart-HTTP server for one embedded forge; use as a context manager or ``start()``.
 
     ``on_push`` (optional) is called after every accepted push, from a server thread.
+    ``max_connections`` requests are served at once (worker threads); a client silent for
+    ``idle_timeout`` seconds, or slower than that over its request line and headers, is
+    dropped (:mod:`assay.forge.connections`).
     """
 
     def __init__(
@@ -410,12 +489,22 @@ class ForgeServer:
         port: int = 0,
         on_push: Callable[[], None] | None = None,
         gc_every: int = GC_EVERY,
+        max_connections: int = connections.MAX_CONNECTIONS,
+        idle_timeout: float = connections.IDLE_TIMEOUT_S,
     ) -> None:
         self.path = Path(path).expanduser().resolve()
         if not is_forge(self.path):
             raise BadInput(f"forge serve {path}: not an Assay forge (run `assay forge init` first)")
         if gc_every < 1:
             raise BadInput(f"forge serve {path}: gc_every must be at least 1, not {gc_every}")
+        if max_connections < 1:
+            raise BadInput(
+                f"forge serve {path}: max_connections must be at least 1, not {max_connections}"
+            )
+        if not idle_timeout > 0:
+            raise BadInput(f"forge serve {path}: idle_timeout must be over 0 s, not {idle_timeout}")
+        self.max_connections = max_connections
+        self.idle_timeout = float(idle_timeout)
         self.name = self.path.name
         # Found once: each service started by name would try every PATH entry in turn.
         self.git = shutil.which("git") or "git"
