@@ -26,6 +26,8 @@ SWEEPS = ASSAY + "sweeps/"
 SWEEP_LOG = SWEEPS + "log"
 ORPHAN_LOG = SWEEPS + "orphans"
 GITHUB = ASSAY + "github/"
+# Where ``assay github events`` has read GitHub's comments up to (one repository-wide record).
+GITHUB_EVENTS_CURSOR = ASSAY + "github-events/cursor"
 
 # Everything the board and the sweepers read, in one fetch.
 FETCH_ALL = (HEADS, ASSAY)

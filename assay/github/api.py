@@ -68,17 +68,17 @@ class GitHubApi:
     def update_comment(self, comment_id: int, body: str) -> None:
         self.rest.patch(f"{self.base}/issues/comments/{comment_id}", {"body": body})
 
-    def recent_comments(self) -> list[dict[str, Any]]:
-        """The newest 100 comments of the repository (issues and pull requests), newest first.
+    def comments_since(self, since: str | None, *, limit: int = 1000) -> list[dict[str, Any]]:
+        """The repository's comments (issues and pull requests) updated at or after ``since``
+        (every comment when None), oldest update first, up to about ``limit``.
 
-        One conditional call covers every brief, and its URL never changes, so a poll that
-        finds nothing new is a free 304.
+        One conditional call per page covers every brief; the URL only changes when the
+        cursor moves, so a poll that finds nothing new is a free 304.
         """
-        found = self.rest.get(
-            f"{self.base}/issues/comments",
-            params={"sort": "created", "direction": "desc", "per_page": 100},
-        )
-        return list(found or [])
+        params: dict[str, Any] = {"sort": "updated", "direction": "asc"}
+        if since:
+            params["since"] = since
+        return self.rest.get_all(f"{self.base}/issues/comments", params=params, limit=limit)
 
     def reviews(self, pull: int) -> list[dict[str, Any]]:
         return self.rest.get_all(f"{self.base}/pulls/{pull}/reviews")

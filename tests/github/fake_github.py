@@ -563,9 +563,11 @@ class FakeGitHub(PullsMixin):
 
     def _comments_list_repo(self, *, query: dict[str, str], **_: Any) -> Reply:
         since = query.get("since", "")
+        # GitHub sorts by ``sort`` (created by default), ties by id; ``since`` is inclusive.
+        key = "updated_at" if query.get("sort") == "updated" else "created_at"
         found = [
             self._comment_view(c)
-            for c in sorted(self.comments.values(), key=lambda c: c["id"])
+            for c in sorted(self.comments.values(), key=lambda c: (c[key], c["id"]))
             if c["updated_at"] >= since
         ]
         if query.get("direction") == "desc":
