@@ -74,6 +74,7 @@ class Fault:
     method: str | None = None
     path_contains: str = ""
     count: int = 1
+    after: bool = False  # do the request, then answer the fault (a 502 after a create)
 
 
 @dataclass
@@ -180,7 +181,7 @@ class FakeGitHub(PullsMixin):
     # -- helpers for tests ---------------------------------------------------------------------
 
     def inject(self, status: int, **kwargs: Any) -> None:
-        """Answer the next matching request(s) with a 429 or 403 (see ``Fault``)."""
+        """Answer the next matching request(s) with a 429, a 403 or a 5xx (see ``Fault``)."""
         with self.lock:
             self.faults.append(Fault(status, **kwargs))
 
@@ -389,8 +390,8 @@ class FakeGitHub(PullsMixin):
             return HttpError(403, "Request forbidden by administrative rules.").reply
         if user is None:
             return HttpError(401, "Bad credentials").reply
-        fault = self._take_fault(method, path)
-        if fault is not None:
+        fault, after = self._take_fault(method, path)
+        if fault is not None and not after:
             return fault
         if self.remaining.get(user, self.rate_limit) <= 0:
             return HttpError(
@@ -406,15 +407,16 @@ class FakeGitHub(PullsMixin):
                     return HttpError(404, "Not Found").reply
                 body = json.loads(raw) if raw else None
                 try:
-                    return fn(user=user, query=query, body=body, **args)
+                    done: Reply = fn(user=user, query=query, body=body, **args)
                 except HttpError as exc:
                     return exc.reply
                 except Exception as exc:  # a bug in the fake must fail the test, loudly
                     self.violations.append(f"fake crashed on {method} {path}: {exc!r}")
                     return HttpError(500, f"fake crashed: {exc!r}").reply
+                return done if fault is None else fault
         return HttpError(404, "Not Found").reply
 
-    def _take_fault(self, method: str, path: str) -> Reply | None:
+    def _take_fault(self, method: str, path: str) -> tuple[Reply | None, bool]:
         for fault in self.faults:
             if fault.method not in (None, method) or fault.path_contains not in path:
                 continue
@@ -427,9 +429,14 @@ class FakeGitHub(PullsMixin):
             if fault.reset_in is not None:
                 headers["x-ratelimit-remaining"] = "0"
                 headers["x-ratelimit-reset"] = str(int(time.time()) + fault.reset_in)
-            message = SECONDARY_MESSAGE if fault.secondary else "API rate limit exceeded"
-            return HttpError(fault.status, message, **headers).reply
-        return None
+            if fault.status >= 500:
+                message = "Server Error"
+            elif fault.secondary:
+                message = SECONDARY_MESSAGE
+            else:
+                message = "API rate limit exceeded"
+            return HttpError(fault.status, message, **headers).reply, fault.after
+        return None, False
 
     def _finish(
         self, method: str, path: str, reply: Reply, user: str | None, headers: dict[str, str]
