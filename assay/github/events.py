@@ -6,8 +6,10 @@ become events on ``refs/assay/events/<brief>``, the same log the embedded forge'
 ``assay approve|signal|cancel`` write, so the desk loop reads them the same way.
 
 - Who: honoured only when the author has write permission, as the API says
-  (``collaborators/{user}/permission``), never from the payload's ``author_association``.
-  Anyone else's command is skipped and reported.
+  (``collaborators/{user}/permission``), never from the payload's ``author_association``,
+  and is not a ``[bot]`` account: desks act as ``github-actions[bot]``, which has write
+  permission, and a desk must never approve its own work. Anyone else's command is skipped
+  and reported.
 - Once: the event id is ``github-comment-<id>`` / ``github-review-<id>`` and is appended only
   when absent from the log, so a webhook delivered twice (or a poll that sees the same comment
   again) is consumed once. The duplicate check comes before the permission check: a repeat
@@ -177,6 +179,13 @@ class _Collector:
             return
         if stamp and self.cursor.ignored.get(event_id) == stamp:
             self.report.remembered.append(event_id)
+            return
+        if actor.endswith("[bot]"):
+            self.report.ignored.append(
+                Ignored(brief, event_id, actor, f"{actor} is a bot: desks act as one")
+            )
+            if stamp:
+                self.cursor.ignored[event_id] = stamp
             return
         if not self.api.can_write(actor):
             permission = self.api.permission(actor)

@@ -46,9 +46,13 @@ class IssueBriefs:
 
 
 def load_issue_briefs(api: GitHubApi, *, label: str = BRIEF_LABEL) -> IssueBriefs:
-    """One conditional list call; a 304 costs nothing against the rate limit."""
+    """One conditional list call; a 304 costs nothing against the rate limit.
+
+    GitHub lists the newest issue first; the oldest issue naming an id keeps it, so a new
+    issue reusing a brief's id cannot take that brief over (it is reported instead).
+    """
     result = IssueBriefs()
-    for issue in api.open_issues(label):
+    for issue in sorted(api.open_issues(label), key=lambda item: int(item["number"])):
         try:
             found = brief_from_issue(issue, label=label)
         except BadInput as exc:

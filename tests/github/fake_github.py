@@ -472,6 +472,13 @@ class FakeGitHub(PullsMixin):
         if self.permissions.get(user, "none") not in ("admin", "maintain", "write"):
             raise HttpError(403, "Resource not accessible by integration")
 
+    def _can_triage(self, user: str) -> bool:
+        return self.permissions.get(user, "none") in ("admin", "maintain", "write", "triage")
+
+    def _need_triage(self, user: str) -> None:
+        if not self._can_triage(user):
+            raise HttpError(403, "Resource not accessible by integration")
+
     def _page(self, items: list[Any], query: dict[str, str], path: str) -> Reply:
         per_page = min(int(query.get("per_page", 30)), 100)
         page = int(query.get("page", 1))
@@ -505,16 +512,34 @@ class FakeGitHub(PullsMixin):
     def _issues_list(self, *, query: dict[str, str], **_: Any) -> Reply:
         state = query.get("state", "open")
         wanted = [name for name in query.get("labels", "").split(",") if name]
+        # GitHub: sort=created, direction=desc by default, so the newest issue comes first.
+        key = {"updated": "updated_at", "comments": "_comment_count"}.get(
+            query.get("sort", "created"), "number"
+        )
+        newest_first = query.get("direction", "desc") == "desc"
+        issues = sorted(
+            self.issues.values(),
+            key=lambda i: (self._sort_value(i, key), i["number"]),
+            reverse=newest_first,
+        )
         found = [
             self._issue_view(issue)
-            for issue in sorted(self.issues.values(), key=lambda i: i["number"])
+            for issue in issues
             if (state == "all" or issue["state"] == state)
             and all(name in issue["_labels"] for name in wanted)
         ]
         return self._page(found, query, f"/repos/{self.slug}/issues")
 
+    def _sort_value(self, issue: dict[str, Any], key: str) -> Any:
+        if key == "_comment_count":
+            return sum(1 for c in self.comments.values() if c["_issue"] == issue["number"])
+        return issue[key]
+
     def _issues_create(self, *, user: str, body: dict[str, Any], **_: Any) -> Reply:
-        issue = self._new_issue(user, body["title"], body.get("body"), body.get("labels", []))
+        # GitHub silently drops labels (and assignees, milestones) asked for by a user
+        # without triage rights: a stranger cannot label an issue `assay`.
+        labels = body.get("labels", []) if self._can_triage(user) else []
+        issue = self._new_issue(user, body["title"], body.get("body"), labels)
         return Reply(201, self._issue_view(issue))
 
     def _new_issue(
@@ -550,7 +575,7 @@ class FakeGitHub(PullsMixin):
         for key in ("title", "body"):
             if key in body:
                 issue[key] = body[key]
-        if "labels" in body:
+        if "labels" in body and self._can_triage(user):
             issue["_labels"] = [str(x) for x in body["labels"]]
         if body.get("state") in ("open", "closed"):
             issue["state"] = body["state"]
@@ -615,7 +640,7 @@ class FakeGitHub(PullsMixin):
         return Reply(200, self._comment_view(comment))
 
     def _labels_add(self, *, user: str, n: str, body: dict[str, Any], **_: Any) -> Reply:
-        self._need_write(user)
+        self._need_triage(user)
         issue = self._issue(n)
         names = body.get("labels", []) if isinstance(body, dict) else body
         for name in names:
@@ -624,7 +649,7 @@ class FakeGitHub(PullsMixin):
         return Reply(200, [self._label(name) for name in issue["_labels"]])
 
     def _labels_remove(self, *, user: str, n: str, name: str, **_: Any) -> Reply:
-        self._need_write(user)
+        self._need_triage(user)
         issue = self._issue(n)
         name = unquote(name)
         if name not in issue["_labels"]:
@@ -752,7 +777,7 @@ class FakeGitHub(PullsMixin):
         return Reply(200, {"total_count": len(found), "check_runs": found})
 
     def _permission(self, *, username: str, **_: Any) -> Reply:
-        user = username
+        user = unquote(username)  # `github-actions%5Bbot%5D` is the login github-actions[bot]
         body = self.contract.skeleton("repository-collaborator-permission")
         permission = self.permissions.get(user, "none")
         body.update(permission=permission, role_name=permission)
@@ -800,6 +825,12 @@ class FakeGitHub(PullsMixin):
         if user is None:
             body = b"authentication required\n"
             return 401, {"WWW-Authenticate": 'Basic realm="GitHub"'}, body
+        pushing = path.endswith("/git-receive-pack") or "service=git-receive-pack" in query
+        if pushing and self.permissions.get(user, "none") not in ("admin", "maintain", "write"):
+            with self.lock:
+                self.calls.append(Call(method, "git:" + path, 403, user, time.monotonic()))
+            message = f"Permission to {self.slug}.git denied to {user}.\n".encode()
+            return 403, {"Content-Type": "text/plain"}, message
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "GIT_PROJECT_ROOT": str(self.root),

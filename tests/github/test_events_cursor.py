@@ -20,7 +20,7 @@ from assay.github.forge import open_github_forge
 from assay.github.init import starter_files
 from assay.github.mirror import GitHubMirror
 from tests.conftest import AssayRunner
-from tests.github.fake_github import FakeGitHub
+from tests.github.fake_github import BOT, FakeGitHub
 
 ISSUE = "---\nid: tidy\nverify:\n  - id: unit\n    run: python -m pytest -q\n---\nTidy up.\n"
 STAMP = "2026-12-03T10:00:00Z"
@@ -127,3 +127,15 @@ def test_a_command_must_end_at_a_word_boundary(
     assert parse_command("/assay approve-not-really") is None
     assert parse_command("/assay approve.") == ("approve", ".")
     assert parse_command("/assay approve ship it") == ("approve", "ship it")
+
+
+def test_a_bots_command_is_never_honoured(
+    fake_github: FakeGitHub, run_assay: AssayRunner, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Desks act as github-actions[bot], which has write permission on GitHub."""
+    number = waiting_brief(fake_github, tmp_path)
+    fake_github.add_comment(number, "/assay approve", BOT)
+    report = events(run_assay, env)
+    assert report["appended"] == []
+    assert [i["actor"] for i in report["ignored"]] == [BOT]  # type: ignore[union-attr, index]
+    assert permission_checks(fake_github) == 0

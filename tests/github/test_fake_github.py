@@ -235,3 +235,50 @@ def test_graphql_outside_the_modelled_inputs_is_a_violation(tmp_path: Path) -> N
             },
         ).json()
         assert answer["errors"] and "text" in fake.violations[0]
+
+
+def test_issues_are_listed_newest_first(fake_github: FakeGitHub) -> None:
+    with client(fake_github) as gh:
+        for title in ("old", "new"):
+            gh.post("/repos/acme/widgets/issues", json={"title": title})
+        listed = gh.get("/repos/acme/widgets/issues").json()
+        assert [i["title"] for i in listed] == ["new", "old"]
+        oldest = gh.get("/repos/acme/widgets/issues", params={"direction": "asc"}).json()
+        assert [i["title"] for i in oldest] == ["old", "new"]
+
+
+def test_labels_from_a_user_without_triage_rights_are_dropped(fake_github: FakeGitHub) -> None:
+    fake_github.tokens["ghp-triager"] = "triager"
+    fake_github.permissions["triager"] = "triage"
+    with client(fake_github, "ghp-stranger") as gh:
+        made = gh.post("/repos/acme/widgets/issues", json={"title": "t", "labels": ["assay"]})
+        assert made.status_code == 201 and made.json()["labels"] == []
+        refused = gh.post("/repos/acme/widgets/issues/1/labels", json={"labels": ["assay"]})
+        assert refused.status_code == 403
+        edited = gh.patch("/repos/acme/widgets/issues/1", json={"labels": ["assay"]})
+        assert edited.status_code == 200 and edited.json()["labels"] == []
+    with client(fake_github, "ghp-triager") as gh:
+        added = gh.post("/repos/acme/widgets/issues/1/labels", json={"labels": ["assay"]})
+        assert added.status_code == 200 and [x["name"] for x in added.json()] == ["assay"]
+
+
+def test_the_permission_endpoint_decodes_bot_logins(fake_github: FakeGitHub) -> None:
+    with client(fake_github) as gh:
+        found = gh.get("/repos/acme/widgets/collaborators/github-actions%5Bbot%5D/permission")
+        assert found.status_code == 200 and found.json()["permission"] == "write"
+
+
+def test_a_read_only_token_cannot_push(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    main = fake_github.seed_main({"README.md": "x\n"})
+    work = tmp_path / "clone"
+    assert git("clone", "-q", fake_github.git_url, str(work), cwd=tmp_path).returncode == 0
+    (work / "evil.txt").write_text("evil\n")
+    git("add", "evil.txt", cwd=work)
+    git("commit", "-q", "-m", "evil", cwd=work)
+    refused = git("push", "-q", "origin", "HEAD:main", cwd=work, token="ghp-stranger")
+    assert refused.returncode != 0
+    assert fake_github.ref("refs/heads/main") == main
+    # Reading stays open to the same token, and a writer's push goes through.
+    assert git("fetch", "-q", "origin", cwd=work, token="ghp-stranger").returncode == 0
+    assert git("push", "-q", "origin", "HEAD:main", cwd=work).returncode == 0
+    assert fake_github.ref("refs/heads/main") != main

@@ -111,3 +111,21 @@ def test_a_deep_issue_wedges_no_command(
     verified = run_assay("verify", "tidy", "--json", env=env)
     assert verified.returncode != 70, verified.stdout + verified.stderr
     assert "RecursionError" not in verified.stderr
+
+
+def test_a_newer_issue_reusing_an_id_does_not_take_the_brief(
+    fake_github: FakeGitHub, run_assay: AssayRunner, tmp_path: Path
+) -> None:
+    """GitHub lists the newest issue first: the first issue to name an id keeps it."""
+    first = post_issue(fake_github, "Tidy", GOOD)
+    second = post_issue(fake_github, "Tidy, but mine", GOOD.replace("print(1)", "print(2)"))
+    env = {
+        "GITHUB_API_URL": fake_github.api_url,
+        "GITHUB_TOKEN": "ghs-bot",
+        "ASSAY_STATE": str(tmp_path / "state"),
+    }
+    done = run_assay("github", "briefs", "--json", "--forge", f"github:{fake_github.slug}", env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [(b["brief"], b["issue"]) for b in report["briefs"]] == [("tidy", first)]
+    assert [e for e in report["errors"] if f"issue #{second}" in e and "already used" in e]
