@@ -63,6 +63,26 @@ _SLASHED = re.compile(
 )
 
 
+PUSHES_PER_MINUTE = 6
+
+
+@dataclass
+class Limits:
+    """GitHub's published limits past the primary one, per minute and per hour.
+
+    Content-creating requests (REST POSTs and GraphQL mutations) per user: 80 a minute and
+    500 an hour, answered with a 403 secondary rate limit and ``retry-after``. Pushes per
+    repository: 6 a minute, refused with a 429 — only when a test asks for it
+    (``pushes_per_minute=PUSHES_PER_MINUTE``): one brief's lifecycle pushes claims, journal
+    checkpoints, events and mirror records far more often than that. Tests scale the
+    numbers down and move ``FakeGitHub``'s clock instead of sleeping.
+    """
+
+    creates_per_minute: int = 80
+    creates_per_hour: int = 500
+    pushes_per_minute: int | None = None
+
+
 @dataclass
 class Fault:
     """One injected failure, answered instead of the next matching request."""
@@ -100,6 +120,8 @@ class FakeGitHub(PullsMixin):
         tokens: dict[str, str] | None = None,
         permissions: dict[str, str] | None = None,
         rate_limit: int = 1000,
+        limits: Limits | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.root = root
         self.owner, self.repo = owner, repo
@@ -114,6 +136,10 @@ class FakeGitHub(PullsMixin):
         }
         self.permissions = permissions or {BOT: "write", "maintainer": "admin", "stranger": "read"}
         self.rate_limit = rate_limit
+        self.limits = Limits() if limits is None else limits
+        self.clock = clock
+        self._creates: dict[str, list[float]] = {}  # user -> when each create was asked
+        self._pushes: list[float] = []
         self.remaining: dict[str, int] = {}
         self.reset_at = int(time.time()) + 3600
         self.lock = threading.RLock()
@@ -356,7 +382,10 @@ class FakeGitHub(PullsMixin):
                 jsonschema.validate(request, _GRAPHQL_REQUEST)
             except (ValueError, jsonschema.ValidationError) as exc:
                 return self._violation(f"graphql request: {exc}")
-            reply = self._graphql(request, user)
+            limited = None
+            if user is not None and str(request.get("query", "")).lstrip().startswith("mutation"):
+                limited = self._secondary_limit(user)
+            reply = limited if limited is not None else self._graphql(request, user)
             status, out_headers, body = self._finish("POST", "/graphql", reply, user, headers)
             self.calls.append(Call("POST", "/graphql", status, user or "", time.monotonic()))
             return status, out_headers, body
@@ -393,6 +422,10 @@ class FakeGitHub(PullsMixin):
         fault, after = self._take_fault(method, path)
         if fault is not None and not after:
             return fault
+        if method == "POST":
+            limited = self._secondary_limit(user)
+            if limited is not None:
+                return limited
         if self.remaining.get(user, self.rate_limit) <= 0:
             return HttpError(
                 403,
@@ -415,6 +448,23 @@ class FakeGitHub(PullsMixin):
                     return HttpError(500, f"fake crashed: {exc!r}").reply
                 return done if fault is None else fault
         return HttpError(404, "Not Found").reply
+
+    def _secondary_limit(self, user: str) -> Reply | None:
+        """Count one content-creating request; a 403 secondary limit when over either bound."""
+        at = self.clock()
+        seen = [t for t in self._creates.get(user, []) if at - t < 3600]
+        minute = [t for t in seen if at - t < 60]
+        if len(minute) >= self.limits.creates_per_minute:
+            wait = 60 - (at - minute[0])
+        elif len(seen) >= self.limits.creates_per_hour:
+            wait = 3600 - (at - seen[0])
+        else:
+            self._creates[user] = [*seen, at]
+            return None
+        self._creates[user] = seen
+        return HttpError(
+            403, SECONDARY_MESSAGE, **{"retry-after": str(max(1, int(wait) + 1))}
+        ).reply
 
     def _take_fault(self, method: str, path: str) -> tuple[Reply | None, bool]:
         for fault in self.faults:
@@ -831,6 +881,17 @@ class FakeGitHub(PullsMixin):
                 self.calls.append(Call(method, "git:" + path, 403, user, time.monotonic()))
             message = f"Permission to {self.slug}.git denied to {user}.\n".encode()
             return 403, {"Content-Type": "text/plain"}, message
+        if method == "POST" and path.endswith("/git-receive-pack"):
+            with self.lock:
+                at = self.clock()
+                self._pushes = [t for t in self._pushes if at - t < 60]
+                limit = self.limits.pushes_per_minute
+                if limit is not None and len(self._pushes) >= limit:
+                    self.calls.append(Call(method, "git:" + path, 429, user, time.monotonic()))
+                    message = b"too many pushes to this repository: at most "
+                    message += f"{limit} a minute\n".encode()
+                    return 429, {"Content-Type": "text/plain", "Retry-After": "60"}, message
+                self._pushes.append(at)
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "GIT_PROJECT_ROOT": str(self.root),

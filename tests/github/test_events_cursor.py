@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -58,10 +59,10 @@ def waiting_brief(fake: FakeGitHub, tmp_path: Path) -> int:
     return number
 
 
-def events(run_assay: AssayRunner, env: dict[str, str]) -> dict[str, object]:
+def events(run_assay: AssayRunner, env: dict[str, str]) -> dict[str, Any]:
     done = run_assay("github", "events", "--json", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    report: dict[str, object] = json.loads(done.stdout)
+    report: dict[str, Any] = json.loads(done.stdout)
     return report
 
 
@@ -77,7 +78,7 @@ def test_an_approval_followed_by_a_hundred_comments_is_kept(
     for index in range(100):
         fake_github.add_comment(number, f"chatter {index}", "stranger")
     report = events(run_assay, env)
-    assert [(e["kind"], e["id"]) for e in report["appended"]] == [  # type: ignore[index, union-attr]
+    assert [(e["kind"], e["id"]) for e in report["appended"]] == [
         ("approve", f"github-comment-{approval['id']}")
     ]
     # The cursor is a record on the forge: the next run reads only what came after it.
@@ -85,7 +86,7 @@ def test_an_approval_followed_by_a_hundred_comments_is_kept(
     later = fake_github.add_comment(number, "/assay steer use the stats module", "maintainer")
     later["updated_at"] = later["created_at"] = "2099-01-01T00:00:00Z"
     again = events(run_assay, env)
-    assert [e["id"] for e in again["appended"]] == [f"github-comment-{later['id']}"]  # type: ignore[index, union-attr]
+    assert [e["id"] for e in again["appended"]] == [f"github-comment-{later['id']}"]
     assert again["since"] == "2099-01-01T00:00:00Z"
 
 
@@ -102,17 +103,17 @@ def test_sixty_strangers_are_checked_once_across_two_runs(
     for comment in fake_github.comments.values():
         comment["updated_at"] = comment["created_at"] = STAMP
     first = events(run_assay, env)
-    assert sorted(i["actor"] for i in first["ignored"]) == sorted(strangers)  # type: ignore[union-attr, index]
+    assert sorted(i["actor"] for i in first["ignored"]) == sorted(strangers)
     assert permission_checks(fake_github) == 60
     second = events(run_assay, env)
     assert second["ignored"] == [] and second["appended"] == []
-    assert len(second["remembered"]) == 60  # type: ignore[arg-type]
+    assert len(second["remembered"]) == 60
     assert permission_checks(fake_github) == 60
     # An edit is a new stamp: that comment alone is checked again.
     edited = next(c for c in fake_github.comments.values() if c["user"]["login"] == strangers[0])
     edited["updated_at"] = "2026-12-03T10:00:01Z"
     third = events(run_assay, env)
-    assert [i["actor"] for i in third["ignored"]] == [strangers[0]]  # type: ignore[union-attr, index]
+    assert [i["actor"] for i in third["ignored"]] == [strangers[0]]
     assert permission_checks(fake_github) == 61
 
 
@@ -137,5 +138,5 @@ def test_a_bots_command_is_never_honoured(
     fake_github.add_comment(number, "/assay approve", BOT)
     report = events(run_assay, env)
     assert report["appended"] == []
-    assert [i["actor"] for i in report["ignored"]] == [BOT]  # type: ignore[union-attr, index]
+    assert [i["actor"] for i in report["ignored"]] == [BOT]
     assert permission_checks(fake_github) == 0
