@@ -16,11 +16,13 @@ become events on ``refs/assay/events/<brief>``, the same log the embedded forge'
   costs no REST call.
 - Cursor: comments are read since the last one seen (``since`` = the newest ``updated_at``
   read, kept in one record on ``refs/assay/github-events/cursor``), oldest first, every page:
-  no window, so a hundred comments after an approval cannot push it out of sight.
+  no window, so a hundred comments after an approval cannot push it out of sight. The query
+  starts ``OVERLAP_S`` before the cursor, so a comment stamped in the same second as the last
+  one read, or listed late by GitHub, is still read (a re-read costs nothing: see below).
 - Cost: one conditional call per page of comments updated since the cursor, for every brief;
   a quiet poll is a free 304. A refused command is remembered in the cursor with the stamp
-  it had (its ``updated_at``), so re-reading it (GitHub's ``since`` is inclusive) costs no
-  second permission check; an edit changes the stamp and is checked again.
+  it had (its ``updated_at``), so re-reading it costs no second permission check; an edit
+  changes the stamp and is checked again.
 - Commands end at a word boundary that excludes ``-``: ``/assay approve-not-really`` is not
   ``approve``.
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import assay.refs as refs
@@ -49,7 +52,17 @@ REVIEW_KINDS = {"APPROVED": "approve", "CHANGES_REQUESTED": "reject"}
 CURSOR_KIND = "github-events-cursor"
 CURSOR_IDENTITY = Identity(name="assay github events", email="github-events@assay.invalid")
 MAX_REMEMBERED = 2000  # refused reviews kept (refused comments are pruned by the cursor)
-_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z")
+OVERLAP_S = 60
+_STAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # GitHub's: whole seconds, so stamps sort as text
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def _rewound(stamp: str | None) -> str | None:
+    """``stamp`` less ``OVERLAP_S``: where the next read of comments starts."""
+    if stamp is None:
+        return None
+    earlier = datetime.strptime(stamp, _STAMP_FORMAT) - timedelta(seconds=OVERLAP_S)
+    return earlier.strftime(_STAMP_FORMAT)
 
 
 @dataclass
@@ -64,9 +77,10 @@ class EventsCursor:
         return {"since": self.since, "ignored": dict(self.ignored)}
 
     def pruned(self) -> EventsCursor:
-        """Forget refused comments older than ``since``: they are never read again unless
-        edited, and an edit changes their stamp. Refused reviews are kept, newest last."""
-        since = self.since or ""
+        """Forget refused comments older than the next read starts: they are never read
+        again unless edited, and an edit changes their stamp. Refused reviews are kept,
+        newest last."""
+        since = _rewound(self.since) or ""
         kept = {
             key: stamp
             for key, stamp in self.ignored.items()
@@ -221,7 +235,7 @@ def collect_events(
     cursor = EventsCursor(since=before.since, ignored=dict(before.ignored))
     collector = _Collector(forge, report, cursor)
     if by_number:
-        for comment in forge.api.comments_since(cursor.since):  # oldest update first
+        for comment in forge.api.comments_since(_rewound(cursor.since)):  # oldest first
             stamp = str(comment.get("updated_at") or "")
             if _STAMP.fullmatch(stamp) and (cursor.since is None or stamp > cursor.since):
                 cursor.since = stamp

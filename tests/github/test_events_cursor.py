@@ -140,3 +140,20 @@ def test_a_bots_command_is_never_honoured(
     assert report["appended"] == []
     assert [i["actor"] for i in report["ignored"]] == [BOT]
     assert permission_checks(fake_github) == 0
+
+
+def test_a_comment_listed_late_behind_the_cursor_is_still_read(
+    fake_github: FakeGitHub, run_assay: AssayRunner, env: dict[str, str], tmp_path: Path
+) -> None:
+    """GitHub may list a comment after a newer one was read: the read starts a minute back."""
+    number = waiting_brief(fake_github, tmp_path)
+    for comment in fake_github.comments.values():
+        comment["updated_at"] = comment["created_at"] = STAMP
+    newer = fake_github.add_comment(number, "looks fine", "maintainer")
+    newer["updated_at"] = newer["created_at"] = "2026-12-03T10:00:30Z"
+    assert events(run_assay, env)["since"] == "2026-12-03T10:00:30Z"
+    late = fake_github.add_comment(number, "/assay approve", "maintainer")
+    late["updated_at"] = late["created_at"] = "2026-12-03T10:00:10Z"
+    report = events(run_assay, env)
+    assert [e["id"] for e in report["appended"]] == [f"github-comment-{late['id']}"]
+    assert report["since"] == "2026-12-03T10:00:30Z"
