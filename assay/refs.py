@@ -27,6 +27,8 @@ SWEEP_LOG = SWEEPS + "log"
 ORPHAN_LOG = SWEEPS + "orphans"
 GITHUB = ASSAY + "github/"
 RUNS = ASSAY + "runs/"  # refs/assay/runs/<brief>/<attempt>: a merged run's branch, kept
+# Where ``assay github events`` has read GitHub's comments up to (one repository-wide record).
+GITHUB_EVENTS_CURSOR = ASSAY + "github-events/cursor"
 
 # Everything the board and the sweepers read, in one fetch.
 FETCH_ALL = (HEADS, ASSAY)

@@ -1,7 +1,9 @@
 """YAML documents whose errors name a file, a line and a field.
 
-Briefs and desk manifests are YAML written by people. This module loads such a document
-safely (no tags, no anchors or aliases, no duplicate keys, bounded size), keeps the node
+Briefs, issue bodies, desk manifests and sweep policies are YAML written by people (or by
+anyone who may edit an issue). ``load_yaml`` is the one loader for all of them: it loads a
+document safely (no tags, no anchors or aliases, no duplicate keys, bounded size and nesting
+depth, every failure a ``BadInput`` naming the source), keeps the node
 tree so that any field can be traced back to its line, and turns a pydantic
 ``ValidationError`` into one ``BadInput`` of the form
 ``briefs/x.md line 4: verify[0].run: field required``.
@@ -20,6 +22,9 @@ from pydantic import ValidationError
 from assay.errors import BadInput
 
 MAX_DOCUMENT_BYTES = 256 * 1024
+# No brief, manifest or policy nests anywhere near this deep; a deeper document is hostile
+# (a thousand brackets are 2 KB and overflow a recursive constructor).
+MAX_DEPTH = 64
 
 # libyaml's parser when PyYAML was built with it (much faster), the pure one otherwise; both
 # with the safe constructor (no tags that build Python objects).
@@ -124,7 +129,11 @@ def load_yaml(text: str, *, source: str, line_offset: int = 0) -> YamlDoc:
         raise BadInput(f"{source} line {line}: invalid YAML: {problem}", source=source) from exc
     except yaml.YAMLError as exc:
         raise BadInput(f"{source}: invalid YAML: {exc}", source=source) from exc
-    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+    except RecursionError as exc:
+        raise BadInput(
+            f"{source}: YAML nested deeper than {MAX_DEPTH} levels", source=source
+        ) from exc
+    except (ValueError, TypeError, OverflowError) as exc:
         # The safe constructor raises these for odd scalars (e.g. an out-of-range date).
         raise BadInput(f"{source}: invalid YAML value: {exc}", source=source) from exc
     finally:
@@ -133,16 +142,23 @@ def load_yaml(text: str, *, source: str, line_offset: int = 0) -> YamlDoc:
 
 
 def _check_nodes(node: yaml.Node, text: str, *, source: str, line_offset: int) -> None:
-    """Refuse aliases and duplicate keys; a node reached twice is an alias.
+    """Refuse aliases, duplicate keys and nesting past ``MAX_DEPTH``; a node reached twice
+    is an alias.
 
     Aliases are refused because a few of them expand into exponential structures ("billion
     laughs") and no brief or manifest needs them; tracking visited nodes also keeps this
     walk linear.
     """
     seen_nodes: set[int] = set()
-    stack = [node]
+    stack = [(node, 0)]
     while stack:
-        current = stack.pop()
+        current, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            line = current.start_mark.line + 1 + line_offset
+            raise BadInput(
+                f"{source} line {line}: YAML nested deeper than {MAX_DEPTH} levels",
+                source=source,
+            )
         if id(current) in seen_nodes:
             line = _alias_line(text, current) + 1 + line_offset
             raise BadInput(
@@ -160,10 +176,10 @@ def _check_nodes(node: yaml.Node, text: str, *, source: str, line_offset: int) -
                             source=source,
                         )
                     keys.add(key_node.value)
-                stack.append(key_node)
-                stack.append(value_node)
+                stack.append((key_node, depth + 1))
+                stack.append((value_node, depth + 1))
         elif isinstance(current, yaml.SequenceNode):
-            stack.extend(current.value)
+            stack.extend((item, depth + 1) for item in current.value)
 
 
 def _alias_line(text: str, node: yaml.Node) -> int:

@@ -52,7 +52,8 @@ class GitHubApi:
         return [issue for issue in found if "pull_request" not in issue]
 
     def add_label(self, number: int, label: str) -> None:
-        self.rest.post(f"{self.base}/issues/{number}/labels", {"labels": [label]})
+        # Adding a label twice leaves one label: safe to send again after a 5xx.
+        self.rest.post(f"{self.base}/issues/{number}/labels", {"labels": [label]}, replayable=True)
 
     def remove_label(self, number: int, label: str) -> None:
         # Already gone is fine: the goal state holds.
@@ -60,25 +61,43 @@ class GitHubApi:
             self.rest.delete(f"{self.base}/issues/{number}/labels/{quote(label, safe='')}")
 
     def create_comment(self, number: int, body: str) -> dict[str, Any]:
+        """Comment on issue ``number``. After an answer that does not say whether it was made
+        (a 502 after GitHub created it), the issue's comments are re-read and a comment with
+        the same marker (first line, ``<!-- assay:... -->``) by a writer is taken as made."""
         made: dict[str, Any] = self.rest.post(
-            f"{self.base}/issues/{number}/comments", {"body": body}
+            f"{self.base}/issues/{number}/comments",
+            {"body": body},
+            reconcile=lambda: self.find_comment(number, body),
         )
         return made
+
+    def find_comment(self, number: int, body: str) -> dict[str, Any] | None:
+        """The newest comment on ``number`` carrying ``body``'s marker line (its whole text
+        when it has none), written by a bot or a user with write permission."""
+        first = body.split("\n", 1)[0]
+        marked = first.startswith("<!-- assay:") and first.endswith("-->")
+        for comment in reversed(self.rest.get_all(f"{self.base}/issues/{number}/comments")):
+            text = str(comment.get("body") or "").replace("\r\n", "\n")
+            if (text.split("\n", 1)[0] == first) if marked else (text == body):
+                user = comment.get("user") or {}
+                if user.get("type") == "Bot" or self.can_write(str(user.get("login", ""))):
+                    return dict(comment)
+        return None
 
     def update_comment(self, comment_id: int, body: str) -> None:
         self.rest.patch(f"{self.base}/issues/comments/{comment_id}", {"body": body})
 
-    def recent_comments(self) -> list[dict[str, Any]]:
-        """The newest 100 comments of the repository (issues and pull requests), newest first.
+    def comments_since(self, since: str | None, *, limit: int = 1000) -> list[dict[str, Any]]:
+        """The repository's comments (issues and pull requests) updated at or after ``since``
+        (every comment when None), oldest update first, up to about ``limit``.
 
-        One conditional call covers every brief, and its URL never changes, so a poll that
-        finds nothing new is a free 304.
+        One conditional call per page covers every brief; the URL only changes when the
+        cursor moves, so a poll that finds nothing new is a free 304.
         """
-        found = self.rest.get(
-            f"{self.base}/issues/comments",
-            params={"sort": "created", "direction": "desc", "per_page": 100},
-        )
-        return list(found or [])
+        params: dict[str, Any] = {"sort": "updated", "direction": "asc"}
+        if since:
+            params["since"] = since
+        return self.rest.get_all(f"{self.base}/issues/comments", params=params, limit=limit)
 
     def reviews(self, pull: int) -> list[dict[str, Any]]:
         return self.rest.get_all(f"{self.base}/pulls/{pull}/reviews")
@@ -103,6 +122,7 @@ class GitHubApi:
         made: dict[str, Any] = self.rest.post(
             f"{self.base}/pulls",
             {"title": title, "head": head, "base": base, "body": body, "draft": draft},
+            reconcile=lambda: self.find_pull(head),  # one open pull request per head
         )
         return made
 
@@ -148,6 +168,17 @@ class GitHubApi:
         text: str,
         external_id: str = "",
     ) -> int:
+        def made_already() -> dict[str, Any] | None:
+            for run in self.check_runs(head_sha, name=name):
+                output = run.get("output") or {}
+                if (run.get("external_id"), run.get("conclusion"), output.get("title")) == (
+                    external_id,
+                    conclusion,
+                    title,
+                ):
+                    return run
+            return None
+
         made = self.rest.post(
             f"{self.base}/check-runs",
             {
@@ -158,6 +189,7 @@ class GitHubApi:
                 "external_id": external_id,
                 "output": {"title": title, "summary": summary[:65535], "text": text[:65535]},
             },
+            reconcile=made_already,
         )
         return int(made["id"])
 
@@ -176,7 +208,11 @@ class GitHubApi:
         return found if isinstance(found, dict) else {}
 
     def dispatch(self, workflow: str, *, ref: str = "main", inputs: dict[str, str]) -> None:
-        """``workflow_dispatch``: the one way a GITHUB_TOKEN run can start another workflow."""
+        """``workflow_dispatch``: the one way a GITHUB_TOKEN run can start another workflow.
+
+        A dispatch leaves nothing to re-read, so after a 5xx it is ``WriteUncertain`` (exit
+        69), never sent twice; the mirror records a dispatch only once it is answered, so the
+        next sync sends it again if it was lost."""
         self.rest.post(
             f"{self.base}/actions/workflows/{quote(workflow, safe='')}/dispatches",
             {"ref": ref, "inputs": inputs},

@@ -6,14 +6,25 @@ become events on ``refs/assay/events/<brief>``, the same log the embedded forge'
 ``assay approve|signal|cancel`` write, so the desk loop reads them the same way.
 
 - Who: honoured only when the author has write permission, as the API says
-  (``collaborators/{user}/permission``), never from the payload's ``author_association``.
-  Anyone else's command is skipped and reported.
+  (``collaborators/{user}/permission``), never from the payload's ``author_association``,
+  and is not a ``[bot]`` account: desks act as ``github-actions[bot]``, which has write
+  permission, and a desk must never approve its own work. Anyone else's command is skipped
+  and reported.
 - Once: the event id is ``github-comment-<id>`` / ``github-review-<id>`` and is appended only
   when absent from the log, so a webhook delivered twice (or a poll that sees the same comment
   again) is consumed once. The duplicate check comes before the permission check: a repeat
   costs no REST call.
-- Cost: one conditional call lists the repository's newest comments for every brief; a quiet
-  poll is a free 304.
+- Cursor: comments are read since the last one seen (``since`` = the newest ``updated_at``
+  read, kept in one record on ``refs/assay/github-events/cursor``), oldest first, every page:
+  no window, so a hundred comments after an approval cannot push it out of sight. The query
+  starts ``OVERLAP_S`` before the cursor, so a comment stamped in the same second as the last
+  one read, or listed late by GitHub, is still read (a re-read costs nothing: see below).
+- Cost: one conditional call per page of comments updated since the cursor, for every brief;
+  a quiet poll is a free 304. A refused command is remembered in the cursor with the stamp
+  it had (its ``updated_at``), so re-reading it costs no second permission check; an edit
+  changes the stamp and is checked again.
+- Commands end at a word boundary that excludes ``-``: ``/assay approve-not-really`` is not
+  ``approve``.
 """
 
 from __future__ import annotations
@@ -21,15 +32,87 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
+import assay.refs as refs
 from assay.desks.records.events import EventLog
+from assay.errors import BadInput
+from assay.forge import RefLog
 from assay.github.forge import GitHubForge
 from assay.github.mirror import GitHubMirror, MirrorState
+from assay.plumbing import Identity
 
-_COMMAND = re.compile(r"\A[ \t]*/assay[ \t]+(approve|reject|steer|cancel)\b[ \t]*([^\n]*)")
+# The verb ends where a word would: not before a letter, digit, ``_`` or ``-``.
+_COMMAND = re.compile(r"\A[ \t]*/assay[ \t]+(approve|reject|steer|cancel)(?![\w-])[ \t]*([^\n]*)")
 KINDS = {"approve": "approve", "reject": "reject", "steer": "signal", "cancel": "cancel"}
 REVIEW_KINDS = {"APPROVED": "approve", "CHANGES_REQUESTED": "reject"}
+
+
+CURSOR_KIND = "github-events-cursor"
+CURSOR_IDENTITY = Identity(name="assay github events", email="github-events@assay.invalid")
+MAX_REMEMBERED = 2000  # refused reviews kept (refused comments are pruned by the cursor)
+OVERLAP_S = 60
+_STAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # GitHub's: whole seconds, so stamps sort as text
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def _rewound(stamp: str | None) -> str | None:
+    """``stamp`` less ``OVERLAP_S``: where the next read of comments starts."""
+    if stamp is None:
+        return None
+    earlier = datetime.strptime(stamp, _STAMP_FORMAT) - timedelta(seconds=OVERLAP_S)
+    return earlier.strftime(_STAMP_FORMAT)
+
+
+@dataclass
+class EventsCursor:
+    """How far ``collect_events`` has read: the newest comment ``updated_at`` seen, and the
+    commands refused so far (event id -> the stamp it had), so none is checked twice."""
+
+    since: str | None = None
+    ignored: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"since": self.since, "ignored": dict(self.ignored)}
+
+    def pruned(self) -> EventsCursor:
+        """Forget refused comments older than the next read starts: they are never read
+        again unless edited, and an edit changes their stamp. Refused reviews are kept,
+        newest last."""
+        since = _rewound(self.since) or ""
+        kept = {
+            key: stamp
+            for key, stamp in self.ignored.items()
+            if not key.startswith("github-comment-") or stamp >= since
+        }
+        if len(kept) > MAX_REMEMBERED:
+            kept = dict(list(kept.items())[-MAX_REMEMBERED:])
+        return EventsCursor(since=self.since, ignored=kept)
+
+
+def _validate_cursor(record: dict[str, Any]) -> None:
+    since = record.get("since")
+    if since is not None and (not isinstance(since, str) or not _STAMP.fullmatch(since)):
+        raise BadInput("field 'since' must be a GitHub timestamp or null")
+    ignored = record.get("ignored")
+    if not isinstance(ignored, dict) or not all(
+        isinstance(key, str) and isinstance(value, str) and len(key) <= 64 and len(value) <= 64
+        for key, value in ignored.items()
+    ):
+        raise BadInput("field 'ignored' must map event ids to timestamps")
+
+
+def _cursor_log(forge: GitHubForge) -> RefLog:
+    return RefLog(forge, refs.GITHUB_EVENTS_CURSOR, kind=CURSOR_KIND, validate=_validate_cursor)
+
+
+def read_cursor(forge: GitHubForge) -> EventsCursor:
+    """The events cursor on the forge (an empty one before the first collection)."""
+    record = _cursor_log(forge).latest()
+    if record is None:
+        return EventsCursor()
+    return EventsCursor(since=record.get("since"), ignored=dict(record["ignored"]))
 
 
 @dataclass(frozen=True)
@@ -57,12 +140,16 @@ class EventsReport:
     appended: list[dict[str, Any]] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     ignored: list[Ignored] = field(default_factory=list)
+    remembered: list[str] = field(default_factory=list)  # refused before: not checked again
+    since: str | None = None  # the cursor after this collection
 
     def to_json(self) -> dict[str, Any]:
         return {
             "appended": self.appended,
             "duplicates": self.duplicates,
             "ignored": [item.to_json() for item in self.ignored],
+            "remembered": self.remembered,
+            "since": self.since,
         }
 
 
@@ -78,10 +165,11 @@ def parse_command(body: str) -> tuple[str, str] | None:
 
 
 class _Collector:
-    def __init__(self, forge: GitHubForge, report: EventsReport) -> None:
+    def __init__(self, forge: GitHubForge, report: EventsReport, cursor: EventsCursor) -> None:
         self.forge = forge
         self.api = forge.api
         self.report = report
+        self.cursor = cursor
         self._seen: dict[str, set[str]] = {}
 
     def known(self, brief: str) -> set[str]:
@@ -90,16 +178,36 @@ class _Collector:
         return self._seen[brief]
 
     def offer(
-        self, brief: str, *, event_id: str, kind: str, text: str, actor: str, data: dict[str, Any]
+        self,
+        brief: str,
+        *,
+        event_id: str,
+        stamp: str,
+        kind: str,
+        text: str,
+        actor: str,
+        data: dict[str, Any],
     ) -> None:
         if event_id in self.known(brief):
             self.report.duplicates.append(event_id)
+            return
+        if stamp and self.cursor.ignored.get(event_id) == stamp:
+            self.report.remembered.append(event_id)
+            return
+        if actor.endswith("[bot]"):
+            self.report.ignored.append(
+                Ignored(brief, event_id, actor, f"{actor} is a bot: desks act as one")
+            )
+            if stamp:
+                self.cursor.ignored[event_id] = stamp
             return
         if not self.api.can_write(actor):
             permission = self.api.permission(actor)
             self.report.ignored.append(
                 Ignored(brief, event_id, actor, f"{actor} has {permission} permission, not write")
             )
+            if stamp:
+                self.cursor.ignored[event_id] = stamp
             return
         event = EventLog(self.forge, brief).append(
             kind, text=text, actor=actor, data=data, event_id=event_id
@@ -123,9 +231,14 @@ def collect_events(
         for number in (state.issue, state.pull):
             if number is not None:
                 by_number[number] = brief
-    collector = _Collector(forge, report)
+    before = read_cursor(forge)
+    cursor = EventsCursor(since=before.since, ignored=dict(before.ignored))
+    collector = _Collector(forge, report, cursor)
     if by_number:
-        for comment in reversed(forge.api.recent_comments()):  # oldest first
+        for comment in forge.api.comments_since(_rewound(cursor.since)):  # oldest first
+            stamp = str(comment.get("updated_at") or "")
+            if _STAMP.fullmatch(stamp) and (cursor.since is None or stamp > cursor.since):
+                cursor.since = stamp
             parsed = parse_command(str(comment.get("body") or ""))
             number = int(str(comment.get("issue_url", "")).rsplit("/", 1)[-1] or 0)
             if parsed is None or number not in by_number:
@@ -134,6 +247,7 @@ def collect_events(
             collector.offer(
                 by_number[number],
                 event_id=f"github-comment-{comment['id']}",
+                stamp=stamp,
                 kind=kind,
                 text=text,
                 actor=str(comment["user"]["login"]),
@@ -150,9 +264,18 @@ def collect_events(
             collector.offer(
                 brief,
                 event_id=f"github-review-{review['id']}",
+                stamp=str(review.get("submitted_at") or ""),
                 kind=verdict,
                 text=str(review.get("body") or ""),
                 actor=str(review["user"]["login"]),
                 data={"source": "github", "review": review["id"], "url": review.get("html_url")},
             )
+    after = cursor.pruned()
+    if after != before:
+        _cursor_log(forge).append(
+            after.to_json(),
+            author=CURSOR_IDENTITY,
+            message=f"github events: read comments up to {after.since}",
+        )
+    report.since = after.since
     return report

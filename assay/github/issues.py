@@ -5,7 +5,8 @@ defaults to ``issue-<number>`` and ``title`` to the issue's title, so a short fr
 with just ``verify:`` rows is enough. Without front matter the brief is built from the issue:
 its title, its body, and fields from labels (``desk:NAME``, ``priority:N``; other labels
 except ``assay`` become the brief's labels). Parsing and validation are ``parse_brief``'s,
-so an issue brief obeys exactly the rules of ``briefs/<id>.md``; a malformed issue is
+so an issue brief obeys exactly the rules of ``briefs/<id>.md`` (YAML through the one bounded
+loader, ``assay.briefs.yamldoc.load_yaml``); a malformed issue is
 reported (``BadInput`` naming ``issue #N``, the line and the field) without hiding the others.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from assay.briefs import Brief, parse_brief
+from assay.briefs.yamldoc import load_yaml
 from assay.errors import BadInput
 from assay.github.api import GitHubApi
 
@@ -44,9 +46,13 @@ class IssueBriefs:
 
 
 def load_issue_briefs(api: GitHubApi, *, label: str = BRIEF_LABEL) -> IssueBriefs:
-    """One conditional list call; a 304 costs nothing against the rate limit."""
+    """One conditional list call; a 304 costs nothing against the rate limit.
+
+    GitHub lists the newest issue first; the oldest issue naming an id keeps it, so a new
+    issue reusing a brief's id cannot take that brief over (it is reported instead).
+    """
     result = IssueBriefs()
-    for issue in api.open_issues(label):
+    for issue in sorted(api.open_issues(label), key=lambda item: int(item["number"])):
         try:
             found = brief_from_issue(issue, label=label)
         except BadInput as exc:
@@ -115,10 +121,9 @@ def _with_defaults(
             f"{source} line {len(lines)}: the front matter is not closed by a '---' line",
             source=source,
         ) from None
-    try:
-        present = yaml.safe_load("\n".join(lines[1:end])) or {}
-    except yaml.YAMLError:
-        present = {}  # parse_brief reports the YAML error with its line
+    # The one bounded loader: an issue body is anyone's text, and a hostile one (deep,
+    # large, aliased) is this brief's BadInput, never an error of the whole command.
+    present = load_yaml("\n".join(lines[1:end]), source=source, line_offset=1).data or {}
     extra: dict[str, Any] = {"id": f"issue-{number}", "title": title or f"issue {number}"}
     extra.update(fields)
     added = [

@@ -6,8 +6,16 @@
 - 429s and 403 rate limits (primary: ``x-ratelimit-remaining: 0``; secondary: the message
   says so) are waited out with tenacity, honouring ``retry-after`` and ``x-ratelimit-reset``;
   a wait longer than ``max_wait_s`` gives up at once with ``ForgeUnavailable``.
+- Every wait of one client adds up to at most ``max_total_wait_s`` (default 300 s, under the
+  shortest workflow timeout): past it the client gives up with ``ForgeUnavailable`` instead
+  of being killed by the runner half way through.
 - Writes are serial and spaced (GitHub asks for one mutating request at a time, a second
   apart, to stay under the secondary limits); the spacing is a parameter so tests stay fast.
+- A POST that creates something is never sent twice blindly: a 5xx or a dropped connection
+  does not say whether GitHub made it, so the caller's ``reconcile`` re-reads (finds the
+  comment by its marker, the pull request by its head) and only a miss is sent again; without
+  ``reconcile`` such a POST is ``WriteUncertain`` (exit 69). A rate limit (429, 403) is
+  GitHub's word that nothing was done, and is waited out and retried as before.
 - ``RestStats`` counts every call; each client adds to its own counter and to the process-wide
   one that commands report in their ``--json`` output (``process_stats()``).
 
@@ -35,6 +43,7 @@ from assay.errors import BadInput, Denied, Failed, ForgeUnavailable
 
 DEFAULT_WRITE_SPACING_S = 1.0
 DEFAULT_MAX_WAIT_S = 900.0
+DEFAULT_MAX_TOTAL_WAIT_S = 300.0  # the shortest workflow timeout is 10 minutes
 SECONDARY_WAIT_S = 60.0  # GitHub: without retry-after, wait at least a minute
 _WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 
@@ -51,6 +60,11 @@ class GitHubRefused(Failed):
     """GitHub understood the request and refused it (405, 409, 422)."""
 
 
+class WriteUncertain(ForgeUnavailable):
+    """A create failed in a way that does not say whether GitHub made it (a 5xx, a dropped
+    connection) and could not be reconciled: it is not sent again blindly."""
+
+
 @dataclass
 class RestStats:
     """What a client (or the whole process) asked of GitHub."""
@@ -60,6 +74,7 @@ class RestStats:
     not_modified: int = 0
     writes: int = 0
     retries: int = 0
+    reconciled: int = 0  # creates found made after an answer that did not say so (not in JSON)
     waited_s: float = 0.0
 
     def add(self, **deltas: float) -> None:
@@ -136,6 +151,7 @@ class RestClient:
         *,
         write_spacing_s: float | None = None,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
+        max_total_wait_s: float | None = None,
         attempts: int = 6,
         etag_cache: Path | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -151,6 +167,11 @@ class RestClient:
             )
         self.write_spacing_s = write_spacing_s
         self.max_wait_s = max_wait_s
+        if max_total_wait_s is None:
+            max_total_wait_s = float(
+                os.environ.get("ASSAY_GITHUB_MAX_TOTAL_WAIT", DEFAULT_MAX_TOTAL_WAIT_S)
+            )
+        self.max_total_wait_s = max_total_wait_s
         self.attempts = attempts
         self.stats = RestStats()
         self._sleep = sleep
@@ -188,8 +209,30 @@ class RestClient:
             items.extend(body)
         return items
 
-    def post(self, path: str, body: Any = None) -> Any:
-        return self._write("POST", path, body)
+    def post(
+        self,
+        path: str,
+        body: Any = None,
+        *,
+        reconcile: Callable[[], Any] | None = None,
+        replayable: bool = False,
+    ) -> Any:
+        """POST once. A 5xx or a dropped connection is retried only when the POST is
+        ``replayable`` (adding a label: the same twice is the same), or after ``reconcile``
+        (a re-read returning what the first POST made, or None) found nothing."""
+        if replayable:
+            return self._write("POST", path, body)
+        for attempt in range(1, 3):
+            try:
+                return self._write("POST", path, body, transient_retry=False)
+            except WriteUncertain:
+                if reconcile is None or attempt == 2:
+                    raise
+                found = reconcile()
+                if found is not None:
+                    self._count(reconciled=1)
+                    return found
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def patch(self, path: str, body: Any = None) -> Any:
         return self._write("PATCH", path, body)
@@ -202,6 +245,8 @@ class RestClient:
 
     def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
         """One GraphQL mutation request: serial and spaced like every other write."""
+        # Assay's mutations set a state (a body, ready, merged at one head): sent twice, the
+        # second changes nothing or is refused, so a 5xx is retried.
         body = self._write("POST", self.graphql_url, {"query": query, "variables": variables})
         if body.get("errors"):
             messages = "; ".join(str(e.get("message")) for e in body["errors"])
@@ -240,26 +285,35 @@ class RestClient:
             self._etags[url] = (etag, body)
         return body, following
 
-    def _write(self, method: str, path: str, body: Any) -> Any:
+    def _write(self, method: str, path: str, body: Any, *, transient_retry: bool = True) -> Any:
         # One mutating request at a time, spaced, across every thread using this client.
         with self._write_lock:
             gap = self._last_write + self.write_spacing_s - time.monotonic()
             if gap > 0:
                 self._sleep(gap)
             try:
-                response = self._send(method, self._url(path, None), body)
+                response = self._send(
+                    method, self._url(path, None), body, transient_retry=transient_retry
+                )
             finally:
                 self._last_write = time.monotonic()
         self._count(writes=1)
         return response.json() if response.content else None
 
     def _send(
-        self, method: str, url: str, body: Any, *, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        url: str,
+        body: Any,
+        *,
+        headers: dict[str, str] | None = None,
+        transient_retry: bool = True,
     ) -> httpx.Response:
+        retried = (_RateLimited, _Transient) if transient_retry else (_RateLimited,)
         retrying = Retrying(
             stop=stop_after_attempt(self.attempts),
             wait=self._wait,
-            retry=retry_if_exception_type((_RateLimited, _Transient)),
+            retry=retry_if_exception_type(retried),
             sleep=self._sleep_counted,
             reraise=True,
         )
@@ -272,6 +326,11 @@ class RestClient:
                 f"GitHub rate limit: {method} {url} still limited after {self.attempts} attempts"
             ) from exc
         except _Transient as exc:
+            if not transient_retry:
+                raise WriteUncertain(
+                    f"GitHub did not say whether {method} {url} was done ({exc}); "
+                    "not sent again blindly"
+                ) from exc
             raise ForgeUnavailable(f"GitHub unreachable: {method} {url}: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -310,6 +369,11 @@ class RestClient:
         return float(min(0.5 * 2 ** (state.attempt_number - 1), 8.0))
 
     def _sleep_counted(self, seconds: float) -> None:
+        if self.stats.waited_s + seconds > self.max_total_wait_s:
+            raise ForgeUnavailable(
+                f"GitHub: another {seconds:.0f}s wait would take this command past its "
+                f"{self.max_total_wait_s:.0f}s of waiting in all; nothing was lost"
+            )
         self._count(retries=1, waited_s=seconds)
         self._sleep(seconds)
 

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from assay.briefs.yamldoc import load_yaml
 from assay.claims.record import MAX_LEASE_S, MAX_SKEW_S
 from assay.errors import BadInput
 
@@ -117,9 +117,10 @@ def load_policies(directory: Path) -> list[SweepPolicy]:
     for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
         source = str(path)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as broken:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as broken:
             raise BadInput(f"{source}: not valid YAML: {broken}", file=source) from broken
+        data = load_yaml(text, source=source).data
         policy = parse_policy(data, source=source)
         if policy.name in names:
             raise BadInput(

@@ -63,6 +63,26 @@ _SLASHED = re.compile(
 )
 
 
+PUSHES_PER_MINUTE = 6
+
+
+@dataclass
+class Limits:
+    """GitHub's published limits past the primary one, per minute and per hour.
+
+    Content-creating requests (REST POSTs and GraphQL mutations) per user: 80 a minute and
+    500 an hour, answered with a 403 secondary rate limit and ``retry-after``. Pushes per
+    repository: 6 a minute, refused with a 429 — only when a test asks for it
+    (``pushes_per_minute=PUSHES_PER_MINUTE``): one brief's lifecycle pushes claims, journal
+    checkpoints, events and mirror records far more often than that. Tests scale the
+    numbers down and move ``FakeGitHub``'s clock instead of sleeping.
+    """
+
+    creates_per_minute: int = 80
+    creates_per_hour: int = 500
+    pushes_per_minute: int | None = None
+
+
 @dataclass
 class Fault:
     """One injected failure, answered instead of the next matching request."""
@@ -74,6 +94,7 @@ class Fault:
     method: str | None = None
     path_contains: str = ""
     count: int = 1
+    after: bool = False  # do the request, then answer the fault (a 502 after a create)
 
 
 @dataclass
@@ -99,6 +120,8 @@ class FakeGitHub(PullsMixin):
         tokens: dict[str, str] | None = None,
         permissions: dict[str, str] | None = None,
         rate_limit: int = 1000,
+        limits: Limits | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.root = root
         self.owner, self.repo = owner, repo
@@ -113,6 +136,10 @@ class FakeGitHub(PullsMixin):
         }
         self.permissions = permissions or {BOT: "write", "maintainer": "admin", "stranger": "read"}
         self.rate_limit = rate_limit
+        self.limits = Limits() if limits is None else limits
+        self.clock = clock
+        self._creates: dict[str, list[float]] = {}  # user -> when each create was asked
+        self._pushes: list[float] = []
         self.remaining: dict[str, int] = {}
         self.reset_at = int(time.time()) + 3600
         self.lock = threading.RLock()
@@ -180,7 +207,7 @@ class FakeGitHub(PullsMixin):
     # -- helpers for tests ---------------------------------------------------------------------
 
     def inject(self, status: int, **kwargs: Any) -> None:
-        """Answer the next matching request(s) with a 429 or 403 (see ``Fault``)."""
+        """Answer the next matching request(s) with a 429, a 403 or a 5xx (see ``Fault``)."""
         with self.lock:
             self.faults.append(Fault(status, **kwargs))
 
@@ -355,7 +382,10 @@ class FakeGitHub(PullsMixin):
                 jsonschema.validate(request, _GRAPHQL_REQUEST)
             except (ValueError, jsonschema.ValidationError) as exc:
                 return self._violation(f"graphql request: {exc}")
-            reply = self._graphql(request, user)
+            limited = None
+            if user is not None and str(request.get("query", "")).lstrip().startswith("mutation"):
+                limited = self._secondary_limit(user)
+            reply = limited if limited is not None else self._graphql(request, user)
             status, out_headers, body = self._finish("POST", "/graphql", reply, user, headers)
             self.calls.append(Call("POST", "/graphql", status, user or "", time.monotonic()))
             return status, out_headers, body
@@ -389,9 +419,13 @@ class FakeGitHub(PullsMixin):
             return HttpError(403, "Request forbidden by administrative rules.").reply
         if user is None:
             return HttpError(401, "Bad credentials").reply
-        fault = self._take_fault(method, path)
-        if fault is not None:
+        fault, after = self._take_fault(method, path)
+        if fault is not None and not after:
             return fault
+        if method == "POST":
+            limited = self._secondary_limit(user)
+            if limited is not None:
+                return limited
         if self.remaining.get(user, self.rate_limit) <= 0:
             return HttpError(
                 403,
@@ -406,15 +440,33 @@ class FakeGitHub(PullsMixin):
                     return HttpError(404, "Not Found").reply
                 body = json.loads(raw) if raw else None
                 try:
-                    return fn(user=user, query=query, body=body, **args)
+                    done: Reply = fn(user=user, query=query, body=body, **args)
                 except HttpError as exc:
                     return exc.reply
                 except Exception as exc:  # a bug in the fake must fail the test, loudly
                     self.violations.append(f"fake crashed on {method} {path}: {exc!r}")
                     return HttpError(500, f"fake crashed: {exc!r}").reply
+                return done if fault is None else fault
         return HttpError(404, "Not Found").reply
 
-    def _take_fault(self, method: str, path: str) -> Reply | None:
+    def _secondary_limit(self, user: str) -> Reply | None:
+        """Count one content-creating request; a 403 secondary limit when over either bound."""
+        at = self.clock()
+        seen = [t for t in self._creates.get(user, []) if at - t < 3600]
+        minute = [t for t in seen if at - t < 60]
+        if len(minute) >= self.limits.creates_per_minute:
+            wait = 60 - (at - minute[0])
+        elif len(seen) >= self.limits.creates_per_hour:
+            wait = 3600 - (at - seen[0])
+        else:
+            self._creates[user] = [*seen, at]
+            return None
+        self._creates[user] = seen
+        return HttpError(
+            403, SECONDARY_MESSAGE, **{"retry-after": str(max(1, int(wait) + 1))}
+        ).reply
+
+    def _take_fault(self, method: str, path: str) -> tuple[Reply | None, bool]:
         for fault in self.faults:
             if fault.method not in (None, method) or fault.path_contains not in path:
                 continue
@@ -427,9 +479,14 @@ class FakeGitHub(PullsMixin):
             if fault.reset_in is not None:
                 headers["x-ratelimit-remaining"] = "0"
                 headers["x-ratelimit-reset"] = str(int(time.time()) + fault.reset_in)
-            message = SECONDARY_MESSAGE if fault.secondary else "API rate limit exceeded"
-            return HttpError(fault.status, message, **headers).reply
-        return None
+            if fault.status >= 500:
+                message = "Server Error"
+            elif fault.secondary:
+                message = SECONDARY_MESSAGE
+            else:
+                message = "API rate limit exceeded"
+            return HttpError(fault.status, message, **headers).reply, fault.after
+        return None, False
 
     def _finish(
         self, method: str, path: str, reply: Reply, user: str | None, headers: dict[str, str]
@@ -465,6 +522,13 @@ class FakeGitHub(PullsMixin):
         if self.permissions.get(user, "none") not in ("admin", "maintain", "write"):
             raise HttpError(403, "Resource not accessible by integration")
 
+    def _can_triage(self, user: str) -> bool:
+        return self.permissions.get(user, "none") in ("admin", "maintain", "write", "triage")
+
+    def _need_triage(self, user: str) -> None:
+        if not self._can_triage(user):
+            raise HttpError(403, "Resource not accessible by integration")
+
     def _page(self, items: list[Any], query: dict[str, str], path: str) -> Reply:
         per_page = min(int(query.get("per_page", 30)), 100)
         page = int(query.get("page", 1))
@@ -498,16 +562,34 @@ class FakeGitHub(PullsMixin):
     def _issues_list(self, *, query: dict[str, str], **_: Any) -> Reply:
         state = query.get("state", "open")
         wanted = [name for name in query.get("labels", "").split(",") if name]
+        # GitHub: sort=created, direction=desc by default, so the newest issue comes first.
+        key = {"updated": "updated_at", "comments": "_comment_count"}.get(
+            query.get("sort", "created"), "number"
+        )
+        newest_first = query.get("direction", "desc") == "desc"
+        issues = sorted(
+            self.issues.values(),
+            key=lambda i: (self._sort_value(i, key), i["number"]),
+            reverse=newest_first,
+        )
         found = [
             self._issue_view(issue)
-            for issue in sorted(self.issues.values(), key=lambda i: i["number"])
+            for issue in issues
             if (state == "all" or issue["state"] == state)
             and all(name in issue["_labels"] for name in wanted)
         ]
         return self._page(found, query, f"/repos/{self.slug}/issues")
 
+    def _sort_value(self, issue: dict[str, Any], key: str) -> Any:
+        if key == "_comment_count":
+            return sum(1 for c in self.comments.values() if c["_issue"] == issue["number"])
+        return issue[key]
+
     def _issues_create(self, *, user: str, body: dict[str, Any], **_: Any) -> Reply:
-        issue = self._new_issue(user, body["title"], body.get("body"), body.get("labels", []))
+        # GitHub silently drops labels (and assignees, milestones) asked for by a user
+        # without triage rights: a stranger cannot label an issue `assay`.
+        labels = body.get("labels", []) if self._can_triage(user) else []
+        issue = self._new_issue(user, body["title"], body.get("body"), labels)
         return Reply(201, self._issue_view(issue))
 
     def _new_issue(
@@ -543,7 +625,7 @@ class FakeGitHub(PullsMixin):
         for key in ("title", "body"):
             if key in body:
                 issue[key] = body[key]
-        if "labels" in body:
+        if "labels" in body and self._can_triage(user):
             issue["_labels"] = [str(x) for x in body["labels"]]
         if body.get("state") in ("open", "closed"):
             issue["state"] = body["state"]
@@ -563,9 +645,11 @@ class FakeGitHub(PullsMixin):
 
     def _comments_list_repo(self, *, query: dict[str, str], **_: Any) -> Reply:
         since = query.get("since", "")
+        # GitHub sorts by ``sort`` (created by default), ties by id; ``since`` is inclusive.
+        key = "updated_at" if query.get("sort") == "updated" else "created_at"
         found = [
             self._comment_view(c)
-            for c in sorted(self.comments.values(), key=lambda c: c["id"])
+            for c in sorted(self.comments.values(), key=lambda c: (c[key], c["id"]))
             if c["updated_at"] >= since
         ]
         if query.get("direction") == "desc":
@@ -606,7 +690,7 @@ class FakeGitHub(PullsMixin):
         return Reply(200, self._comment_view(comment))
 
     def _labels_add(self, *, user: str, n: str, body: dict[str, Any], **_: Any) -> Reply:
-        self._need_write(user)
+        self._need_triage(user)
         issue = self._issue(n)
         names = body.get("labels", []) if isinstance(body, dict) else body
         for name in names:
@@ -615,7 +699,7 @@ class FakeGitHub(PullsMixin):
         return Reply(200, [self._label(name) for name in issue["_labels"]])
 
     def _labels_remove(self, *, user: str, n: str, name: str, **_: Any) -> Reply:
-        self._need_write(user)
+        self._need_triage(user)
         issue = self._issue(n)
         name = unquote(name)
         if name not in issue["_labels"]:
@@ -743,7 +827,7 @@ class FakeGitHub(PullsMixin):
         return Reply(200, {"total_count": len(found), "check_runs": found})
 
     def _permission(self, *, username: str, **_: Any) -> Reply:
-        user = username
+        user = unquote(username)  # `github-actions%5Bbot%5D` is the login github-actions[bot]
         body = self.contract.skeleton("repository-collaborator-permission")
         permission = self.permissions.get(user, "none")
         body.update(permission=permission, role_name=permission)
@@ -791,6 +875,23 @@ class FakeGitHub(PullsMixin):
         if user is None:
             body = b"authentication required\n"
             return 401, {"WWW-Authenticate": 'Basic realm="GitHub"'}, body
+        pushing = path.endswith("/git-receive-pack") or "service=git-receive-pack" in query
+        if pushing and self.permissions.get(user, "none") not in ("admin", "maintain", "write"):
+            with self.lock:
+                self.calls.append(Call(method, "git:" + path, 403, user, time.monotonic()))
+            message = f"Permission to {self.slug}.git denied to {user}.\n".encode()
+            return 403, {"Content-Type": "text/plain"}, message
+        if method == "POST" and path.endswith("/git-receive-pack"):
+            with self.lock:
+                at = self.clock()
+                self._pushes = [t for t in self._pushes if at - t < 60]
+                limit = self.limits.pushes_per_minute
+                if limit is not None and len(self._pushes) >= limit:
+                    self.calls.append(Call(method, "git:" + path, 429, user, time.monotonic()))
+                    message = b"too many pushes to this repository: at most "
+                    message += f"{limit} a minute\n".encode()
+                    return 429, {"Content-Type": "text/plain", "Retry-After": "60"}, message
+                self._pushes.append(at)
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "GIT_PROJECT_ROOT": str(self.root),

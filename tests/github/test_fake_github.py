@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.github.fake_github import BOT, FakeGitHub
+from assay.github.rest import RestClient
+from tests.github.fake_github import BOT, FakeGitHub, Limits
 
 
 def client(fake: FakeGitHub, token: str = "ghs-bot") -> httpx.Client:
@@ -235,3 +236,116 @@ def test_graphql_outside_the_modelled_inputs_is_a_violation(tmp_path: Path) -> N
             },
         ).json()
         assert answer["errors"] and "text" in fake.violations[0]
+
+
+def test_issues_are_listed_newest_first(fake_github: FakeGitHub) -> None:
+    with client(fake_github) as gh:
+        for title in ("old", "new"):
+            gh.post("/repos/acme/widgets/issues", json={"title": title})
+        listed = gh.get("/repos/acme/widgets/issues").json()
+        assert [i["title"] for i in listed] == ["new", "old"]
+        oldest = gh.get("/repos/acme/widgets/issues", params={"direction": "asc"}).json()
+        assert [i["title"] for i in oldest] == ["old", "new"]
+
+
+def test_labels_from_a_user_without_triage_rights_are_dropped(fake_github: FakeGitHub) -> None:
+    fake_github.tokens["ghp-triager"] = "triager"
+    fake_github.permissions["triager"] = "triage"
+    with client(fake_github, "ghp-stranger") as gh:
+        made = gh.post("/repos/acme/widgets/issues", json={"title": "t", "labels": ["assay"]})
+        assert made.status_code == 201 and made.json()["labels"] == []
+        refused = gh.post("/repos/acme/widgets/issues/1/labels", json={"labels": ["assay"]})
+        assert refused.status_code == 403
+        edited = gh.patch("/repos/acme/widgets/issues/1", json={"labels": ["assay"]})
+        assert edited.status_code == 200 and edited.json()["labels"] == []
+    with client(fake_github, "ghp-triager") as gh:
+        added = gh.post("/repos/acme/widgets/issues/1/labels", json={"labels": ["assay"]})
+        assert added.status_code == 200 and [x["name"] for x in added.json()] == ["assay"]
+
+
+def test_the_permission_endpoint_decodes_bot_logins(fake_github: FakeGitHub) -> None:
+    with client(fake_github) as gh:
+        found = gh.get("/repos/acme/widgets/collaborators/github-actions%5Bbot%5D/permission")
+        assert found.status_code == 200 and found.json()["permission"] == "write"
+
+
+def test_a_read_only_token_cannot_push(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    main = fake_github.seed_main({"README.md": "x\n"})
+    work = tmp_path / "clone"
+    assert git("clone", "-q", fake_github.git_url, str(work), cwd=tmp_path).returncode == 0
+    (work / "evil.txt").write_text("evil\n")
+    git("add", "evil.txt", cwd=work)
+    git("commit", "-q", "-m", "evil", cwd=work)
+    refused = git("push", "-q", "origin", "HEAD:main", cwd=work, token="ghp-stranger")
+    assert refused.returncode != 0
+    assert fake_github.ref("refs/heads/main") == main
+    # Reading stays open to the same token, and a writer's push goes through.
+    assert git("fetch", "-q", "origin", cwd=work, token="ghp-stranger").returncode == 0
+    assert git("push", "-q", "origin", "HEAD:main", cwd=work).returncode == 0
+    assert fake_github.ref("refs/heads/main") != main
+
+
+class Clock:
+    """The fake's clock, moved by the test (and by a client's sleep): no real waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_content_creating_requests_meet_the_secondary_limits(tmp_path: Path) -> None:
+    clock = Clock()
+    limits = Limits(creates_per_minute=3, creates_per_hour=5)
+    with FakeGitHub(tmp_path / "gh", limits=limits, clock=clock) as fake, client(fake) as gh:
+        made = [gh.post("/repos/acme/widgets/issues", json={"title": str(n)}) for n in range(3)]
+        assert [r.status_code for r in made] == [201, 201, 201]
+        over = gh.post("/repos/acme/widgets/issues", json={"title": "x"})
+        assert over.status_code == 403 and "secondary rate limit" in over.json()["message"]
+        assert 1 <= int(over.headers["retry-after"]) <= 61
+        assert gh.get("/repos/acme/widgets/issues").status_code == 200  # reads are not limited
+        clock.now += 61
+        assert gh.post("/repos/acme/widgets/issues", json={"title": "3"}).status_code == 201
+        assert gh.post("/repos/acme/widgets/issues", json={"title": "4"}).status_code == 201
+        clock.now += 61
+        hourly = gh.post("/repos/acme/widgets/issues", json={"title": "x"})
+        assert hourly.status_code == 403 and int(hourly.headers["retry-after"]) > 60
+        clock.now += 3600
+        assert gh.post("/repos/acme/widgets/issues", json={"title": "5"}).status_code == 201
+    assert not fake.violations
+
+
+def test_pushes_per_minute_are_limited_when_a_test_asks(tmp_path: Path) -> None:
+    clock = Clock()
+    limits = Limits(pushes_per_minute=2)
+    with FakeGitHub(tmp_path / "gh", limits=limits, clock=clock) as fake:
+        fake.seed_main({"README.md": "x\n"})
+        work = tmp_path / "clone"
+        assert git("clone", "-q", fake.git_url, str(work), cwd=tmp_path).returncode == 0
+        results = []
+        for n in range(3):
+            (work / "n.txt").write_text(f"{n}\n")
+            git("add", "n.txt", cwd=work)
+            git("commit", "-q", "-m", str(n), cwd=work)
+            results.append(git("push", "-q", "origin", "HEAD:main", cwd=work).returncode)
+        assert results[:2] == [0, 0] and results[2] != 0
+        clock.now += 61
+        assert git("push", "-q", "origin", "HEAD:main", cwd=work).returncode == 0
+        assert fake._git("show", "refs/heads/main:n.txt") == "2"
+
+
+def test_assay_waits_out_the_secondary_limit(tmp_path: Path) -> None:
+    clock = Clock()
+    limits = Limits(creates_per_minute=2)
+    with FakeGitHub(tmp_path / "gh", limits=limits, clock=clock) as fake:
+        rest = RestClient(fake.api_url, "ghs-bot", write_spacing_s=0.0, sleep=clock.sleep)
+        with rest:
+            for n in range(3):
+                rest.post("/repos/acme/widgets/issues", {"title": str(n)})
+        assert sorted(i["title"] for i in fake.issues.values()) == ["0", "1", "2"]
+        assert rest.stats.retries == 1 and 1 <= rest.stats.waited_s <= 61
+    assert not fake.violations

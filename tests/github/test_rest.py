@@ -39,7 +39,7 @@ def test_polls_are_conditional_and_a_304_is_free(fake_github: FakeGitHub) -> Non
         assert fake_github.charged(BOT) == charged
         assert gh.stats.not_modified == 1 and gh.stats.calls == 3 and gh.stats.charged == 2
         gh.post(ISSUES, {"title": "two", "labels": ["assay"]})
-        assert [i["title"] for i in gh.get(ISSUES, params={"labels": "assay"})] == ["one", "two"]
+        assert [i["title"] for i in gh.get(ISSUES, params={"labels": "assay"})] == ["two", "one"]
 
 
 def test_the_etag_cache_survives_the_process(fake_github: FakeGitHub, tmp_path: Path) -> None:
@@ -134,7 +134,8 @@ def test_pages_are_followed(fake_github: FakeGitHub) -> None:
     with make(fake_github) as gh:
         for n in range(3):
             gh.post(ISSUES, {"title": str(n)})
-        assert [i["title"] for i in gh.get_all(ISSUES, params={"per_page": 2})] == ["0", "1", "2"]
+        found = gh.get_all(ISSUES, params={"per_page": 2})  # newest first, as on GitHub
+        assert [i["title"] for i in found] == ["2", "1", "0"]
 
 
 def test_process_stats_add_up_every_client(fake_github: FakeGitHub) -> None:

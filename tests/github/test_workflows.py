@@ -150,3 +150,64 @@ def test_ci_runs_the_projects_one_test_command() -> None:
 def test_shipped_workflows_are_the_ones_assay_init_writes(name: str) -> None:
     template = TEMPLATES / "workflows" / name
     assert template.read_bytes() == (WORKFLOWS / name).read_bytes()
+
+
+# A token holding `actions: write` can dispatch a workflow on any ref, and `python` puts the
+# current directory first on its import path: a brief's branch with a `pip/` or `yaml.py`
+# would run its code in the step. These rules keep a desk from turning the gate against it.
+_PYTHON = re.compile(r"(?<![\w./-])python3?(?:\.\d+)?(?=[ \t]|$)(?P<rest>[^\n]*)", re.MULTILINE)
+
+
+def _jobs() -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (path.name, name, job)
+        for path in FILES
+        if path.name != "ci.yml"
+        for name, job in load(path)["jobs"].items()
+    ]
+
+
+def test_the_gate_runs_on_main_only_and_checks_out_nothing() -> None:
+    gate = load(WORKFLOWS / "assay-gate.yml")
+    assert set(gate["jobs"]) == {"verify"}
+    job = gate["jobs"]["verify"]
+    assert job["if"] == "github.ref == 'refs/heads/main'"
+    # `assay verify` fetches the brief's head into a fresh tree of its own; the workspace,
+    # where every step runs, holds no file of the dispatched ref or of the brief.
+    assert not any("actions/checkout" in str(step.get("uses")) for step in job["steps"])
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_no_python_runs_with_the_current_directory_on_its_path(path: Path) -> None:
+    for name, job in load(path)["jobs"].items():
+        for step in job.get("steps", []):
+            for match in _PYTHON.finditer(step.get("run", "")):
+                assert match["rest"].split()[:1] == ["-I"], f"{path.name}:{name}: {match[0]!r}"
+
+
+def test_the_python_rule_catches_what_it_should() -> None:
+    found = [m["rest"].split()[:1] for m in _PYTHON.finditer("python -m pip\nx=$(python - <<X")]
+    assert found == [["-m"], ["-"]]
+    assert not list(_PYTHON.finditer("setup-python python-version ./python.sh"))
+
+
+def test_only_jobs_whose_work_is_a_dispatch_hold_actions_write() -> None:
+    holders = {
+        (file, name)
+        for file, name, job in _jobs()
+        if job.get("permissions", {}).get("actions") == "write"
+    }
+    assert holders == {
+        ("assay-desk.yml", "gate"),
+        ("assay-events.yml", "wake"),
+        ("assay-sweep.yml", "sweep"),
+    }
+    for file, name, job in _jobs():
+        if (file, name) not in holders:
+            continue
+        scripts = "\n".join(str(step.get("run", "")) for step in job["steps"])
+        assert "--dispatch" in scripts or "assay sweep" in scripts, (file, name)
+        # No desk code and no gate rows run where a dispatch can be made.
+        assert "desk run" not in scripts and "assay verify" not in scripts, (file, name)
+        checkouts = [s for s in job["steps"] if "actions/checkout" in str(s.get("uses"))]
+        assert all("ref" not in (s.get("with") or {}) for s in checkouts), (file, name)

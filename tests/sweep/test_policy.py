@@ -36,7 +36,7 @@ def test_name_defaults_to_the_file_stem(tmp_path: Path) -> None:
         ("kind: waker\ndispatch: github\n", "'dispatch'"),
         ("kind: orphans\nfix: maybe\n", "'fix'"),
         ("- kind: waker\n", "mapping"),
-        ("kind: [waker\n", "not valid YAML"),
+        ("kind: [waker\n", "invalid YAML"),
     ],
 )
 def test_bad_policies_are_bad_input_naming_file_and_field(
