@@ -27,7 +27,7 @@ from assay.journal.redact import Redactor
 
 # Small, because on a forge every checkpoint commits the active segment whole (a new git
 # blob each time) while rolled segments are never written again: docs/journal.md.
-DEFAULT_SEGMENT_BYTES = 128 * 1024
+DEFAULT_SEGMENT_BYTES = 64 * 1024
 INLINE_LIMIT = 2048  # outputs whose JSON is longer than this go to blobs/
 
 
