@@ -20,6 +20,7 @@ from assay.gateway.server import ModelCall
 from assay.gateway.upstream import Reply, Upstream
 from assay.gateway.wire import (
     COUNT_TOKENS,
+    MARKERS,
     Api,
     digest,
     first_difference,
@@ -98,6 +99,7 @@ class CallHandler:
             stream=call.stream,
             tools=fresh,
             steerable=call.route != COUNT_TOKENS and bool(call.body.get("tools")),
+            marks=MARKERS[call.api],
         )
 
     def difference(self, recorded: dict[str, Any], request: WireRequest) -> str:

@@ -1,7 +1,8 @@
 """The three wire APIs agent CLIs speak, as far as the gateway needs to understand them.
 
 The gateway passes request and response bodies through untouched; it only needs to know,
-per API: where the conversation is in a request (so it can be content-addressed), what
+per API: where the conversation is in a request (so it can be content-addressed), which
+per-request markers its items carry (set aside before content addressing), what
 is volatile in a request (so a resumed CLI's request matches the recorded one), the
 usage and the tool calls in a response (for cost, and to refuse an undeclared tool), the
 tool-use/tool-result pairs in a request (what the agent did), and what an error body
@@ -51,6 +52,16 @@ _VOLATILE = {
         "previous_response_id",
     ),
 }
+
+# Keys a CLI adds to and drops from conversation items between requests, for the API's
+# prompt cache: Claude Code marks the last block of each request's last message with
+# `cache_control`; proxies offering Anthropic models over the chat API (OpenRouter, LiteLLM)
+# take the same key on chat content parts. OpenAI's own APIs have no per-item marker (their
+# prompt cache is automatic; `prompt_cache_key` is top-level and volatile above), so the key
+# is set aside on every API: storage puts it back exactly, so a key never sent costs nothing.
+# The journal stores items without these and each request's marks in its context node, so
+# a message is stored once and a node extends the previous one (assay.runtime.marks).
+MARKERS: dict[Api, tuple[str, ...]] = {api: ("cache_control",) for api in APIS}
 
 
 def conversation_key(api: Api) -> str:

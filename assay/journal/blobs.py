@@ -3,6 +3,13 @@
 A blob's name is the hex sha256 of its bytes, so a payload written twice is stored once
 and a changed byte is detectable by re-hashing. Blobs are written to a temporary name,
 fsynced and renamed, so a reader never sees half a blob.
+
+Blobs are fanned out by the first two hex digits of their hash, as git fans out its loose
+objects: ``blobs/ab/<the other 62>``. A checkpoint that adds a blob then changes one small
+folder and the 256-entry ``blobs/`` listing, not a listing of every blob of the run (each
+version of which the forge keeps). Journals written before kept every blob directly in
+``blobs/<64 hex>`` (the *flat* layout); the store still reads them, and a journal written
+in both layouts (an old run resumed) reads as one.
 """
 
 from __future__ import annotations
@@ -14,10 +21,17 @@ from assay.errors import Corrupt
 from assay.journal.format import HASH_PREFIX, digest
 
 BLOB_DIR = "blobs"
+FANOUT = 2  # hex digits of the folder a blob is kept in
 
 
 def blob_path(directory: Path, ref: str) -> Path:
-    """Where blob ``ref`` (``"sha256:<hex>"``) lives under a journal directory."""
+    """Where blob ``ref`` (``"sha256:<hex>"``) is written under a journal directory."""
+    hexpart = ref.removeprefix(HASH_PREFIX)
+    return directory / BLOB_DIR / hexpart[:FANOUT] / hexpart[FANOUT:]
+
+
+def flat_blob_path(directory: Path, ref: str) -> Path:
+    """Where the flat layout of older journals kept blob ``ref``: ``blobs/<hex>``."""
     return directory / BLOB_DIR / ref.removeprefix(HASH_PREFIX)
 
 
@@ -30,20 +44,25 @@ def is_ref(value: object) -> bool:
 
 
 class BlobStore:
-    """Reads and writes the blobs of one journal directory."""
+    """Reads and writes the blobs of one journal directory.
 
-    def __init__(self, directory: Path, *, fsync: bool = True) -> None:
+    ``flat=True`` writes the flat layout of older journals (for measurements against the
+    old layout and for tests of old journals; reading takes either layout regardless).
+    """
+
+    def __init__(self, directory: Path, *, fsync: bool = True, flat: bool = False) -> None:
         self.directory = directory
         self.root = directory / BLOB_DIR
         self.fsync = fsync
+        self.flat = flat
 
     def put(self, data: bytes) -> str:
         """Store ``data`` durably (idempotent) and return its reference."""
         ref = digest(data)
-        path = blob_path(self.directory, ref)
-        if path.exists():
-            return ref
-        self.root.mkdir(parents=True, exist_ok=True)
+        path = (flat_blob_path if self.flat else blob_path)(self.directory, ref)
+        if path.exists() or flat_blob_path(self.directory, ref).exists():
+            return ref  # a run resumed from an old journal keeps its flat blobs
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         with open(tmp, "wb") as handle:
             handle.write(data)
@@ -54,14 +73,20 @@ class BlobStore:
         return ref
 
     def get(self, ref: str, *, where: str = "") -> bytes:
-        """Return blob ``ref``'s bytes after checking them against the name; else Corrupt."""
+        """Return blob ``ref``'s bytes after checking them against the name; else Corrupt.
+
+        The blob is looked for at its fanned-out path, then at its flat one; a blob found
+        anywhere else (another folder) is missing: only its own paths name it.
+        """
         if not is_ref(ref):
             raise Corrupt(f"{where}: {ref!r} is not a blob reference", where=where)
-        path = blob_path(self.directory, ref)
         try:
-            data = path.read_bytes()
+            data = blob_path(self.directory, ref).read_bytes()
         except FileNotFoundError:
-            raise Corrupt(f"{where}: blob {ref} is missing", where=where, blob=ref) from None
+            try:
+                data = flat_blob_path(self.directory, ref).read_bytes()
+            except FileNotFoundError:
+                raise Corrupt(f"{where}: blob {ref} is missing", where=where, blob=ref) from None
         if digest(data) != ref:
             raise Corrupt(f"{where}: blob {ref} does not match its hash", where=where, blob=ref)
         return data

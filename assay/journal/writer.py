@@ -25,7 +25,9 @@ from assay.journal.format import FORMAT_VERSION, KINDS, canonical, encode_line, 
 from assay.journal.reader import Journal, read_journal
 from assay.journal.redact import Redactor
 
-DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
+# Small, because on a forge every checkpoint commits the active segment whole (a new git
+# blob each time) while rolled segments are never written again: docs/journal.md.
+DEFAULT_SEGMENT_BYTES = 64 * 1024
 INLINE_LIMIT = 2048  # outputs whose JSON is longer than this go to blobs/
 
 

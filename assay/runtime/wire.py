@@ -23,12 +23,13 @@ recorded, so a crash costs at most the call in flight.
 
 Journal entries of a model call (``step: model``, ``name: wire``): the intent carries
 ``api``, ``route``, ``digest``, ``stream``, ``turn`` (a conversation turn, not a side
-request), ``in`` (the context node: request items
+request), ``in`` (the context node: request items, without the API's per-request markers,
 content-addressed, each stored once, the node naming the longest recorded prefix as its
-``base``), ``req`` (a blob of the request without its items) and ``steer`` (steering
-events delivered with it); the result carries ``out`` (a blob of the raw response bytes:
-a stream's events exactly as sent), ``http``, ``ctype``, ``usage``, ``model`` and
-``tools`` (the tool calls the agent completed in this request).
+``base`` and holding this request's ``marks``), ``req`` (a blob of the request without
+its items) and ``steer`` (steering events delivered with it); the result carries ``out``
+(a blob of the raw response bytes: a stream's events exactly as sent), ``http``,
+``ctype``, ``usage``, ``model`` and ``tools`` (the tool calls the agent completed in this
+request).
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from assay.errors import Diverged
+from assay.errors import Corrupt, Diverged
 from assay.journal import entries
 from assay.journal.blobs import BlobStore
 from assay.journal.format import canonical, digest
 from assay.runtime.history import History, Recorded
+from assay.runtime.marks import remark, unmark
 from assay.runtime.run import EndOfHistory, utcnow
 from assay.runtime.types import Event
 
@@ -63,6 +65,7 @@ class WireRequest:
     stream: bool = False
     tools: list[dict[str, Any]] = field(default_factory=list)  # completed agent tool calls
     steerable: bool = False  # a main-conversation turn (steering may be added to it)
+    marks: tuple[str, ...] = ()  # the API's per-request marker keys (``cache_control``)
 
 
 @dataclass(frozen=True)
@@ -287,7 +290,7 @@ class WireSession:
     ) -> entries.StepIntent:
         run = self.run
         assert run.writer is not None
-        node, blobs = self._context(request.items)
+        node, blobs = self._context(request)
         req = run.writer.put_blob(request.rest)
         if req not in run._listed:
             blobs.append(req)
@@ -334,11 +337,18 @@ class WireSession:
         redact = run.writer.redactor.value if run.writer is not None else (lambda v: v)
         return known + [digest(canonical(redact(item)).encode("ascii")) for item in fresh]
 
-    def _context(self, items: list[Any]) -> tuple[str, list[str]]:
+    def _context(self, request: WireRequest) -> tuple[str, list[str]]:
+        """The request's context node: its items stored without their markers, each once,
+        the node naming the longest recent node its items extend and adding the rest; the
+        markers, which belong to this request only, are kept in the node (``marks``)."""
         run = self.run
+        items, marks = unmark(request.items, request.marks)
         refs = self._refs(items, store=True)
         base, known = self._longest_prefix(refs)
-        node = run.writer.put_blob({"base": base, "add": refs[known:]})
+        value: dict[str, Any] = {"base": base, "add": refs[known:]}
+        if marks:
+            value["marks"] = marks
+        node = run.writer.put_blob(value)
         new = [r for r in dict.fromkeys([*refs[known:], node]) if r not in run._listed]
         run._listed.update(new)
         self._remember(node, refs, items)
@@ -358,9 +368,25 @@ class WireSession:
             self.contexts.pop(next(iter(self.contexts)))
 
     def _remember_replayed(self, rec: Recorded, request: WireRequest) -> None:
+        """Remember a replayed call's node as a base for later ones, when it holds exactly
+        the request's unmarked items: a node of an older journal stored items as sent
+        (markers included), and extending it would rebuild them with their old markers."""
         node = (rec.intent or {}).get("in")
-        if isinstance(node, str):
-            self._remember(node, self._refs(request.items, store=False), request.items)
+        if not isinstance(node, str):
+            return
+        items, _ = unmark(request.items, request.marks)
+        refs = self._refs(items, store=False)
+        value = json.loads(self.store.get(node, where=f"step {rec.pos}"))
+        base = value.get("base") if isinstance(value, dict) else None
+        added = value.get("add") if isinstance(value, dict) else None
+        if base is None:
+            held: list[str] = []
+        elif isinstance(base, str) and base in self.contexts:
+            held = self.contexts[base][0]
+        else:
+            return
+        if added == refs[len(held) :] and refs[: len(held)] == held:
+            self._remember(node, refs, items)
 
     def recorded_body(self, rec: Recorded) -> dict[str, Any]:
         """The request a recorded model call sent (items re-joined from the context)."""
@@ -369,13 +395,20 @@ class WireSession:
         refs: list[str] = []
         node = intent.get("in")
         chain: list[list[str]] = []
+        marks: Any = None  # only the call's own node's: a base's were its own request's
         while isinstance(node, str):
             value = json.loads(self.store.get(node, where=f"step {rec.pos}"))
+            if not isinstance(value, dict):
+                raise Corrupt(f"step {rec.pos}: context node {node} is not an object")
+            if marks is None:
+                marks = value.get("marks", [])
             chain.append(list(value.get("add") or []))
             node = value.get("base")
         for added in reversed(chain):
             refs.extend(added)
         items = [json.loads(self.store.get(r, where=f"step {rec.pos}")) for r in refs]
+        if marks:
+            items = remark(items, marks, where=f"step {rec.pos}")
         key = "input" if intent.get("api") == "openai-responses" else "messages"
         return {**rest, key: items}
 

@@ -97,7 +97,7 @@ class CheckpointScan:
         if self.journal_dir is not None and self.journal_dir.is_dir():
             for path in sorted(self.journal_dir.rglob("*")):
                 name = path.relative_to(root).as_posix()
-                if path.parent.name == "blobs" and name in self._blobs_seen:
+                if "/blobs/" in name and name in self._blobs_seen:
                     continue  # blobs are content-addressed: once scanned, always clean
                 names.append(name)
         self.check(root, dict.fromkeys(names))

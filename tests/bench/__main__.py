@@ -20,7 +20,9 @@ Measures, in one run on this machine, and prints as ONE table:
 - GitHub budget: REST calls per brief lifecycle against the fake GitHub, and the briefs per
   hour a 1,000-requests-per-hour token allows (``tests.bench.github_budget``);
 - the model gateway: overhead per call against calling the upstream directly, replayed
-  calls per second, and a 100-call session resumed after a kill (``tests.bench.gateway``).
+  calls per second, and a 100-call session resumed after a kill (``tests.bench.gateway``);
+- journal growth on a forge: a 100- and a 400-call agent-CLI conversation checkpointed to a
+  real forge, bytes per call, old layout beside new (``tests.bench.growth``).
 
 Then writes the table, with a description of the machine, under "## Summary" at the top of
 ``docs/benchmarks.md`` (the per-area sections below it are left as they are). ``--quick``
@@ -44,7 +46,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.bench import clidesk, cost, gateway, github_budget, peers, sandbox, scale, wake
+from tests.bench import (
+    clidesk,
+    cost,
+    gateway,
+    github_budget,
+    growth,
+    peers,
+    sandbox,
+    scale,
+    wake,
+)
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
 Row = tuple[str, str, str]
@@ -157,8 +169,8 @@ def main(argv: list[str] | None = None) -> None:
         "--only",
         metavar="SECTIONS",
         default="",
-        help="comma-separated sections to run (peers, gateway, sandbox, claims, cost, wake, "
-        "scale, clidesk, github); "
+        help="comma-separated sections to run (peers, gateway, growth, sandbox, claims, cost, "
+        "wake, scale, clidesk, github); "
         "implies --no-write",
     )
     parser.add_argument(
@@ -236,6 +248,11 @@ def main(argv: list[str] | None = None) -> None:
         raw["gateway"] = gateway.measure(quick=quick)
         return gateway.rows(raw["gateway"])
 
+    def growth_rows() -> list[Row]:
+        calls = [20, 80] if quick else [100, 400]
+        raw["growth"] = growth.measure(calls, [growth.OLD, growth.new_layout()])
+        return growth.rows(raw["growth"])
+
     def sandbox_rows() -> list[Row]:
         raw["sandbox"] = sandbox.measure(runs=10 if quick else 100)
         return sandbox.rows(raw["sandbox"])
@@ -243,6 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     sections = [
         ("peers", peer_rows),
         ("gateway", gateway_rows),
+        ("growth", growth_rows),
         ("sandbox", sandbox_rows),
         ("claims", claim_rows),
         ("cost", cost_rows),

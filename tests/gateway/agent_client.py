@@ -173,6 +173,7 @@ def converse(
     model: str = "agent-model",
     side: str = "",
     max_turns: int = 40,
+    cache_control: bool = False,
 ) -> Transcript:
     """Run the agent loop to its end (``ApiError`` on an HTTP error answer)."""
     transcript = Transcript()
@@ -180,6 +181,8 @@ def converse(
     if api == "anthropic":
         headers["anthropic-version"] = "2023-06-01"
     items: list[Any] = [{"role": "user", "content": prompt}]
+    if cache_control:  # as Claude Code sends a prompt: one text block
+        items = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
     with httpx.Client(base_url=base_url, headers=headers, timeout=120) as client:
         for _ in range(max_turns):
             count = {"model": model, "messages": list(items)}
@@ -193,7 +196,7 @@ def converse(
                     )
                 )
                 aside.start()
-            body = request_body(api, model, items, stream)
+            body = request_body(api, model, marked(items) if cache_control else items, stream)
             answer = client.post(ROUTES[api], json=body)
             if aside is not None:
                 aside.join()
@@ -214,6 +217,16 @@ def converse(
             items += results(api, done)
     transcript.final = "gave up"
     return transcript
+
+
+def marked(items: list[Any]) -> list[Any]:
+    """The conversation as Claude Code sends it: the last block of the last message marked
+    with ``cache_control`` in this request only (the next one marks its own last)."""
+    last = dict(items[-1])
+    content = last.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+    return [*items[:-1], {**last, "content": blocks}]
 
 
 def request_body(api: str, model: str, items: list[Any], stream: bool) -> dict[str, Any]:

@@ -59,6 +59,7 @@ def drive(
     declared: tuple[str, ...] = ("Write", "Bash"),
     side: str = "",
     max_turns: int = 40,
+    cache_control: bool = False,
 ) -> Outcome:
     """One CLI session against ``journal`` (resumed when it holds one)."""
     config = model_config(api, fake)
@@ -83,6 +84,7 @@ def drive(
                     stream=stream,
                     side=side,
                     max_turns=max_turns,
+                    cache_control=cache_control,
                 )
             except Exception as exc:  # the test inspects it
                 box["e"] = exc

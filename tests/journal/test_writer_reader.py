@@ -14,6 +14,7 @@ from assay.journal import (
     read_journal,
     summarize,
 )
+from assay.journal.blobs import blob_path
 from assay.journal.format import encode_line
 from tests.journal.helpers import flip, write_entries
 
@@ -113,7 +114,7 @@ def test_changed_and_missing_blobs_are_corrupt(tmp_path: Path) -> None:
         writer.append(
             {"kind": "step", "pos": 1, "status": "ok", "out": {"blob": ref}, "blobs": [ref]}
         )
-    blob = tmp_path / "blobs" / ref.removeprefix("sha256:")
+    blob = blob_path(tmp_path, ref)
     assert read_journal(tmp_path).load(ref) == {"big": "x" * 5000}
     flip(blob, 10, ord("y"))
     with pytest.raises(Corrupt, match="does not match its hash"):
