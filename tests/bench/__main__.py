@@ -22,7 +22,9 @@ Measures, in one run on this machine, and prints as ONE table:
 - the model gateway: overhead per call against calling the upstream directly, replayed
   calls per second, and a 100-call session resumed after a kill (``tests.bench.gateway``);
 - journal growth on a forge: a 100- and a 400-call agent-CLI conversation checkpointed to a
-  real forge, bytes per call, old layout beside new (``tests.bench.growth``).
+  real forge, bytes per call, old layout beside new (``tests.bench.growth``);
+- main after 100 briefs merged by the gate: commits added and tree entries outside the
+  briefs' own files, beside one commit per brief and none (``tests.bench.mainline``).
 
 Then writes the table, with a description of the machine, under "## Summary" at the top of
 ``docs/benchmarks.md`` (the per-area sections below it are left as they are). ``--quick``
@@ -52,6 +54,7 @@ from tests.bench import (
     gateway,
     github_budget,
     growth,
+    mainline,
     peers,
     sandbox,
     scale,
@@ -169,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
         "--only",
         metavar="SECTIONS",
         default="",
-        help="comma-separated sections to run (peers, gateway, growth, sandbox, claims, cost, "
+        help="comma-separated sections to run (peers, gateway, growth, mainline, sandbox, "
+        "claims, cost, "
         "wake, scale, clidesk, github); "
         "implies --no-write",
     )
@@ -253,6 +257,24 @@ def main(argv: list[str] | None = None) -> None:
         raw["growth"] = growth.measure(calls, [growth.OLD, growth.new_layout()])
         return growth.rows(raw["growth"])
 
+    def mainline_rows() -> list[Row]:
+        briefs = 10 if quick else 100
+        found = mainline.run(briefs)
+        raw["mainline"] = found
+        return [
+            (
+                f"main after {briefs} merged briefs: commits added",
+                str(found["main_commits_added"]),
+                f"target {briefs} (one per brief); "
+                f"{found['branch_commits_kept_off_main']} checkpoint commits kept off main",
+            ),
+            (
+                f"main after {briefs} merged briefs: entries outside the briefs' files",
+                str(found["main_entries_outside_briefs"]),
+                f"target 0; {found['journal_files_kept_off_main']} journal files kept off main",
+            ),
+        ]
+
     def sandbox_rows() -> list[Row]:
         raw["sandbox"] = sandbox.measure(runs=10 if quick else 100)
         return sandbox.rows(raw["sandbox"])
@@ -261,6 +283,7 @@ def main(argv: list[str] | None = None) -> None:
         ("peers", peer_rows),
         ("gateway", gateway_rows),
         ("growth", growth_rows),
+        ("mainline", mainline_rows),
         ("sandbox", sandbox_rows),
         ("claims", claim_rows),
         ("cost", cost_rows),
