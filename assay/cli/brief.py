@@ -15,7 +15,7 @@ from rich.text import Text
 from assay.briefs import Brief, FrontMatter, by_priority, load_brief_dir, parse_brief, render_brief
 from assay.briefs.tree import read_brief_dir, split_briefs
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import err, fitted_table, out
+from assay.console import err, fitted_table, out, printable
 from assay.errors import BadInput, UsageError
 from assay.ids import check_id
 
@@ -183,7 +183,7 @@ def list_command(forge: str | None, directory: str | None, as_json: bool) -> Non
     headers = ("id", "priority", "desk/labels", "depends on", "verify", "title")
     out.print(fitted_table(headers, rows, drop=("verify", "depends on", "priority")))
     for item in invalid:
-        err.print(Text(f"invalid: {item['message']}"))
+        err.print(Text(printable(f"invalid: {item['message']}")))
     if invalid:
         raise click.exceptions.Exit(BadInput.code)
 
@@ -203,7 +203,8 @@ def show_command(brief_id: str, forge: str | None, directory: str | None, as_jso
     if as_json:
         print_result({"status": "ok", "code": 0, "brief": brief.to_json()})
         return
-    out.print(render_brief(brief), markup=False, highlight=False, end="")
+    # The brief's own text, its control and bidi characters shown as escapes.
+    out.print(printable(render_brief(brief), keep="\n\t"), markup=False, highlight=False, end="")
 
 
 def register(root: click.Group) -> None:

@@ -113,12 +113,14 @@ register_forge_scheme("github:", _open_github)
 
 
 def _report(error: AssayError) -> int:
-    from assay.console import err, print_json  # rich is not needed until something prints
+    # rich is not needed until something prints
+    from assay.console import err, print_json, printable
 
     if output_mode.json:
         print_json(error.to_json())
     else:
-        err.print(f"assay: {error.status}: {error.message}", markup=False, highlight=False)
+        line = printable(f"assay: {error.status}: {error.message}", keep="\n")
+        err.print(line, markup=False, highlight=False)
     return error.code
 
 
