@@ -50,6 +50,7 @@ from assay.odb import init_bare as init_in_process
 from assay.odb import is_commit as _is_commit
 from assay.odb import merged_into as _merged_into
 from assay.odb import read_blobs as read_objects
+from assay.odb import tree_modes as _tree_modes
 from assay.odb import tree_paths as _tree_paths
 
 LOG = logging.getLogger("assay.plumbing")
@@ -524,6 +525,14 @@ def tree_paths(git_dir: Path, commit: str, *, under: str = "") -> list[str]:
     """Every file path of ``commit`` (under a folder ``under``), like ``ls-tree -r``."""
     try:
         return [p for p in _tree_paths(git_dir, commit) if p.startswith(under)]
+    except ObjectMissing as exc:
+        raise GitError(f"ls-tree {commit}: {exc}") from exc
+
+
+def tree_modes(git_dir: Path, commit: str, *, under: str) -> list[tuple[str, int]]:
+    """``(path, filemode)`` of every file, symlink and submodule below the folder ``under``."""
+    try:
+        return _tree_modes(git_dir, commit, under=under)
     except ObjectMissing as exc:
         raise GitError(f"ls-tree {commit}: {exc}") from exc
 

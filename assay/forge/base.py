@@ -41,6 +41,7 @@ from assay.plumbing import (
     merged_into,
     read_blobs,
     run_git,
+    tree_modes,
     tree_paths,
     write_commit,
     write_object,
@@ -305,6 +306,14 @@ class Forge(Closing):
         args = ["ls-tree", "--name-only", commit, "--", folder]
         done = run_git(args, git_dir=self._cache, check=False)
         return done.stdout.decode().splitlines() if done.returncode == 0 else []
+
+    def list_tree_modes(self, commit: str, path: str) -> list[tuple[str, int]]:
+        """``(path, filemode)`` of every file, symlink and submodule under the folder
+        ``path`` in a fetched commit (read in process); [] when absent."""
+        try:
+            return tree_modes(self._cache, commit, under=path.rstrip("/") + "/")
+        except GitError:
+            return []
 
     def has_paths(self, wanted: Sequence[tuple[str, str]]) -> list[bool]:
         """Whether each ``(commit, path)`` exists, read in process (assay.odb)."""

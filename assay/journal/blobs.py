@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from assay.errors import Corrupt
+from assay.journal.files import check_directory, read_file
 from assay.journal.format import HASH_PREFIX, digest
 
 BLOB_DIR = "blobs"
@@ -59,7 +60,9 @@ class BlobStore:
             raise Corrupt(f"{where}: {ref!r} is not a blob reference", where=where)
         path = blob_path(self.directory, ref)
         try:
-            data = path.read_bytes()
+            if not check_directory(self.root, where=where):
+                raise FileNotFoundError(path)
+            data = read_file(path, where=f"{where}: {BLOB_DIR}/{path.name}")
         except FileNotFoundError:
             raise Corrupt(f"{where}: blob {ref} is missing", where=where, blob=ref) from None
         if digest(data) != ref:
