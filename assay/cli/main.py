@@ -143,6 +143,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except OSError as failed:
+        # A full disk under a writer that did not say where (ENOSPC, EDQUOT) is 69, as it
+        # is for every writer that does; any other OSError is a bug.
+        from assay.plumbing import no_space_error
+
+        where = str(failed.filename or "a local disk")
+        found = no_space_error(failed, where)
+        sys.exit(_report(found or Internal(f"{type(failed).__name__}: {failed}")))
     except Exception as bug:  # the last line of defence: a bug still gets a clean exit 70
         sys.exit(_report(Internal(f"{type(bug).__name__}: {bug}")))
     sys.exit(returned if isinstance(returned, int) else 0)

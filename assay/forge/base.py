@@ -36,6 +36,7 @@ from assay.plumbing import (
     has_commit,
     has_path,
     init_bare,
+    local_disk,
     local_refs,
     ls_remote,
     merged_into,
@@ -231,7 +232,7 @@ class Forge(Closing):
         }
         absent = {ref for ref, sha in found.items() if not is_commit(self._cache, sha)}
         missing = sorted(ref for ref in absent if not ref.startswith(tuple(listed_only)))
-        with self._fetch_lock:
+        with self._fetch_lock, local_disk(str(self._cache)):  # a full cache disk: NoSpace
             mapped: dict[str, str] = {}
             for r in wanted:
                 mapped.update(local_refs(self._cache, f"{self.namespace}/{r}"))
