@@ -88,7 +88,7 @@ class DeskPlace:
 def progress(as_json: bool) -> Any:
     def show(line: str) -> None:
         if not as_json:
-            err.print(line, markup=False, highlight=False)
+            err.print(printable(line), markup=False, highlight=False)
 
     return show
 
@@ -114,7 +114,8 @@ def print_reports(reports: list[Any], *, as_json: bool, code: int) -> None:
     out.print(table)
     for r in reports:
         if r.code and r.message:
-            err.print(f"{r.brief}: {r.status}: {r.message}", markup=False, highlight=False)
+            line = printable(f"{r.brief}: {r.status}: {r.message}", keep="\n")
+            err.print(line, markup=False, highlight=False)
 
 
 # Applied in this order, so ``--help`` lists them last to first, as it always has.

@@ -64,3 +64,19 @@ def test_status_and_the_board_escape_the_title(
     _assert_escaped(html)
     assert "| Clear\\x1b[2J bell\\x07 cr rtl\\u202eevil |" in markdown
     assert "<td>Clear\\x1b[2J bell\\x07 cr\\x0d rtl\\u202eevil</td>" in html
+
+
+def test_verify_shows_a_failing_row_s_escapes_instead_of_sending_them(
+    run_assay: AssayRunner, tmp_path: Path
+) -> None:
+    from tests.evidence.gatekit import BRIEF, Scene
+
+    scene = Scene(tmp_path)
+    hostile = 'print("\\x1b[2J\\x07\\u202eboom")\n\ndef add(a, b):\n    return a - b\n'
+    head = scene.desk_commit({"calc.py": hostile}, claims={"unit": "pass", "lint": "pass"})
+    scene.open_review(head)
+    env = {"ASSAY_STATE": str(tmp_path / "state"), "ASSAY_VERIFIER": "ci", "COLUMNS": "400"}
+    done = run_assay("verify", BRIEF, "--forge", str(scene.forge), env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    _assert_escaped(done.stdout + done.stderr)
+    assert "\\x1b[2J\\x07\\u202eboom" in done.stdout
