@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 MAIN_REF = refs.MAIN
 _REMOTE = "refs/remotes/forge"
+REGULAR_MODES = frozenset({0o100644, 0o100755})  # a journal holds files, nothing else
 # Repository settings that must not come from a machine's git config when the work tree is
 # staged and checked out (a repository's own config wins over the global one).
 _WORKDIR_CONFIG = {
@@ -97,6 +98,9 @@ class BranchSync:
             raise BadInput(f"forge {self.forge.display_url} has no main branch to start from")
         with local_disk(str(self.workdir)):
             self._check_out(base)
+        from assay.journal.files import check_tree
+
+        check_tree(self.workdir, journal_path(self.brief))  # Corrupt: a link, a FIFO...
         odb.write_ref(self.git_dir, f"{_REMOTE}/main", found.get(MAIN_REF))
         odb.write_ref(self.git_dir, f"{_REMOTE}/assay/{self.brief}", remote_branch)
         self.tip = remote_branch
@@ -232,14 +236,26 @@ def read_branch_journal(forge: Forge, commit: str, brief: str, into: Path) -> Jo
     a journal is read from a commit (the gate and the desks' wake check both use it)."""
     from assay.errors import Corrupt
     from assay.journal import read_journal
+    from assay.journal.files import MAX_FILE_BYTES
 
     prefix = journal_path(brief)
-    names = forge.list_tree(commit, prefix)
-    if not names:
+    entries = forge.list_tree_modes(commit, prefix)
+    if not entries:
         return None
+    for name, mode in entries:
+        # A symlink would be written as a file of its target's name (harmless here), but a
+        # checkout of the same commit follows it: refuse it for every reader alike.
+        if mode not in REGULAR_MODES:
+            kind = {0o120000: "a symlink", 0o160000: "a submodule"}.get(mode, f"mode {mode:o}")
+            raise Corrupt(f"{commit[:12]}:{name}: {kind}, not a regular file", where=name)
+    names = [name for name, _ in entries]
     for name, blob in zip(names, forge.read_blobs([(commit, n) for n in names]), strict=True):
         if blob is None:
             raise Corrupt(f"{commit[:12]}:{name}: listed in the tree but unreadable")
+        if len(blob) > MAX_FILE_BYTES:
+            raise Corrupt(
+                f"{commit[:12]}:{name}: over the {MAX_FILE_BYTES} bytes a journal file may hold"
+            )
         target = into / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(blob)

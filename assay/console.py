@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,48 @@ def print_json(payload: Any) -> None:
     """Write one JSON document to stdout, bypassing rich's markup and wrapping."""
     sys.stdout.write(json.dumps(payload, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
+
+
+# Control characters (C0, DEL, C1), format characters (bidi overrides and isolates, zero
+# widths), line and paragraph separators and lone surrogates: what a terminal, a Markdown
+# viewer or a browser would act on or reorder instead of showing.
+_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def printable(text: str, *, keep: str = "") -> str:
+    """``text`` with each control or format character written as its escape (``\\x1b``,
+    ``\\u202e``), so that text from a brief, a journal or a record cannot move the cursor,
+    clear a terminal, ring its bell or reverse what follows it. ``keep`` names characters left
+    as they are (``"\\n"`` for a multi-line body).
+
+    Every table (``fitted_table``), the board (``BOARD.md`` and the HTML page) and the CLI's
+    error line show untrusted text through this one function.
+    """
+    if text.isprintable():
+        return text
+    return "".join(_escaped(char) if char not in keep else char for char in text)
+
+
+def _escaped(char: str) -> str:
+    if char == " " or unicodedata.category(char) not in _HIDDEN:
+        return char
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def printable_text(cell: str | Text) -> Text:
+    """A table cell as plain ``Text`` (never rich markup), its text passed through ``printable``."""
+    from rich.text import Text
+
+    if isinstance(cell, str):
+        return Text(printable(cell))
+    if cell.plain.isprintable():
+        return cell
+    return Text(printable(cell.plain), style=cell.style)
 
 
 def fitted_table(
@@ -47,10 +90,10 @@ def fitted_table(
     """
     from rich.cells import cell_len
     from rich.table import Table
-    from rich.text import Text
 
-    # Cell text comes from briefs, journals and records: plain Text, never rich markup.
-    cells = [[Text(cell) if isinstance(cell, str) else cell for cell in row] for row in rows]
+    # Cell text comes from briefs, journals and records: plain Text, never rich markup, and
+    # never a control character.
+    cells = [[printable_text(cell) for cell in row] for row in rows]
     limit = width or out.width
 
     def need(index: int) -> int:

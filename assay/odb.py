@@ -290,6 +290,35 @@ def tree_paths(git_dir: Path, commit: str) -> list[str]:
     return sorted(paths)
 
 
+def tree_modes(git_dir: Path, commit: str, *, under: str) -> list[tuple[str, int]]:
+    """``(path, filemode)`` of every non-folder entry below the folder ``under`` (ending in
+    ``/``) of ``commit``'s tree, sorted: files, symlinks (``0o120000``) and submodules
+    (``0o160000``) alike, so that a reader can refuse what is not a regular file."""
+    import pygit2
+
+    repo = repository(git_dir)
+    node: Any = _peeled(repo, commit, pygit2.Tree)
+    for part in [p for p in under.split("/") if p]:
+        try:
+            entry = node[part]
+        except KeyError:
+            return []
+        if entry.type_str != "tree":
+            return [(under.rstrip("/"), int(entry.filemode))]
+        node = repo[entry.id]
+    found: list[tuple[str, int]] = []
+
+    def walk(tree: Any, prefix: str) -> None:
+        for entry in tree:
+            if entry.type_str == "tree":
+                walk(repo[entry.id], f"{prefix}{entry.name}/")
+            else:
+                found.append((f"{prefix}{entry.name}", int(entry.filemode)))
+
+    walk(node, under)
+    return sorted(found)
+
+
 def merged_into(git_dir: Path, tips: Iterable[str], main: str) -> list[str]:
     """The ``tips`` that are ``main`` or one of its ancestors; unknown ones are not."""
     import pygit2

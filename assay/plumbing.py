@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import hashlib
 import logging
 import os
@@ -50,6 +51,7 @@ from assay.odb import init_bare as init_in_process
 from assay.odb import is_commit as _is_commit
 from assay.odb import merged_into as _merged_into
 from assay.odb import read_blobs as read_objects
+from assay.odb import tree_modes as _tree_modes
 from assay.odb import tree_paths as _tree_paths
 
 LOG = logging.getLogger("assay.plumbing")
@@ -215,17 +217,54 @@ def no_space_here(args: Sequence[str], done: subprocess.CompletedProcess[bytes])
 
 @contextlib.contextmanager
 def local_disk(where: str) -> Iterator[None]:
-    """In-process git (libgit2) writing under ``where``: a full disk is ``NoSpace`` (69),
-    as it is for a git command; libgit2 reports it as a bare ``GitError``."""
+    """A local write under ``where`` (in-process git, an object or ref file, a cache): a
+    full disk is ``NoSpace`` (69), as it is for a git command. The one owner of that
+    mapping: every local writer runs inside it, and the desk loop asks ``no_space_error``."""
     try:
         yield
     except Exception as exc:
-        import pygit2  # only once something failed: commands that never write skip it
-
-        text = str(exc).lower()
-        if isinstance(exc, pygit2.GitError) and any(p in text for p in _LOCAL_SPACE):
-            raise NoSpace(f"{where}: no space left on device: {exc}") from exc
+        found = no_space_error(exc, where)
+        if found is not None:
+            raise found from exc
         raise
+
+
+def no_space_error(exc: BaseException, where: str) -> NoSpace | None:
+    """``NoSpace`` when ``exc`` says the disk under ``where`` is full, else None.
+
+    An ``OSError`` says so by its errno (ENOSPC, EDQUOT). libgit2 says so in its message
+    (``no space left on device``) or, for an object write, not at all (``GitError: no
+    error``): a libgit2 failure while the disk under ``where`` has no free block left is
+    taken for what it is.
+    """
+    if isinstance(exc, NoSpace):
+        return exc
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return NoSpace(f"{where}: no space left on device ({exc.strerror})")
+        return None
+    import pygit2  # only once something failed: commands that never write skip it
+
+    if not isinstance(exc, pygit2.GitError):
+        return None
+    text = str(exc).lower()
+    if any(pattern in text for pattern in _LOCAL_SPACE) or _disk_full(where):
+        return NoSpace(f"{where}: no space left on device: {exc}")
+    return None
+
+
+def _disk_full(where: str) -> bool:
+    path = Path(where)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        info = os.statvfs(path)
+    except OSError:
+        return False
+    return info.f_bavail * info.f_frsize < _FULL_BYTES
+
+
+_FULL_BYTES = 64 * 1024  # less free than this under a write that failed: the disk is full
 
 
 _TRANSPORT_PATTERNS = (
@@ -409,11 +448,17 @@ def write_object(git_dir: Path, kind: str, body: bytes) -> str:
     target = Path(git_dir) / "objects" / sha[:2] / sha[2:]
     if target.exists():
         return sha
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f"tmp_obj_{os.getpid()}_{uuid.uuid4().hex}"
-    tmp.write_bytes(zlib.compress(header + body, 1))
-    os.chmod(tmp, 0o444)
-    os.replace(tmp, target)
+    with local_disk(str(git_dir)):
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(zlib.compress(header + body, 1))
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # a full disk leaves no half object behind
+            raise
     return sha
 
 
@@ -524,6 +569,14 @@ def tree_paths(git_dir: Path, commit: str, *, under: str = "") -> list[str]:
     """Every file path of ``commit`` (under a folder ``under``), like ``ls-tree -r``."""
     try:
         return [p for p in _tree_paths(git_dir, commit) if p.startswith(under)]
+    except ObjectMissing as exc:
+        raise GitError(f"ls-tree {commit}: {exc}") from exc
+
+
+def tree_modes(git_dir: Path, commit: str, *, under: str) -> list[tuple[str, int]]:
+    """``(path, filemode)`` of every file, symlink and submodule below the folder ``under``."""
+    try:
+        return _tree_modes(git_dir, commit, under=under)
     except ObjectMissing as exc:
         raise GitError(f"ls-tree {commit}: {exc}") from exc
 

@@ -19,6 +19,7 @@ from markupsafe import Markup
 
 from assay.board import chart
 from assay.board.model import BoardState, iso
+from assay.console import printable
 from assay.errors import BadInput
 
 MARKDOWN_TEMPLATE = "board.md.j2"
@@ -65,6 +66,17 @@ def md_cell(value: Any) -> str:
     return text or "-"
 
 
+def _shown(value: Any) -> Any:
+    """Every ``{{ }}`` of every template, shipped or from main, passes through here: brief
+    titles, notes and ids reach BOARD.md and the HTML page with their control and bidi
+    characters escaped (``printable``), so a viewer shows them instead of acting on them."""
+    if isinstance(value, Markup):
+        return Markup(printable(str(value), keep="\n\t"))
+    if isinstance(value, str):
+        return printable(value)
+    return value
+
+
 def _environment(
     templates: Path | None, main_templates: Mapping[str, str] | None
 ) -> jinja2.Environment:
@@ -84,6 +96,7 @@ def _environment(
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
     env.filters.update(duration=duration, when=when, money=money, number=number, md=md_cell)
     return env

@@ -7,15 +7,15 @@ forge's main). Briefs are read from ``--dir DIR`` when given, else from the forg
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import click
 from rich.text import Text
 
-from assay.briefs import Brief, FrontMatter, by_priority, load_brief_dir, parse_brief, render_brief
+from assay.briefs import Brief, FrontMatter, by_priority, parse_brief, render_brief
 from assay.briefs.tree import read_brief_dir, split_briefs
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import err, fitted_table, out
+from assay.console import err, fitted_table, out, printable
 from assay.errors import BadInput, UsageError
 from assay.ids import check_id
 
@@ -23,16 +23,6 @@ TEMPLATE_BODY = """\
 What should change, and why. Say what done looks like: the verify rows above are the
 acceptance checks an independent gate re-runs on the review's head commit.
 """
-
-
-def _load(forge: str | None, directory: str | None) -> dict[str, Brief]:
-    if directory is not None:
-        return load_brief_dir(Path(directory))
-    if forge is not None:
-        from assay.briefs.store import load_forge_briefs
-
-        return load_forge_briefs(forge)
-    return load_brief_dir(Path("briefs"))
 
 
 def _files(forge: str | None, directory: str | None) -> dict[str, bytes]:
@@ -183,7 +173,7 @@ def list_command(forge: str | None, directory: str | None, as_json: bool) -> Non
     headers = ("id", "priority", "desk/labels", "depends on", "verify", "title")
     out.print(fitted_table(headers, rows, drop=("verify", "depends on", "priority")))
     for item in invalid:
-        err.print(Text(f"invalid: {item['message']}"))
+        err.print(Text(printable(f"invalid: {item['message']}")))
     if invalid:
         raise click.exceptions.Exit(BadInput.code)
 
@@ -194,16 +184,24 @@ def list_command(forge: str | None, directory: str | None, as_json: bool) -> Non
 @click.option("--dir", "directory", default=None, help="Read briefs from this directory.")
 @json_option
 def show_command(brief_id: str, forge: str | None, directory: str | None, as_json: bool) -> None:
-    """Show one brief: its fields and body."""
+    """Show one brief: its fields and body.
+
+    Another brief that does not parse does not stop this one; asking for the bad one is
+    exit 65 naming its file and field.
+    """
     check_id(brief_id, where="ID")
-    briefs = _load(forge, directory)
+    briefs, bad = split_briefs(_files(forge, directory))
     if brief_id not in briefs:
+        for path, error in bad.items():
+            if PurePosixPath(path).stem == brief_id:
+                raise error
         raise BadInput(f"no brief {brief_id!r} (known: {', '.join(sorted(briefs)) or 'none'})")
     brief = briefs[brief_id]
     if as_json:
         print_result({"status": "ok", "code": 0, "brief": brief.to_json()})
         return
-    out.print(render_brief(brief), markup=False, highlight=False, end="")
+    # The brief's own text, its control and bidi characters shown as escapes.
+    out.print(printable(render_brief(brief), keep="\n\t"), markup=False, highlight=False, end="")
 
 
 def register(root: click.Group) -> None:

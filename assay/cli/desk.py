@@ -49,14 +49,8 @@ def desk_run(
 
     make_undumpable()  # before any secret is read: nothing beside us may read our environ
     from assay.desks.host.loop import DeskLoop, default_holder, exit_code, run_slots
-    from assay.errors import BadInput
 
-    desks = place.desks()
-    if name not in desks:
-        raise BadInput(
-            f"{place.desks_dir}: no desk named {name!r} (have: {', '.join(sorted(desks))})"
-        )
-    manifest = desks[name]
+    manifest = place.desk(name)
     base_holder = place.holder or default_holder()
     # python desks run with the work tree as working directory: one slot per process.
     slots = 1 if manifest.kind == "python" else int(manifest.concurrency)

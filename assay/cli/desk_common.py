@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from assay.cli.options import print_result
-from assay.console import err, fitted_table, out
+from assay.console import err, fitted_table, out, printable
 
 DESKS_HELP = "Directory of desk manifests (default: ./desks)."
 
@@ -53,15 +53,42 @@ class DeskPlace:
         return open_forge(forge_spec, cache_dir=self.cache_dir)
 
     def desks(self) -> dict[str, Any]:
-        from assay.desks import load_desks
+        """The desks whose manifests parse; each bad one is named on stderr and left out."""
+        return self._read()[0]
 
-        return load_desks(Path(self.desks_dir))
+    def desk(self, name: str) -> Any:
+        """The manifest of desk ``name``: a bad ``<name>.yaml`` is raised for itself (65,
+        naming its file and field), another desk's bad manifest does not matter."""
+        from assay.errors import BadInput
+
+        desks, bad = self._read()
+        if name in desks:
+            return desks[name]
+        for source, error in bad.items():
+            if Path(source).stem == name:
+                raise error
+        have = ", ".join(sorted(desks)) or "none"
+        broken = f"; not parsed: {', '.join(sorted(bad))}" if bad else ""
+        raise BadInput(f"{self.desks_dir}: no desk named {name!r} (have: {have}{broken})")
+
+    @functools.cache  # noqa: B019 - a DeskPlace lives for one command
+    def _read(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        from assay.desks.manifests.manifest import split_desks
+
+        desks, bad = split_desks(Path(self.desks_dir))
+        for error in bad.values():
+            err.print(
+                printable(f"assay: bad_input: {error.message} (that desk is left out)"),
+                markup=False,
+                highlight=False,
+            )
+        return desks, bad
 
 
 def progress(as_json: bool) -> Any:
     def show(line: str) -> None:
         if not as_json:
-            err.print(line, markup=False, highlight=False)
+            err.print(printable(line), markup=False, highlight=False)
 
     return show
 
@@ -87,7 +114,8 @@ def print_reports(reports: list[Any], *, as_json: bool, code: int) -> None:
     out.print(table)
     for r in reports:
         if r.code and r.message:
-            err.print(f"{r.brief}: {r.status}: {r.message}", markup=False, highlight=False)
+            line = printable(f"{r.brief}: {r.status}: {r.message}", keep="\n")
+            err.print(line, markup=False, highlight=False)
 
 
 # Applied in this order, so ``--help`` lists them last to first, as it always has.

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import err, out
+from assay.console import err, fitted_table, out
 from assay.errors import BadInput
 from assay.github.init import init_repository
 
@@ -70,10 +69,8 @@ def init_command(directory: Path, force: bool, cli: str | None, as_json: bool) -
     if as_json:
         _emit({"target": str(directory), "files": result.rows(), "secrets": [_GATE_SECRET]})
         return
-    table = Table("file", "action")
-    for row in result.rows():
-        table.add_row(row["path"], row["action"])
-    out.print(table)
+    rows = [(str(row["path"]), str(row["action"])) for row in result.rows()]
+    out.print(fitted_table(("file", "action"), rows))
     out.print(
         f"{len(result.written)} written, {len(result.overwritten)} overwritten, "
         f"{len(result.unchanged)} unchanged in {directory}"
@@ -112,10 +109,8 @@ def briefs_command(forge: str | None, token_env: str | None, as_json: bool) -> N
     if as_json:
         _emit({"briefs": rows, "errors": problems})
         return
-    table = Table("brief", "issue", "title")
-    for row in rows:
-        table.add_row(str(row["brief"]), f"#{row['issue']}", str(row["title"]))
-    out.print(table)
+    cells = [(str(row["brief"]), f"#{row['issue']}", str(row["title"])) for row in rows]
+    out.print(fitted_table(("brief", "issue", "title"), cells))
     for problem in problems:
         err.print(f"assay: bad_input: {problem}", markup=False, highlight=False)
 
@@ -171,10 +166,11 @@ def events_command(
     if as_json:
         _emit({**report.to_json(), "woken": woken})
         return
-    table = Table("brief", "event", "actor", "id")
-    for event in report.appended:
-        table.add_row(event["brief"], event["kind"], event["actor"], event["id"])
-    out.print(table)
+    cells = [
+        (str(event["brief"]), str(event["kind"]), str(event["actor"]), str(event["id"]))
+        for event in report.appended
+    ]
+    out.print(fitted_table(("brief", "event", "actor", "id"), cells))
 
 
 @github_group.command("sync")
@@ -212,10 +208,11 @@ def sync_command(
     if as_json:
         _emit(report.to_json())
         return
-    table = Table("brief", "actions", "problem")
-    for brief, actions in sorted(report.actions.items()):
-        table.add_row(brief, " ".join(actions) or "-", report.problems.get(brief, ""))
-    out.print(table)
+    cells = [
+        (brief, " ".join(actions) or "-", report.problems.get(brief, ""))
+        for brief, actions in sorted(report.actions.items())
+    ]
+    out.print(fitted_table(("brief", "actions", "problem"), cells))
 
 
 @github_group.command("merge")

@@ -113,12 +113,14 @@ register_forge_scheme("github:", _open_github)
 
 
 def _report(error: AssayError) -> int:
-    from assay.console import err, print_json  # rich is not needed until something prints
+    # rich is not needed until something prints
+    from assay.console import err, print_json, printable
 
     if output_mode.json:
         print_json(error.to_json())
     else:
-        err.print(f"assay: {error.status}: {error.message}", markup=False, highlight=False)
+        line = printable(f"assay: {error.status}: {error.message}", keep="\n")
+        err.print(line, markup=False, highlight=False)
     return error.code
 
 
@@ -141,6 +143,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except OSError as failed:
+        # A full disk under a writer that did not say where (ENOSPC, EDQUOT) is 69, as it
+        # is for every writer that does; any other OSError is a bug.
+        from assay.plumbing import no_space_error
+
+        where = str(failed.filename or "a local disk")
+        found = no_space_error(failed, where)
+        sys.exit(_report(found or Internal(f"{type(failed).__name__}: {failed}")))
     except Exception as bug:  # the last line of defence: a bug still gets a clean exit 70
         sys.exit(_report(Internal(f"{type(bug).__name__}: {bug}")))
     sys.exit(returned if isinstance(returned, int) else 0)

@@ -11,7 +11,7 @@ import click
 from rich.text import Text
 
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import err, out
+from assay.console import err, out, printable
 from assay.evidence.gate import MergeRefused, VerifyReport, merge, verify
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.rule import describe
@@ -36,19 +36,20 @@ def _print_report(report: VerifyReport) -> None:
             continue
         out.print(Text(f"{record.row}: last lines of its output", style="bold"))
         for line in record.output_tail.splitlines()[-TAIL_SHOWN:]:
-            out.print(Text(f"  {line}", style="dim"))
+            # The branch's own output: its escapes are shown, not sent to the terminal.
+            out.print(Text(printable(f"  {line}"), style="dim"))
     if report.pins is not None and report.pins.pinned:
         out.print(Text(f"pinned from main at {report.pins.base[:12]}:", style="bold"))
         out.print(Text("  " + ", ".join(report.pins.pinned), style="dim"))
     if report.pins is not None and report.pins.unpinned:
         out.print(Text("named by a row but not on main (the branch's own): ", style="yellow"))
-        out.print(Text("  " + ", ".join(report.pins.unpinned), style="dim"))
+        out.print(Text(printable("  " + ", ".join(report.pins.unpinned)), style="dim"))
     if report.env_problems:
         out.print(Text("environment differs from the declared one:", style="red"))
         for line in report.env_problems:
             out.print(Text(f"  {line}"))
     for line in report.decision.problems:
-        out.print(Text(f"- {line}", style="yellow"))
+        out.print(Text(printable(f"- {line}"), style="yellow"))
     word = "passed" if report.passed else "failed"
     out.print(Text(f"verify {report.brief} at {report.head_sha[:12]}: {word}"))
 

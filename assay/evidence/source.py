@@ -164,7 +164,11 @@ class CleanTree:
 
 
 def journal_at(tree: Path, brief: str) -> Journal:
-    """The verified journal of ``brief`` in a checked-out tree (``Corrupt`` when edited)."""
+    """The verified journal of ``brief`` in a checked-out tree (``Corrupt`` when edited, or
+    when a folder on its way, a segment or a blob is a symlink or not a regular file)."""
+    from assay.journal.files import check_tree
+
+    check_tree(tree, journal_path(brief))
     return read_journal(tree / journal_path(brief))
 
 

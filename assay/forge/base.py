@@ -36,11 +36,13 @@ from assay.plumbing import (
     has_commit,
     has_path,
     init_bare,
+    local_disk,
     local_refs,
     ls_remote,
     merged_into,
     read_blobs,
     run_git,
+    tree_modes,
     tree_paths,
     write_commit,
     write_object,
@@ -230,7 +232,7 @@ class Forge(Closing):
         }
         absent = {ref for ref, sha in found.items() if not is_commit(self._cache, sha)}
         missing = sorted(ref for ref in absent if not ref.startswith(tuple(listed_only)))
-        with self._fetch_lock:
+        with self._fetch_lock, local_disk(str(self._cache)):  # a full cache disk: NoSpace
             mapped: dict[str, str] = {}
             for r in wanted:
                 mapped.update(local_refs(self._cache, f"{self.namespace}/{r}"))
@@ -305,6 +307,14 @@ class Forge(Closing):
         args = ["ls-tree", "--name-only", commit, "--", folder]
         done = run_git(args, git_dir=self._cache, check=False)
         return done.stdout.decode().splitlines() if done.returncode == 0 else []
+
+    def list_tree_modes(self, commit: str, path: str) -> list[tuple[str, int]]:
+        """``(path, filemode)`` of every file, symlink and submodule under the folder
+        ``path`` in a fetched commit (read in process); [] when absent."""
+        try:
+            return tree_modes(self._cache, commit, under=path.rstrip("/") + "/")
+        except GitError:
+            return []
 
     def has_paths(self, wanted: Sequence[tuple[str, str]]) -> list[bool]:
         """Whether each ``(commit, path)`` exists, read in process (assay.odb)."""

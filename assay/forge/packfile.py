@@ -219,6 +219,8 @@ def write_contents_first(repo: Any, objects: Mapping[str, PackObject], where: st
     """Write ``objects`` (a set known complete) into ``repo``'s object database, each after
     every object it names (blobs, trees below trees, commits after their parents); the
     number written. A writer killed mid-way leaves only objects whose names all exist."""
+    from assay.plumbing import local_disk  # a full disk: NoSpace (69), not a bare GitError
+
     named = {sha: names(found, sha, where) for sha, found in objects.items()}
     written: set[str] = set()
 
@@ -240,8 +242,9 @@ def write_contents_first(repo: Any, objects: Mapping[str, PackObject], where: st
                 raise ForgeUnavailable(f"{where}: {current} was stored as {oid}")
             written.add(current)
 
-    for sha in objects:
-        write(sha)
+    with local_disk(str(getattr(repo, "path", where))):
+        for sha in objects:
+            write(sha)
     return len(written)
 
 

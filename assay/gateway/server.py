@@ -7,6 +7,11 @@ Every request must present the run's random token as its API key (``x-api-key`` 
 as a ``ModelCall`` through ``Gateway.calls`` and answered with whatever the run thread
 decides (recorded, forwarded, refused); nothing here journals or calls the upstream.
 The MCP app, when given, is served at ``/mcp`` with its own lifespan entered here.
+
+A request body is bounded (``max_body_bytes``, 32 MiB by default) while it is read: a
+declared ``Content-Length`` over the bound is refused with 413 before any of it is read,
+and a chunked body is refused the moment its bytes pass the bound, so a client cannot make
+the gateway hold more than the bound of one request in memory.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -71,6 +77,76 @@ class ModelCall:
         """Answer with an error body in the call's own API shape."""
         data = json.dumps(error_body(self.api, kind, message)).encode()
         self.answer(Reply(status, "application/json", data, False))
+
+
+class _TooLarge(Exception):
+    """A request body passed the gateway's bound while it was being read."""
+
+
+class _BodyLimit:
+    """ASGI middleware: 413 for a body over ``limit`` bytes, declared or counted as it arrives.
+
+    The count is taken in ``receive``, so no reader (the model routes' ``request.body()``,
+    the MCP app) ever gets more than ``limit`` bytes; when the limit is passed the request's
+    reader is unwound and the 413 is sent unless a response has already started.
+    """
+
+    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.limit:
+            await self._refuse(scope, send)
+            return
+        seen = 0
+        started = False
+
+        async def counted() -> Any:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge
+            return message
+
+        async def tracked(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except _TooLarge:
+            if not started:
+                await self._refuse(scope, send)
+
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        api = ROUTES.get(scope.get("path", ""), "openai-chat")
+        message = f"the request body is over the gateway's limit of {self.limit} bytes"
+        response = error_response(api, 413, "request_too_large", message)
+        response.headers["connection"] = "close"
+        await response(scope, _nothing, send)
+
+
+async def _nothing() -> Any:
+    return {"type": "http.disconnect"}
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 def error_response(api: Api, status: int, kind: str, message: str) -> JSONResponse:
@@ -143,8 +219,15 @@ def _served(path: Path) -> bool:
 class Gateway:
     """The loopback server of one run; start it, read ``calls``, ``stop()`` it."""
 
-    def __init__(self, *, token: str | None = None, mcp_app: ASGIApp | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        mcp_app: ASGIApp | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
         self.token = token or secrets.token_urlsafe(32)
+        self.max_body_bytes = max_body_bytes
         self.calls: queue.Queue[ModelCall] = queue.Queue()
         self.mcp_app = mcp_app
         remove_dead_gateway_folders()
@@ -231,7 +314,11 @@ class Gateway:
             routes.append(
                 Route("/mcp", _asgi(self._guarded_mcp), methods=["GET", "POST", "DELETE"])
             )
-        return Starlette(routes=routes, lifespan=self._lifespan)
+        return Starlette(
+            routes=routes,
+            lifespan=self._lifespan,
+            middleware=[Middleware(_BodyLimit, limit=self.max_body_bytes)],
+        )
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from assay.errors import Corrupt
+from assay.journal.files import check_directory, read_file
 from assay.journal.format import HASH_PREFIX, digest
 
 BLOB_DIR = "blobs"
@@ -80,13 +81,22 @@ class BlobStore:
         """
         if not is_ref(ref):
             raise Corrupt(f"{where}: {ref!r} is not a blob reference", where=where)
-        try:
-            data = blob_path(self.directory, ref).read_bytes()
-        except FileNotFoundError:
-            try:
-                data = flat_blob_path(self.directory, ref).read_bytes()
-            except FileNotFoundError:
-                raise Corrupt(f"{where}: blob {ref} is missing", where=where, blob=ref) from None
+        data = self._read(blob_path(self.directory, ref), where=where, nested=True)
+        if data is None:
+            data = self._read(flat_blob_path(self.directory, ref), where=where, nested=False)
+        if data is None:
+            raise Corrupt(f"{where}: blob {ref} is missing", where=where, blob=ref)
         if digest(data) != ref:
             raise Corrupt(f"{where}: blob {ref} does not match its hash", where=where, blob=ref)
         return data
+
+    def _read(self, path: Path, *, where: str, nested: bool) -> bytes | None:
+        """The regular file at ``path`` (None when absent); ``Corrupt`` when it, its folder
+        (``nested``: the fan-out folder) or ``blobs/`` is a symlink or not what it should be."""
+        folders = [self.root, path.parent] if nested else [self.root]
+        if not all(check_directory(folder, where=where) for folder in folders):
+            return None
+        try:
+            return read_file(path, where=f"{where}: {path.relative_to(self.directory)}")
+        except FileNotFoundError:
+            return None

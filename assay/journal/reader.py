@@ -17,6 +17,7 @@ from typing import Any
 
 from assay.errors import BadInput, Corrupt
 from assay.journal.blobs import BlobStore
+from assay.journal.files import check_directory, read_file
 from assay.journal.format import FORMAT_VERSION, HASH_PREFIX, KINDS, SUM_MARKER
 
 SEGMENT_PATTERN = re.compile(r"^\d{6}\.jsonl$")
@@ -67,7 +68,7 @@ class Journal:
 
 def segment_files(directory: Path) -> list[Path]:
     """The segment files of a journal directory, in order."""
-    if not directory.is_dir():
+    if not check_directory(directory, where=directory.name):
         return []
     return sorted(p for p in directory.iterdir() if SEGMENT_PATTERN.match(p.name))
 
@@ -83,7 +84,7 @@ def read_journal(directory: Path) -> Journal:
     prev = ""
     for index, path in enumerate(files):
         last_segment = index == len(files) - 1
-        data = path.read_bytes()
+        data = read_file(path, where=path.name)
         chunks = data.split(b"\n")
         tail = chunks.pop()  # after the final newline: b"" unless the last write was torn
         offset = 0

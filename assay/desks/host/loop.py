@@ -11,7 +11,6 @@ with the next brief unless ``--once``.
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
 import threading
@@ -47,7 +46,7 @@ from assay.evidence import with_table
 from assay.evidence.gate import review_table
 from assay.forge import Forge
 from assay.journal import Redactor
-from assay.plumbing import NoSpace, RefUpdate
+from assay.plumbing import RefUpdate, no_space_error
 from assay.runtime import execute
 
 
@@ -454,8 +453,9 @@ def no_space(raised: AssayError | OSError) -> AssayError:
     """An ``OSError`` for want of disk space as ``NoSpace`` (69); other ``OSError``s re-raised."""
     if isinstance(raised, AssayError):
         return raised
-    if raised.errno in (errno.ENOSPC, errno.EDQUOT):
-        return NoSpace(f"no space left on device: {raised.filename or ''}".rstrip(": "))
+    found = no_space_error(raised, str(raised.filename or "a local disk"))
+    if found is not None:
+        return found
     raise raised
 
 

@@ -226,13 +226,16 @@ def wake_in_child(
             os.dup2(out, 1)
             os.dup2(out, 2)
             os.close(out)
-        from assay.desks import load_desks
         from assay.desks.host.loop import exit_code
         from assay.desks.host.resync import wake
+        from assay.desks.manifests.manifest import split_desks
         from assay.forge import open_forge
 
         try:
-            desks = load_desks(desks_dir)
+            # A bad manifest leaves out its own desk, not the others.
+            desks, bad = split_desks(desks_dir)
+            for error in bad.values():
+                print(f"wake {brief}: {error.status}: {error.message}", file=sys.stderr, flush=True)
             with open_forge(forge_spec, cache_dir=cache) as forge:
                 reports = wake(forge, desks, workroot=workroot, only=brief)
         except AssayError as error:

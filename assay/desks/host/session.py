@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -179,11 +180,17 @@ def last_line_sum(journal_dir: Path) -> str | None:
     segments = sorted(journal_dir.glob("*.jsonl")) if journal_dir.exists() else []
     if not segments:
         return None
-    with open(segments[-1], "rb") as handle:
+    try:  # a regular file only: never read through a link to /dev/zero
+        fd = os.open(segments[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
         handle.seek(0, os.SEEK_END)
         size = handle.tell()
         handle.seek(max(0, size - 65536))
-        tail = handle.read()
+        tail = handle.read(65536)
     lines = tail.split(b"\n")[:-1]  # an unterminated last line is still being written
     for raw in reversed(lines):
         try:

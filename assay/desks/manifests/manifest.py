@@ -28,7 +28,7 @@ has a ``cli:`` section (``profile``, optional ``command``, ``api``, ``timeout_s`
 ``openai`` or ``anthropic`` model (the upstream), and its ``tools`` are the CLI's own tool
 names the agent may call plus Assay's tools it may call over MCP.
 
-This module owns parsing and validating manifests, ``load_desks()`` and
+This module owns parsing and validating manifests, ``split_desks()``, ``load_desks()`` and
 ``DeskManifest.takes_brief()``.
 """
 
@@ -410,11 +410,17 @@ def _check_cli(manifest: DeskManifest, doc: YamlDoc) -> None:
         raise doc.bad(["cli", "profile"], exc.message.removeprefix("cli.profile: ")) from None
 
 
-def load_desks(directory: Path) -> dict[str, DeskManifest]:
-    """Every ``*.yaml``/``*.yml`` manifest directly in ``directory``, by desk name."""
+def split_desks(directory: Path) -> tuple[dict[str, DeskManifest], dict[str, BadInput]]:
+    """Every ``*.yaml``/``*.yml`` manifest directly in ``directory`` that parses, by desk
+    name, and the reason for each one that does not, by file.
+
+    One malformed manifest (or a second one of a name already taken) is reported for itself
+    and does not stop the other desks; ``load_desks`` is the all-or-nothing check.
+    """
     if not directory.is_dir():
         raise BadInput(f"{directory}: no such desks directory (see --desks)")
     desks: dict[str, DeskManifest] = {}
+    bad: dict[str, BadInput] = {}
     for entry in sorted(directory.iterdir()):
         if not entry.is_file() or entry.suffix not in (".yaml", ".yml"):
             continue
@@ -422,14 +428,34 @@ def load_desks(directory: Path) -> dict[str, DeskManifest]:
             continue
         source = str(entry)
         try:
-            text = entry.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise BadInput(f"{source}: not UTF-8 text ({exc.reason})") from None
-        manifest = parse_manifest(text, source=source, base_dir=directory)
+            manifest = _load_manifest(entry, directory)
+        except BadInput as error:
+            bad[source] = error
+            continue
         if manifest.name in desks:
-            raise BadInput(
+            bad[source] = BadInput(
                 f"{source}: name: desk {manifest.name!r} is also defined by "
                 f"{desks[manifest.name].source}"
             )
+            continue
         desks[manifest.name] = manifest
+    return desks, bad
+
+
+def _load_manifest(entry: Path, directory: Path) -> DeskManifest:
+    source = str(entry)
+    try:
+        text = entry.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{source}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise BadInput(f"{source}: cannot read: {exc.strerror or exc}") from None
+    return parse_manifest(text, source=source, base_dir=directory)
+
+
+def load_desks(directory: Path) -> dict[str, DeskManifest]:
+    """Every manifest directly in ``directory``, by desk name; the first bad one is raised."""
+    desks, bad = split_desks(directory)
+    for error in bad.values():
+        raise error
     return desks
