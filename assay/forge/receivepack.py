@@ -43,7 +43,7 @@ import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import assay.refs as refs
 from assay.errors import ForgeUnavailable
@@ -263,6 +263,21 @@ def receive(git_dir: Path, repo: Any, request: PushRequest, body: bytes) -> Rece
     if side_band:
         answer = sideband(1, answer)
     return Received(answer, request.commands, side_band)
+
+
+def pushed_objects(request: PushRequest, body: IO[bytes]) -> dict[str, PackObject]:
+    """The objects of a push's pack (``body`` a file at its start, left there), read
+    without storing them: what the push rule walks to tell a fast-forward. Empty when the
+    pack is larger than :data:`MAX_BODY` or does not read (git is then left to judge)."""
+    data = body.read(MAX_BODY + 1)
+    body.seek(0)
+    pack = data[request.pack_at :]
+    if len(data) > MAX_BODY or len(pack) < 12:
+        return {}
+    try:
+        return read_pack(pack, "push")
+    except (ForgeUnavailable, TooLarge):
+        return {}
 
 
 def run_post_receive(
