@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -16,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from assay.forge import ForgeServer, principals
+from assay.errors import Denied
+from assay.forge import ForgeServer, open_forge, principals
 from assay.forge.embedded import init_forge, ref_tips
-from assay.plumbing import ASSAY_IDENTITY, config_env
+from assay.plumbing import ASSAY_IDENTITY, RefUpdate, config_env
 from tests.conftest import AssayRunner, assay_argv, assay_env
 from tests.forge.serving import request
 
@@ -339,3 +341,54 @@ def test_person_and_sweeper_keep_to_their_refs(guarded: Guarded) -> None:
     )
     assert guarded.push("sweeper", f":{status}").returncode == 0
     assert status not in guarded.refs()
+
+
+# ---------------------------------------------------------------------- Assay's clients
+
+
+def test_assay_clients_send_ASSAY_FORGE_TOKEN(
+    guarded: Guarded, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("ASSAY_FORGE_TOKEN", raising=False)
+    with open_forge(guarded.url, cache_dir=tmp_path / "c0") as forge, pytest.raises(Denied):
+        forge.ls_refs("refs/heads/")
+    # Every git Assay starts goes through a shim that notes its argv and config values.
+    shims, log = tmp_path / "shims", tmp_path / "git.log"
+    shims.mkdir()
+    real = shutil.which("git")
+    (shims / "git").write_text(
+        f'#!/bin/sh\nprintf "argv %s\\n" "$*" >> {log}\n'
+        f'env | grep "^GIT_CONFIG_VALUE_" >> {log}\nexec {real} "$@"\n'
+    )
+    (shims / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    token = guarded.tokens["desk"]
+    monkeypatch.setenv("ASSAY_FORGE_TOKEN", token)
+    with open_forge(guarded.url, cache_dir=tmp_path / "c1") as forge:
+        main = forge.refresh([MAIN])[MAIN]  # in process (ls-refs, fetch)
+        assert forge.fetch(MAIN)[MAIN] == main  # git, the token in its config environment
+        claim = forge.commit(
+            {"claim.json": b"{}"}, parents=[main], message="claim", author=ASSAY_IDENTITY
+        )
+        assert forge.push([RefUpdate(CLAIM, claim, expected=None)]).ok
+        refused = forge.push([RefUpdate(MAIN, claim, expected=main)])
+        assert not refused.ok
+    assert guarded.refs()[CLAIM] == claim and guarded.refs()[MAIN] == main
+    lines = log.read_text().splitlines()
+    argv = [line for line in lines if line.startswith("argv ")]
+    assert any(" fetch " in line for line in argv)
+    assert not any(token in line for line in argv)
+    assert f"Authorization: Bearer {token}" in "\n".join(lines)  # the environment path
+
+
+def test_the_cli_reads_the_token_from_the_environment_and_never_prints_it(
+    guarded: Guarded, run_assay: AssayRunner
+) -> None:
+    token = guarded.tokens["desk"]
+    without = run_assay("claim", "list", "--forge", guarded.url)
+    assert without.returncode == 77, without.stderr
+    done = run_assay(
+        "claim", "list", "--forge", guarded.url, "--json", env={"ASSAY_FORGE_TOKEN": token}
+    )
+    assert done.returncode == 0, done.stderr
+    assert token not in done.stdout + done.stderr
