@@ -199,13 +199,22 @@ class Tokens:
 
 
 def refusal(
-    role: str, old: str, new: str, ref: str, *, fast_forward: Callable[[], bool | None]
+    principal: Principal,
+    old: str,
+    new: str,
+    ref: str,
+    *,
+    fast_forward: Callable[[], bool | None],
+    claim_desk: Callable[[], str | None],
 ) -> str | None:
-    """Why ``role`` may not move ``ref`` from ``old`` to ``new`` (None: it may).
+    """Why ``principal`` may not move ``ref`` from ``old`` to ``new`` (None: it may).
 
     ``fast_forward`` says whether ``new`` descends from ``old`` (None: not known here); it
     is asked only of an update of a claim or of main. An unknown answer is allowed here and
-    left to receive-pack's ``denyNonFastForwards`` (:func:`needs_fast_forward`)."""
+    left to receive-pack's ``receive.denyNonFastForwards``, which the server sets then.
+    ``claim_desk`` is the ``desk`` the claim record at ``new`` names (None: none can be
+    read); a desk writes only claims naming itself, by its token's name."""
+    role = principal.role
     if role == "admin":
         return None
     if role == "gate" and old == new and old != ZERO_OID:
@@ -218,6 +227,11 @@ def refusal(
         if not ref.startswith(DELETES.get(role, ())):
             return f"role {role} may not delete {ref}"
         return None
+    if role == "desk" and ref.startswith(refs.CLAIMS):
+        desk = claim_desk()
+        if desk != principal.name:
+            named = "no desk" if desk is None else f"desk {desk[:100]!r}"
+            return f"desk {principal.name} may not write a claim naming {named}"
     if role == "sweeper" and ref.startswith(refs.CLAIMS) and old == ZERO_OID:
         return f"role sweeper may only mark existing claims, not create {ref}"
     moves = old != ZERO_OID and old != new and ref.startswith(_GUARDED)
@@ -258,3 +272,46 @@ def is_fast_forward(repo: Any, objects: Mapping[str, Any], old: str, new: str) -
         except (KeyError, ValueError, pygit2.GitError):
             return None
     return False
+
+
+def claim_desk(repo: Any, objects: Mapping[str, Any], commit: str) -> str | None:
+    """The ``desk`` of the claim record (``claim.json``) at ``commit``, read from the pushed
+    objects or the forge; None when there is none or it does not read."""
+    import pygit2
+
+    from assay.claims.record import CLAIM_FILE
+    from assay.forge.packfile import tree_entries
+
+    kinds = {1: "commit", 2: "tree", 3: "blob"}
+
+    def read(sha: str, kind: str) -> bytes | None:
+        found = objects.get(sha)
+        if found is not None:
+            return bytes(found.data) if found.kind == kind else None
+        try:
+            number, data = repo.read(sha)
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        return bytes(data) if kinds.get(int(number)) == kind else None
+
+    raw = read(commit, "commit")
+    if raw is None or not raw.startswith(b"tree "):
+        return None
+    tree = raw[5:45].decode("ascii", "replace")
+    listing = read(tree, "tree")
+    if listing is None:
+        return None
+    try:
+        entries = tree_entries(listing, tree, "push")
+    except Exception:  # a malformed tree names no desk
+        return None
+    blob = next((sha for _, name, sha in entries if name == CLAIM_FILE.encode()), None)
+    data = read(blob, "blob") if blob is not None else None
+    if data is None or len(data) > MAX_TOKENS_BYTES:
+        return None
+    try:
+        record = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    desk = record.get("desk") if isinstance(record, dict) else None
+    return desk if isinstance(desk, str) else None

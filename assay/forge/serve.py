@@ -329,18 +329,25 @@ class _Handler(BaseHTTPRequestHandler):
                 def fast_forward(command: smarthttp.PushCommand = command) -> bool | None:
                     nonlocal objects, unknown
                     if objects is None:
-                        objects = receivepack.pushed_objects(request, body)
+                        objects = receivepack.pushed_objects(request, body, repo)
                     answer = principals.is_fast_forward(repo, objects, command.old, command.new)
                     unknown = unknown or answer is None
                     return answer
 
+                def claim_desk(command: smarthttp.PushCommand = command) -> str | None:
+                    nonlocal objects
+                    if objects is None:
+                        objects = receivepack.pushed_objects(request, body, repo)
+                    return principals.claim_desk(repo, objects, command.new)
+
                 reasons.append(
                     principals.refusal(
-                        principal.role,
+                        principal,
                         command.old,
                         command.new,
                         command.ref,
                         fast_forward=fast_forward,
+                        claim_desk=claim_desk,
                     )
                 )
         if any(reasons):

@@ -61,6 +61,28 @@ class Guarded:
         done = git("commit-tree", tree, "-p", parent, "-m", message, cwd=self.work)
         return done.stdout.strip()
 
+    def claim(self, message: str, parent: str = "HEAD", *, desk: str = "t-desk") -> str:
+        """A commit on ``parent`` whose tree is one ``claim.json`` naming ``desk``."""
+        record = json.dumps({"v": 1, "brief": "b1", "desk": desk, "holder": message})
+        blob = subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"],
+            cwd=self.work,
+            input=record,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        tree = subprocess.run(
+            ["git", "mktree"],
+            cwd=self.work,
+            input=f"100644 blob {blob}\tclaim.json\n",
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        done = git("commit-tree", tree, "-p", parent, "-m", message, cwd=self.work)
+        return done.stdout.strip()
+
     def push(self, role: str | None, *specs: str) -> subprocess.CompletedProcess[str]:
         token = self.tokens[role] if role else None
         return git("push", "--porcelain", self.url, *specs, cwd=self.work, token=token)
@@ -248,7 +270,7 @@ def test_a_desk_may_not_write_main_nor_evidence(guarded: Guarded) -> None:
     pushed = guarded.push("desk", f"{guarded.commit('desk ev')}:{EVIDENCE}")
     assert "role desk may not write refs/assay/evidence/b1" in pushed.stdout + pushed.stderr
     # One refused command refuses the push whole: the claim beside it did not move.
-    both = guarded.push("desk", f"{guarded.commit('c')}:{CLAIM}", f"{guarded.commit('m')}:{MAIN}")
+    both = guarded.push("desk", f"{guarded.claim('c')}:{CLAIM}", f"{guarded.commit('m')}:{MAIN}")
     assert both.returncode != 0
     assert guarded.refs() == before
 
@@ -256,9 +278,9 @@ def test_a_desk_may_not_write_main_nor_evidence(guarded: Guarded) -> None:
 def test_a_desk_moves_claims_and_its_branch_but_never_deletes_or_forces_a_claim(
     guarded: Guarded,
 ) -> None:
-    first = guarded.commit("claim 1")
+    first = guarded.claim("claim 1")
     assert guarded.push("desk", f"{first}:{CLAIM}").returncode == 0
-    second = guarded.commit("claim 2", first)
+    second = guarded.claim("claim 2", first)
     assert guarded.push("desk", f"{second}:{CLAIM}").returncode == 0
     branch = guarded.commit("work")
     assert guarded.push("desk", f"{branch}:refs/heads/assay/b1").returncode == 0
@@ -267,10 +289,25 @@ def test_a_desk_moves_claims_and_its_branch_but_never_deletes_or_forces_a_claim(
 
     deleted = guarded.push("desk", f":{CLAIM}")
     assert deleted.returncode != 0 and f"only admin deletes {CLAIM}" in deleted.stdout
-    forced = guarded.push("desk", f"+{guarded.commit('rewritten', first)}:{CLAIM}")
+    forced = guarded.push("desk", f"+{guarded.claim('rewritten', first)}:{CLAIM}")
     assert forced.returncode != 0
     assert f"role desk may not force {CLAIM}" in forced.stdout
     assert guarded.refs() == before
+
+
+def test_a_desk_writes_only_claims_naming_itself(guarded: Guarded) -> None:
+    before = guarded.refs()
+    other = guarded.push("desk", f"{guarded.claim('as d2', desk='d2')}:{CLAIM}")
+    assert other.returncode != 0
+    assert "desk t-desk may not write a claim naming desk 'd2'" in other.stdout
+    bare = guarded.push("desk", f"{guarded.commit('no record')}:{CLAIM}")
+    assert "desk t-desk may not write a claim naming no desk" in bare.stdout
+    assert guarded.refs() == before
+    # The sweeper marks any desk's claim (forward): the desk rule is the desk's alone.
+    mine = guarded.claim("mine")
+    assert guarded.push("desk", f"{mine}:{CLAIM}").returncode == 0
+    stuck = guarded.claim("stuck", mine, desk="t-desk")
+    assert guarded.push("sweeper", f"{stuck}:{CLAIM}").returncode == 0
 
 
 def test_the_rule_holds_on_the_receive_pack_path_too(guarded: Guarded) -> None:
@@ -281,9 +318,12 @@ def test_the_rule_holds_on_the_receive_pack_path_too(guarded: Guarded) -> None:
     before = guarded.refs()
     pushed = guarded.push("desk", f"{guarded.commit('desk main')}:{MAIN}")
     assert "role desk may not write refs/heads/main" in pushed.stdout
-    first = guarded.commit("claim 1")
+    first = guarded.claim("claim 1")
     assert guarded.push("desk", f"{first}:{CLAIM}").returncode == 0
-    forced = guarded.push("desk", f"+{guarded.commit('other claim')}:{CLAIM}")
+    forced = guarded.push("desk", f"+{guarded.claim('other claim')}:{CLAIM}")
+    assert forced.returncode != 0
+    other = guarded.push("desk", f"{guarded.claim('as d2', first, desk='d2')}:{CLAIM}")
+    assert "desk t-desk may not write a claim naming desk 'd2'" in other.stdout
     assert forced.returncode != 0
     after = guarded.refs()
     assert after.pop(CLAIM) == first
@@ -368,7 +408,10 @@ def test_assay_clients_send_ASSAY_FORGE_TOKEN(
         main = forge.refresh([MAIN])[MAIN]  # in process (ls-refs, fetch)
         assert forge.fetch(MAIN)[MAIN] == main  # git, the token in its config environment
         claim = forge.commit(
-            {"claim.json": b"{}"}, parents=[main], message="claim", author=ASSAY_IDENTITY
+            {"claim.json": b'{"desk": "t-desk"}'},
+            parents=[main],
+            message="claim",
+            author=ASSAY_IDENTITY,
         )
         assert forge.push([RefUpdate(CLAIM, claim, expected=None)]).ok
         refused = forge.push([RefUpdate(MAIN, claim, expected=main)])
