@@ -435,3 +435,32 @@ def test_the_cli_reads_the_token_from_the_environment_and_never_prints_it(
     )
     assert done.returncode == 0, done.stderr
     assert token not in done.stdout + done.stderr
+
+
+def test_claims_made_by_the_claim_store_pass_the_desk_and_sweeper_rules(
+    guarded: Guarded, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from datetime import timedelta
+
+    from assay.claims.record import now_utc
+    from assay.claims.store import ClaimStore
+    from assay.errors import AssayError
+
+    monkeypatch.setenv("ASSAY_FORGE_TOKEN", guarded.tokens["desk"])
+    with open_forge(guarded.url, cache_dir=tmp_path / "c") as forge:
+        store = ClaimStore(forge)
+        store.renew(store.acquire("b1", "t-desk", lease_s=60))
+        with pytest.raises(AssayError):
+            store.acquire("b2", "d2", lease_s=60)  # as another desk: the server refuses
+        record = store.get("b1")
+    assert record is not None and record.desk == "t-desk"
+    assert "refs/assay/claims/b2" not in guarded.refs()
+    monkeypatch.setenv("ASSAY_FORGE_TOKEN", guarded.tokens["sweeper"])
+    later = now_utc() + timedelta(hours=1)
+    with open_forge(guarded.url, cache_dir=tmp_path / "s") as forge:
+        sweeper = ClaimStore(forge, clock=lambda: later)
+        seen = sweeper.get("b1")  # read through the sweeper's own forge
+        assert seen is not None
+        stuck = sweeper.mark_stuck(seen, by="sweeper", note="expired")
+    assert stuck.state == "stuck"
+    assert guarded.refs()[CLAIM] == stuck.sha
