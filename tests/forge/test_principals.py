@@ -464,3 +464,47 @@ def test_claims_made_by_the_claim_store_pass_the_desk_and_sweeper_rules(
         stuck = sweeper.mark_stuck(seen, by="sweeper", note="expired")
     assert stuck.state == "stuck"
     assert guarded.refs()[CLAIM] == stuck.sha
+
+
+def test_an_unprivileged_client_is_held_to_the_same_rules(guarded: Guarded) -> None:
+    # CI runs as root: the client side then runs as nobody (as whoever runs the tests else).
+    import tempfile
+
+    place = Path(tempfile.mkdtemp(prefix="assay-nobody-"))
+    place.chmod(0o777)
+    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    prefix = as_nobody if os.geteuid() == 0 and shutil.which("setpriv") else []
+
+    def client(*args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(place),
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            **ASSAY_IDENTITY.env(),
+        }
+        if token is not None:
+            env.update(config_env({"http.extraHeader": f"Authorization: Bearer {token}"}))
+        return subprocess.run(
+            [*prefix, "git", *args],
+            cwd=place,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    try:
+        desk = guarded.tokens["desk"]
+        assert client("ls-remote", guarded.url).returncode != 0
+        assert client("clone", "-q", guarded.url, "w", token=desk).returncode == 0
+        work = str(place / "w")
+        assert client("-C", work, "commit", "-q", "--allow-empty", "-m", "x").returncode == 0
+        main = client("-C", work, "push", "--porcelain", "origin", f"HEAD:{MAIN}", token=desk)
+        assert "role desk may not write refs/heads/main" in main.stdout
+        branch = client("-C", work, "push", "origin", "HEAD:refs/heads/assay/b9", token=desk)
+        assert branch.returncode == 0, branch.stderr
+        assert "refs/heads/assay/b9" in guarded.refs()
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
