@@ -43,7 +43,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from assay.errors import ForgeUnavailable, Internal, Unavailable
+from assay.errors import Denied, ForgeUnavailable, Internal, Unavailable
 from assay.odb import ObjectMissing, first_parents, read_refs
 from assay.odb import extract as extract_objects
 from assay.odb import has_path as _has_path
@@ -299,6 +299,13 @@ _MISSING_PATTERNS = (
     "access denied or repository not exported",
     "returned error: 404",
 )
+# The forge wants a credential git was not given, or refused the one it was.
+_DENIED_PATTERNS = (
+    "could not read username",
+    "authentication failed",
+    "returned error: 401",
+    "returned error: 403",
+)
 # git falls back to WebDAV pushes when an HTTP server does not speak git's smart HTTP
 _NOT_GIT_PATTERNS = ("git-http-push failed",)
 
@@ -309,6 +316,11 @@ def failure(args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> Gi
     lowered = stderr.lower()
     brief = " ".join(a for a in args[:2])
     last = stderr.splitlines()[-1] if stderr else f"exit {done.returncode}"
+    if any(p in lowered for p in _DENIED_PATTERNS):
+        return _Refused(
+            f"git {brief}: the forge refused this request without a valid token (set "
+            f"ASSAY_FORGE_TOKEN to a token from `assay forge token add`): {last}"
+        )
     if any(p in lowered for p in _NOT_GIT_PATTERNS):
         return _Unreachable(f"git {brief}: not a git forge (no smart HTTP there): {last}")
     if any(p in lowered for p in _MISSING_PATTERNS):
@@ -342,6 +354,10 @@ class _Transient(GitError):
 
 class _Unreachable(GitError):
     """Marker for a permanent reachability failure (converted to ForgeUnavailable)."""
+
+
+class _Refused(GitError):
+    """Marker for a forge that refused the credential (converted to Denied, 77)."""
 
 
 # ---------------------------------------------------------------------------- retries
@@ -397,6 +413,8 @@ def with_retries(what: str, fn: Callable[[], T], *, policy: RetryPolicy | None =
             raise TransportError(exc.message) from exc
         except _Unreachable as exc:
             raise ForgeUnavailable(exc.message) from exc
+        except _Refused as exc:
+            raise Denied(exc.message) from exc
 
     retrying = Retrying(
         retry=retry_if_exception_type(TransportError),

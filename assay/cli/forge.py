@@ -1,4 +1,4 @@
-"""``assay forge init`` and ``assay forge serve``: make and serve an embedded forge."""
+"""``assay forge init``, ``serve`` and ``token``: make, serve and guard an embedded forge."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import click
 
 from assay.cli.options import json_option, serve_options, serve_until_stopped
 from assay.console import err, out, print_json
+from assay.errors import BadInput
 from assay.evidence.keys import create_key
+from assay.forge import principals
 from assay.forge.connections import IDLE_TIMEOUT_S, MAX_CONNECTIONS
-from assay.forge.embedded import init_forge
+from assay.forge.embedded import init_forge, is_forge
 from assay.forge.serve import ForgeServer
 
 
@@ -63,17 +65,39 @@ def init_command(path: Path, as_json: bool) -> None:
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds a client may be silent (or take over its headers) before it is dropped.",
 )
+@click.option(
+    "--anonymous-read",
+    is_flag=True,
+    help="Let fetches through without a token (pushes still need one).",
+)
 @json_option
 def serve_command(
-    path: Path, host: str, port: int, max_connections: int, idle_timeout: float, as_json: bool
+    path: Path,
+    host: str,
+    port: int,
+    max_connections: int,
+    idle_timeout: float,
+    anonymous_read: bool,
+    as_json: bool,
 ) -> None:
     """Serve the forge at PATH over smart HTTP (pushes enabled) until interrupted.
 
-    The first line printed is the URL to pass to --forge.
+    The first line printed is the URL to pass to --forge. A forge with tokens
+    (`assay forge token add`) refuses every request without one; a forge without any is
+    open to anyone who reaches the server, and says so first on stderr.
     """
     server = ForgeServer(
-        path, host=host, port=port, max_connections=max_connections, idle_timeout=idle_timeout
+        path,
+        host=host,
+        port=port,
+        max_connections=max_connections,
+        idle_timeout=idle_timeout,
+        anonymous_read=anonymous_read,
     )
+    if server.tokens.open:
+        err.print(
+            "no tokens: anyone who reaches this server may write", markup=False, highlight=False
+        )
     if as_json:
         print_json({"status": "ok", "code": 0, "url": server.url, "port": server.port})
     else:
@@ -81,6 +105,83 @@ def serve_command(
         sys.stdout.flush()
         err.print(f"serving {server.path} (Ctrl-C stops)", markup=False, highlight=False)
     serve_until_stopped(server)
+
+
+@forge_group.group("token")
+def token_group() -> None:
+    """Tokens of an embedded forge's server: who may read and write, and in which role."""
+
+
+def _forge_path(forge: str | None) -> Path:
+    if not forge:
+        raise BadInput(
+            "no forge given: pass --forge PATH (a local embedded forge) or set ASSAY_FORGE"
+        )
+    path = Path(forge.removeprefix("file://")).expanduser().resolve()
+    if not is_forge(path):
+        raise BadInput(f"--forge {forge!r}: not a local embedded forge (tokens live beside it)")
+    return path
+
+
+_forge_path_option = click.option(
+    "--forge",
+    "forge",
+    envvar="ASSAY_FORGE",
+    default=None,
+    metavar="PATH",
+    help="The embedded forge's directory (default: $ASSAY_FORGE).",
+)
+
+
+@token_group.command("add")
+@click.argument("name")
+@click.option(
+    "--role",
+    required=True,
+    metavar="|".join(principals.ROLES),
+    help="What the token may write (docs/forge.md, Who may write what).",
+)
+@_forge_path_option
+@json_option
+def token_add_command(name: str, role: str, forge: str | None, as_json: bool) -> None:
+    """Make a token NAME with ROLE and print it, once: only its digest is kept."""
+    token = principals.add_token(_forge_path(forge), name, role)
+    if as_json:
+        print_json({"status": "ok", "code": 0, "name": name, "role": role, "token": token})
+    else:
+        sys.stdout.write(token + "\n")
+        err.print(
+            f"token {name} ({role}): shown once; clients read it from ASSAY_FORGE_TOKEN",
+            markup=False,
+            highlight=False,
+        )
+
+
+@token_group.command("list")
+@_forge_path_option
+@json_option
+def token_list_command(forge: str | None, as_json: bool) -> None:
+    """List the forge's token names and roles (never a token or its digest)."""
+    found = principals.list_tokens(_forge_path(forge))
+    if as_json:
+        rows = [{"name": p.name, "role": p.role} for p in found]
+        print_json({"status": "ok", "code": 0, "tokens": rows})
+        return
+    for principal in found:
+        out.print(f"{principal.name}\t{principal.role}", markup=False, highlight=False)
+
+
+@token_group.command("revoke")
+@click.argument("name")
+@_forge_path_option
+@json_option
+def token_revoke_command(name: str, forge: str | None, as_json: bool) -> None:
+    """Remove the token NAME; requests bearing it are refused from then on."""
+    principals.revoke_token(_forge_path(forge), name)
+    if as_json:
+        print_json({"status": "ok", "code": 0, "name": name, "revoked": True})
+    else:
+        out.print(f"revoked {name}", markup=False, highlight=False)
 
 
 def register(root: click.Group) -> None:

@@ -12,22 +12,35 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from assay.errors import ForgeUnavailable
+from assay.errors import Denied, ForgeUnavailable
 from assay.forge.base import Forge
 
 ADVERTISEMENT = "application/x-git-upload-pack-advertisement"
 _PROBE_TIMEOUT_S = 15.0
+UNAUTHORIZED = (
+    "the forge refused this request without a valid token (set ASSAY_FORGE_TOKEN to a token "
+    "from `assay forge token add`)"
+)
 
 
-def speaks_git(url: str, *, timeout_s: float = _PROBE_TIMEOUT_S) -> bool:
-    """Whether ``url`` answers git's smart-HTTP handshake (an upload-pack advertisement)."""
+def speaks_git(
+    url: str, *, timeout_s: float = _PROBE_TIMEOUT_S, headers: Mapping[str, str] | None = None
+) -> bool:
+    """Whether ``url`` answers git's smart-HTTP handshake (an upload-pack advertisement);
+    ``headers``: the ones git would send it (a token). A 401 is ``Denied``."""
     probe = url.rstrip("/") + "/info/refs?service=git-upload-pack"
-    request = urllib.request.Request(probe, headers={"Git-Protocol": "version=2"})
+    request = urllib.request.Request(
+        probe, headers={**(headers or {}), "Git-Protocol": "version=2"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as reply:
             kind = str(reply.headers.get("Content-Type", ""))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            raise Denied(f"{url}: {UNAUTHORIZED}") from None
+        return False
     except (urllib.error.URLError, OSError, ValueError):
         return False
     return kind.split(";")[0].strip() == ADVERTISEMENT
@@ -41,7 +54,9 @@ class HttpForge(Forge):
     def _require_git(self) -> None:
         if self._checked:
             return
-        if not speaks_git(self.url):
+        from assay.forge.lsrefs import extra_headers
+
+        if not speaks_git(self.url, headers=extra_headers(self.url, self._config) or {}):
             raise ForgeUnavailable(
                 f"--forge {self.display_url}: not a git forge (the server does not answer "
                 "git's smart-HTTP handshake)"

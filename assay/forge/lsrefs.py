@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assay.errors import ForgeUnavailable
+from assay.errors import Denied, ForgeUnavailable
 from assay.forge.smarthttp import DELIM, FLUSH, pkt_line
 
 if TYPE_CHECKING:
@@ -263,6 +263,10 @@ def read_reply(reply: httpx.Response, *, kind: str, limit: int, where: str) -> b
     """The body of a smart-HTTP reply (status 200, content type ``kind``), read up to
     ``limit`` bytes; ``ForgeUnavailable`` naming ``where`` for anything else. The one check
     of a git forge's HTTP answer: ls-refs and the in-process push both read through it."""
+    if reply.status_code == 401:
+        from assay.forge.http import UNAUTHORIZED
+
+        raise Denied(f"{where}: {UNAUTHORIZED}")
     if reply.status_code != 200:
         raise ForgeUnavailable(f"{where}: the forge answered HTTP {reply.status_code}")
     got = reply.headers.get("Content-Type", "").split(";")[0].strip()

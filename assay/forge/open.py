@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from assay.errors import BadInput
@@ -10,6 +11,18 @@ from assay.forge.http import HttpForge
 from assay.schemes import forge_opener
 
 _URL_SCHEMES = ("file://", "git://", "http://", "https://", "ssh://")
+TOKEN_ENV = "ASSAY_FORGE_TOKEN"
+
+
+def token_config(url: str, token: str | None) -> dict[str, str]:
+    """The git config that sends ``token`` to ``url`` (and to nothing else) as
+    ``Authorization: Bearer``: ``http.<url>.extraHeader``. Passed to git in its environment
+    and read by Assay's own HTTP clients (:func:`assay.forge.lsrefs.extra_headers`), so it
+    never reaches a command line or a log."""
+    token = (token or "").strip()
+    if not token:
+        return {}
+    return {f"http.{url}.extraHeader": f"Authorization: Bearer {token}"}
 
 
 def _local_path(raw: str) -> Path:
@@ -26,7 +39,8 @@ def open_forge(spec: str | None, *, cache_dir: Path | None = None) -> Forge:
 
     ``None`` or an empty value is bad input naming ``--forge`` and ``ASSAY_FORGE``.
     ``github:OWNER/REPO`` goes to the opener ``assay.github`` registers in
-    :mod:`assay.schemes` (importing ``assay.github``, or the CLI, registers it).
+    :mod:`assay.schemes` (importing ``assay.github``, or the CLI, registers it). An
+    ``http(s)://`` forge is sent the token in ``$ASSAY_FORGE_TOKEN``, if set.
     """
     if spec is None or not spec.strip():
         raise BadInput("no forge given: pass --forge URL_OR_PATH or set ASSAY_FORGE")
@@ -43,7 +57,8 @@ def open_forge(spec: str | None, *, cache_dir: Path | None = None) -> Forge:
         path = _local_path(spec[len("file://") :])
         return Forge(f"file://{path}", cache_dir=cache_dir)
     if spec.startswith(("http://", "https://")):
-        return HttpForge(spec, cache_dir=cache_dir)
+        config = token_config(spec, os.environ.get(TOKEN_ENV))
+        return HttpForge(spec, cache_dir=cache_dir, config=config)
     if spec.startswith(_URL_SCHEMES):
         return Forge(spec, cache_dir=cache_dir)
     if "://" in spec:

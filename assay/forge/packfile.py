@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,9 +40,13 @@ class PackObject:
     data: bytes
 
 
-def read_pack(pack: bytes, where: str) -> dict[str, PackObject]:
+def read_pack(
+    pack: bytes, where: str, *, bases: Callable[[str], PackObject | None] | None = None
+) -> dict[str, PackObject]:
     """Every object of ``pack`` by the id its content hashes to; ``ForgeUnavailable`` for
-    a flaw anywhere (a checksum, a size, a delta, an object count)."""
+    a flaw anywhere (a checksum, a size, a delta, an object count). ``bases`` finds a
+    ref-delta's base that is not in the pack (a thin pack's, in the repository); it is not
+    itself returned."""
     view = memoryview(pack)
     if len(pack) < 32 or pack[:4] != b"PACK" or int.from_bytes(pack[4:8]) not in (2, 3):
         raise ForgeUnavailable(f"{where}: the answer is not a pack")
@@ -85,15 +89,21 @@ def read_pack(pack: bytes, where: str) -> dict[str, PackObject]:
         by_id[object_id(found)] = found
     if at != end:
         raise ForgeUnavailable(f"{where}: {end - at} bytes after the pack's last object")
+    outside: dict[str, PackObject] = {}  # bases found by ``bases``
     while by_ref:  # a ref-delta's base may come later in the pack
-        waiting = [(b, d) for b, d in by_ref if b not in by_id]
+        waiting = [(b, d) for b, d in by_ref if b not in by_id and b not in outside]
         for base_id, data in by_ref:
-            if base_id in by_id:
-                source = by_id[base_id]
-                found = PackObject(source.kind, apply_delta(source.data, data, where))
+            known = by_id.get(base_id) or outside.get(base_id)
+            if known is not None:
+                found = PackObject(known.kind, apply_delta(known.data, data, where))
                 by_id[object_id(found)] = found
         if len(waiting) == len(by_ref):
-            raise ForgeUnavailable(f"{where}: a delta's base {waiting[0][0]} is not in the pack")
+            found_outside = {b: bases(b) for b, _ in waiting} if bases is not None else {}
+            outside.update({b: o for b, o in found_outside.items() if o is not None})
+            if not any(b in outside for b, _ in waiting):
+                raise ForgeUnavailable(
+                    f"{where}: a delta's base {waiting[0][0]} is not in the pack"
+                )
         by_ref = waiting
     return by_id
 

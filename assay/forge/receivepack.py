@@ -43,7 +43,7 @@ import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import assay.refs as refs
 from assay.errors import ForgeUnavailable
@@ -263,6 +263,34 @@ def receive(git_dir: Path, repo: Any, request: PushRequest, body: bytes) -> Rece
     if side_band:
         answer = sideband(1, answer)
     return Received(answer, request.commands, side_band)
+
+
+def pushed_objects(request: PushRequest, body: IO[bytes], repo: Any) -> dict[str, PackObject]:
+    """The objects of a push's pack (``body`` a file at its start, left there), read
+    without storing them, a thin pack's bases found in the forge (``repo``): what the push
+    rule reads. Empty when the pack is larger than :data:`MAX_BODY` or does not read (git
+    is then left to judge)."""
+    import pygit2
+
+    kinds = {1: "commit", 2: "tree", 3: "blob"}
+
+    def base(sha: str) -> PackObject | None:
+        try:
+            number, data = repo.read(sha)
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        kind = kinds.get(int(number))
+        return PackObject(kind, bytes(data)) if kind is not None else None
+
+    data = body.read(MAX_BODY + 1)
+    body.seek(0)
+    pack = data[request.pack_at :]
+    if len(data) > MAX_BODY or len(pack) < 12:
+        return {}
+    try:
+        return read_pack(pack, "push", bases=base)
+    except (ForgeUnavailable, TooLarge):
+        return {}
 
 
 def run_post_receive(

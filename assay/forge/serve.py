@@ -15,6 +15,12 @@ Connections are served by a fixed pool of workers, and a client silent for the i
 timeout (or slower than it over its request line and headers) is dropped
 (:mod:`assay.forge.connections`). It binds to 127.0.0.1 unless told otherwise; port 0
 picks a free port.
+
+A forge with a token file (:mod:`assay.forge.principals`) answers a request without a
+valid ``Authorization: Bearer`` token with 401 (fetches may be let through with
+``anonymous_read``), and every push's command list is checked against the pusher's role
+before anything is unpacked or any ref moves, whichever path then takes it; a refused
+push hears receive-pack's own report, naming the role and the rule.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import IO, Any
 from urllib.parse import parse_qs
 
 from assay.errors import BadInput
-from assay.forge import connections, receivepack, reflocks, smarthttp, uploadpack
+from assay.forge import connections, principals, receivepack, reflocks, smarthttp, uploadpack
 from assay.forge.embedded import is_forge
 from assay.plumbing import config_env
 
@@ -66,6 +72,13 @@ class _Refused(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+
+
+class _Unauthorized(_Refused):
+    """401 with ``WWW-Authenticate: Bearer``, so git says it was an authentication failure."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(401, reason)
 
 
 class _Server(HTTPServer):
@@ -128,6 +141,7 @@ class _Deadline:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"
+    principal: principals.Principal | None = None  # None: an open forge or an anonymous read
     # Buffered: the headers leave with the body (or the first chunk) in one send, and
     # _stream flushes each chunk the service writes.
     wbufsize = 1 << 16
@@ -168,7 +182,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if not path.startswith(prefix) or ".." in path:
                 raise _Refused(404, "no such repository")
+            self._authenticate(path[len(prefix) :])
             route(path[len(prefix) :])
+        except _Unauthorized as refused:
+            self._send_unauthorized(refused.reason)
         except _Refused as refused:
             self.send_error(refused.status, refused.reason)
         except BadInput as exc:
@@ -182,6 +199,41 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception:  # one request's bug must not take the server down
             LOG.exception("forge serve: %s %s failed", self.command, path)
             self.send_error(500, "the forge server failed on this request")
+
+    def _authenticate(self, rest: str) -> None:
+        """Who sent this request (``self.principal``), or 401 when the forge has tokens and
+        the request bears none of them (a fetch may go without with ``anonymous_read``)."""
+        forge = self.server.forge
+        self.principal = None
+        if forge.tokens.open:
+            return
+        header = self.headers.get("Authorization")
+        if header is not None:
+            self.principal = forge.tokens.principal(header)
+            if self.principal is None:
+                forge.count("unauthorized")
+                raise _Unauthorized("the token is not one of this forge's")
+            return
+        service = (
+            rest if self.command == "POST" else (parse_qs(self.query).get("service") or [""])[0]
+        )
+        if forge.anonymous_read and service == smarthttp.UPLOAD_PACK:
+            return
+        forge.count("unauthorized")
+        raise _Unauthorized("this forge needs a token (Authorization: Bearer)")
+
+    def _send_unauthorized(self, reason: str) -> None:
+        body = f"{reason}\n".encode()
+        self.send_response(401, reason)
+        for key, value in (
+            *NO_CACHE,
+            ("WWW-Authenticate", 'Bearer realm="assay"'),
+            ("Content-Type", "text/plain"),
+        ):
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _protocol(self) -> str:
         return self.headers.get("Git-Protocol", "")
@@ -237,17 +289,75 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if command == "fetch" and self._fetched_in_process(service, body):
             return
+        extra: dict[str, str] = {}
         if service == smarthttp.RECEIVE_PACK:
             head = body.read(smarthttp.MAX_PUSH_HEAD)
             body.seek(0)
+            allowed = self._authorized(head, body)
+            if allowed is None:
+                return
+            extra = allowed
             request = smarthttp.parse_push(head)  # read once: None when not a plain push
             self._clear_stale_locks(smarthttp.pushed_refs(head))
-            if self._refused_in_process(request) or self._received_in_process(request, body):
+            if not extra and (
+                self._refused_in_process(request) or self._received_in_process(request, body)
+            ):
                 return
         # The child reads the file descriptor itself: a buffered seek(0) may never move it.
         body.flush()
         os.lseek(body.fileno(), 0, os.SEEK_SET)
-        self._spawn(service, body, advertise=False)
+        self._spawn(service, body, advertise=False, config=extra)
+
+    def _authorized(self, head: bytes, body: IO[bytes]) -> dict[str, str] | None:
+        """Check a push against the pusher's role (:func:`principals.refusal`) before
+        anything of it is taken. None: refused (the report is sent). Otherwise the config
+        receive-pack must run with: ``receive.denyNonFastForwards`` when a guarded ref's
+        update could not be told a fast-forward here, so git refuses it if it is not."""
+        principal = self.principal
+        if principal is None or principal.role == "admin":
+            return {}
+        request = smarthttp.command_request(head)
+        if request is None:
+            raise _Refused(403, f"role {principal.role}: a push this server cannot check")
+        forge = self.server.forge
+        objects: dict[str, Any] | None = None
+        unknown = False
+        reasons: list[str | None] = []
+        with forge.refs.repository() as repo:
+            for command in request.commands:
+
+                def fast_forward(command: smarthttp.PushCommand = command) -> bool | None:
+                    nonlocal objects, unknown
+                    if objects is None:
+                        objects = receivepack.pushed_objects(request, body, repo)
+                    answer = principals.is_fast_forward(repo, objects, command.old, command.new)
+                    unknown = unknown or answer is None
+                    return answer
+
+                def claim_desk(command: smarthttp.PushCommand = command) -> str | None:
+                    nonlocal objects
+                    if objects is None:
+                        objects = receivepack.pushed_objects(request, body, repo)
+                    return principals.claim_desk(repo, objects, command.new)
+
+                reasons.append(
+                    principals.refusal(
+                        principal,
+                        command.old,
+                        command.new,
+                        command.ref,
+                        fast_forward=fast_forward,
+                        claim_desk=claim_desk,
+                    )
+                )
+        if any(reasons):
+            forge.count("forbidden")
+            said = "; ".join(r for r in reasons if r)
+            LOG.info("push by %s (%s) refused: %s", principal.name, principal.role, said)
+            answer = smarthttp.role_refusal(request, reasons)
+            self._send(200, f"application/x-{smarthttp.RECEIVE_PACK}-result", answer)
+            return None
+        return {"receive.denyNonFastForwards": "true"} if unknown else {}
 
     def _v2_command(self, service: str, body: IO[bytes]) -> str | None:
         """The protocol v2 command a (decoded) upload-pack body starts with, or None;
@@ -412,16 +522,25 @@ class _Handler(BaseHTTPRequestHandler):
             body.seek(0)
             yield body
 
-    def _spawn(self, service: str, body: IO[bytes] | None, *, advertise: bool) -> None:
-        """Start the service on the spooled body and stream what it writes to the client."""
+    def _spawn(
+        self,
+        service: str,
+        body: IO[bytes] | None,
+        *,
+        advertise: bool,
+        config: dict[str, str] | None = None,
+    ) -> None:
+        """Start the service on the spooled body and stream what it writes to the client
+        (``config``: settings for this one run of it, besides :data:`SERVICE_CONFIG`)."""
         forge = self.server.forge
         args = [forge.git, service.removeprefix("git-"), "--stateless-rpc"]
         args += ["--advertise-refs", "."] if advertise else ["."]
         env = smarthttp.service_env(
             remote_addr=self.client_address[0], git_protocol=self._protocol()
         )
-        if args[1] in SERVICE_CONFIG:
-            env.update(config_env(SERVICE_CONFIG[args[1]]))
+        settings = {**SERVICE_CONFIG.get(args[1], {}), **(config or {})}
+        if settings:
+            env.update(config_env(settings))
         forge.count(args[1])
         with tempfile.TemporaryFile() as errors:
             proc = subprocess.Popen(
@@ -478,7 +597,9 @@ class ForgeServer:
     ``on_push`` (optional) is called after every accepted push, from a server thread.
     ``max_connections`` requests are served at once (worker threads); a client silent for
     ``idle_timeout`` seconds, or slower than that over its request line and headers, is
-    dropped (:mod:`assay.forge.connections`).
+    dropped (:mod:`assay.forge.connections`). When the forge has a token file, requests
+    need a token (``anonymous_read``: fetches need none) and pushes are checked against
+    the token's role (:mod:`assay.forge.principals`).
     """
 
     def __init__(
@@ -491,6 +612,7 @@ class ForgeServer:
         gc_every: int = GC_EVERY,
         max_connections: int = connections.MAX_CONNECTIONS,
         idle_timeout: float = connections.IDLE_TIMEOUT_S,
+        anonymous_read: bool = False,
     ) -> None:
         self.path = Path(path).expanduser().resolve()
         if not is_forge(self.path):
@@ -504,6 +626,10 @@ class ForgeServer:
         if not idle_timeout > 0:
             raise BadInput(f"forge serve {path}: idle_timeout must be over 0 s, not {idle_timeout}")
         self.max_connections = max_connections
+        # Read afresh when the file changes: a token revoked is refused at once.
+        self.tokens = principals.Tokens(self.path)
+        self.tokens.entries()  # a malformed token file stops the server from starting
+        self.anonymous_read = anonymous_read
         self.idle_timeout = float(idle_timeout)
         self.name = self.path.name
         # Found once: each service started by name would try every PATH entry in turn.

@@ -550,6 +550,36 @@ def parse_push(head: bytes) -> PushRequest | None:
     return PushRequest(tuple(commands), capabilities, pos + 4)
 
 
+def command_request(head: bytes) -> PushRequest | None:
+    """Every command of a push's command list, deletions included, or None when ``head``
+    does not start with a whole plain one: what the push rule
+    (:func:`assay.forge.principals.refusal`) is asked about. ``pack_at`` is where a pack
+    would start (a push of deletions alone has none). A body of a flush alone (git's probe
+    before a chunked push) is a request of no commands."""
+    listed = _command_list(head)
+    if listed is None:
+        return None
+    commands, capabilities, pos = listed
+    return PushRequest(tuple(commands), capabilities, pos + 4)
+
+
+def role_refusal(request: PushRequest, reasons: Sequence[str | None]) -> bytes:
+    """The report of a push refused whole by the push rule before anything was taken:
+    ``ng <ref> <reason>`` for each command (git prints ``[remote rejected] <ref>
+    (<reason>)``), the reasons on side band 2 too, in the framing the client asked for."""
+    lines = [b"unpack ok\n"]
+    for command, reason in zip(request.commands, reasons, strict=True):
+        why = reason or "refused with the rest of this push"
+        lines.append(f"ng {command.ref} {why}\n".encode())
+    report = b""
+    if request.asks("report-status") or request.asks("report-status-v2"):
+        report = b"".join(pkt_line(line) for line in lines) + FLUSH
+    if not request.asks("side-band-64k"):
+        return report
+    said = b"".join(sideband(2, f"error: {reason}\n".encode()) for reason in reasons if reason)
+    return said + sideband(1, report) + FLUSH
+
+
 def pushed_refs(head: bytes) -> list[str]:
     """The refs a push's command list names, deletions too, when every one is a plain ref
     name (else none): what a push will lock, for :mod:`assay.forge.reflocks`."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.errors import ForgeUnavailable
+from assay.errors import Denied, ForgeUnavailable
 from assay.forge import Forge, sendpack
 from assay.forge.sendpack import NeedsGit
 from assay.plumbing import ASSAY_IDENTITY, PushOutcome, RefUpdate, RetryPolicy
@@ -83,7 +83,6 @@ def serve(hostile: Callable[..., Hostile], status: int, kind: str, body: bytes) 
         ((200, RESULT, band(7, b"x") + b"0000"), "side-band channel 7"),
         ((200, "text/html", report(f"ok {A}")), "not a git forge"),
         ((200, RESULT, b"0008\x01xxx" * (sendpack.MAX_REPORT // 8 + 1)), "over"),
-        ((401, RESULT, b""), "HTTP 401"),
         ((404, RESULT, b""), "HTTP 404"),
     ],
 )
@@ -99,6 +98,17 @@ def test_an_answer_that_is_not_receive_packs_is_unavailable_naming_the_forge(
     assert said in caught.value.message
     assert server.url in caught.value.message
     assert caught.value.code == 69
+
+
+def test_a_401_is_denied_naming_the_forge_and_the_token_variable(
+    hostile: Callable[..., Hostile], repo: tuple[Path, str, str]
+) -> None:
+    server = serve(hostile, 401, RESULT, b"")
+    with pytest.raises(Denied) as caught:
+        push_to(server.url, repo, [RefUpdate(A, repo[1], expected=None)])
+    assert server.url in caught.value.message
+    assert "ASSAY_FORGE_TOKEN" in caught.value.message
+    assert caught.value.code == 77
 
 
 def test_the_request_is_one_post_of_cas_commands_capabilities_and_a_pack(
