@@ -88,9 +88,10 @@ def check_directory(path: Path, *, where: str) -> bool:
 def check_tree(root: Path, relative: str) -> None:
     """``Corrupt`` naming the path when a checkout's journal at ``relative`` under ``root``
     holds anything but folders and regular files: a folder on the way (``.assay``,
-    ``.assay/journal``, the brief's) or ``blobs/`` that is a symlink or not a folder, or a
-    segment or blob that is a symlink, a FIFO or a device. A hostile commit could otherwise
-    point the journal's reader or writer anywhere; lstat only, nothing is opened."""
+    ``.assay/journal``, the brief's), ``blobs/`` or a fan-out folder in it that is a symlink
+    or not a folder, or a segment or blob that is a symlink, a FIFO or a device. A hostile
+    commit could otherwise point the journal's reader or writer anywhere; lstat only,
+    nothing is opened."""
     here = root
     for part in Path(relative).parts:
         here = here / part
@@ -99,7 +100,14 @@ def check_tree(root: Path, relative: str) -> None:
     entries = sorted(here.iterdir())
     blobs = here / "blobs"
     if check_directory(blobs, where=f"{relative}/blobs"):
-        entries = [entry for entry in entries if entry != blobs] + sorted(blobs.iterdir())
+        entries = [entry for entry in entries if entry != blobs]
+        for entry in sorted(blobs.iterdir()):
+            # A fan-out folder (blobs/ab/) holds blobs; a flat journal's blobs are files.
+            folder = not entry.is_symlink() and entry.is_dir()
+            if folder and check_directory(entry, where=str(entry.relative_to(root))):
+                entries += sorted(entry.iterdir())
+            else:
+                entries.append(entry)
     for entry in entries:
         mode = entry.lstat().st_mode
         if not stat.S_ISREG(mode):

@@ -153,3 +153,22 @@ def test_a_desk_that_takes_a_linked_branch_releases_its_claim(
     claim = run_assay("claim", "list", "--forge", str(scene.forge), "--json", env=env)
     (record,) = json.loads(claim.stdout)["claims"]
     assert record["state"] == "released", record
+
+
+def test_a_checkout_whose_fan_out_folder_or_blob_is_a_link_is_corrupt(tmp_path: Path) -> None:
+    from assay.journal.files import check_tree
+
+    directory = _journal(tmp_path / "root" / "j")
+    check_tree(tmp_path / "root", "j")  # folders and regular files only: fine
+    (folder,) = (directory / "blobs").iterdir()
+    (blob,) = folder.iterdir()
+    blob.rename(tmp_path / "elsewhere")
+    blob.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(Corrupt, match="a symlink, not a regular file"):
+        check_tree(tmp_path / "root", "j")
+    blob.unlink()
+    (tmp_path / "elsewhere").rename(blob)
+    folder.rename(tmp_path / "folder")
+    folder.symlink_to(tmp_path / "folder")
+    with pytest.raises(Corrupt, match="a symlink, not a regular file"):
+        check_tree(tmp_path / "root", "j")
