@@ -220,7 +220,12 @@ def test_an_interrupted_or_killed_gate_takes_its_running_row_down_with_it(
     tmp_path: Path, how: signal.Signals
 ) -> None:
     row = _HOLDER + _READY + "wait"
+    # The probe sets the disposition it relies on: a suite started with SIGINT ignored (a
+    # background job of a non-interactive shell, `nohup ... &`) hands the ignore down, and
+    # an ignored SIGINT would never arrive.
     probe = (
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from pathlib import Path\n"
         "from assay.evidence.runner import run_row\n"
         f"run_row({row!r}, cwd=Path('.'), timeout_s=120)\n"
