@@ -143,6 +143,17 @@ def toolchain_paths(names: tuple[str, ...]) -> Iterator[Path]:
             yield Path(os.path.realpath(node)).parent.parent
 
 
+def _toolchain_links(names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(link, target) for an interpreter reached through a symlinked prefix (a worktree's
+    ``.venv`` pointing at another checkout's): the rows name it by the link's path."""
+    if "python" not in names:
+        return []
+    prefix = Path(sys.executable).parent.parent
+    if not prefix.is_symlink() or Path("/usr") in prefix.parents:
+        return []
+    return [(str(prefix), os.path.realpath(prefix))]
+
+
 def toolchain_path(names: tuple[str, ...], path: str) -> str:
     """``path`` with the declared toolchains' bin directories first, so ``python`` inside
     is the supervisor's interpreter (a venv, pyenv) rather than a shim that is not mounted."""
@@ -189,6 +200,8 @@ def bwrap_argv(
         args += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
     for path in _outside_system(toolchain_paths(toolchains)):
         args += ["--ro-bind-try", str(path), str(path)]
+    for link, target in _toolchain_links(toolchains):
+        args += ["--symlink", target, link]
     for path in spec.read_only:
         resolved = Path(os.path.realpath(path))
         if not resolved.exists():

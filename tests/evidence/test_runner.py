@@ -252,3 +252,28 @@ def test_an_interrupted_or_killed_gate_takes_its_running_row_down_with_it(
         assert "KeyboardInterrupt" in stderr
     # SIGKILL leaves the gate no last word: bwrap dies with it, and the namespace with bwrap.
     wait_until(lambda: lock_is_free(tmp_path / "child.lock"), timeout=30, what="the row's end")
+
+
+def test_an_interpreter_reached_through_a_symlinked_prefix_runs_in_the_sandbox(
+    tmp_path: Path,
+) -> None:
+    # A worktree's .venv is often a symlink to another checkout's: a row naming the gate's
+    # interpreter by that path must find it inside the sandbox too.
+    link = tmp_path / "linked-venv"
+    link.symlink_to(Path(sys.prefix).resolve())
+    python = link / "bin" / Path(sys.executable).name
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from assay.evidence.runner import run_row\n"
+        "r = run_row(sys.executable + ' -c \"print(42)\"', cwd=Path('.'), timeout_s=60)\n"
+        "print(r.exit, r.output_tail)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    work = tmp_path / "work"  # the row's tree is bound in: the link must be outside it
+    work.mkdir()
+    done = subprocess.run(
+        [str(python), "-c", probe], cwd=work, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "42"]
