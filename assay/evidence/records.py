@@ -86,13 +86,16 @@ class EvidenceRecord:
     digest: str = ""
     mac: str = ""
     pinned: tuple[str, ...] = ()  # paths restored from main before the row ran (sorted)
+    runner: str = ""  # whose structured result was read ("pytest", "unittest"); "" unstructured
+    findings: tuple[str, ...] = ()  # why the runner's own result fails the row
+    notes: tuple[str, ...] = ()  # what the review must say: files the desk changed, protect: []
     v: int = RECORD_VERSION
     kind: str = RECORD_KIND
     signed: bool = field(default=False, compare=False)
 
     @property
     def passed(self) -> bool:
-        return self.exit == 0 and not self.timed_out
+        return self.exit == 0 and not self.timed_out and not self.findings
 
     def body(self) -> dict[str, Any]:
         """The fields covered by ``digest`` (everything but ``digest``, ``mac``)."""
@@ -100,10 +103,13 @@ class EvidenceRecord:
         data["env_fingerprint"] = dict(self.env_fingerprint)
         for name in ("digest", "mac", "signed"):
             data.pop(name)
-        if self.pinned:  # absent when empty, so records from before pinning keep their digest
-            data["pinned"] = list(self.pinned)
-        else:
-            data.pop("pinned")
+        # Each optional field is absent when empty, so older records keep their digest.
+        for name in _OPTIONAL:
+            value = getattr(self, name)
+            if value:
+                data[name] = list(value) if isinstance(value, tuple) else value
+            else:
+                data.pop(name)
         return data
 
     def to_json(self) -> dict[str, Any]:
@@ -112,6 +118,10 @@ class EvidenceRecord:
         if self.mac:
             data["mac"] = self.mac
         return data
+
+
+_OPTIONAL = ("pinned", "runner", "findings", "notes")
+MAX_LINES = 1000  # findings or notes in one record
 
 
 def canonical(data: Mapping[str, Any]) -> bytes:
@@ -134,7 +144,12 @@ def seal(record: EvidenceRecord, *, prev: str, key: bytes | None) -> EvidenceRec
     digest = _digest(body)
     mac = _mac(key, body, digest) if key else ""
     return EvidenceRecord(
-        **{**body, "pinned": tuple(body.get("pinned", ()))},
+        **{
+            **body,
+            "pinned": tuple(body.get("pinned", ())),
+            "findings": tuple(body.get("findings", ())),
+            "notes": tuple(body.get("notes", ())),
+        },
         digest=digest,
         mac=mac,
         signed=bool(key),
@@ -186,7 +201,7 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
         value = raw.get(name)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise Corrupt(f"{source}: evidence record field {name!r} is missing or mistyped")
-    unknown = set(raw) - set(_FIELDS) - {"mac", "pinned"}
+    unknown = set(raw) - set(_FIELDS) - {"mac", *_OPTIONAL}
     if unknown:
         raise Corrupt(f"{source}: evidence record has unknown fields {sorted(unknown)}")
     fp = raw["env_fingerprint"]
@@ -201,6 +216,18 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
         raise Corrupt(
             f"{source}: evidence record field 'pinned' must list at most {MAX_PINNED} paths"
         )
+    lines = {name: raw.get(name, []) for name in ("findings", "notes")}
+    for name, value in lines.items():
+        if (
+            not isinstance(value, list)
+            or len(value) > MAX_LINES
+            or not all(isinstance(line, str) and len(line) <= 4096 for line in value)
+        ):
+            raise Corrupt(
+                f"{source}: evidence record field {name!r} must list at most {MAX_LINES} lines"
+            )
+    if not isinstance(raw.get("runner", ""), str):
+        raise Corrupt(f"{source}: evidence record field 'runner' is mistyped")
     mac = raw.pop("mac", "")
     if not isinstance(mac, str):
         raise Corrupt(f"{source}: evidence record field 'mac' is mistyped")
@@ -217,6 +244,7 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
             )
         signed = True
     raw["pinned"] = tuple(pinned)
+    raw.update({name: tuple(value) for name, value in lines.items()})
     return EvidenceRecord(**raw, digest=digest, mac=mac, signed=signed)
 
 

@@ -6,7 +6,7 @@ A merge is allowed only when every acceptance row has a record that
   the gate's key (unless the gate runs ``--insecure-unsigned-evidence``) — a row the desk
   wrote itself, or a record hand-made to look like the gate's, never counts;
 - is for the review's current head commit and for the row's current command;
-- passed (exit 0, not timed out);
+- passed (exit 0, not timed out, and no finding from the runner's own result);
 - carries the declared environment: the fingerprint the desk recorded, and one that
   satisfies the brief's ``env`` declaration.
 
@@ -121,6 +121,8 @@ def counts(
 def describe(record: EvidenceRecord) -> str:
     if record.timed_out:
         return f"timeout after {record.seconds:g}s"
+    if record.findings and record.exit == 0:
+        return f"fail ({record.findings[0]})"
     return "pass" if record.passed else f"fail (exit {record.exit})"
 
 
@@ -207,6 +209,8 @@ def _current_verdict(
 ) -> tuple[Verdict, str]:
     """The verdict on a record for the head and the row's current command."""
     if not latest.passed:
+        if latest.findings:
+            return Verdict.FAILING, "; ".join(latest.findings)
         return Verdict.FAILING, describe(latest)
     mismatch = env_mismatch(latest, declared=claim.env_fingerprint, env=env)
     if mismatch:

@@ -207,6 +207,11 @@ def bwrap_argv(
         if not resolved.exists():
             raise BadInput(f"sandbox.read_only: {path} does not exist")
         args += ["--ro-bind", str(resolved), str(path)]
+    for path in spec.writable:
+        resolved = Path(os.path.realpath(path))
+        if not resolved.is_dir():
+            raise BadInput(f"sandbox.writable: {path} is not a folder")
+        args += ["--bind", str(resolved), str(path)]
     work = Path(os.path.realpath(cwd))
     args += ["--bind", str(work), str(work), "--chdir", str(work)]
     for name in PROTECTED:
