@@ -16,6 +16,7 @@ import pytest
 
 from assay.evidence.runner import (
     TAIL_BYTES,
+    gate_sandbox,
     row_argv,
     row_environment,
     run_row,
@@ -277,3 +278,17 @@ def test_an_interpreter_reached_through_a_symlinked_prefix_runs_in_the_sandbox(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "42"]
+
+
+def test_a_writable_folder_outside_the_tree_is_the_only_other_place_a_row_writes(
+    tmp_path: Path,
+) -> None:
+    tree, reports, elsewhere = tmp_path / "tree", tmp_path / "reports", tmp_path / "elsewhere"
+    for folder in (tree, reports, elsewhere):
+        folder.mkdir()
+    sandbox = gate_sandbox().with_writable(reports)
+    command = f"sh -c 'echo r > {reports}/r.json; echo e > {elsewhere}/e || true'"
+    result = run_row(command, cwd=tree, timeout_s=60, sandbox=sandbox)
+    assert result.exit == 0, result.output_tail
+    assert (reports / "r.json").read_text() == "r\n"
+    assert not (elsewhere / "e").exists()

@@ -56,12 +56,14 @@ def test_an_exit_at_import_runs_none_of_mains_tests(
 
 
 @pytest.mark.parametrize(
-    "calc", [NO_ASSERT_EQUAL, NO_ADD_FAILURE], ids=["assertEqual", "addFailure"]
+    "row, calc",
+    [(UNITTEST, NO_ASSERT_EQUAL), (UNITTEST, NO_ADD_FAILURE), (PYTEST, NO_ASSERT_EQUAL)],
+    ids=["assertEqual", "addFailure", "pytest-assertEqual"],
 )
 def test_a_patched_unittest_is_caught_by_the_tripwire(
-    tmp_path: Path, run_assay: AssayRunner, calc: str
+    tmp_path: Path, run_assay: AssayRunner, row: str, calc: str
 ) -> None:
-    scene = make_scene(tmp_path, brief(UNITTEST), FILES)
+    scene = make_scene(tmp_path, brief(row), FILES)
     head = scene.desk_commit({"calc.py": calc})
     scene.open_review(head)
     report = refused(scene, run_assay)

@@ -9,6 +9,7 @@ had without it.
 
 from __future__ import annotations
 
+import unittest
 from typing import Any
 
 import assay_gate_report as shared
@@ -23,7 +24,9 @@ class Tripwire(pytest.Item):
 
     def runtest(self) -> None:
         where = shared.take()
-        raise AssertionError(shared.tripwire_message(where[1] if where else ""))
+        # Through unittest's own assertion, as a unittest-style test would fail: a silenced
+        # ``assertEqual`` silences the tripwire too.
+        unittest.TestCase().assertEqual(shared.tripwire_message(where[1] if where else ""), "")
 
     def reportinfo(self) -> tuple[str, int, str]:
         return "assay-gate", 0, shared.TRIPWIRE
