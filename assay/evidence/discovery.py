@@ -95,21 +95,28 @@ class Acceptance:
     config: set[str] = field(default_factory=set)  # runner configuration, at every level
     collected: set[str] = field(default_factory=set)  # test files found by a runner's rules
     runners: set[str] = field(default_factory=set)  # "pytest", "unittest", "go", ...
-    _patterns: list[tuple[str, Callable[[str], bool]]] = field(default_factory=list)
+    _patterns: list[tuple[str, Callable[[str], bool], bool]] = field(default_factory=list)
 
-    def collect(self, folder: str, match: Callable[[str], bool]) -> None:
-        """Every file under ``folder`` (on main or the branch) whose name ``match``es."""
-        self._patterns.append((folder, match))
+    def collect(self, folder: str, match: Callable[[str], bool], *, config: bool = False) -> None:
+        """Every file under ``folder`` (on main or the branch) whose name ``match``es: tests,
+        or (``config``) configuration found on the way to them."""
+        self._patterns.append((folder, match, config))
+
+    def has_tests_on(self, main: Tree) -> bool:
+        """Whether main has any test this acceptance set names or collects."""
+        return bool((self.named | self.collected) & main.files) or any(
+            main.has_dir(d) for d in self.dirs
+        )
 
     def resolve(self, *trees: Tree) -> None:
         """Turn the discovery patterns into the files of ``trees`` they match."""
         for tree in trees:
-            for folder, match in self._patterns:
+            for folder, match, config in self._patterns:
                 for path in tree.under(folder):
                     if any(p.startswith(".") or p == "node_modules" for p in path.split("/")[:-1]):
                         continue  # the journal, a virtualenv, installed packages
                     if match(path[len(folder) + 1 :] if folder else path):
-                        self.collected.add(path)
+                        (self.config if config else self.collected).add(path)
 
 
 def _join(cwd: str, path: str) -> str | None:
@@ -341,7 +348,9 @@ class Discovery:
         chosen = pattern
         self.found.collect(folder, lambda rel: fnmatch.fnmatchcase(posixpath.basename(rel), chosen))
         self.found.config.add(_in(folder, "__init__.py"))
-        self.found.collect(folder, lambda rel: posixpath.basename(rel) == "__init__.py")
+        self.found.collect(
+            folder, lambda rel: posixpath.basename(rel) == "__init__.py", config=True
+        )
         if top is not None:
             top_folder = _join(cwd, top)
             if top_folder:
@@ -378,8 +387,12 @@ class Discovery:
             elif self.is_dir(path):
                 self._python_config(path)
                 self.found.collect(path, _file_match(files))
-                self.found.collect(path, lambda rel: posixpath.basename(rel) in PYTHON_CONFIG)
-                self.found.collect(path, lambda rel: posixpath.basename(rel) == "__init__.py")
+                self.found.collect(
+                    path, lambda rel: posixpath.basename(rel) in PYTHON_CONFIG, config=True
+                )
+                self.found.collect(
+                    path, lambda rel: posixpath.basename(rel) == "__init__.py", config=True
+                )
             elif path:
                 self.found.named.add(path)  # missing on both sides: listed as unpinned
 
@@ -591,8 +604,8 @@ def discover(
 
 def row_runners(
     command: str, *, main: Tree, branch: Tree, read: Callable[[str], str | None]
-) -> tuple[str, ...]:
-    """The runners one row starts (``make test`` running pytest: ``("make", "pytest")``)."""
-    discovery = Discovery(main, branch, read=read)
-    discovery.row(command)
-    return tuple(sorted(discovery.found.runners))
+) -> tuple[tuple[str, ...], bool]:
+    """The runners one row starts (``make test`` running pytest: ``("make", "pytest")``),
+    and whether main has any of the tests it would run (else main runs none there)."""
+    found = discover([command], main=main, branch=branch, read=read)
+    return tuple(sorted(found.runners)), found.has_tests_on(main)

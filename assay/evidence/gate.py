@@ -447,6 +447,8 @@ class _Checks:
         """Main's outcomes for ``row`` at the brief's base (run there once, then kept)."""
         if self.plan is None:
             return None
+        if not self.plan.main_has_tests(row.command):
+            return {}  # main has none of the row's tests: nothing to run there
         cached = self.baselines.get(self.plan.base, row.command)
         if cached is not None:
             return cached

@@ -73,11 +73,16 @@ class PinPlan:
     unpinned: tuple[str, ...] = ()  # files a row names that main does not have (the branch's)
     runners: tuple[str, ...] = ()  # the runners the rows start ("pytest", "unittest", ...)
     protect_nothing: bool = False  # the brief's ``protect: []``: the desk writes its own tests
-    row_runners: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (row command, its runners)
+    # (row command, the runners it starts, whether main has any test it runs)
+    row_runners: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
 
     def runners_of(self, command: str) -> tuple[str, ...]:
         """The runners ``command`` starts, as discovery found them."""
-        return dict(self.row_runners).get(command, ())
+        return next((r for c, r, _ in self.row_runners if c == command), ())
+
+    def main_has_tests(self, command: str) -> bool:
+        """Whether main at the base has any test ``command`` would run."""
+        return next((t for c, _, t in self.row_runners if c == command), True)
 
     @property
     def pinned(self) -> list[str]:
@@ -112,7 +117,7 @@ def plan_pins(
     """The pure part: which paths the rows see from main, given both listings (``read``
     gives main's text of a configuration file: a makefile's recipe, ``testpaths``)."""
     per_row = tuple(
-        (command, row_runners(command, main=main, branch=tree, read=read)) for command in commands
+        (command, *row_runners(command, main=main, branch=tree, read=read)) for command in commands
     )
     if protect is not None and not protect:
         return PinPlan(base=base, protect_nothing=True, row_runners=per_row)

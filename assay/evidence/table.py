@@ -50,6 +50,14 @@ def render_markdown(decision: MergeDecision) -> str:
     for problem in decision.problems:
         lines.append("")
         lines.append(f"- {_cell(problem)}")
+    findings = [
+        f"- row `{_cell(status.row)}`: {_cell(finding)}"
+        for status in decision.rows
+        if status.record is not None and status.verdict is Verdict.FAILING
+        for finding in status.record.findings
+    ]
+    if findings:
+        lines += ["", *findings]
     pinned = pinned_files(decision)
     if pinned:
         shown = ", ".join(f"`{_cell(p)}`" for p in pinned[:_PINNED_SHOWN])

@@ -258,3 +258,12 @@ def test_a_make_row_pins_what_the_targets_recipe_runs() -> None:
     assert checked.runners == ("make", "pytest")
     built = plan("make")
     assert built.pinned == ["Makefile"] and built.runners == ("make",)
+
+
+def test_main_is_measured_only_for_rows_whose_tests_it_has() -> None:
+    row = "python3 -m unittest -q tests.test_new"
+    branch = {"tests/__init__.py", "tests/test_new.py"}
+    written_by_the_desk = _plan([row], {"tests/__init__.py"}, branch)
+    assert not written_by_the_desk.main_has_tests(row)
+    assert written_by_the_desk.unpinned == ("tests/test_new.py",)
+    assert _plan([row], branch).main_has_tests(row)

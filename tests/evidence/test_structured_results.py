@@ -70,6 +70,7 @@ def test_a_patched_unittest_is_caught_by_the_tripwire(
     status = rows(report)["r0"]
     assert status["exit"] == 0 and status["verdict"] == "failing"
     assert "tripwire not reported: the runner's results cannot be trusted" in status["reason"]
+    assert "row `r0`: tripwire not reported" in scene.review()["body"]
 
 
 @pytest.mark.parametrize("row", [UNITTEST, PYTEST], ids=["unittest", "pytest"])
