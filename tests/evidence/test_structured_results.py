@@ -73,7 +73,9 @@ def test_a_patched_unittest_is_caught_by_the_tripwire(
     assert "row `r0`: tripwire not reported" in scene.review()["body"]
 
 
-@pytest.mark.parametrize("row", [UNITTEST, PYTEST], ids=["unittest", "pytest"])
+@pytest.mark.parametrize(
+    "row", [UNITTEST, PYTEST, f"{PYTEST} -n 2"], ids=["unittest", "pytest", "pytest-xdist"]
+)
 def test_the_right_code_passes_its_structured_check_and_the_tripwire_is_hidden(
     tmp_path: Path, run_assay: AssayRunner, row: str
 ) -> None:

@@ -32,10 +32,30 @@ class Tripwire(pytest.Item):
         return "assay-gate", 0, shared.TRIPWIRE
 
 
+_WORKER_KEY = "assay_gate_report"
+_worker = False
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    global _worker
+    workerinput = getattr(config, "workerinput", None)
+    if isinstance(workerinput, dict):  # a pytest-xdist worker: the controller reports
+        _worker = True
+        value = workerinput.get(_WORKER_KEY)
+        if isinstance(value, str):
+            shared.adopt(value)  # so the worker collects the tripwire like the rest
+        return
+    if shared.take() is not None:
+        shared.started("pytest")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: hand the report folder to each worker through its input, not its
+    environment."""
     where = shared.take()
     if where is not None:
-        shared.started("pytest")
+        node.workerinput[_WORKER_KEY] = "\n".join(where)
 
 
 @pytest.hookimpl(trylast=True)
@@ -73,7 +93,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: Any) -> None:
-    if shared.take() is None:
+    if _worker or shared.take() is None:
         return
     if _tripwire["outcome"] == "failed" and session.testsfailed > 0:
         session.testsfailed -= 1

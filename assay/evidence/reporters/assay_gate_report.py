@@ -28,6 +28,14 @@ def take() -> tuple[str, str] | None:
     return _taken
 
 
+def adopt(value: str) -> None:
+    """Take the report folder and nonce from ``value`` (a pytest-xdist worker's input)."""
+    global _taken
+    folder, _, nonce = value.partition("\n")
+    if folder and nonce:
+        _taken = (folder, nonce)
+
+
 def tripwire_message(nonce: str) -> str:
     return f"the gate's tripwire {nonce} fails on purpose"
 
