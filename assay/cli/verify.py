@@ -44,6 +44,8 @@ def _print_report(report: VerifyReport) -> None:
     if report.pins is not None and report.pins.unpinned:
         out.print(Text("named by a row but not on main (the branch's own): ", style="yellow"))
         out.print(Text(printable("  " + ", ".join(report.pins.unpinned)), style="dim"))
+    for line in report.notes:
+        out.print(Text(printable(f"  {line}"), style="yellow"))
     if report.env_problems:
         out.print(Text("environment differs from the declared one:", style="red"))
         for line in report.env_problems:

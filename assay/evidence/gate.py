@@ -28,12 +28,14 @@ from assay.errors import Busy, Corrupt, Failed
 from assay.evidence.anchors import ClaimAnchors, check_anchors, read_claim_anchors
 from assay.evidence.claimed import Claimed, claimed_from_entries, journal_anchors
 from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, fingerprint
-from assay.evidence.keys import GATE_STATE_ENV, gate_key, signing_key
+from assay.evidence.keys import GATE_STATE_ENV, gate_key, gate_state_dir, signing_key
 from assay.evidence.pinning import PinPlan, apply_pins, plan_for, safe_python_env
 from assay.evidence.records import EvidenceRecord
+from assay.evidence.results import Baselines, ReportFolder, judge, structured_runners
 from assay.evidence.reviews import next_version, reviews_ref
 from assay.evidence.rule import MergeDecision, decide
 from assay.evidence.runner import (
+    RowRun,
     gate_sandbox,
     row_environment,
     run_row,
@@ -86,6 +88,7 @@ class VerifyReport:
     review_updated: bool = False
     timings: dict[str, float] = field(default_factory=dict)
     pins: PinPlan | None = None
+    notes: list[str] = field(default_factory=list)  # what the review says about the pins
 
     @property
     def passed(self) -> bool:
@@ -107,6 +110,7 @@ class VerifyReport:
             "pinned": self.pins.pinned if self.pins else [],
             "pinned_from": self.pins.base if self.pins else None,
             "unpinned": list(self.pins.unpinned) if self.pins else [],
+            "notes": self.notes,
         }
 
 
@@ -273,6 +277,7 @@ def verify(
     with (
         CleanTree(forge, head, parent=workdir) as tree,
         tempfile.TemporaryDirectory(prefix="assay-site-", dir=workdir) as site,
+        tempfile.TemporaryDirectory(prefix="assay-reports-", dir=workdir) as reports,
     ):
         timings["checkout"] = time.monotonic() - started - timings["fetch"]
         at = _inspect_head(
@@ -288,6 +293,7 @@ def verify(
                 brief_id, head, at, verifier=verifier, sandboxed=sandbox.sandboxed
             ),
             key=key,
+            checks=_Checks(forge, at.plan, Path(reports), workdir=workdir),
             on_start=on_start,
             on_row=on_row,
         )
@@ -320,6 +326,7 @@ def verify(
         review_updated=updated,
         timings=timings,
         pins=at.plan,
+        notes=at.notes,
     )
 
 
@@ -342,6 +349,17 @@ class _AtHead:
     desk_fingerprint: dict[str, str] | None
     problems: list[str]
     plan: PinPlan | None
+    changed: list[str]  # "tests/test_calc.py: edited by the desk; main's version ran"
+
+    @property
+    def notes(self) -> list[str]:
+        """What the review says about the acceptance set at this head."""
+        if self.plan is not None and self.plan.protect_nothing:
+            return [
+                "protect: []: the desk writes its own tests; nothing was pinned from main",
+                *self.changed,
+            ]
+        return list(self.changed)
 
 
 def _inspect_head(
@@ -363,8 +381,8 @@ def _inspect_head(
         environ, fp = _gate_fingerprint(ctx, tree, sandbox)
     desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
     problems = _env_problems(ctx, fp, desk_fp)
-    plan = _pin_tree(forge, ctx, tree, head)
-    return _AtHead(journal, claimed, environ, fp, desk_fp, problems, plan)
+    plan, changed = _pin_tree(forge, ctx, tree, head)
+    return _AtHead(journal, claimed, environ, fp, desk_fp, problems, plan, changed)
 
 
 def _what_to_verify(
@@ -398,8 +416,11 @@ def _env_problems(ctx: _Context, fp: dict[str, str], desk_fp: dict[str, str] | N
     return problems
 
 
-def _pin_tree(forge: Forge, ctx: _Context, tree: Path, head: str) -> PinPlan | None:
-    """Pin the tree's protected files to main's (``assay.evidence.pinning``), if any apply."""
+def _pin_tree(
+    forge: Forge, ctx: _Context, tree: Path, head: str
+) -> tuple[PinPlan | None, list[str]]:
+    """Pin the tree's acceptance set to main's (``assay.evidence.pinning``), if any applies;
+    with one line per file of it the branch had changed."""
     plan = plan_for(
         forge,
         head=head,
@@ -407,9 +428,9 @@ def _pin_tree(forge: Forge, ctx: _Context, tree: Path, head: str) -> PinPlan | N
         commands=[row.command for row in ctx.rows],
         protect=ctx.protect,
     )
-    if plan is not None:
-        apply_pins(forge, tree, plan)
-    return plan
+    if plan is None:
+        return None, []
+    return plan, apply_pins(forge, tree, plan)
 
 
 def _record_template(
@@ -433,7 +454,43 @@ def _record_template(
         at="",
         pinned=tuple(at.plan.pinned) if at.plan is not None else (),
         sandboxed=sandboxed,
+        notes=tuple(at.notes),
     )
+
+
+class _Checks:
+    """The structured verdict of each row (``assay.evidence.results``): which runners it
+    reads, a fresh report folder per run, and main's outcomes at the base, measured once."""
+
+    def __init__(
+        self, forge: Forge, plan: PinPlan | None, root: Path, *, workdir: Path | None
+    ) -> None:
+        self.forge = forge
+        self.plan = plan
+        self.root = root
+        self.workdir = workdir
+        self.baselines = Baselines(gate_state_dir() / "baselines")
+
+    def runners(self, row: RowSpec) -> tuple[str, ...]:
+        return structured_runners(self.plan.runners_of(row.command)) if self.plan else ()
+
+    def baseline(
+        self, row: RowSpec, run: Callable[[Path, ReportFolder], object]
+    ) -> dict[str, str] | None:
+        """Main's outcomes for ``row`` at the brief's base (run there once, then kept)."""
+        if self.plan is None:
+            return None
+        if not self.plan.main_has_tests(row.command):
+            return {}  # main has none of the row's tests: nothing to run there
+        cached = self.baselines.get(self.plan.base, row.command)
+        if cached is not None:
+            return cached
+        folder = ReportFolder.make(self.root)
+        with CleanTree(self.forge, self.plan.base, parent=self.workdir) as base_tree:
+            run(base_tree, folder)
+        tests = folder.read().tests()
+        self.baselines.put(self.plan.base, row.command, tests)
+        return tests
 
 
 def _run_rows(
@@ -445,15 +502,17 @@ def _run_rows(
     sandbox: SandboxSpec,
     template: EvidenceRecord,
     key: bytes | None,
+    checks: _Checks,
     on_start: Callable[[RowSpec], None] | None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
 ) -> list[EvidenceRecord]:
     """Run each row in ``tree`` and make its (unsealed) record from ``template``.
 
-    ``site`` holds the gate's sitecustomize for the rows' Python (``safe_python_env``)."""
+    ``site`` holds the gate's sitecustomize and reporters for the rows' Python
+    (``safe_python_env``); each row the gate can read gets its own report folder."""
     environ = safe_python_env(environ, site)
-    # The rows' private /tmp hides the gate's sitecustomize unless it is bound in.
-    sandbox = sandbox.with_read_only(site)
+    # The rows' private /tmp hides the gate's folders unless they are bound in.
+    sandbox = sandbox.with_read_only(site).with_writable(checks.root)
     # Evidence is committed to the forge: scrub any secret a row found and printed.
     redactor = Redactor(
         [*withheld_values(), *secrets_from_env(()), *([key.decode()] if key else [])]
@@ -462,11 +521,30 @@ def _run_rows(
     for row in rows:
         if on_start is not None:
             on_start(row)
-        result = run_row(
-            row.command, cwd=tree, timeout_s=row.timeout_s, env=environ, sandbox=sandbox
-        )
+        runners = checks.runners(row)
+        folder = ReportFolder.make(checks.root) if runners else None
+
+        def run(where: Path, into: ReportFolder | None, row: RowSpec = row) -> RowRun:
+            env = environ if into is None else into.environ(environ)
+            return run_row(
+                row.command, cwd=where, timeout_s=row.timeout_s, env=env, sandbox=sandbox
+            )
+
+        result = run(tree, folder)
+        findings: list[str] = []
+        notes = list(template.notes)
+        if folder is not None:
+            baseline = checks.baseline(row, run)
+            findings = judge(
+                runners=runners, reports=folder.read(), exit=result.exit, baseline=baseline
+            )
+        else:
+            notes.append(f"{row.id}: unstructured: judged by its exit code alone")
         record = dataclasses.replace(
             template,
+            runner="+".join(runners),
+            findings=tuple(findings),
+            notes=tuple(notes),
             row=row.id,
             command=row.command,
             exit=result.exit,

@@ -1,43 +1,35 @@
-"""Acceptance files pinned to main, and Python that the work tree cannot shadow.
+"""The acceptance set pinned to main, and Python that the work tree cannot shadow.
 
 A desk must not pass its rows by changing what they run. Before the gate runs a brief's
 rows in the clean tree of the review's head, it restores from main *at the brief's base*
-(the merge base of the head and main):
-
-- every path a row names that main has (a file, or a whole directory, extra files removed);
-  a dotted module (``python -m unittest tests.test_x``) names ``tests/test_x.py`` and the
-  ``__init__.py`` of each package on the way;
-- the test configuration those rows read: ``conftest.py`` in the tree's root and in every
-  directory on the way to a named path, and ``pytest.ini``, ``pyproject.toml``,
-  ``setup.cfg``, ``tox.ini`` at the root;
-- the brief's own ``protect:`` globs.
-
-A pinned path main does not have is removed from the tree (a branch's own ``conftest.py``
-that skips everything does not survive), except a named file missing on main, which is the
-branch's own work and is reported as such. ``protect: []`` pins nothing.
+(the merge base of the head and main) the rows' acceptance set, as
+``assay.evidence.discovery`` finds it by each runner's own rules: the files a runner would
+collect, its configuration at every folder level, the paths a row names, and the brief's
+``protect:`` globs. A file of the set main has gets main's bytes; one only the branch has is
+removed, except a path a row names literally, which is the branch's own work and reported
+as ``unpinned``. ``apply_pins`` names every file the desk had changed there, for the review.
+``protect: []`` pins nothing (the desk writes its own tests, and the review says so).
 
 Python in every row runs with ``PYTHONSAFEPATH=1``: neither the working directory nor the
 script's directory is put *before* the standard library, so a branch ``unittest.py`` cannot
 stand in for the real one. A tiny ``sitecustomize`` appends them *after* it instead, so the
-project's own modules still import.
+project's own modules still import; it also starts the gate's unittest reporter
+(``assay.evidence.reporters``) in a ``python -m unittest`` process the gate reads.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import re
-import shlex
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from assay.evidence.discovery import Tree, discover, row_runners
+from assay.evidence.reporters import install as install_reporters
 from assay.forge import Forge
 
-CONFTEST = "conftest.py"
-ROOT_CONFIG = ("pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini")
 SAFE_PATH_ENV = "PYTHONSAFEPATH"
-_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 _SITE = """\
 # Written by the Assay gate: the row's tree goes after the standard library, never before.
 import os
@@ -48,6 +40,26 @@ _script = os.path.dirname(os.path.abspath(sys.argv[0])) if sys.argv and sys.argv
 for _entry in (_script, _here):
     if _entry and os.path.isdir(_entry) and _entry not in sys.path:
         sys.path.append(_entry)
+
+
+def _module():
+    # The module `python -m` runs, if this process is one (read before any code of the row).
+    words = list(getattr(sys, "orig_argv", [])[1:])
+    while words:
+        word = words.pop(0)
+        if word == "-m":
+            return words[0] if words else None
+        if word in ("-W", "-X", "-Q"):
+            words = words[1:]
+        elif not word.startswith("-") or word == "-c":
+            return None
+    return None
+
+
+if os.environ.get("ASSAY_GATE_REPORT") and _module() == "unittest":
+    import assay_gate_unittest
+
+    assay_gate_unittest.install()
 """
 
 
@@ -59,6 +71,18 @@ class PinPlan:
     restore: tuple[str, ...] = ()  # files main has, copied over the branch's
     remove: tuple[str, ...] = ()  # files the branch added where main has none
     unpinned: tuple[str, ...] = ()  # files a row names that main does not have (the branch's)
+    runners: tuple[str, ...] = ()  # the runners the rows start ("pytest", "unittest", ...)
+    protect_nothing: bool = False  # the brief's ``protect: []``: the desk writes its own tests
+    # (row command, the runners it starts, whether main has any test it runs)
+    row_runners: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
+
+    def runners_of(self, command: str) -> tuple[str, ...]:
+        """The runners ``command`` starts, as discovery found them."""
+        return next((r for c, r, _ in self.row_runners if c == command), ())
+
+    def main_has_tests(self, command: str) -> bool:
+        """Whether main at the base has any test ``command`` would run."""
+        return next((t for c, _, t in self.row_runners if c == command), True)
 
     @property
     def pinned(self) -> list[str]:
@@ -66,25 +90,12 @@ class PinPlan:
         return sorted({*self.restore, *self.remove})
 
 
-@dataclass
-class _Listing:
-    files: dict[str, str] = field(default_factory=dict)  # path -> mode
-
-    def has_dir(self, path: str) -> bool:
-        prefix = path.rstrip("/") + "/"
-        return any(name.startswith(prefix) for name in self.files)
-
-    def under(self, path: str) -> list[str]:
-        prefix = path.rstrip("/") + "/"
-        return [name for name in self.files if name.startswith(prefix)]
+def _listing(forge: Forge, commit: str) -> Tree:
+    return Tree(name for _mode, kind, name in forge.tree_entries(commit) if kind == "blob")
 
 
-def _listing(forge: Forge, commit: str) -> _Listing:
-    listing = _Listing()
-    for mode, kind, name in forge.tree_entries(commit):
-        if kind == "blob":
-            listing.files[name] = mode
-    return listing
+def _modes(forge: Forge, commit: str) -> dict[str, str]:
+    return {name: mode for mode, kind, name in forge.tree_entries(commit) if kind == "blob"}
 
 
 def brief_base(forge: Forge, head: str, main: str | None) -> str | None:
@@ -94,86 +105,27 @@ def brief_base(forge: Forge, head: str, main: str | None) -> str | None:
     return forge.merge_base(head, main) or main
 
 
-def _tokens(command: str) -> list[str]:
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError:
-        words = command.split()
-    tokens: list[str] = []
-    after_cd = False
-    for word in words:
-        if after_cd:  # `cd DIR` moves the row; DIR is where the code is, not a test
-            after_cd = False
-            continue
-        if word == "cd":
-            after_cd = True
-            continue
-        value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
-        value = value.split("::", 1)[0]  # a pytest node id names its file
-        while value.startswith("./"):
-            value = value[2:]
-        if value and not value.startswith(("-", "/")) and ".." not in PurePosixPath(value).parts:
-            tokens.append(value.rstrip("/"))
-    return tokens
-
-
-def _named(command: str, main: _Listing) -> tuple[set[str], set[str], set[str]]:
-    """(files to pin, directories to pin whole, named files main lacks) for one row."""
-    files: set[str] = set()
-    dirs: set[str] = set()
-    missing: set[str] = set()
-    for token in _tokens(command):
-        candidates = [token]
-        if _DOTTED.match(token):
-            parts = token.split(".")
-            candidates = [f"{'/'.join(parts)}.py", "/".join(parts)]
-            for depth in range(1, len(parts)):
-                files.add("/".join(parts[:depth]) + "/__init__.py")
-        for candidate in candidates:
-            if candidate in main.files:
-                files.add(candidate)
-            elif main.has_dir(candidate):
-                dirs.add(candidate)
-            elif "." in PurePosixPath(candidate).name and candidate == candidates[0]:
-                missing.add(candidate)
-    return files, dirs, missing
-
-
-def _conftests(paths: Iterable[str]) -> set[str]:
-    found = {CONFTEST}
-    for path in paths:
-        parents = PurePosixPath(path).parents
-        for parent in parents:
-            if str(parent) != ".":
-                found.add(f"{parent}/{CONFTEST}")
-        found.add(f"{path}/{CONFTEST}")
-    return found
-
-
 def plan_pins(
-    main: _Listing,
-    tree: _Listing,
+    main: Tree,
+    tree: Tree,
     *,
     base: str,
     commands: Sequence[str],
     protect: Sequence[str] | None,
+    read: Callable[[str], str | None] = lambda _path: None,
 ) -> PinPlan:
-    """The pure part: which paths the rows see from main, given both listings."""
+    """The pure part: which paths the rows see from main, given both listings (``read``
+    gives main's text of a configuration file: a makefile's recipe, ``testpaths``)."""
+    per_row = tuple(
+        (command, *row_runners(command, main=main, branch=tree, read=read)) for command in commands
+    )
     if protect is not None and not protect:
-        return PinPlan(base=base)
-    files: set[str] = set()
-    dirs: set[str] = set()
-    missing: set[str] = set()
-    for command in commands:
-        more_files, more_dirs, more_missing = _named(command, main)
-        files |= more_files
-        dirs |= more_dirs
-        missing |= more_missing
-    config = _conftests([*files, *dirs, *missing]) | set(ROOT_CONFIG)
-    restore = {p for p in files | config if p in main.files}
-    remove = {p for p in config if p not in main.files and p in tree.files}
-    remove |= {p for p in files if p not in main.files and p in tree.files and p.endswith(".py")}
-    for directory in dirs:
+        return PinPlan(base=base, protect_nothing=True, row_runners=per_row)
+    found = discover(commands, main=main, branch=tree, read=read)
+    wanted = found.named | found.config | found.collected
+    restore = {p for p in wanted if p in main.files}
+    remove = {p for p in (found.config | found.collected) - main.files if p in tree.files}
+    for directory in found.dirs:
         restore |= set(main.under(directory))
         remove |= {p for p in tree.under(directory) if p not in main.files}
     for pattern in protect or ():
@@ -183,7 +135,9 @@ def plan_pins(
         base=base,
         restore=tuple(sorted(restore)),
         remove=tuple(sorted(remove)),
-        unpinned=tuple(sorted(missing - restore)),
+        unpinned=tuple(sorted(found.named - restore - remove)),
+        runners=tuple(sorted(found.runners)),
+        row_runners=per_row,
     )
 
 
@@ -199,12 +153,21 @@ def plan_for(
     base = brief_base(forge, head, main)
     if base is None:
         return None
+    main_tree = _listing(forge, base)
+
+    def read(path: str) -> str | None:
+        if path not in main_tree.files:
+            return None
+        data = forge.read_blobs([(base, path)])[0]
+        return None if data is None else data.decode("utf-8", "replace")
+
     return plan_pins(
-        _listing(forge, base),
+        main_tree,
         _listing(forge, head),
         base=base,
         commands=commands,
         protect=protect,
+        read=read,
     )
 
 
@@ -224,28 +187,48 @@ def _clear_way(tree: Path, relative: str) -> Path:
     return final
 
 
-def apply_pins(forge: Forge, tree: Path, plan: PinPlan) -> None:
-    """Write main's bytes (and modes) of ``plan.restore`` and delete ``plan.remove``."""
-    listing = _listing(forge, plan.base) if plan.restore else _Listing()
+def apply_pins(forge: Forge, tree: Path, plan: PinPlan) -> list[str]:
+    """Write main's bytes (and modes) of ``plan.restore`` and delete ``plan.remove``; one
+    line per file the branch had changed there, for the review."""
+    modes = _modes(forge, plan.base) if plan.restore else {}
     blobs = forge.read_blobs([(plan.base, path) for path in plan.restore])
+    changed: list[str] = []
     for path, data in zip(plan.restore, blobs, strict=True):
         if data is None:
             continue
+        mode = modes.get(path, "100644")
+        was = _present(tree / path)
+        if was is None:
+            changed.append(f"{path}: deleted by the desk; main's version ran")
+        elif was != (mode, data):
+            changed.append(f"{path}: edited by the desk; main's version ran")
         final = _clear_way(tree, path)
-        mode = listing.files.get(path, "100644")
         if mode == "120000":
             final.symlink_to(data.decode("utf-8", "surrogateescape"))
             continue
         final.write_bytes(data)
         final.chmod(0o755 if mode == "100755" else 0o644)
     for path in plan.remove:
+        if _present(tree / path) is not None:
+            changed.append(f"{path}: added by the desk; removed before the rows ran")
         _clear_way(tree, path)
+    return sorted(changed)
+
+
+def _present(path: Path) -> tuple[str, bytes] | None:
+    """(git mode, bytes) of a checked-out file, None when there is none."""
+    if path.is_symlink():
+        return "120000", str(path.readlink()).encode("utf-8", "surrogateescape")
+    if not path.is_file():
+        return None
+    return ("100755" if path.stat().st_mode & 0o100 else "100644"), path.read_bytes()
 
 
 def safe_python_env(env: Mapping[str, str], site_dir: Path) -> dict[str, str]:
     """``env`` for rows: Python never puts the work tree before its standard library."""
     site_dir.mkdir(parents=True, exist_ok=True)
     (site_dir / "sitecustomize.py").write_text(_SITE)
+    install_reporters(site_dir)
     safe = dict(env)
     safe[SAFE_PATH_ENV] = "1"
     safe["PYTHONPATH"] = str(site_dir)  # the gate's own file only (rows never set it)

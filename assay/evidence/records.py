@@ -88,6 +88,9 @@ class EvidenceRecord:
     digest: str = ""
     mac: str = ""
     pinned: tuple[str, ...] = ()  # paths restored from main before the row ran (sorted)
+    runner: str = ""  # whose structured result was read ("pytest", "unittest"); "" unstructured
+    findings: tuple[str, ...] = ()  # why the runner's own result fails the row
+    notes: tuple[str, ...] = ()  # what the review must say: files the desk changed, protect: []
     # False: the row ran on the host (``--insecure-unsandboxed-rows``), which the record
     # says under its signature so that the merge can refuse it without the explicit flag.
     sandboxed: bool = True
@@ -97,7 +100,7 @@ class EvidenceRecord:
 
     @property
     def passed(self) -> bool:
-        return self.exit == 0 and not self.timed_out
+        return self.exit == 0 and not self.timed_out and not self.findings
 
     def body(self) -> dict[str, Any]:
         """The fields covered by ``digest`` (everything but ``digest``, ``mac``)."""
@@ -105,10 +108,13 @@ class EvidenceRecord:
         data["env_fingerprint"] = dict(self.env_fingerprint)
         for name in ("digest", "mac", "signed"):
             data.pop(name)
-        if self.pinned:  # absent when empty, so records from before pinning keep their digest
-            data["pinned"] = list(self.pinned)
-        else:
-            data.pop("pinned")
+        # Each optional field is absent when empty, so older records keep their digest.
+        for name in _OPTIONAL:
+            value = getattr(self, name)
+            if value:
+                data[name] = list(value) if isinstance(value, tuple) else value
+            else:
+                data.pop(name)
         if self.sandboxed:  # likewise: only an unsandboxed row's record carries the field
             data.pop("sandboxed")
         return data
@@ -119,6 +125,10 @@ class EvidenceRecord:
         if self.mac:
             data["mac"] = self.mac
         return data
+
+
+_OPTIONAL = ("pinned", "runner", "findings", "notes")
+MAX_LINES = 1000  # findings or notes in one record
 
 
 def canonical(data: Mapping[str, Any]) -> bytes:
@@ -141,7 +151,12 @@ def seal(record: EvidenceRecord, *, prev: str, key: bytes | None) -> EvidenceRec
     digest = _digest(body)
     mac = _mac(key, body, digest) if key else ""
     return EvidenceRecord(
-        **{**body, "pinned": tuple(body.get("pinned", ()))},
+        **{
+            **body,
+            "pinned": tuple(body.get("pinned", ())),
+            "findings": tuple(body.get("findings", ())),
+            "notes": tuple(body.get("notes", ())),
+        },
         digest=digest,
         mac=mac,
         signed=bool(key),
@@ -193,7 +208,7 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
         value = raw.get(name)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise Corrupt(f"{source}: evidence record field {name!r} is missing or mistyped")
-    unknown = set(raw) - set(_FIELDS) - {"mac", "pinned", "sandboxed"}
+    unknown = set(raw) - set(_FIELDS) - {"mac", "sandboxed", *_OPTIONAL}
     if unknown:
         raise Corrupt(f"{source}: evidence record has unknown fields {sorted(unknown)}")
     fp = raw["env_fingerprint"]
@@ -213,6 +228,18 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
             f"{source}: evidence record field 'sandboxed' must be false when present "
             "(a sandboxed row's record does not carry it)"
         )
+    lines = {name: raw.get(name, []) for name in ("findings", "notes")}
+    for name, value in lines.items():
+        if (
+            not isinstance(value, list)
+            or len(value) > MAX_LINES
+            or not all(isinstance(line, str) and len(line) <= 4096 for line in value)
+        ):
+            raise Corrupt(
+                f"{source}: evidence record field {name!r} must list at most {MAX_LINES} lines"
+            )
+    if not isinstance(raw.get("runner", ""), str):
+        raise Corrupt(f"{source}: evidence record field 'runner' is mistyped")
     mac = raw.pop("mac", "")
     if not isinstance(mac, str):
         raise Corrupt(f"{source}: evidence record field 'mac' is mistyped")
@@ -229,6 +256,7 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
             )
         signed = True
     raw["pinned"] = tuple(pinned)
+    raw.update({name: tuple(value) for name, value in lines.items()})
     return EvidenceRecord(**raw, digest=digest, mac=mac, signed=signed)
 
 

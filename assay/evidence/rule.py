@@ -6,7 +6,7 @@ A merge is allowed only when every acceptance row has a record that
   the gate's key (unless the gate runs ``--insecure-unsigned-evidence``) — a row the desk
   wrote itself, or a record hand-made to look like the gate's, never counts;
 - is for the review's current head commit and for the row's current command;
-- passed (exit 0, not timed out);
+- passed (exit 0, not timed out, and no finding from the runner's own result);
 - carries the declared environment: the fingerprint the desk recorded, and one that
   satisfies the brief's ``env`` declaration;
 - ran in the gate's sandbox, unless the merge explicitly accepts host runs
@@ -129,6 +129,8 @@ def counts(
 def describe(record: EvidenceRecord) -> str:
     if record.timed_out:
         said = f"timeout after {record.seconds:g}s"
+    elif record.findings and record.exit == 0:
+        said = f"fail ({record.findings[0]})"
     else:
         said = "pass" if record.passed else f"fail (exit {record.exit})"
     return said if record.sandboxed else f"{said}, unsandboxed"
@@ -251,6 +253,8 @@ def _current_verdict(
 ) -> tuple[Verdict, str]:
     """The verdict on a record for the head and the row's current command."""
     if not latest.passed:
+        if latest.findings:
+            return Verdict.FAILING, "; ".join(latest.findings)
         return Verdict.FAILING, describe(latest)
     mismatch = env_mismatch(latest, declared=claim.env_fingerprint, env=env)
     if mismatch:

@@ -50,12 +50,37 @@ def render_markdown(decision: MergeDecision) -> str:
     for problem in decision.problems:
         lines.append("")
         lines.append(f"- {_cell(problem)}")
+    findings = [
+        f"- row `{_cell(status.row)}`: {_cell(finding)}"
+        for status in decision.rows
+        if status.record is not None and status.verdict is Verdict.FAILING
+        for finding in status.record.findings
+    ]
+    if findings:
+        lines += ["", *findings]
     pinned = pinned_files(decision)
     if pinned:
         shown = ", ".join(f"`{_cell(p)}`" for p in pinned[:_PINNED_SHOWN])
         more = f" and {len(pinned) - _PINNED_SHOWN} more" if len(pinned) > _PINNED_SHOWN else ""
         lines += ["", f"Files the rows ran as main has them (pinned): {shown}{more}."]
+    notes = row_notes(decision)
+    if notes:
+        lines.append("")
+        lines += [f"- {_cell(note)}" for note in notes]
     return "\n".join(lines) + "\n"
+
+
+def row_notes(decision: MergeDecision) -> list[str]:
+    """What the current records ask the review to say (files the desk changed in the
+    acceptance set, ``protect: []``, rows judged by exit code alone), once each."""
+    found: list[str] = []
+    for status in decision.rows:
+        if status.record is None:
+            continue
+        for note in status.record.notes:
+            if note not in found:
+                found.append(note)
+    return found
 
 
 def pinned_files(decision: MergeDecision) -> list[str]:

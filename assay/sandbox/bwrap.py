@@ -143,6 +143,17 @@ def toolchain_paths(names: tuple[str, ...]) -> Iterator[Path]:
             yield Path(os.path.realpath(node)).parent.parent
 
 
+def _toolchain_links(names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(link, target) for an interpreter reached through a symlinked prefix (a worktree's
+    ``.venv`` pointing at another checkout's): the rows name it by the link's path."""
+    if "python" not in names:
+        return []
+    prefix = Path(sys.executable).parent.parent
+    if not prefix.is_symlink() or Path("/usr") in prefix.parents:
+        return []
+    return [(str(prefix), os.path.realpath(prefix))]
+
+
 def toolchain_path(names: tuple[str, ...], path: str) -> str:
     """``path`` with the declared toolchains' bin directories first, so ``python`` inside
     is the supervisor's interpreter (a venv, pyenv) rather than a shim that is not mounted."""
@@ -189,11 +200,25 @@ def bwrap_argv(
         args += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
     for path in _outside_system(toolchain_paths(toolchains)):
         args += ["--ro-bind-try", str(path), str(path)]
+    links = _toolchain_links(toolchains)
+    for link, target in links:
+        args += ["--symlink", target, link]
+
+    def inside(path: Path, resolved: Path) -> str:
+        # A path through a linked prefix is reached by the link: mount where it points.
+        linked = any(Path(link) == path or Path(link) in path.parents for link, _ in links)
+        return str(resolved) if linked else str(path)
+
     for path in spec.read_only:
         resolved = Path(os.path.realpath(path))
         if not resolved.exists():
             raise BadInput(f"sandbox.read_only: {path} does not exist")
-        args += ["--ro-bind", str(resolved), str(path)]
+        args += ["--ro-bind", str(resolved), inside(Path(path), resolved)]
+    for path in spec.writable:
+        resolved = Path(os.path.realpath(path))
+        if not resolved.is_dir():
+            raise BadInput(f"sandbox.writable: {path} is not a folder")
+        args += ["--bind", str(resolved), inside(Path(path), resolved)]
     work = Path(os.path.realpath(cwd))
     args += ["--bind", str(work), str(work), "--chdir", str(work)]
     for name in PROTECTED:

@@ -30,6 +30,7 @@ class SandboxSpec:
     isolation: Isolation = "on"
     read_only: tuple[Path, ...] = ()
     toolchains: tuple[str, ...] = ("python",)
+    writable: tuple[Path, ...] = ()  # folders besides the work tree (the gate's reports)
 
     def __post_init__(self) -> None:
         if self.network not in NETWORKS:
@@ -52,6 +53,17 @@ class SandboxSpec:
             isolation=self.isolation,
             read_only=(*self.read_only, *paths),
             toolchains=self.toolchains,
+            writable=self.writable,
+        )
+
+    def with_writable(self, *paths: Path) -> SandboxSpec:
+        """The same spec with more writable folders (the gate's report folder)."""
+        return SandboxSpec(
+            network=self.network,
+            isolation=self.isolation,
+            read_only=self.read_only,
+            toolchains=self.toolchains,
+            writable=(*self.writable, *paths),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -62,6 +74,7 @@ class SandboxSpec:
             "read_only": [str(p) for p in self.read_only],
             "toolchains": list(self.toolchains),
             "sandboxed": self.sandboxed,
+            **({"writable": [str(p) for p in self.writable]} if self.writable else {}),
         }
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from assay.evidence.runner import (
     TAIL_BYTES,
+    gate_sandbox,
     row_argv,
     row_environment,
     run_row,
@@ -220,7 +221,12 @@ def test_an_interrupted_or_killed_gate_takes_its_running_row_down_with_it(
     tmp_path: Path, how: signal.Signals
 ) -> None:
     row = _HOLDER + _READY + "wait"
+    # The probe sets the disposition it relies on: a suite started with SIGINT ignored (a
+    # background job of a non-interactive shell, `nohup ... &`) hands the ignore down, and
+    # an ignored SIGINT would never arrive.
     probe = (
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from pathlib import Path\n"
         "from assay.evidence.runner import run_row\n"
         f"run_row({row!r}, cwd=Path('.'), timeout_s=120)\n"
@@ -247,3 +253,42 @@ def test_an_interrupted_or_killed_gate_takes_its_running_row_down_with_it(
         assert "KeyboardInterrupt" in stderr
     # SIGKILL leaves the gate no last word: bwrap dies with it, and the namespace with bwrap.
     wait_until(lambda: lock_is_free(tmp_path / "child.lock"), timeout=30, what="the row's end")
+
+
+def test_an_interpreter_reached_through_a_symlinked_prefix_runs_in_the_sandbox(
+    tmp_path: Path,
+) -> None:
+    # A worktree's .venv is often a symlink to another checkout's: a row naming the gate's
+    # interpreter by that path must find it inside the sandbox too.
+    link = tmp_path / "linked-venv"
+    link.symlink_to(Path(sys.prefix).resolve())
+    python = link / "bin" / Path(sys.executable).name
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from assay.evidence.runner import run_row\n"
+        "r = run_row(sys.executable + ' -c \"print(42)\"', cwd=Path('.'), timeout_s=60)\n"
+        "print(r.exit, r.output_tail)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    work = tmp_path / "work"  # the row's tree is bound in: the link must be outside it
+    work.mkdir()
+    done = subprocess.run(
+        [str(python), "-c", probe], cwd=work, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "42"]
+
+
+def test_a_writable_folder_outside_the_tree_is_the_only_other_place_a_row_writes(
+    tmp_path: Path,
+) -> None:
+    tree, reports, elsewhere = tmp_path / "tree", tmp_path / "reports", tmp_path / "elsewhere"
+    for folder in (tree, reports, elsewhere):
+        folder.mkdir()
+    sandbox = gate_sandbox().with_writable(reports)
+    command = f"sh -c 'echo r > {reports}/r.json; echo e > {elsewhere}/e || true'"
+    result = run_row(command, cwd=tree, timeout_s=60, sandbox=sandbox)
+    assert result.exit == 0, result.output_tail
+    assert (reports / "r.json").read_text() == "r\n"
+    assert not (elsewhere / "e").exists()

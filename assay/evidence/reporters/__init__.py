@@ -1,0 +1,26 @@
+"""The gate's reporters: modules the rows' Python imports from the gate's own folder.
+
+They are copied out of this package into a gate-owned folder beside the gate's
+``sitecustomize`` (never into the tree under test) and write one JSON report per runner
+process into a folder whose random name the row learns only from its environment:
+
+- ``assay_gate_pytest``: a pytest plugin (``-p assay_gate_pytest`` in ``PYTEST_ADDOPTS``);
+- ``assay_gate_unittest``: wraps ``python -m unittest`` (installed by the sitecustomize).
+
+Each adds the gate's tripwire, a test known to fail with a random message, and reports it
+apart from the real tests; the exit status the runner would have without it is kept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPORT_ENV = "ASSAY_GATE_REPORT"
+MODULES = ("assay_gate_pytest.py", "assay_gate_unittest.py", "assay_gate_report.py")
+
+
+def install(folder: Path) -> None:
+    """Copy the reporter modules into ``folder`` (the gate's site folder)."""
+    here = Path(__file__).parent
+    for name in MODULES:
+        (folder / name).write_bytes((here / name).read_bytes())
