@@ -6,6 +6,7 @@ Every command's ``--json`` carries ``rest``: the REST calls this process made (`
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import click
 from assay.cli.options import forge_option, json_option, print_result
 from assay.console import err, fitted_table, out
 from assay.errors import BadInput
-from assay.github.init import init_repository
+from assay.github.init import MAIN_RULESET, init_repository
 
 
 def token_env_option(fn: Any) -> Any:
@@ -67,7 +68,14 @@ def init_command(directory: Path, force: bool, cli: str | None, as_json: bool) -
     """
     result = init_repository(directory, force=force, cli=cli)
     if as_json:
-        _emit({"target": str(directory), "files": result.rows(), "secrets": [_GATE_SECRET]})
+        _emit(
+            {
+                "target": str(directory),
+                "files": result.rows(),
+                "secrets": [_GATE_SECRET],
+                "ruleset": MAIN_RULESET,
+            }
+        )
         return
     rows = [(str(row["path"]), str(row["action"])) for row in result.rows()]
     out.print(fitted_table(("file", "action"), rows))
@@ -80,6 +88,15 @@ def init_command(directory: Path, force: bool, cli: str | None, as_json: bool) -
         f"`openssl rand -hex 32 | gh secret set {_GATE_SECRET}`",
         markup=False,
         highlight=False,
+    )
+    out.print(
+        "protect main with the gate's check (GitHub's rulesets API; --json prints the body):\n"
+        "gh api -X POST repos/OWNER/REPO/rulesets --input - <<'JSON'\n"
+        f"{json.dumps(MAIN_RULESET)}\n"
+        "JSON",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
 
 

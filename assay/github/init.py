@@ -22,6 +22,26 @@ from assay.errors import BadInput
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 _RENAMED = {"workflows": ".github/workflows"}
 CLI_DESKS = ("claude-code", "codex")  # templates/cli/<profile>.yaml, written with --cli
+# The ruleset a repository needs beside the workflows: main cannot be deleted or rewound,
+# and a pull request merges only with the gate's check green. (Rulesets do not cover
+# custom refs; the gate fails closed when one of them is deleted: docs/github.md.)
+MAIN_RULESET: dict[str, object] = {
+    "name": "assay: main needs the gate",
+    "target": "branch",
+    "enforcement": "active",
+    "conditions": {"ref_name": {"include": ["~DEFAULT_BRANCH"], "exclude": []}},
+    "rules": [
+        {"type": "deletion"},
+        {"type": "non_fast_forward"},
+        {
+            "type": "required_status_checks",
+            "parameters": {
+                "strict_required_status_checks_policy": False,
+                "required_status_checks": [{"context": "assay/evidence"}],
+            },
+        },
+    ],
+}
 
 
 @dataclass

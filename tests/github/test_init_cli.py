@@ -105,3 +105,20 @@ def test_the_model_keys_reach_only_the_desk_step() -> None:
     steps = workflow["jobs"]["desk"]["steps"]
     holding = [s["name"] for s in steps if "secrets.ANTHROPIC_API_KEY" in str(s.get("env", {}))]
     assert holding == ["Run the desk once"]
+
+
+def test_init_prints_the_ruleset_that_makes_main_need_the_gate(
+    tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    done = run_assay("init", str(tmp_path / "repo"), "--json")
+    assert done.returncode == 0, done.stderr
+    ruleset = json.loads(done.stdout)["ruleset"]
+    assert ruleset["target"] == "branch" and ruleset["enforcement"] == "active"
+    assert ruleset["conditions"]["ref_name"]["include"] == ["~DEFAULT_BRANCH"]
+    kinds = {rule["type"]: rule for rule in ruleset["rules"]}
+    assert {"deletion", "non_fast_forward", "required_status_checks"} <= set(kinds)
+    checks = kinds["required_status_checks"]["parameters"]["required_status_checks"]
+    assert checks == [{"context": "assay/evidence"}]
+    shown = run_assay("init", str(tmp_path / "other"))
+    assert "gh api -X POST repos/OWNER/REPO/rulesets --input - <<'JSON'\n" in shown.stdout
+    assert json.loads(shown.stdout.split("<<'JSON'\n")[1].split("\nJSON")[0]) == ruleset
