@@ -28,6 +28,7 @@ PLUMBING_ALLOWED = {
     "RetryPolicy",
     "TransportError",
     "local_disk",
+    "no_space_error",  # an OSError read as NoSpace: no git
     "without_git_vars",
     "changed_files",
     "checkout_detached",

@@ -145,6 +145,9 @@ def test_the_gate_signs_and_its_records_merge(tmp_path: Path, run_assay: AssayRu
     assert run_assay("verify", BRIEF, "--forge", str(scene.forge)).returncode == 0
     record = json.loads(scene.git_show(f"refs/assay/evidence/{BRIEF}"))
     assert record["mac"].startswith("hmac-sha256:")
-    done = run_assay("merge", BRIEF, "--forge", str(scene.forge))
+    before = scene.main_sha()
+    done = run_assay("merge", BRIEF, "--forge", str(scene.forge), "--json")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert scene.main_sha() == head
+    merged = json.loads(done.stdout)
+    assert merged["decision"]["head_sha"] == head and merged["main_before"] == before
+    assert scene.main_sha() == merged["main_after"] != before
