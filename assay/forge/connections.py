@@ -166,6 +166,10 @@ class Pool:
             sock, address = item
             try:
                 self.handle(sock, address)
+            except (ConnectionError, TimeoutError):
+                # The client went away (a desk killed mid-request) or went quiet past the
+                # timeout: an ordinary end of a connection, counted, not a failure to log.
+                self.on_drop()
             except Exception:  # one connection's failure must not take a worker down
                 LOG.exception("forge serve: a connection from %s failed", address)
             finally:

@@ -229,3 +229,36 @@ def test_past_max_waiting_the_oldest_silent_connection_goes_first(
         pool.close()
         listener.close()
         loop.join(10)
+
+
+@pytest.mark.parametrize("gone", [BrokenPipeError, ConnectionResetError, TimeoutError])
+def test_a_client_gone_mid_answer_is_a_drop_not_a_failure(
+    caplog: pytest.LogCaptureFixture, gone: type[OSError]
+) -> None:
+    """A handler that meets a closed or silent client (a desk SIGKILLed mid-transfer) ends
+    that connection as a drop: counted, no traceback logged, and the worker serves on."""
+    drops: list[int] = []
+    served = threading.Event()
+
+    def handle(sock: socket.socket, address: object) -> None:
+        if sock.recv(16) == b"first":
+            raise gone(32, "the client went away")
+        served.set()
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    pool = connections.Pool(listener, handle, workers=1, on_drop=lambda: drops.append(1))
+    thread = threading.Thread(target=pool.serve_forever)
+    thread.start()
+    try:
+        for message in (b"first", b"second"):
+            with socket.create_connection(listener.getsockname()) as client:
+                client.sendall(message)
+            if message == b"first":
+                wait_until(lambda: drops, what="the drop counted")
+        assert served.wait(20), "the one worker did not serve the next client"
+    finally:
+        pool.shutdown()
+        thread.join(20)
+        pool.close()
+        listener.close()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
