@@ -17,13 +17,13 @@ import fcntl
 import hashlib
 import os
 from pathlib import Path
-from types import TracebackType
 
+from assay.closing import Closing
 from assay.errors import Busy, Unavailable
 
 
-class HolderLock:
-    """The lock of one holder token under ``directory``; a context manager."""
+class HolderLock(Closing):
+    """The lock of one holder token under ``directory``, held until ``close()``."""
 
     def __init__(self, directory: Path, holder: str) -> None:
         digest = hashlib.sha256(holder.encode()).hexdigest()[:32]
@@ -31,8 +31,15 @@ class HolderLock:
         self.holder = holder
         self._fd: int | None = None
 
-    def acquire(self) -> None:
-        """Take the lock; ``Busy`` naming the pid when a live process holds it."""
+    @classmethod
+    def take(cls, directory: Path, holder: str) -> HolderLock:
+        """The lock of ``holder``, taken; ``Busy`` naming the pid when a live process
+        holds it."""
+        lock = cls(directory, holder)
+        lock._acquire()
+        return lock
+
+    def _acquire(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -56,20 +63,9 @@ class HolderLock:
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
 
-    def release(self) -> None:
+    def close(self) -> None:
+        """Release the lock (closing the file is what releases a ``flock``)."""
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
-
-    def __enter__(self) -> HolderLock:
-        self.acquire()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.release()

@@ -217,7 +217,7 @@ class DeskLoop:
             from assay.desks.kinds.cli import check_installed
 
             check_installed(self.desk)
-        with HolderLock(self.forge.state_dir, self.holder):
+        with HolderLock.take(self.forge.state_dir, self.holder):
             self._holder_locked = True
             try:
                 return self._run(once=once, only=only)
