@@ -13,7 +13,10 @@ from __future__ import annotations
 import unittest
 from typing import Any
 
-import assay_gate_report as shared
+try:  # on the rows' import path, from the gate's own folder (how the gate loads it)
+    import assay_gate_report as shared
+except ModuleNotFoundError:  # imported as a module of the package (a walk of assay/)
+    from assay.evidence.reporters import assay_gate_report as shared
 
 
 class Tripwire(unittest.TestCase):
