@@ -214,30 +214,16 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
     fp = raw["env_fingerprint"]
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in fp.items()):
         raise Corrupt(f"{source}: evidence record field 'env_fingerprint' must map str to str")
-    pinned = raw.get("pinned", [])
-    if (
-        not isinstance(pinned, list)
-        or len(pinned) > MAX_PINNED
-        or not all(isinstance(p, str) and len(p) <= 4096 for p in pinned)
-    ):
-        raise Corrupt(
-            f"{source}: evidence record field 'pinned' must list at most {MAX_PINNED} paths"
-        )
+    lists = {
+        "pinned": _strings(raw, "pinned", most=MAX_PINNED, unit="paths", source=source),
+        "findings": _strings(raw, "findings", most=MAX_LINES, unit="lines", source=source),
+        "notes": _strings(raw, "notes", most=MAX_LINES, unit="lines", source=source),
+    }
     if raw.get("sandboxed", False) is not False:
         raise Corrupt(
             f"{source}: evidence record field 'sandboxed' must be false when present "
             "(a sandboxed row's record does not carry it)"
         )
-    lines = {name: raw.get(name, []) for name in ("findings", "notes")}
-    for name, value in lines.items():
-        if (
-            not isinstance(value, list)
-            or len(value) > MAX_LINES
-            or not all(isinstance(line, str) and len(line) <= 4096 for line in value)
-        ):
-            raise Corrupt(
-                f"{source}: evidence record field {name!r} must list at most {MAX_LINES} lines"
-            )
     if not isinstance(raw.get("runner", ""), str):
         raise Corrupt(f"{source}: evidence record field 'runner' is mistyped")
     mac = raw.pop("mac", "")
@@ -255,9 +241,23 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
                 f"{source}: evidence record for row {raw['row']!r} fails its gate signature"
             )
         signed = True
-    raw["pinned"] = tuple(pinned)
-    raw.update({name: tuple(value) for name, value in lines.items()})
+    raw.update(lists)
     return EvidenceRecord(**raw, digest=digest, mac=mac, signed=signed)
+
+
+def _strings(
+    raw: Mapping[str, Any], name: str, *, most: int, unit: str, source: str
+) -> tuple[str, ...]:
+    """The optional list field ``name`` (absent: empty): at most ``most`` strings of at most
+    4,096 characters each, else ``Corrupt`` naming the field."""
+    value = raw.get(name, [])
+    if (
+        not isinstance(value, list)
+        or len(value) > most
+        or not all(isinstance(item, str) and len(item) <= 4096 for item in value)
+    ):
+        raise Corrupt(f"{source}: evidence record field {name!r} must list at most {most} {unit}")
+    return tuple(value)
 
 
 def check_chain(records: Sequence[EvidenceRecord], *, source: str) -> None:
