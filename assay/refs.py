@@ -26,6 +26,7 @@ SWEEPS = ASSAY + "sweeps/"
 SWEEP_LOG = SWEEPS + "log"
 ORPHAN_LOG = SWEEPS + "orphans"
 GITHUB = ASSAY + "github/"
+CONFIG = ASSAY + "config"  # the forge's settings record (the gate's public key): admin only
 RUNS = ASSAY + "runs/"  # refs/assay/runs/<brief>/<attempt>: a merged run's branch, kept
 # Where ``assay github events`` has read GitHub's comments up to (one repository-wide record).
 GITHUB_EVENTS_CURSOR = ASSAY + "github-events/cursor"

@@ -111,18 +111,6 @@ def _review(snapshot: ForgeSnapshot, brief: str) -> str:
     return refs.REVIEWS + brief + (f" ({state})" if state else "")
 
 
-def gate_key_known() -> bool:
-    """Whether the gate's key is at hand to check signatures (as the gate's merge rule:
-    unsigned records never count; without the key a signature is seen, not checked)."""
-    from assay.errors import AssayError
-    from assay.evidence.records import gate_key
-
-    try:
-        return gate_key() is not None
-    except AssayError:  # an unreadable key file: signatures are seen, not checked
-        return False
-
-
 def board_from_snapshot(
     snapshot: ForgeSnapshot,
     *,
@@ -131,7 +119,7 @@ def board_from_snapshot(
 ) -> BoardState:
     """The board of ``snapshot``, as of ``now`` or else the latest instant the forge records."""
     as_of = now or snapshot.latest_instant() or _EPOCH
-    key_known = gate_key_known()
+    key_known = bool(snapshot.evidence_key)
     ids = sorted(set(snapshot.briefs) | set(snapshot.claims) | set(snapshot.invalid))
     return BoardState(
         forge=snapshot.url,
@@ -174,7 +162,7 @@ def state_of(
     """The state of ``brief_id`` in ``snapshot``: what its board row, ``assay status`` and
     the honest-status sweeper all say (``evidence``: its column, when already judged)."""
     if evidence is None:
-        evidence = _evidence(snapshot, brief_id, key_known=gate_key_known())
+        evidence = _evidence(snapshot, brief_id, key_known=bool(snapshot.evidence_key))
     return brief_state(
         snapshot.claims.get(brief_id),
         snapshot.journals.get(brief_id),

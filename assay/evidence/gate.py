@@ -28,7 +28,7 @@ from assay.errors import Busy, Corrupt, Failed
 from assay.evidence.anchors import ClaimAnchors, check_anchors, read_claim_anchors
 from assay.evidence.claimed import Claimed, claimed_from_entries, journal_anchors
 from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, fingerprint
-from assay.evidence.keys import GATE_STATE_ENV, gate_key, gate_state_dir, signing_key
+from assay.evidence.keys import GateKey, PublicKey, gate_state_dir, signing_key
 from assay.evidence.pinning import PinPlan, apply_pins, plan_for, safe_python_env
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.results import Baselines, ReportFolder, judge, structured_runners
@@ -59,6 +59,7 @@ from assay.evidence.source import (
 from assay.evidence.spec import EnvDecl, RowSpec, env_decl, protect_globs, row_specs
 from assay.evidence.store import EvidenceLog, append_records, default_verifier, read_log
 from assay.evidence.table import render_markdown, with_table
+from assay.evidence.trust import gate_trust, merge_key, reader_key, refuse_other_signers
 from assay.forge import Forge
 from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import GitError, RefUpdate
@@ -165,7 +166,7 @@ class _Context:
     title: str = ""  # the brief's title: the squash commit's subject
 
 
-def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
+def _context(forge: Forge, brief_id: str, key: PublicKey | None) -> _Context:
     view = fetch_view(forge, brief_id)
     brief = load_brief(forge, view.main, brief_id)
     source = brief.source or f"briefs/{brief_id}.md"
@@ -208,7 +209,7 @@ def _decision(
     records: Sequence[EvidenceRecord],
     head: str,
     claimed: Claimed,
-    key: bytes | None,
+    key: PublicKey | None,
     *,
     insecure: bool = False,
     allow_unsandboxed: bool = False,
@@ -255,7 +256,7 @@ def verify(
     *,
     sha: str | None = None,
     verifier: str | None = None,
-    key: bytes | None = None,
+    key: GateKey | None = None,
     insecure: bool = False,
     unsandboxed: bool = False,
     workdir: Path | None = None,
@@ -268,10 +269,14 @@ def verify(
     the host, for a machine without bubblewrap that accepts the risk."""
     shield_gate_process()
     key = signing_key(key=key, insecure=insecure)
+    trust = gate_trust(forge, key) if key is not None else None
+    trusted = trust.key if trust is not None else None
     verifier = verifier or default_verifier()
     timings: dict[str, float] = {}
     started = time.monotonic()
-    ctx, head = _what_to_verify(forge, brief_id, sha, key)
+    ctx, head = _what_to_verify(forge, brief_id, sha, trusted)
+    if trust is not None:
+        refuse_other_signers(ctx.log.records, trust, brief=brief_id)
     timings["fetch"] = time.monotonic() - started
     sandbox = gate_sandbox(unsandboxed=unsandboxed)
     with (
@@ -307,7 +312,7 @@ def verify(
         log.records,
         head,
         at.claimed,
-        key,
+        trusted,
         insecure=insecure,
         allow_unsandboxed=unsandboxed,
         rows_only=True,
@@ -386,7 +391,7 @@ def _inspect_head(
 
 
 def _what_to_verify(
-    forge: Forge, brief_id: str, sha: str | None, key: bytes | None
+    forge: Forge, brief_id: str, sha: str | None, key: PublicKey | None
 ) -> tuple[_Context, str]:
     """The brief's context and the commit to verify: ``sha`` when given, else the review's
     head; ``Failed`` when there is none or it is not on the forge."""
@@ -403,8 +408,7 @@ def _gate_fingerprint(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The rows' environment and the fingerprint the gate takes in ``tree`` of what a row
     started in ``sandbox`` really gets (its ``PATH`` as the sandbox sets it)."""
-    environ = row_environment()
-    environ.pop(GATE_STATE_ENV, None)  # where the key lives is none of a row's business
+    environ = row_environment()  # never where the gate's key or the desks' state live
     return environ, fingerprint(ctx.env, tree, run_env=process_environment(sandbox, environ))
 
 
@@ -501,7 +505,7 @@ def _run_rows(
     environ: dict[str, str],
     sandbox: SandboxSpec,
     template: EvidenceRecord,
-    key: bytes | None,
+    key: GateKey | None,
     checks: _Checks,
     on_start: Callable[[RowSpec], None] | None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
@@ -514,9 +518,7 @@ def _run_rows(
     # The rows' private /tmp hides the gate's folders unless they are bound in.
     sandbox = sandbox.with_read_only(site).with_writable(checks.root)
     # Evidence is committed to the forge: scrub any secret a row found and printed.
-    redactor = Redactor(
-        [*withheld_values(), *secrets_from_env(()), *([key.decode()] if key else [])]
-    )
+    redactor = Redactor([*withheld_values(), *secrets_from_env(()), *([key.text] if key else [])])
     ran: list[EvidenceRecord] = []
     for row in rows:
         if on_start is not None:
@@ -611,17 +613,18 @@ def merge_decision(
     forge: Forge,
     brief_id: str,
     *,
-    key: bytes | None = None,
+    key: PublicKey | None = None,
     insecure: bool = False,
     allow_unsandboxed: bool = False,
 ) -> MergeDecision:
     """The merge rule at the review's current head, after every integrity check.
 
-    Without the gate's key at hand (a desk or a sync showing the table), a record's
+    ``key`` defaults to the key the forge vouches for (``assay.evidence.trust``); with none
+    at hand (a desk or a sync showing the table on a forge that records no key), a record's
     signature is seen but not checked; ``merge`` itself always checks it.
     """
     if key is None and not insecure:
-        key = gate_key()
+        key = reader_key(forge)
     return _judge(forge, brief_id, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed)[
         1
     ]
@@ -631,7 +634,7 @@ def _judge(
     forge: Forge,
     brief_id: str,
     *,
-    key: bytes | None,
+    key: PublicKey | None,
     insecure: bool = False,
     allow_unsandboxed: bool = False,
 ) -> tuple[_Context, MergeDecision]:
@@ -661,7 +664,7 @@ def _judge(
     return ctx, decision
 
 
-def review_table(forge: Forge, brief_id: str, *, key: bytes | None = None) -> str:
+def review_table(forge: Forge, brief_id: str, *, key: PublicKey | None = None) -> str:
     """The claimed-versus-verified Markdown for a review body, as things stand now.
 
     For the desk to call whenever it rewrites the review (its side changed): pass the
@@ -733,7 +736,7 @@ def merge(
     forge: Forge,
     brief_id: str,
     *,
-    key: bytes | None = None,
+    key: GateKey | None = None,
     insecure: bool = False,
     ff_only: bool = False,
     allow_unsandboxed: bool = False,
@@ -742,11 +745,12 @@ def merge(
     it, keeping the run's branch under its run ref; else ``MergeRefused``.
 
     ``allow_unsandboxed`` (``--allow-unsandboxed-evidence``) accepts rows the gate ran on
-    the host; without it their records block the merge."""
-    key = signing_key(key=key, insecure=insecure)
+    the host; without it their records block the merge. Signatures are checked with the
+    key the forge vouches for (no private key needed), else with this gate's own."""
+    trusted = merge_key(forge, key, insecure=insecure)
     for _attempt in range(_MERGE_ATTEMPTS):
         ctx, decision = _judge(
-            forge, brief_id, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed
+            forge, brief_id, key=trusted, insecure=insecure, allow_unsandboxed=allow_unsandboxed
         )
         if not decision.allowed:
             raise MergeRefused(decision)

@@ -132,6 +132,10 @@ class Forge(Closing):
     """
 
     kind: str = "git"
+    # Whether only the forge's admin can move refs outside refs/heads/ (the embedded forge's
+    # push rule); False where any writer may (GitHub: rulesets do not cover refs/assay/), so
+    # no record there is read as a trust anchor (assay.forge.settings).
+    protects_custom_refs: bool = True
 
     def __init__(
         self,

@@ -47,7 +47,7 @@ DELETES: Mapping[str, tuple[str, ...]] = {
     "sweeper": (refs.STATUS, refs.SWEEPS),
 }
 # Refs only admin deletes or moves other than forward.
-_GUARDED = (refs.CLAIMS, refs.EVIDENCE, refs.MAIN)
+_GUARDED = (refs.CLAIMS, refs.EVIDENCE, refs.MAIN, refs.CONFIG)
 
 
 @dataclass(frozen=True)

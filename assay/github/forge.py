@@ -23,6 +23,7 @@ class GitHubForge(Forge):
     """A GitHub repository as a forge: ``Forge`` over its git endpoint + ``api``."""
 
     kind = "github"
+    protects_custom_refs = False  # any job with contents: write moves refs/assay/*
 
     def __init__(
         self,
