@@ -10,12 +10,13 @@ import click
 from assay.cli.options import json_option, serve_options, serve_until_stopped
 from assay.console import err, out, print_json
 from assay.errors import BadInput
+from assay.evidence.holdout import HoldoutPublicKey
 from assay.evidence.keys import PublicKey, create_key, gate_key
+from assay.evidence.trust import record_gate
 from assay.forge import open_forge, principals
 from assay.forge.connections import IDLE_TIMEOUT_S, MAX_CONNECTIONS
 from assay.forge.embedded import init_forge, is_forge
 from assay.forge.serve import ForgeServer
-from assay.forge.settings import record_gate_key
 
 
 @click.group("forge")
@@ -64,7 +65,7 @@ def _record_gate_key(forge: Path, *, replace: bool) -> tuple[Path, PublicKey]:
     gate = gate_key()
     assert gate is not None  # create_key made the file gate_key reads (or an env key won)
     with open_forge(str(forge)) as local:
-        record_gate_key(local, gate.public, replace=replace)
+        record_gate(local, gate, replace=replace)
     return key_file, gate.public
 
 
@@ -85,15 +86,14 @@ def gate_key_command(path: Path | None, replace: bool, as_json: bool) -> None:
     ~/.local/state/assay-gate): on GitHub, store that file's one line as the repository
     secret ASSAY_EVIDENCE_KEY and the public key as the variable ASSAY_GATE_PUBLIC_KEY.
     """
+    if path is not None and not is_forge(path):
+        raise BadInput(f"{path}: not a local embedded forge (assay forge init makes one)")
+    key_file = create_key()
+    gate = gate_key()
+    assert gate is not None  # create_key made the file gate_key reads (or an env key won)
     if path is not None:
-        if not is_forge(path):
-            raise BadInput(f"{path}: not a local embedded forge (assay forge init makes one)")
-        key_file, public = _record_gate_key(path.resolve(), replace=replace)
-    else:
-        key_file = create_key()
-        gate = gate_key()
-        assert gate is not None
-        public = gate.public
+        _record_gate_key(path.resolve(), replace=replace)
+    public, holdout = gate.public, HoldoutPublicKey.of(gate)
     if as_json:
         print_json(
             {
@@ -102,6 +102,7 @@ def gate_key_command(path: Path | None, replace: bool, as_json: bool) -> None:
                 "gate_key": str(key_file),
                 "public_key": public.text,
                 "fingerprint": public.fingerprint,
+                "holdout_public_key": holdout.text,
                 "recorded": str(path) if path is not None else None,
             }
         )

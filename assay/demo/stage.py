@@ -60,9 +60,9 @@ from assay.demo.material import (
 from assay.desks.records.review import read_review
 from assay.errors import Failed
 from assay.evidence.keys import GATE_STATE_ENV, create_key, read_key_file
+from assay.evidence.trust import record_gate
 from assay.forge import Forge, ForgeServer, init_forge, open_forge
 from assay.forge.embedded import ref_tips
-from assay.forge.settings import record_gate_key
 from assay.journal.reader import segment_files
 from assay.sweep.engine import run_sweep
 from assay.sweep.policy import load_policies
@@ -178,7 +178,7 @@ class Stage:
         gate = self._gate_state()
         create_key(gate)  # as `assay forge init` does, and its public half recorded
         with open_forge(str(forge_path), cache_dir=self.directory / "state" / "seed") as local:
-            record_gate_key(local, read_key_file(gate).public)
+            record_gate(local, read_key_file(gate))
             seed_forge(local, material)
         self.model = real_model()
         from assay.sandbox import sandbox_available

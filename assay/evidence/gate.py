@@ -28,6 +28,9 @@ from assay.errors import Busy, Corrupt, Failed
 from assay.evidence.anchors import ClaimAnchors, check_anchors, read_claim_anchors
 from assay.evidence.claimed import Claimed, claimed_from_entries, journal_anchors
 from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, fingerprint
+from assay.evidence.holdout import SealedRow, place_files, sealed_record
+from assay.evidence.holdout import open_rows as open_holdout
+from assay.evidence.holdout import read_rows as read_holdout
 from assay.evidence.keys import GateKey, PublicKey, gate_state_dir, signing_key
 from assay.evidence.pinning import PinPlan, apply_pins, plan_for, safe_python_env
 from assay.evidence.records import EvidenceRecord
@@ -63,7 +66,7 @@ from assay.evidence.trust import gate_trust, merge_key, reader_key, refuse_other
 from assay.forge import Forge
 from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import GitError, RefUpdate
-from assay.refs import run_ref
+from assay.refs import holdout_ref, run_ref
 from assay.runtime.types import Event
 from assay.sandbox import SandboxSpec
 from assay.sandbox.environ import process_environment
@@ -164,6 +167,12 @@ class _Context:
     protect: tuple[str, ...] | None = None
     approval: list[Event] | None = None  # the brief's events when it needs approval
     title: str = ""  # the brief's title: the squash commit's subject
+    holdout: list[SealedRow] = field(default_factory=list)  # rows the desk never sees
+
+    @property
+    def all_rows(self) -> list[RowSpec]:
+        """The brief's rows and its holdout rows, as the merge rule judges them."""
+        return [*self.rows, *(row.spec() for row in self.holdout)]
 
 
 def _context(forge: Forge, brief_id: str, key: PublicKey | None) -> _Context:
@@ -187,7 +196,13 @@ def _context(forge: Forge, brief_id: str, key: PublicKey | None) -> _Context:
             if brief.needs_approval
             else None
         ),
+        holdout=read_holdout(forge, brief_id, known=_known(holdout_ref(brief_id), view.holdout)),
     )
+
+
+def _known(ref: str, tip: str | None) -> dict[str, str]:
+    """A fetch's answer for one ref (empty: the ref was absent)."""
+    return {ref: tip} if tip else {}
 
 
 def _check_journal(
@@ -219,7 +234,7 @@ def _decision(
     brief-level conditions only a merge checks (its approval), as the review's state."""
     return decide(
         brief=ctx.view.brief,
-        rows=ctx.rows,
+        rows=ctx.all_rows,
         records=records,
         head_sha=head,
         env=ctx.env,
@@ -302,6 +317,20 @@ def verify(
             on_start=on_start,
             on_row=on_row,
         )
+        if ctx.holdout:
+            ran += _run_holdout(
+                ctx,
+                tree=tree,
+                site=Path(site),
+                environ=at.environ,
+                sandbox=sandbox,
+                template=_record_template(
+                    brief_id, head, at, verifier=verifier, sandboxed=sandbox.sandboxed
+                ),
+                key=key,
+                checks=_Checks(forge, None, Path(reports), workdir=workdir),
+                on_row=on_row,
+            )
     timings["rows"] = sum(record.seconds for record in ran)
     with _timed(timings, "record"):
         log = append_records(forge, brief_id, ran, key=key, log=ctx.log)
@@ -560,6 +589,48 @@ def _run_rows(
         ran.append(record)
         if on_row is not None:
             on_row(row, record)
+    return ran
+
+
+def _run_holdout(
+    ctx: _Context,
+    *,
+    tree: Path,
+    site: Path,
+    environ: dict[str, str],
+    sandbox: SandboxSpec,
+    template: EvidenceRecord,
+    key: GateKey | None,
+    checks: _Checks,
+    on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
+) -> list[EvidenceRecord]:
+    """Open the brief's holdout rows, place their files in the clean tree (after the public
+    rows ran) and run them by the same rules; their records say nothing of their content.
+
+    A gate without a key (the insecure mode) cannot open them: they stay missing, and the
+    merge is refused."""
+    if key is None:
+        return []
+    opened = open_holdout(key, ctx.holdout, brief=ctx.view.brief)
+    place_files(tree, opened)
+    ran: list[EvidenceRecord] = []
+    for row in opened:
+        [record] = _run_rows(
+            [row.spec()],
+            tree=tree,
+            site=site,
+            environ=environ,
+            sandbox=sandbox,
+            template=template,
+            key=key,
+            checks=checks,
+            on_start=None,  # a progress line would show the command
+            on_row=None,
+        )
+        hidden = sealed_record(record, row)
+        ran.append(hidden)
+        if on_row is not None:
+            on_row(row.row.spec(), hidden)
     return ran
 
 

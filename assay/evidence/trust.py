@@ -18,7 +18,7 @@ from assay.errors import AssayError, Denied
 from assay.evidence.keys import GateKey, PublicKey, gate_key, public_key_from_env, signing_key
 from assay.evidence.records import EvidenceRecord
 from assay.forge.base import Forge
-from assay.forge.settings import read_settings
+from assay.forge.settings import read_settings, record_gate_key
 
 
 def vouched_key(forge: Forge, *, known: Mapping[str, str] | None = None) -> PublicKey | None:
@@ -96,3 +96,12 @@ def refuse_other_signers(
                 "to sign over another key's evidence (run the gate with the key that signed "
                 "it, or record this gate's key on the forge: `assay forge gate-key PATH`)"
             )
+
+
+def record_gate(forge: Forge, gate: GateKey, *, replace: bool = False) -> bool:
+    """Record ``gate``'s public keys on ``forge`` (its admin's act): the signing key and
+    the holdout key derived with it."""
+    from assay.evidence.holdout import HoldoutPublicKey
+
+    holdout = HoldoutPublicKey.of(gate).text
+    return record_gate_key(forge, gate.public, holdout=holdout, replace=replace)

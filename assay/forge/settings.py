@@ -25,7 +25,7 @@ from assay.plumbing import Identity
 SETTINGS_KIND = "forge-config"
 # Who writes the settings record: the forge's admin, through the local filesystem.
 ADMIN = Identity(name="assay-admin", email="admin@assay.invalid")
-_KNOWN = {"v", "kind", "gate_public_key"}
+_KNOWN = {"v", "kind", "gate_public_key", "holdout_public_key"}
 
 
 def _validate(record: dict[str, Any]) -> None:
@@ -37,6 +37,8 @@ def _validate(record: dict[str, Any]) -> None:
         raise BadInput("field 'gate_public_key' must be a string")
     if key:
         PublicKey.parse(key, source="field 'gate_public_key'")
+    if not isinstance(record.get("holdout_public_key", ""), str):
+        raise BadInput("field 'holdout_public_key' must be a string")
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,15 @@ class ForgeSettings:
     """What ``refs/assay/config`` says (an empty record before anyone wrote one)."""
 
     gate_public_key: PublicKey | None = None
+    # What holdout rows are sealed to (``x25519:…``, read by ``assay.evidence.holdout``).
+    holdout_public_key: str = ""
 
     def to_json(self) -> dict[str, Any]:
         key = self.gate_public_key
-        return {"gate_public_key": key.text if key else ""}
+        return {
+            "gate_public_key": key.text if key else "",
+            "holdout_public_key": self.holdout_public_key,
+        }
 
 
 def _log(forge: Forge) -> RefLog:
@@ -63,25 +70,35 @@ def read_settings(forge: Forge, *, known: Mapping[str, str] | None = None) -> Fo
     record = log.latest(fetch=known is None)
     if record is None or not record.get("gate_public_key"):
         return ForgeSettings()
-    return ForgeSettings(PublicKey.parse(record["gate_public_key"], source=refs.CONFIG))
+    return ForgeSettings(
+        PublicKey.parse(record["gate_public_key"], source=refs.CONFIG),
+        holdout_public_key=record.get("holdout_public_key", ""),
+    )
 
 
 def record_gate_key(
-    forge: Forge, key: PublicKey, *, author: Identity = ADMIN, replace: bool = False
+    forge: Forge,
+    key: PublicKey,
+    *,
+    holdout: str = "",
+    author: Identity = ADMIN,
+    replace: bool = False,
 ) -> bool:
-    """Record ``key`` as the forge's gate key; False when it already was. Another key
-    already recorded is ``Denied`` naming both fingerprints, unless ``replace``."""
-    current = read_settings(forge).gate_public_key
-    if current == key:
+    """Record ``key`` (and the ``holdout`` public key derived with it) as the forge's gate
+    key; False when it already was. Another key already recorded is ``Denied`` naming both
+    fingerprints, unless ``replace``."""
+    settings = read_settings(forge)
+    current = settings.gate_public_key
+    if current == key and settings.holdout_public_key == holdout:
         return False
-    if current is not None and not replace:
+    if current is not None and current != key and not replace:
         raise Denied(
             f"{refs.CONFIG}: the forge already trusts gate key {current.fingerprint}, not "
             f"{key.fingerprint}: pass --replace to trust the new one (evidence signed by the "
             "old key then no longer counts)"
         )
     _log(forge).append(
-        {"gate_public_key": key.text},
+        {"gate_public_key": key.text, "holdout_public_key": holdout},
         author=author,
         message=f"config: gate key {key.fingerprint}",
     )
