@@ -35,7 +35,17 @@ from assay.board.snapshot import (
 from assay.errors import AssayError, BadInput, Corrupt
 from assay.evidence.anchors import anchor_problem
 from assay.forge.batch import GitBatch
-from assay.refs import BRANCHES, CLAIMS, EVENTS, EVIDENCE, FETCH_ALL, MAIN, REVIEWS, STATUS
+from assay.refs import (
+    BRANCHES,
+    CLAIMS,
+    EVENTS,
+    EVIDENCE,
+    FETCH_ALL,
+    HOLDOUT,
+    MAIN,
+    REVIEWS,
+    STATUS,
+)
 from assay.sweep.apply import status_problem
 
 if TYPE_CHECKING:
@@ -315,9 +325,10 @@ class _Parts:
     statuses: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     invalid: dict[str, AssayError] = field(default_factory=dict)
     event_notes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    holdout: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
-_PREFIXES = (CLAIMS, BRANCHES, EVIDENCE, REVIEWS, EVENTS, STATUS)
+_PREFIXES = (CLAIMS, BRANCHES, EVIDENCE, REVIEWS, EVENTS, STATUS, HOLDOUT)
 
 
 # Records this process decoded, by the ref and commit they were read from (and the gate key
@@ -387,6 +398,8 @@ def _read_ref(
             parts.reviews[brief] = sha
             review = _decoded((ref, sha, ""), lambda: _review(batch, ref, sha))
             parts.review_states[brief], parts.review_heads[brief] = review.state, review.head_sha
+        elif prefix == HOLDOUT:
+            parts.holdout[brief] = _decoded((ref, sha, ""), lambda: _holdout(batch, ref, sha))
         elif prefix == STATUS:
             status = _decoded((ref, sha, ""), lambda: _status(batch, sha))
             if status is not None:
@@ -408,6 +421,14 @@ def _events_and_notes(
     notes: list[str] = []
     events = _events(batch, ref, sha, notes)
     return tuple(events), tuple(notes)
+
+
+def _holdout(batch: GitBatch, ref: str, sha: str) -> tuple[tuple[str, str], ...]:
+    """The holdout rows' ids and digests (never more: the board holds no key)."""
+    from assay.evidence.holdout import row_specs_of
+
+    specs = row_specs_of(record_of(batch, sha), source=f"{ref} {sha[:12]}")
+    return tuple((spec.id, spec.command) for spec in specs)
 
 
 def _status(batch: GitBatch, sha: str) -> Mapping[str, Any] | None:

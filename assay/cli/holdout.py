@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+import assay.refs as refs
 from assay.cli.options import forge_option, json_option, print_result
 from assay.console import out
 from assay.errors import BadInput
@@ -53,7 +54,7 @@ def _public_key(forge: Forge, given: str | None) -> HoldoutPublicKey:
             f"{forge.display_url}: the forge records no holdout key: record the gate's keys "
             "with `assay forge gate-key PATH` (or pass --public-key)"
         )
-    return HoldoutPublicKey.parse(recorded, source="refs/assay/config: holdout_public_key")
+    return HoldoutPublicKey.parse(recorded, source=f"{refs.CONFIG}: holdout_public_key")
 
 
 def _read_file(path: str) -> tuple[str, bytes]:

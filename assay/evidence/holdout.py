@@ -191,6 +191,18 @@ def _validate(record: dict[str, Any]) -> None:
             raise BadInput(f"rows[{index}].sealed fields must be strings")
 
 
+def row_specs_of(record: Any, *, source: str) -> tuple[RowSpec, ...]:
+    """The rows a holdout record lists, as the merge rule sees them (a reader that holds no
+    key: the board); ``Corrupt`` naming ``source`` when the record is malformed."""
+    if not isinstance(record, dict) or record.get("kind") != HOLDOUT_KIND:
+        raise Corrupt(f"{source}: not a holdout record")
+    try:
+        _validate(record)
+    except BadInput as exc:
+        raise Corrupt(f"{source}: {exc.message}") from None
+    return tuple(SealedRow(row["id"], dict(row["sealed"])).spec() for row in record["rows"])
+
+
 def _log(forge: Forge, brief: str) -> RefLog:
     return RefLog(forge, refs.holdout_ref(brief), kind=HOLDOUT_KIND, validate=_validate)
 

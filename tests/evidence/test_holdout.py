@@ -80,7 +80,11 @@ def test_an_overfitted_desk_passes_its_visible_row_and_fails_the_holdout(
     assert merged.returncode == 1, merged.stdout + merged.stderr
     assert scene.main_sha() == before
     assert "holdout: 0 of 1 pass" in scene.review()["body"]
+    status = run_assay("status", "--forge", str(scene.forge), "--json")
+    assert status.returncode == 0, status.stderr
+    assert "holdout 0/1" in status.stdout  # the board's evidence column says it too
     outputs = listed.stdout + verified.stdout + verified.stderr + merged.stdout + merged.stderr
+    outputs += status.stdout
     # The canary is nowhere: not on the forge (sealed), the desk's tree, its journal, or
     # any output; the command is not either.
     for needle in (CANARY, COMMAND):
