@@ -39,6 +39,7 @@ def _summary(report: object) -> Table:
         ("stuck to resume", _seconds(report.resume_after_stuck_s)),
         ("approval to resume", _seconds(report.approval_to_resume_s)),
         ("forged evidence caught", str(report.forged_evidence_caught)),
+        ("pushes the forge refused", str(report.refused_pushes)),
         ("agent CLI", report.cli or "none (the agent desk)"),
         ("agent code sandboxed", "yes" if report.sandboxed else "NO (bubblewrap missing)"),
         ("board", f"{report.board_path} and {report.board_html_path}"),

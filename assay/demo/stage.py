@@ -63,11 +63,21 @@ from assay.evidence.keys import GATE_STATE_ENV, create_key, read_key_file
 from assay.evidence.trust import record_gate
 from assay.forge import Forge, ForgeServer, init_forge, open_forge
 from assay.forge.embedded import ref_tips
+from assay.forge.open import TOKEN_ENV
+from assay.forge.principals import add_token
 from assay.journal.reader import segment_files
+from assay.plumbing import RefUpdate
 from assay.sweep.engine import run_sweep
 from assay.sweep.policy import load_policies
 
 TICK_S = 0.1
+# Who holds a token on the demo's forge, by role (the desk's name is the manifest's).
+DEMO_PRINCIPALS = {
+    "desk": DESK_NAME,
+    "gate": "demo-gate",
+    "sweeper": "demo-sweeper",
+    "person": "demo-person",
+}
 ASSAY = (sys.executable, "-m", "assay")
 SWEEP_EVERY_S = 0.3
 SWEEPER_SKEW_S = 0.5  # sweepers/stuck-claims.yaml says the same
@@ -98,6 +108,7 @@ class DemoReport:
     repaid_model_calls: int = 0
     double_claims: int = 0
     forged_evidence_caught: int = 0
+    refused_pushes: int = 0  # pushes the forge's push rule refused (the desk's push to main)
     approvals_waited: int = 0
     model_calls: int = 0
     steps: int = 0
@@ -168,6 +179,7 @@ class Stage:
         self.model: dict[str, str] | None = None  # a real endpoint's model section, if any
         self.cli = choose_cli(options.cli) if options.cli else None  # BadInput before any effect
         self.upstream: DemoUpstream | None = None  # the scripted upstream of a --cli demo
+        self.tokens: dict[str, str] = {}  # role -> the token its processes carry
 
     # -- set-up -------------------------------------------------------------------------
 
@@ -175,6 +187,11 @@ class Stage:
         reset_directory(self.directory)
         material = load_material(self.options.briefs)
         forge_path = init_forge(self.directory / "forge.git")
+        # One token per principal, as a team would give them out: the desks (by the desk's
+        # name, which the push rule matches against the claims it writes), the gate, the
+        # sweeper and the person who approves. The stage itself reads as the sweeper.
+        for role, name in DEMO_PRINCIPALS.items():
+            self.tokens[role] = add_token(forge_path, name, role)
         gate = self._gate_state()
         create_key(gate)  # as `assay forge init` does, and its public half recorded
         with open_forge(str(forge_path), cache_dir=self.directory / "state" / "seed") as local:
@@ -193,7 +210,9 @@ class Stage:
             self.progress[brief.id] = BriefProgress(brief.id, list(brief.depends_on))
         self.report.briefs_total = len(material.briefs)
         server = ForgeServer(forge_path, on_push=self._pushed).start()
-        forge = open_forge(server.url, cache_dir=self.directory / "state" / "stage")
+        forge = open_forge(
+            server.url, cache_dir=self.directory / "state" / "stage", token=self.tokens["sweeper"]
+        )
         self.report.forge_path = str(forge_path)
         self.report.forge_url = server.url
         return forge_path, server, forge
@@ -223,6 +242,7 @@ class Stage:
 
     def _environment(self) -> dict[str, str]:
         env = child_environment(self.directory)
+        env[TOKEN_ENV] = self.tokens["desk"]  # every desk process, and the wakers that resume
         if self.cli is not None:  # the CLI's folder first, and the placeholder key
             env["PATH"] = os.pathsep.join([str(self.cli[1]), env["PATH"]])
             env.setdefault(KEY_ENV, KEY_VALUE)
@@ -233,9 +253,11 @@ class Stage:
     def _assay(
         self, *args: str, timeout: float = 60, gate: bool = False
     ) -> tuple[int, dict[str, Any]]:
-        env = self.fleet.env
-        if gate:  # only the gate's processes are told where its signing key is
-            env = {**env, GATE_STATE_ENV: str(self._gate_state())}
+        # A person's token for what the demo does by hand (approve, the board); only the
+        # gate's processes are told where its signing key is, and carry the gate's token.
+        env = {**self.fleet.env, TOKEN_ENV: self.tokens["person"]}
+        if gate:
+            env = {**env, GATE_STATE_ENV: str(self._gate_state()), TOKEN_ENV: self.tokens["gate"]}
         done = subprocess.run(
             [*ASSAY, *args],
             cwd=self.directory,
@@ -327,10 +349,28 @@ class Stage:
                     f"gate caught {brief}: the desk claimed {', '.join(forged)} passed; "
                     "re-run on the exact commit, it fails: not merged"
                 )
+                self._desk_pushes_to_main(brief, progress.gated_head)
             else:  # not part of the story: say why, and end it (its dependents would wait)
                 reason = payload.get("message") or payload.get("stderr", "")[-300:]
                 self.display.event(f"gate refused {brief}: {reason}")
                 self.report.problems.append(f"the gate refused {brief}: {reason}")
+
+    def _desk_pushes_to_main(self, brief: str, head: str) -> None:
+        """The refused desk tries what the gate would not do: push its own head to main,
+        with its own token. The forge's push rule refuses it before any ref moves."""
+        with open_forge(
+            self.report.forge_url,
+            cache_dir=self.directory / "state" / "refused-push",
+            token=self.tokens["desk"],
+        ) as desk:
+            main = desk.refresh([refs.MAIN, refs.branch_ref(brief)]).get(refs.MAIN)
+            result = desk.push([RefUpdate(refs.MAIN, head, expected=main)])
+        if result.ok:
+            self.report.problems.append(f"the forge let desk {DESK_NAME} push {brief} to main")
+            return
+        self.report.refused_pushes += 1
+        why = result.detail.strip().splitlines()[-1] if result.detail.strip() else "refused"
+        self.display.event(f"forge refused desk {DESK_NAME}'s push of {brief} to main: {why}")
 
     # -- the story ------------------------------------------------------------------------
 
@@ -560,6 +600,10 @@ class Stage:
         scripted = self.model is None
         if scripted and FORGED_BRIEF in self.progress and not self.report.forged_evidence_caught:
             self.report.problems.append(f"the forged claim on {FORGED_BRIEF} was not caught")
+        if self.report.forged_evidence_caught and not self.report.refused_pushes:
+            self.report.problems.append(
+                f"the desk's push of {FORGED_BRIEF} to main was not refused"
+            )
 
 
 def _desk_name(holder: str) -> str:

@@ -34,13 +34,16 @@ def _local_path(raw: str) -> Path:
     return path
 
 
-def open_forge(spec: str | None, *, cache_dir: Path | None = None) -> Forge:
+def open_forge(
+    spec: str | None, *, cache_dir: Path | None = None, token: str | None = None
+) -> Forge:
     """Open the forge named by a path, ``file://``, ``git://``, ``http(s)://`` or ``github:``.
 
     ``None`` or an empty value is bad input naming ``--forge`` and ``ASSAY_FORGE``.
     ``github:OWNER/REPO`` goes to the opener ``assay.github`` registers in
     :mod:`assay.schemes` (importing ``assay.github``, or the CLI, registers it). An
-    ``http(s)://`` forge is sent the token in ``$ASSAY_FORGE_TOKEN``, if set.
+    ``http(s)://`` forge is sent ``token``, else the one in ``$ASSAY_FORGE_TOKEN``, if set
+    (a process acting in several roles, as the demo's stage does, names each handle's).
     """
     if spec is None or not spec.strip():
         raise BadInput("no forge given: pass --forge URL_OR_PATH or set ASSAY_FORGE")
@@ -57,7 +60,7 @@ def open_forge(spec: str | None, *, cache_dir: Path | None = None) -> Forge:
         path = _local_path(spec[len("file://") :])
         return Forge(f"file://{path}", cache_dir=cache_dir)
     if spec.startswith(("http://", "https://")):
-        config = token_config(spec, os.environ.get(TOKEN_ENV))
+        config = token_config(spec, token or os.environ.get(TOKEN_ENV))
         return HttpForge(spec, cache_dir=cache_dir, config=config)
     if spec.startswith(_URL_SCHEMES):
         return Forge(spec, cache_dir=cache_dir)

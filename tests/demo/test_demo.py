@@ -35,6 +35,8 @@ def assert_the_story_was_told(report: dict[str, object]) -> None:
     assert report["crashes_injected"] == 1
     assert report["crashes_recovered"] == 1
     assert report["forged_evidence_caught"] == 1
+    # The caught desk's push of its own head to main, with its own token: refused.
+    assert report["refused_pushes"] == 1
     assert report["approvals_waited"] == 1
     assert report["briefs_merged"] == 5
     assert report["blocked"] == ["palindrome"]
