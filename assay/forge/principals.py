@@ -46,6 +46,8 @@ WRITES: Mapping[str, tuple[str, ...]] = {
 DELETES: Mapping[str, tuple[str, ...]] = {
     "sweeper": (refs.STATUS, refs.SWEEPS),
 }
+# A brief's refs a desk writes only while the brief's claim names it.
+_HELD = (refs.BRANCHES, refs.REVIEWS)
 # Refs only admin deletes or moves other than forward.
 _GUARDED = (refs.CLAIMS, refs.EVIDENCE, refs.MAIN, refs.CONFIG)
 
@@ -206,6 +208,7 @@ def refusal(
     *,
     fast_forward: Callable[[], bool | None],
     claim_desk: Callable[[], str | None],
+    holder_of: Callable[[str], str | None] = lambda brief: None,
 ) -> str | None:
     """Why ``principal`` may not move ``ref`` from ``old`` to ``new`` (None: it may).
 
@@ -213,7 +216,9 @@ def refusal(
     is asked only of an update of a claim or of main. An unknown answer is allowed here and
     left to receive-pack's ``receive.denyNonFastForwards``, which the server sets then.
     ``claim_desk`` is the ``desk`` the claim record at ``new`` names (None: none can be
-    read); a desk writes only claims naming itself, by its token's name."""
+    read); a desk writes only claims naming itself, by its token's name. ``holder_of(brief)``
+    is the desk the brief's claim names as this push leaves it (the claim pushed beside, else
+    the forge's): a desk writes a brief's branch and review only while that is itself."""
     role = principal.role
     if role == "admin":
         return None
@@ -232,6 +237,12 @@ def refusal(
         if desk != principal.name:
             named = "no desk" if desk is None else f"desk {desk[:100]!r}"
             return f"desk {principal.name} may not write a claim naming {named}"
+    if role == "desk" and ref.startswith(_HELD):
+        brief = next(ref[len(prefix) :] for prefix in _HELD if ref.startswith(prefix))
+        holder = holder_of(brief)
+        if holder != principal.name:
+            named = "no claim" if holder is None else f"a claim naming desk {holder[:100]!r}"
+            return f"desk {principal.name} may not write {ref}: the brief has {named}"
     if role == "sweeper" and ref.startswith(refs.CLAIMS) and old == ZERO_OID:
         return f"role sweeper may only mark existing claims, not create {ref}"
     moves = old != ZERO_OID and old != new and ref.startswith(_GUARDED)

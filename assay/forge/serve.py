@@ -46,6 +46,7 @@ from assay.errors import BadInput
 from assay.forge import connections, principals, receivepack, reflocks, smarthttp, uploadpack
 from assay.forge.embedded import is_forge
 from assay.plumbing import config_env
+from assay.refs import CLAIMS
 
 LOG = logging.getLogger("assay.forge.serve")
 
@@ -323,6 +324,9 @@ class _Handler(BaseHTTPRequestHandler):
         objects: dict[str, Any] | None = None
         unknown = False
         reasons: list[str | None] = []
+        # The claims as this push would leave them: a desk's claim and its branch travel in
+        # one atomic push when it takes a brief.
+        claims_after = {c.ref: c.new for c in request.commands if c.ref.startswith(CLAIMS)}
         with forge.refs.repository() as repo:
             for command in request.commands:
 
@@ -340,6 +344,17 @@ class _Handler(BaseHTTPRequestHandler):
                         objects = receivepack.pushed_objects(request, body, repo)
                     return principals.claim_desk(repo, objects, command.new)
 
+                def holder_of(brief: str) -> str | None:
+                    nonlocal objects
+                    if objects is None:
+                        objects = receivepack.pushed_objects(request, body, repo)
+                    claim = claims_after.get(CLAIMS + brief)
+                    if claim is None:
+                        claim = smarthttp.ref_value(repo, CLAIMS + brief)
+                    if not claim or claim == smarthttp.ZERO_OID:
+                        return None
+                    return principals.claim_desk(repo, objects, claim)
+
                 reasons.append(
                     principals.refusal(
                         principal,
@@ -348,6 +363,7 @@ class _Handler(BaseHTTPRequestHandler):
                         command.ref,
                         fast_forward=fast_forward,
                         claim_desk=claim_desk,
+                        holder_of=holder_of,
                     )
                 )
         if any(reasons):

@@ -295,6 +295,31 @@ def test_a_desk_moves_claims_and_its_branch_but_never_deletes_or_forces_a_claim(
     assert guarded.refs() == before
 
 
+def test_a_desk_writes_a_briefs_branch_and_review_only_while_its_claim_names_it(
+    guarded: Guarded,
+) -> None:
+    branch, review = "refs/heads/assay/b1", "refs/assay/reviews/b1"
+    # No claim at all: a desk may not start a branch (or a review) for a brief it never took.
+    for ref in (branch, review):
+        alone = guarded.push("desk", f"{guarded.commit('unclaimed')}:{ref}")
+        assert alone.returncode != 0
+        assert "the brief has no claim" in alone.stdout + alone.stderr
+    # Another desk's claim (written by admin): still refused, naming that desk.
+    assert guarded.push("admin", f"{guarded.claim('c', desk='d2')}:{CLAIM}").returncode == 0
+    other = guarded.push("desk", f"{guarded.commit('theirs')}:{branch}")
+    assert "a claim naming desk 'd2'" in other.stdout + other.stderr
+    assert branch not in guarded.refs()
+    # Its own claim, taken in the same atomic push as the branch: allowed.
+    taken = guarded.push(
+        "desk",
+        "--atomic",
+        f"{guarded.claim('mine', guarded.refs()[CLAIM])}:{CLAIM}",
+        f"{guarded.commit('work')}:{branch}",
+    )
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert branch in guarded.refs()
+
+
 def test_a_desk_writes_only_claims_naming_itself(guarded: Guarded) -> None:
     before = guarded.refs()
     other = guarded.push("desk", f"{guarded.claim('as d2', desk='d2')}:{CLAIM}")
@@ -332,7 +357,9 @@ def test_the_rule_holds_on_the_receive_pack_path_too(guarded: Guarded) -> None:
 
 
 def test_a_large_push_by_a_desk_goes_through_git_probe_first(guarded: Guarded) -> None:
-    # Over http.postBuffer git first POSTs a lone flush, then the push chunked.
+    # Over http.postBuffer git first POSTs a lone flush, then the push chunked. The desk
+    # holds the brief's claim: it writes a branch only then.
+    assert guarded.push("desk", f"{guarded.claim('held')}:{CLAIM}").returncode == 0
     (guarded.work / "big.bin").write_bytes(os.urandom(1 << 20))
     git("add", "big.bin", cwd=guarded.work)
     git("commit", "-q", "-m", "big", cwd=guarded.work)
@@ -342,12 +369,12 @@ def test_a_large_push_by_a_desk_goes_through_git_probe_first(guarded: Guarded) -
         "http.postBuffer=65536",
         "push",
         guarded.url,
-        f"{sha}:refs/heads/assay/big",
+        f"{sha}:refs/heads/assay/b1",
         cwd=guarded.work,
         token=guarded.tokens["desk"],
     )
     assert pushed.returncode == 0, pushed.stderr
-    assert guarded.refs()["refs/heads/assay/big"] == sha
+    assert guarded.refs()["refs/heads/assay/b1"] == sha
 
 
 def test_a_gate_writes_main_forward_and_only_admin_rewinds_it(guarded: Guarded) -> None:
@@ -526,6 +553,8 @@ def test_an_unprivileged_client_is_held_to_the_same_rules(guarded: Guarded) -> N
         assert client("-C", work, "commit", "-q", "--allow-empty", "-m", "x").returncode == 0
         main = client("-C", work, "push", "--porcelain", "origin", f"HEAD:{MAIN}", token=desk)
         assert "role desk may not write refs/heads/main" in main.stdout
+        held = guarded.push("desk", f"{guarded.claim('held')}:refs/assay/claims/b9")
+        assert held.returncode == 0, held.stdout + held.stderr  # a branch needs its claim
         branch = client("-C", work, "push", "origin", "HEAD:refs/heads/assay/b9", token=desk)
         assert branch.returncode == 0, branch.stderr
         assert "refs/heads/assay/b9" in guarded.refs()
