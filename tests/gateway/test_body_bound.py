@@ -4,7 +4,8 @@ The gateway runs in a child process (``GATEWAY`` below) with a 1 MiB bound, so i
 resident memory (``VmHWM``) shows whether it buffered what a client sent: a raw chunked
 upload of 96 MiB with the right token gets 413 before the client has sent it all, and the
 child's peak grows by far less than the upload. A ``Content-Length`` over the bound is
-refused before any body byte is sent. A normal request is served afterwards.
+refused before any body byte is sent. A normal request is served afterwards. The MCP
+server's ``/mcp`` sits behind the same bound.
 """
 
 from __future__ import annotations
@@ -30,10 +31,19 @@ CHUNK = 256 * 1024
 
 GATEWAY = f"""
 import sys
+from assay.gateway.mcp import build_mcp_app
 from assay.gateway.server import Gateway
 from assay.gateway.upstream import Reply
 
-with Gateway(token={TOKEN!r}, max_body_bytes={LIMIT}) as gateway:
+class NoTools:
+    def list_tools(self):
+        return []
+
+    def call_tool(self, name, arguments):
+        raise AssertionError("no tool is called")
+
+mcp = build_mcp_app(NoTools(), token={TOKEN!r})
+with Gateway(token={TOKEN!r}, max_body_bytes={LIMIT}, mcp_app=mcp) as gateway:
     print(gateway.port, flush=True)
     while True:
         call = gateway.calls.get()
@@ -100,8 +110,9 @@ def response(sock: socket.socket, deadline: float) -> tuple[str, bytes]:
     return headers.split(b"\r\n", 1)[0].decode(), body
 
 
+@pytest.mark.parametrize("path", ["/v1/messages", "/mcp"])
 def test_a_chunked_body_over_the_bound_is_refused_while_it_is_read(
-    gateway: tuple[subprocess.Popen[str], int],
+    gateway: tuple[subprocess.Popen[str], int], path: str
 ) -> None:
     child, port = gateway
     assert served(port).json() == {"served": True}
@@ -110,7 +121,7 @@ def test_a_chunked_body_over_the_bound_is_refused_while_it_is_read(
     sent = 0
     deadline = time.monotonic() + 60
     with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(head("/v1/messages", "Transfer-Encoding: chunked\r\n"))
+        sock.sendall(head(path, f"Authorization: Bearer {TOKEN}\r\nTransfer-Encoding: chunked\r\n"))
         sock.setblocking(False)
         answered = False
         pending = memoryview(chunk)
