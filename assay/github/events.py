@@ -25,6 +25,10 @@ become events on ``refs/assay/events/<brief>``, the same log the embedded forge'
   changes the stamp and is checked again.
 - Commands end at a word boundary that excludes ``-``: ``/assay approve-not-really`` is not
   ``approve``.
+- Signed: every event this job appends is signed with the gate's key (the repository secret
+  ``ASSAY_EVIDENCE_KEY``, handed to this job as a file), and readers on GitHub count only
+  events the vouched key signed (``assay.desks.records.events``): a desk job can push a
+  record naming a maintainer onto any events ref, but not sign it.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any
 import assay.refs as refs
 from assay.desks.records.events import EventLog
 from assay.errors import BadInput
+from assay.evidence.keys import GateKey, gate_key
 from assay.forge import RefLog
 from assay.github.forge import GitHubForge
 from assay.github.mirror import GitHubMirror, MirrorState
@@ -171,6 +176,9 @@ class _Collector:
         self.report = report
         self.cursor = cursor
         self._seen: dict[str, set[str]] = {}
+        # The events this job writes are signed with the gate's key, read once and only
+        # when an event is written: readers trust no event a desk job could have pushed.
+        self._signer: GateKey | None = None
 
     def known(self, brief: str) -> set[str]:
         if brief not in self._seen:
@@ -209,8 +217,10 @@ class _Collector:
             if stamp:
                 self.cursor.ignored[event_id] = stamp
             return
+        if self._signer is None:
+            self._signer = gate_key(create=True)
         event = EventLog(self.forge, brief).append(
-            kind, text=text, actor=actor, data=data, event_id=event_id
+            kind, text=text, actor=actor, data=data, event_id=event_id, signer=self._signer
         )
         self.known(brief).add(event_id)
         self.report.appended.append({"brief": brief, **event.to_json()})

@@ -5,6 +5,13 @@ Each brief has one append-only log, ``refs/assay/events/<brief>``, kept by the f
 validation on every read (a malformed record is ``BadInput`` naming the ref, the record and
 the field), and the conversion to the runtime's ``Event``. ``assay approve|signal|cancel``
 append here; the desk loop's ``RunHooks.events()`` and ``assay wake`` read from here.
+
+Signed events: on a forge whose custom refs any writer may move (GitHub: a desk job can
+push an ``approve`` naming a maintainer onto any events ref), an event counts only when it
+carries ``sig``, an Ed25519 signature by the gate key the forge vouches for
+(``assay.evidence.trust``), which only the job that checked the comment's author holds
+(``assay github events``). Anything else is skipped with a note, never delivered: no
+approval, steer or cancel from a record a desk could have written.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import assay.refs as refs
 from assay.errors import BadInput, Corrupt
@@ -21,6 +28,9 @@ from assay.forge import Forge, RefLog
 from assay.ids import check_id
 from assay.plumbing import Identity
 from assay.runtime import Event
+
+if TYPE_CHECKING:
+    from assay.evidence.keys import GateKey, PublicKey
 
 FORMAT_VERSION = 1
 LOG_KIND = "events"
@@ -30,6 +40,7 @@ MAX_TEXT = 20_000
 MAX_DATA_BYTES = 16_000  # an event's ``data`` as JSON
 MAX_NAME = 200  # id and actor
 MAX_RECORD_BYTES = 64 * 1024  # the whole record: a bigger one is never read, only skipped
+_UNREAD = object()  # the trusted key, before the first read needs it
 
 
 def events_ref(brief: str) -> str:
@@ -51,6 +62,8 @@ def validate_record(record: Any, *, where: str) -> Event:
         raise BadInput(f"{where}: an event record must be a JSON object")
     if record.get("v") != FORMAT_VERSION:
         raise BadInput(f"{where}: field 'v' must be {FORMAT_VERSION}, got {record.get('v')!r}")
+    if not isinstance(record.get("sig", ""), str):
+        raise BadInput(f"{where}: field 'sig' must be a string")
     for name in ("id", "event", "text", "actor", "at"):
         if not isinstance(record.get(name), str):
             raise BadInput(f"{where}: field {name!r} must be a string")
@@ -96,6 +109,7 @@ class EventLog:
         self.ref = events_ref(brief)
         self._log = RefLog(forge, self.ref, kind=LOG_KIND, version=FORMAT_VERSION)
         self.skipped: list[str] = []  # notes on the records the last read() skipped
+        self._trusted: PublicKey | object | None = _UNREAD  # the key events are checked with
 
     def append(
         self,
@@ -105,8 +119,10 @@ class EventLog:
         actor: str = "",
         data: Mapping[str, Any] | None = None,
         event_id: str | None = None,
+        signer: GateKey | None = None,
     ) -> Event:
-        """Append one event (validated before it is written) and return it."""
+        """Append one event (validated before it is written) and return it; ``signer`` (the
+        gate's key, held by the job that checked who sent it) signs the record."""
         record = {
             "v": FORMAT_VERSION,
             "id": event_id or uuid.uuid4().hex,
@@ -117,6 +133,9 @@ class EventLog:
             "data": dict(data or {}),
         }
         event = validate_record(record, where=f"{self.ref} (new event)")
+        if signer is not None:
+            record["kind"] = LOG_KIND  # as the log stamps it: the signature covers it too
+            record["sig"] = signer.sign(_signed_bytes(record))
         self._log.append(
             record,
             author=EVENTS_IDENTITY,
@@ -146,21 +165,64 @@ class EventLog:
         for commit, blob in raw:
             where = f"{self.ref} at {commit[:12]}"
             try:
-                events.append(parse_event(self._log, commit, blob, where=where))
+                record = parse_record(self._log, commit, blob, where=where)
+                event = validate_record(record, where=where)
+                self._check_signature(record, where=where)
             except (BadInput, Corrupt) as bad:
                 self.skipped.append(f"skipped: {bad.message}")
+                continue
+            events.append(event)
         return events
 
+    def _check_signature(self, record: Mapping[str, Any], *, where: str) -> None:
+        """``BadInput`` when this forge needs a signed event and ``record`` is not one."""
+        if self.forge.protects_custom_refs:
+            return  # only a person (or admin) writes events here: the push rule says so
+        # Imported here: the evidence package reads this module (the merge's approvals).
+        from assay.evidence.keys import PublicKey, split_signature
+        from assay.evidence.trust import reader_key
 
-def parse_event(log: RefLog, commit: str, blob: bytes | None, *, where: str) -> Event:
+        if self._trusted is _UNREAD:
+            self._trusted = reader_key(self.forge)
+        trusted = self._trusted
+        sig = record.get("sig", "")
+        if not sig:
+            raise BadInput(
+                f"{where}: unsigned, and any job may write this ref: only events the "
+                "events job signed count"
+            )
+        if not isinstance(trusted, PublicKey):
+            raise BadInput(
+                f"{where}: no gate public key is known to check its signature "
+                "(set ASSAY_GATE_PUBLIC_KEY)"
+            )
+        try:
+            signer, signature = split_signature(sig, source=where)
+        except Corrupt as bad:
+            raise BadInput(bad.message) from None
+        if signer != trusted.fingerprint or not trusted.verifies(signature, _signed_bytes(record)):
+            raise BadInput(f"{where}: not signed by the gate key {trusted.fingerprint}")
+
+
+def parse_record(log: RefLog, commit: str, blob: bytes | None, *, where: str) -> dict[str, Any]:
     """One stored event record, bounded before it is parsed; ``BadInput``/``Corrupt``."""
     if blob is not None and len(blob) > MAX_RECORD_BYTES:
         raise BadInput(f"{where}: the record is over {MAX_RECORD_BYTES} bytes")
     try:
-        record = log.parse(commit, blob)
+        return log.parse(commit, blob)
     except RecursionError:
         raise BadInput(f"{where}: the record is nested too deeply") from None
-    return validate_record(record, where=where)
+
+
+def parse_event(log: RefLog, commit: str, blob: bytes | None, *, where: str) -> Event:
+    """One stored event record as an ``Event``; ``BadInput``/``Corrupt``."""
+    return validate_record(parse_record(log, commit, blob, where=where), where=where)
+
+
+def _signed_bytes(record: Mapping[str, Any]) -> bytes:
+    """What an event's signature covers: the record as stored, without ``sig``."""
+    body = {name: value for name, value in record.items() if name != "sig"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def pending(events: list[Event], consumed: set[str], *, kinds: frozenset[str]) -> list[Event]:
