@@ -132,6 +132,9 @@ class Forge(Closing):
     """
 
     kind: str = "git"
+    # What a desk without a ``durability:`` pushes (assay.desks.host.durability): every
+    # durability point, on a forge that carries any push rate.
+    default_durability: str = "step"
 
     def __init__(
         self,

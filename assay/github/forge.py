@@ -23,6 +23,8 @@ class GitHubForge(Forge):
     """A GitHub repository as a forge: ``Forge`` over its git endpoint + ``api``."""
 
     kind = "github"
+    # GitHub recommends at most 6 pushes a minute per repository: a window, not every step.
+    default_durability = "window"
 
     def __init__(
         self,
