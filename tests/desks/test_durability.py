@@ -262,3 +262,39 @@ def test_the_default_mode_is_the_forges(tmp_path: Path, forge_path: Path) -> Non
     )
     assert Durability.for_desk(chosen, GitHubForge.__new__(GitHubForge)).mode == "exit"
     assert Durability.for_desk(desk, GitHubForge.__new__(GitHubForge)).mode == "window"
+
+
+@pytest.mark.parametrize("bad", [-1, True, "3", 1.5, 2**53 + 1])
+def test_a_claim_records_calls_only_as_a_bounded_count(bad: object) -> None:
+    from assay.claims.record import ClaimRecord, format_time, now_utc, validate
+
+    stamp = format_time(now_utc())
+    record = ClaimRecord(
+        brief="b1",
+        desk="coder",
+        holder="h",
+        fence=1,
+        state="held",
+        since=stamp,
+        renewed_at=stamp,
+        lease_s=60,
+    )
+    assert "calls" not in record.to_json()  # 0 is left out: older records read the same
+    assert validate(record.evolve(calls=7).to_json()).calls == 7
+    with pytest.raises(ValueError, match="'calls'"):
+        validate({**record.to_json(), "calls": bad})
+
+
+def test_what_each_mode_pushes() -> None:
+    step, window, exit_ = Durability("step"), Durability("window", 30.0), Durability("exit")
+    reasons = ["model", "tool", "timer", "effect", "wait", "budget", "end", "objective.judge"]
+    assert all(step.pushes(r, since_push_s=0) for r in reasons)
+    stops = {"wait", "budget", "end", "objective.judge"}
+    assert {r for r in reasons if exit_.pushes(r, since_push_s=1e6)} == stops
+    assert exit_.pushes("after run: ok", since_push_s=0)
+    assert {r for r in reasons if window.pushes(r, since_push_s=0)} == stops | {"effect"}
+    assert window.pushes("tool", since_push_s=0, last_step="finish")
+    assert not window.pushes("tool", since_push_s=29.9, last_step="write_file")
+    assert window.pushes("model", since_push_s=30.0)
+    assert window.to_json() == {"mode": "window", "window_s": 30.0}
+    assert exit_.to_json() == {"mode": "exit"}

@@ -94,7 +94,7 @@ class DeskHooks:
         self._unpushed_since: float | None = None
         self._lock = threading.Lock()  # the run thread's commits, the window thread's pushes
         self.pusher: WindowPusher | None = None
-        if sync.tip is not None and sync.resumed_locally:
+        if getattr(sync, "resumed_locally", False):
             # Checked out at local commits the forge has not seen (a restart on this
             # machine): they wait for a push like any commit of this session.
             self._committed_head = last_line_sum(sync.journal_dir)
@@ -130,7 +130,8 @@ class DeskHooks:
             except Denied as denied:
                 self.refused = denied  # nothing of this work tree is pushed any more
                 raise
-        last_step = last_step_name(self.sync.journal_dir) if reason == "tool" else ""
+        window_tool = reason == "tool" and self.durability.mode == "window"
+        last_step = last_step_name(self.sync.journal_dir) if window_tool else ""
         push = self.durability.pushes(
             reason, since_push_s=now - self.last_push, last_step=last_step
         )
