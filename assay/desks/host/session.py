@@ -167,6 +167,9 @@ class DeskHooks:
             if self.fenced.is_set() or self._unpushed_since is None:
                 return
             try:
+                # A process paused past its lease wakes here first: read the claim before
+                # pushing, so its commits do not land before the new holder's first push.
+                self.store.ensure_owner(self.claim)
                 self._push_committed()
             except Fenced:
                 self.fenced.set()
