@@ -10,9 +10,10 @@ journal's last entry left them.
 When the push is refused, another holder has moved the branch (it took the claim over and
 pushed its ``takeover`` entry): ``Fenced`` is raised and nothing else is written. The
 forge is the truth: :meth:`checkout` makes the work tree exactly the forge's tip, unless
-the work directory's own branch holds commits on top of that tip (a desk whose durability
-mode pushes less than every commit, restarted on the same machine): then exactly those
-local commits, and the first push carries them, CAS on the forge's tip as always.
+asked to resume local commits (``local=True``: a desk whose durability mode pushes less
+than every commit, restarted on the same machine) and the work directory's own branch
+holds commits on top of that tip: then exactly those local commits, and the first push
+carries them, CAS on the forge's tip as always.
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ class BranchSync:
     def git_dir(self) -> Path:
         return self.workdir / ".git"
 
-    def checkout(self, *, known: Mapping[str, str | None] | None = None) -> Path:
+    def checkout(
+        self, *, known: Mapping[str, str | None] | None = None, local: bool = False
+    ) -> Path:
         """Make the work directory exactly the forge's ``assay/<brief>`` (or main, when the
         branch does not exist yet) in one fetch; return the work directory.
 
@@ -90,6 +93,9 @@ class BranchSync:
         forge handle already brought them into the cache (the desk loop's view, whose branch
         tip the claim's own atomic push asserted): then no fetch is made, unless the view
         only listed the branch (its tip's objects are then fetched).
+
+        ``local``: resume the work directory's own commits when they are ahead of the
+        forge's tip (``resumed_locally`` then says so); otherwise the forge's tip wins.
         """
         found: Mapping[str, str | None] = (
             self.forge.with_objects(known)
@@ -101,9 +107,9 @@ class BranchSync:
         if base is None:
             raise BadInput(f"forge {self.forge.display_url} has no main branch to start from")
         with local_disk(str(self.workdir)):
-            local = self._local_ahead(remote_branch, found.get(MAIN_REF))
-            self._check_out(local or base)
-        self.resumed_locally = local is not None
+            ahead = self._local_ahead(remote_branch, found.get(MAIN_REF)) if local else None
+            self._check_out(ahead or base)
+        self.resumed_locally = ahead is not None
         from assay.journal.files import check_tree
 
         check_tree(self.workdir, journal_path(self.brief))  # Corrupt: a link, a FIFO...

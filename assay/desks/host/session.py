@@ -391,7 +391,11 @@ class Session:
         tips: Mapping[str, str | None] | None = None,
     ) -> Session:
         sync = BranchSync(forge, brief.id, workdir=workdir, identity=identity)
-        worktree = sync.checkout(known=tips)
+        durability = Durability.for_desk(desk, forge)
+        # Step mode pushes every point before the run goes on: the forge's tip is the run
+        # (a push lost in flight costs its one call, as documented); the other modes resume
+        # the commits they chose not to push yet.
+        worktree = sync.checkout(known=tips, local=durability.mode != "step")
         if desk.kind in ("agent", "command", "cli") and desk.sandbox_spec().isolation == "on":
             require_sandbox()  # SandboxUnavailable (78), saying how to fix, before any work
         secrets = session_secrets(forge, desk)
@@ -402,7 +406,7 @@ class Session:
             events=EventLog(forge, brief.id),
             brief=brief,
             scan=CheckpointScan(secrets, journal_dir=sync.journal_dir),
-            durability=Durability.for_desk(desk, forge),
+            durability=durability,
         )
         function, model, tools = desk_function(
             desk, brief, forge=forge, hooks=hooks, worktree=worktree, secrets=secrets
