@@ -38,7 +38,7 @@ from assay.desks.kinds.command import command_desk
 from assay.desks.kinds.python import in_directory
 from assay.desks.kinds.tools import ToolBox
 from assay.desks.records.events import EventLog
-from assay.errors import Denied, Fenced, Internal
+from assay.errors import AssayError, Denied, Fenced, Internal
 from assay.forge import Forge
 from assay.journal import read_journal, secrets_from_env, summarize
 from assay.plumbing import Identity
@@ -374,7 +374,10 @@ class Session:
             lock.close()
             raise
         session.hooks.seeded = list(events) if events is not None else None
-        session.repaid = repaid_calls(previous, claim, session.sync)
+        try:
+            session.repaid = repaid_calls(previous, claim, session.sync)
+        except AssayError:
+            session.repaid = 0  # a damaged journal: the run's own open reports it
         return session
 
     @classmethod
