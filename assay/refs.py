@@ -26,6 +26,8 @@ SWEEPS = ASSAY + "sweeps/"
 SWEEP_LOG = SWEEPS + "log"
 ORPHAN_LOG = SWEEPS + "orphans"
 GITHUB = ASSAY + "github/"
+CONFIG = ASSAY + "config"  # the forge's settings record (the gate's public key): admin only
+HOLDOUT = ASSAY + "holdout/"  # refs/assay/holdout/<brief>: rows sealed to the gate
 RUNS = ASSAY + "runs/"  # refs/assay/runs/<brief>/<attempt>: a merged run's branch, kept
 # Where ``assay github events`` has read GitHub's comments up to (one repository-wide record).
 GITHUB_EVENTS_CURSOR = ASSAY + "github-events/cursor"
@@ -63,6 +65,7 @@ evidence_ref = _per_brief(EVIDENCE, "``refs/assay/evidence/<brief>``.")
 review_ref = _per_brief(REVIEWS, "``refs/assay/reviews/<brief>``.")
 status_ref = _per_brief(STATUS, "``refs/assay/status/<brief>``.")
 github_ref = _per_brief(GITHUB, "``refs/assay/github/<brief>``.")
+holdout_ref = _per_brief(HOLDOUT, "``refs/assay/holdout/<brief>``.")
 
 
 def run_ref(brief: str, attempt: int) -> str:

@@ -211,9 +211,11 @@ def serve_daemon(path: Path) -> Served:
 
 @pytest.fixture(autouse=True)
 def assay_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point ``ASSAY_STATE`` (forge caches and other local state) into the tmp dir."""
+    """Point ``ASSAY_STATE`` (forge caches and other local state) and the gate's own state
+    (``ASSAY_GATE_STATE``: its key, never under ``ASSAY_STATE``) into the tmp dir."""
     state = tmp_path / "assay-state"
     monkeypatch.setenv("ASSAY_STATE", str(state))
+    monkeypatch.setenv("ASSAY_GATE_STATE", str(tmp_path / "gate-state"))
     return state
 
 

@@ -61,6 +61,7 @@ def evidence_counts(
     desk_names: Collection[str] = (),
     require_signed: bool = True,
     key_known: bool = False,
+    holdout: Sequence[tuple[str, str]] = (),
 ) -> EvidenceCounts:
     """The evidence column, judged by the evidence package's own merge rule (``decide``):
     a row is verified only when a record that counts (written by the gate, not by the
@@ -74,6 +75,8 @@ def evidence_counts(
     # match a record's command, so they show as stale rather than verified.
     specs = [RowSpec(id=row, command=command) for row, command in zip(rows, commands, strict=False)]
     specs += [RowSpec(id=row, command="") for row in rows[len(commands) :]]
+    specs += [RowSpec(id=row, command=command) for row, command in holdout]
+    hidden = {row for row, _ in holdout}
 
     def judged(signed: bool) -> Counter[Verdict]:
         decision = decide(
@@ -88,10 +91,23 @@ def evidence_counts(
         )
         return Counter(status.verdict for status in decision.rows)
 
+    def holdout_passed() -> int:
+        decision = decide(
+            brief=brief,
+            rows=[spec for spec in specs if spec.id in hidden],
+            records=[r.record for r in records if r.record is not None],
+            head_sha=head,
+            env=EnvDecl(),
+            desk_names=frozenset(desk_names),
+            require_signed=require_signed,
+            key_known=key_known,
+        )
+        return sum(status.verdict is Verdict.PASS for status in decision.rows)
+
     verdicts = judged(require_signed)
     # Rows that would pass if unsigned records counted: the insecure choice, made visible.
     unsigned = judged(False)[Verdict.PASS] - verdicts[Verdict.PASS] if require_signed else 0
-    all_rows = set(rows) | {r.row for r in records} | set(claimed)
+    all_rows = set(rows) | hidden | {r.row for r in records} | set(claimed)
     return EvidenceCounts(
         rows=len(all_rows),
         claimed=sum(1 for result in claimed.values() if result == "pass"),
@@ -100,6 +116,8 @@ def evidence_counts(
         stale=verdicts[Verdict.STALE],
         unsigned=unsigned,
         unsandboxed=verdicts[Verdict.UNSANDBOXED],
+        holdout=len(hidden),
+        holdout_passed=holdout_passed() if hidden else 0,
     )
 
 
@@ -111,18 +129,6 @@ def _review(snapshot: ForgeSnapshot, brief: str) -> str:
     return refs.REVIEWS + brief + (f" ({state})" if state else "")
 
 
-def gate_key_known() -> bool:
-    """Whether the gate's key is at hand to check signatures (as the gate's merge rule:
-    unsigned records never count; without the key a signature is seen, not checked)."""
-    from assay.errors import AssayError
-    from assay.evidence.records import gate_key
-
-    try:
-        return gate_key() is not None
-    except AssayError:  # an unreadable key file: signatures are seen, not checked
-        return False
-
-
 def board_from_snapshot(
     snapshot: ForgeSnapshot,
     *,
@@ -131,7 +137,7 @@ def board_from_snapshot(
 ) -> BoardState:
     """The board of ``snapshot``, as of ``now`` or else the latest instant the forge records."""
     as_of = now or snapshot.latest_instant() or _EPOCH
-    key_known = gate_key_known()
+    key_known = bool(snapshot.evidence_key)
     ids = sorted(set(snapshot.briefs) | set(snapshot.claims) | set(snapshot.invalid))
     return BoardState(
         forge=snapshot.url,
@@ -160,6 +166,7 @@ def _evidence(snapshot: ForgeSnapshot, brief_id: str, *, key_known: bool) -> Evi
         commands=brief.commands if brief else (),
         desk_names={claim.desk, claim.holder} - {""} if claim else (),
         key_known=key_known,
+        holdout=snapshot.holdout.get(brief_id, ()),
     )
 
 
@@ -174,7 +181,7 @@ def state_of(
     """The state of ``brief_id`` in ``snapshot``: what its board row, ``assay status`` and
     the honest-status sweeper all say (``evidence``: its column, when already judged)."""
     if evidence is None:
-        evidence = _evidence(snapshot, brief_id, key_known=gate_key_known())
+        evidence = _evidence(snapshot, brief_id, key_known=bool(snapshot.evidence_key))
     return brief_state(
         snapshot.claims.get(brief_id),
         snapshot.journals.get(brief_id),

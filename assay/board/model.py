@@ -30,6 +30,8 @@ class EvidenceCounts:
     stale: int = 0  # rows the gate verified at an older head than the branch's tip
     unsigned: int = 0  # rows that pass only on unsigned records (--insecure-unsigned-evidence)
     unsandboxed: int = 0  # rows that passed only on the host (--insecure-unsandboxed-rows)
+    holdout: int = 0  # of ``rows``, those the desk never saw (``assay holdout add``)
+    holdout_passed: int = 0  # of those, the ones verified passing
 
     @property
     def label(self) -> str:
@@ -47,6 +49,8 @@ class EvidenceCounts:
             parts.append(f"unsigned {self.unsigned}")
         if self.unsandboxed:
             parts.append(f"unsandboxed {self.unsandboxed}")
+        if self.holdout:
+            parts.append(f"holdout {self.holdout_passed}/{self.holdout}")
         return " ".join(parts)
 
 

@@ -159,6 +159,11 @@ class ForgeSnapshot:
     # brief -> one note per event record skipped (malformed, oversized): never delivered
     event_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     round_trips: int = 0
+    # brief -> its holdout rows as (id, "holdout <digest>"): judged like its other rows
+    holdout: Mapping[str, Sequence[tuple[str, str]]] = field(default_factory=dict)
+    # The fingerprint of the gate key that checked the evidence signatures ("" none: each
+    # signature was seen, not checked).
+    evidence_key: str = ""
 
     def branch(self, brief: str) -> str:
         """The sha of ``assay/<brief>``, or "" when there is no such branch."""

@@ -14,13 +14,12 @@ the evidence ref, and one JSON record per commit on the events and status refs.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import assay.refs as refs
 from assay.board.model import parse_time
@@ -36,8 +35,21 @@ from assay.board.snapshot import (
 from assay.errors import AssayError, BadInput, Corrupt
 from assay.evidence.anchors import anchor_problem
 from assay.forge.batch import GitBatch
-from assay.refs import BRANCHES, CLAIMS, EVENTS, EVIDENCE, FETCH_ALL, MAIN, REVIEWS, STATUS
+from assay.refs import (
+    BRANCHES,
+    CLAIMS,
+    EVENTS,
+    EVIDENCE,
+    FETCH_ALL,
+    HOLDOUT,
+    MAIN,
+    REVIEWS,
+    STATUS,
+)
 from assay.sweep.apply import status_problem
+
+if TYPE_CHECKING:
+    from assay.evidence.keys import PublicKey
 
 
 @dataclass(frozen=True)
@@ -217,7 +229,7 @@ def _templates(batch: GitBatch, main: str) -> dict[str, str]:
     return found
 
 
-def _evidence(batch: GitBatch, sha: str, brief: str, key: bytes | None) -> list[EvidenceInfo]:
+def _evidence(batch: GitBatch, sha: str, brief: str, key: PublicKey | None) -> list[EvidenceInfo]:
     """Every record on the brief's evidence ref, oldest first, each checked by the evidence
     package's own decoder (digest, and the gate's signature when there is a ``key``): a
     record it refuses is ``Corrupt``, and the brief is shown ``invalid``."""
@@ -313,9 +325,10 @@ class _Parts:
     statuses: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     invalid: dict[str, AssayError] = field(default_factory=dict)
     event_notes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    holdout: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
-_PREFIXES = (CLAIMS, BRANCHES, EVIDENCE, REVIEWS, EVENTS, STATUS)
+_PREFIXES = (CLAIMS, BRANCHES, EVIDENCE, REVIEWS, EVENTS, STATUS, HOLDOUT)
 
 
 # Records this process decoded, by the ref and commit they were read from (and the gate key
@@ -344,14 +357,14 @@ def _decoded(key: tuple[str, str, str], decode: Callable[[], Any]) -> Any:
     return found
 
 
-def _evidence_key() -> bytes | None:
-    """The gate key that checks evidence signatures here, or None."""
-    from assay.evidence.records import gate_key
+def _reader_key(forge: Any, known: Mapping[str, str]) -> PublicKey | None:
+    # Imported here, as the records' decoder is: the waker reads snapshots too, never evidence.
+    from assay.evidence.trust import reader_key
 
     try:
-        return gate_key()  # $ASSAY_EVIDENCE_KEY or the gate's key file, when this is the gate
-    except AssayError:
-        return None  # an unreadable key file: signatures are seen, not checked
+        return reader_key(forge, known=known)
+    except AssayError:  # a malformed settings record: signatures are seen, not checked
+        return None
 
 
 def _read_ref(
@@ -361,7 +374,7 @@ def _read_ref(
     sha: str,
     *,
     journals: bool,
-    evidence_key: Callable[[], bytes | None],
+    evidence_key: Callable[[], PublicKey | None],
 ) -> None:
     """Decode one ref's record(s) with its owner's decoder; a failure marks its brief."""
     prefix = next((p for p in _PREFIXES if ref.startswith(p)), None)
@@ -373,7 +386,7 @@ def _read_ref(
             parts.claims[brief] = _decoded((ref, sha, ""), lambda: _claim(batch, ref, sha))
         elif prefix == EVIDENCE:
             key = evidence_key()
-            key_id = hashlib.sha256(key).hexdigest() if key else ""
+            key_id = key.fingerprint if key else ""
             found = _decoded((ref, sha, key_id), lambda: tuple(_evidence(batch, sha, brief, key)))
             parts.evidence[brief] = list(found)
         elif prefix == EVENTS:
@@ -385,6 +398,8 @@ def _read_ref(
             parts.reviews[brief] = sha
             review = _decoded((ref, sha, ""), lambda: _review(batch, ref, sha))
             parts.review_states[brief], parts.review_heads[brief] = review.state, review.head_sha
+        elif prefix == HOLDOUT:
+            parts.holdout[brief] = _decoded((ref, sha, ""), lambda: _holdout(batch, ref, sha))
         elif prefix == STATUS:
             status = _decoded((ref, sha, ""), lambda: _status(batch, sha))
             if status is not None:
@@ -406,6 +421,14 @@ def _events_and_notes(
     notes: list[str] = []
     events = _events(batch, ref, sha, notes)
     return tuple(events), tuple(notes)
+
+
+def _holdout(batch: GitBatch, ref: str, sha: str) -> tuple[tuple[str, str], ...]:
+    """The holdout rows' ids and digests (never more: the board holds no key)."""
+    from assay.evidence.holdout import row_specs_of
+
+    specs = row_specs_of(record_of(batch, sha), source=f"{ref} {sha[:12]}")
+    return tuple((spec.id, spec.command) for spec in specs)
 
 
 def _status(batch: GitBatch, sha: str) -> Mapping[str, Any] | None:
@@ -436,9 +459,11 @@ def snapshot_from_cache(
     with forge.batch() as batch:
         infos = _brief_infos(batch, main, forge.state_dir) if briefs else {}
         templates = _templates(batch, main) if briefs else {}
-        evidence_key = functools.cache(_evidence_key)  # read once, and only if needed
+        # The key the forge vouches for: read once, and only if an evidence ref is read.
+        evidence_key = functools.cache(lambda: _reader_key(forge, refs))
         for ref, sha in sorted(refs.items()):
             _read_ref(batch, parts, ref, sha, journals=journals, evidence_key=evidence_key)
+    checked_by = evidence_key() if parts.evidence else None
     return ForgeSnapshot(
         url=url,
         main=main,
@@ -446,6 +471,7 @@ def snapshot_from_cache(
         briefs=infos,
         templates=templates,
         round_trips=round_trips,
+        evidence_key=checked_by.fingerprint if checked_by else "",
         **vars(parts),
     )
 

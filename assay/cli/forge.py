@@ -10,8 +10,10 @@ import click
 from assay.cli.options import json_option, serve_options, serve_until_stopped
 from assay.console import err, out, print_json
 from assay.errors import BadInput
-from assay.evidence.keys import create_key
-from assay.forge import principals
+from assay.evidence.holdout import HoldoutPublicKey
+from assay.evidence.keys import PublicKey, create_key, gate_key
+from assay.evidence.trust import record_gate
+from assay.forge import open_forge, principals
 from assay.forge.connections import IDLE_TIMEOUT_S, MAX_CONNECTIONS
 from assay.forge.embedded import init_forge, is_forge
 from assay.forge.serve import ForgeServer
@@ -28,11 +30,13 @@ def forge_group() -> None:
 def init_command(path: Path, as_json: bool) -> None:
     """Create an embedded forge at PATH: main with briefs/ and .gitattributes.
 
-    Also makes the gate's signing key, outside the forge, in the gate's state directory
-    ($ASSAY_GATE_STATE, else $ASSAY_STATE/gate), unless one is there already.
+    Also makes the gate's signing key pair, outside the forge, in the gate's state
+    directory ($ASSAY_GATE_STATE, else ~/.local/state/assay-gate; mode 0700), unless one is
+    there already, and records its public half in the forge's config, so that anyone
+    reading the forge can check evidence and only the gate can sign it.
     """
     made = init_forge(path)
-    key = create_key()
+    key_file, public = _record_gate_key(made, replace=False)
     if as_json:
         print_json(
             {
@@ -40,12 +44,76 @@ def init_command(path: Path, as_json: bool) -> None:
                 "code": 0,
                 "path": str(made),
                 "url": f"file://{made}",
-                "gate_key": str(key),
+                "gate_key": str(key_file),
+                "gate_public_key": public.text,
+                "gate_key_fingerprint": public.fingerprint,
             }
         )
     else:
         out.print(f"forge ready at {made}", markup=False, highlight=False)
-        out.print(f"gate key at {key} (keep it off the forge)", markup=False, highlight=False)
+        out.print(
+            f"gate key {public.fingerprint} at {key_file} (only the gate's user may read it)",
+            markup=False,
+            highlight=False,
+        )
+
+
+def _record_gate_key(forge: Path, *, replace: bool) -> tuple[Path, PublicKey]:
+    """Make the gate's key (unless there is one) and record its public half in ``forge``'s
+    config, through the local filesystem: the admin's path."""
+    key_file = create_key()
+    gate = gate_key()
+    assert gate is not None  # create_key made the file gate_key reads (or an env key won)
+    with open_forge(str(forge)) as local:
+        record_gate(local, gate, replace=replace)
+    return key_file, gate.public
+
+
+@forge_group.command("gate-key")
+@click.argument("path", type=click.Path(path_type=Path), required=False)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Trust this gate's key on PATH instead of the one recorded there.",
+)
+@json_option
+def gate_key_command(path: Path | None, replace: bool, as_json: bool) -> None:
+    """Show the gate's public key, making the key pair when there is none.
+
+    With PATH (an embedded forge's directory), also record it in that forge's config; a
+    different key already recorded is refused (exit 77) unless --replace. The private key
+    stays in the gate's state directory ($ASSAY_GATE_STATE, else
+    ~/.local/state/assay-gate): on GitHub, store that file's one line as the repository
+    secret ASSAY_EVIDENCE_KEY and the public key as the variable ASSAY_GATE_PUBLIC_KEY.
+    """
+    if path is not None and not is_forge(path):
+        raise BadInput(f"{path}: not a local embedded forge (assay forge init makes one)")
+    key_file = create_key()
+    gate = gate_key()
+    assert gate is not None  # create_key made the file gate_key reads (or an env key won)
+    if path is not None:
+        _record_gate_key(path.resolve(), replace=replace)
+    public, holdout = gate.public, HoldoutPublicKey.of(gate)
+    if as_json:
+        print_json(
+            {
+                "status": "ok",
+                "code": 0,
+                "gate_key": str(key_file),
+                "public_key": public.text,
+                "fingerprint": public.fingerprint,
+                "holdout_public_key": holdout.text,
+                "recorded": str(path) if path is not None else None,
+            }
+        )
+    else:
+        out.print(public.text, markup=False, highlight=False)
+        err.print(
+            f"gate key {public.fingerprint} at {key_file}"
+            + (f", recorded in {path}" if path is not None else ""),
+            markup=False,
+            highlight=False,
+        )
 
 
 @forge_group.command("serve")

@@ -32,6 +32,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "assay.cli.brief": ("brief",),
     "assay.cli.desk": ("desk", "wake", "resync", "cancel"),
     "assay.cli.verify": ("verify", "merge"),
+    "assay.cli.holdout": ("holdout",),
     "assay.cli.sweep": ("sweep",),
     "assay.cli.board": ("board", "status"),
     "assay.cli.github": ("github", "init"),

@@ -91,8 +91,9 @@ def verify_command(
     """Re-run BRIEF's verify rows on the review's head in a clean tree and record evidence.
 
     Exit 0 when every row passes in the declared environment, 1 otherwise. Records are
-    signed with the gate's key (ASSAY_EVIDENCE_KEY, else evidence.key in the gate's state
-    directory, made on first use).
+    signed with the gate's private key (ASSAY_EVIDENCE_KEY, else gate.key in the gate's
+    state directory, $ASSAY_GATE_STATE or ~/.local/state/assay-gate, made on first use);
+    a key other than the one the forge trusts is refused (exit 77), naming both.
     """
     from assay.sandbox.shield import make_undumpable
 

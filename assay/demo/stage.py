@@ -59,7 +59,8 @@ from assay.demo.material import (
 )
 from assay.desks.records.review import read_review
 from assay.errors import Failed
-from assay.evidence.keys import GATE_STATE_ENV, create_key
+from assay.evidence.keys import GATE_STATE_ENV, create_key, read_key_file
+from assay.evidence.trust import record_gate
 from assay.forge import Forge, ForgeServer, init_forge, open_forge
 from assay.forge.embedded import ref_tips
 from assay.journal.reader import segment_files
@@ -174,8 +175,10 @@ class Stage:
         reset_directory(self.directory)
         material = load_material(self.options.briefs)
         forge_path = init_forge(self.directory / "forge.git")
-        create_key(self.directory / "state" / "gate")  # as `assay forge init` does
+        gate = self._gate_state()
+        create_key(gate)  # as `assay forge init` does, and its public half recorded
         with open_forge(str(forge_path), cache_dir=self.directory / "state" / "seed") as local:
+            record_gate(local, read_key_file(gate))
             seed_forge(local, material)
         self.model = real_model()
         from assay.sandbox import sandbox_available
@@ -194,6 +197,10 @@ class Stage:
         self.report.forge_path = str(forge_path)
         self.report.forge_url = server.url
         return forge_path, server, forge
+
+    def _gate_state(self) -> Path:
+        """The gate's own state directory: apart from the desks' state (``state/``)."""
+        return self.directory / "gate-state"
 
     def _cli_desk(self, choice: CliChoice) -> None:
         """Make the demo's desk a ``kind: cli`` desk, with the scripted upstream unless a
@@ -228,7 +235,7 @@ class Stage:
     ) -> tuple[int, dict[str, Any]]:
         env = self.fleet.env
         if gate:  # only the gate's processes are told where its signing key is
-            env = {**env, GATE_STATE_ENV: str(self.directory / "state" / "gate")}
+            env = {**env, GATE_STATE_ENV: str(self._gate_state())}
         done = subprocess.run(
             [*ASSAY, *args],
             cwd=self.directory,

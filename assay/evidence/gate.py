@@ -28,7 +28,10 @@ from assay.errors import Busy, Corrupt, Failed
 from assay.evidence.anchors import ClaimAnchors, check_anchors, read_claim_anchors
 from assay.evidence.claimed import Claimed, claimed_from_entries, journal_anchors
 from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, fingerprint
-from assay.evidence.keys import GATE_STATE_ENV, gate_key, gate_state_dir, signing_key
+from assay.evidence.holdout import SealedRow, place_files, sealed_record
+from assay.evidence.holdout import open_rows as open_holdout
+from assay.evidence.holdout import read_rows as read_holdout
+from assay.evidence.keys import GateKey, PublicKey, gate_state_dir, signing_key
 from assay.evidence.pinning import PinPlan, apply_pins, plan_for, safe_python_env
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.results import Baselines, ReportFolder, judge, structured_runners
@@ -59,10 +62,11 @@ from assay.evidence.source import (
 from assay.evidence.spec import EnvDecl, RowSpec, env_decl, protect_globs, row_specs
 from assay.evidence.store import EvidenceLog, append_records, default_verifier, read_log
 from assay.evidence.table import render_markdown, with_table
+from assay.evidence.trust import gate_trust, merge_key, reader_key, refuse_other_signers
 from assay.forge import Forge
 from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import GitError, RefUpdate
-from assay.refs import run_ref
+from assay.refs import holdout_ref, run_ref
 from assay.runtime.types import Event
 from assay.sandbox import SandboxSpec
 from assay.sandbox.environ import process_environment
@@ -163,9 +167,15 @@ class _Context:
     protect: tuple[str, ...] | None = None
     approval: list[Event] | None = None  # the brief's events when it needs approval
     title: str = ""  # the brief's title: the squash commit's subject
+    holdout: list[SealedRow] = field(default_factory=list)  # rows the desk never sees
+
+    @property
+    def all_rows(self) -> list[RowSpec]:
+        """The brief's rows and its holdout rows, as the merge rule judges them."""
+        return [*self.rows, *(row.spec() for row in self.holdout)]
 
 
-def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
+def _context(forge: Forge, brief_id: str, key: PublicKey | None) -> _Context:
     view = fetch_view(forge, brief_id)
     brief = load_brief(forge, view.main, brief_id)
     source = brief.source or f"briefs/{brief_id}.md"
@@ -186,7 +196,13 @@ def _context(forge: Forge, brief_id: str, key: bytes | None) -> _Context:
             if brief.needs_approval
             else None
         ),
+        holdout=read_holdout(forge, brief_id, known=_known(holdout_ref(brief_id), view.holdout)),
     )
+
+
+def _known(ref: str, tip: str | None) -> dict[str, str]:
+    """A fetch's answer for one ref (empty: the ref was absent)."""
+    return {ref: tip} if tip else {}
 
 
 def _check_journal(
@@ -208,7 +224,7 @@ def _decision(
     records: Sequence[EvidenceRecord],
     head: str,
     claimed: Claimed,
-    key: bytes | None,
+    key: PublicKey | None,
     *,
     insecure: bool = False,
     allow_unsandboxed: bool = False,
@@ -218,7 +234,7 @@ def _decision(
     brief-level conditions only a merge checks (its approval), as the review's state."""
     return decide(
         brief=ctx.view.brief,
-        rows=ctx.rows,
+        rows=ctx.all_rows,
         records=records,
         head_sha=head,
         env=ctx.env,
@@ -255,7 +271,7 @@ def verify(
     *,
     sha: str | None = None,
     verifier: str | None = None,
-    key: bytes | None = None,
+    key: GateKey | None = None,
     insecure: bool = False,
     unsandboxed: bool = False,
     workdir: Path | None = None,
@@ -268,10 +284,14 @@ def verify(
     the host, for a machine without bubblewrap that accepts the risk."""
     shield_gate_process()
     key = signing_key(key=key, insecure=insecure)
+    trust = gate_trust(forge, key) if key is not None else None
+    trusted = trust.key if trust is not None else None
     verifier = verifier or default_verifier()
     timings: dict[str, float] = {}
     started = time.monotonic()
-    ctx, head = _what_to_verify(forge, brief_id, sha, key)
+    ctx, head = _what_to_verify(forge, brief_id, sha, trusted)
+    if trust is not None:
+        refuse_other_signers(ctx.log.records, trust, brief=brief_id)
     timings["fetch"] = time.monotonic() - started
     sandbox = gate_sandbox(unsandboxed=unsandboxed)
     with (
@@ -297,6 +317,20 @@ def verify(
             on_start=on_start,
             on_row=on_row,
         )
+        if ctx.holdout:
+            ran += _run_holdout(
+                ctx,
+                tree=tree,
+                site=Path(site),
+                environ=at.environ,
+                sandbox=sandbox,
+                template=_record_template(
+                    brief_id, head, at, verifier=verifier, sandboxed=sandbox.sandboxed
+                ),
+                key=key,
+                checks=_Checks(forge, None, Path(reports), workdir=workdir),
+                on_row=on_row,
+            )
     timings["rows"] = sum(record.seconds for record in ran)
     with _timed(timings, "record"):
         log = append_records(forge, brief_id, ran, key=key, log=ctx.log)
@@ -307,7 +341,7 @@ def verify(
         log.records,
         head,
         at.claimed,
-        key,
+        trusted,
         insecure=insecure,
         allow_unsandboxed=unsandboxed,
         rows_only=True,
@@ -386,7 +420,7 @@ def _inspect_head(
 
 
 def _what_to_verify(
-    forge: Forge, brief_id: str, sha: str | None, key: bytes | None
+    forge: Forge, brief_id: str, sha: str | None, key: PublicKey | None
 ) -> tuple[_Context, str]:
     """The brief's context and the commit to verify: ``sha`` when given, else the review's
     head; ``Failed`` when there is none or it is not on the forge."""
@@ -403,8 +437,7 @@ def _gate_fingerprint(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The rows' environment and the fingerprint the gate takes in ``tree`` of what a row
     started in ``sandbox`` really gets (its ``PATH`` as the sandbox sets it)."""
-    environ = row_environment()
-    environ.pop(GATE_STATE_ENV, None)  # where the key lives is none of a row's business
+    environ = row_environment()  # never where the gate's key or the desks' state live
     return environ, fingerprint(ctx.env, tree, run_env=process_environment(sandbox, environ))
 
 
@@ -501,7 +534,7 @@ def _run_rows(
     environ: dict[str, str],
     sandbox: SandboxSpec,
     template: EvidenceRecord,
-    key: bytes | None,
+    key: GateKey | None,
     checks: _Checks,
     on_start: Callable[[RowSpec], None] | None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
@@ -514,9 +547,7 @@ def _run_rows(
     # The rows' private /tmp hides the gate's folders unless they are bound in.
     sandbox = sandbox.with_read_only(site).with_writable(checks.root)
     # Evidence is committed to the forge: scrub any secret a row found and printed.
-    redactor = Redactor(
-        [*withheld_values(), *secrets_from_env(()), *([key.decode()] if key else [])]
-    )
+    redactor = Redactor([*withheld_values(), *secrets_from_env(()), *([key.text] if key else [])])
     ran: list[EvidenceRecord] = []
     for row in rows:
         if on_start is not None:
@@ -558,6 +589,48 @@ def _run_rows(
         ran.append(record)
         if on_row is not None:
             on_row(row, record)
+    return ran
+
+
+def _run_holdout(
+    ctx: _Context,
+    *,
+    tree: Path,
+    site: Path,
+    environ: dict[str, str],
+    sandbox: SandboxSpec,
+    template: EvidenceRecord,
+    key: GateKey | None,
+    checks: _Checks,
+    on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
+) -> list[EvidenceRecord]:
+    """Open the brief's holdout rows, place their files in the clean tree (after the public
+    rows ran) and run them by the same rules; their records say nothing of their content.
+
+    A gate without a key (the insecure mode) cannot open them: they stay missing, and the
+    merge is refused."""
+    if key is None:
+        return []
+    opened = open_holdout(key, ctx.holdout, brief=ctx.view.brief)
+    place_files(tree, opened)
+    ran: list[EvidenceRecord] = []
+    for row in opened:
+        [record] = _run_rows(
+            [row.spec()],
+            tree=tree,
+            site=site,
+            environ=environ,
+            sandbox=sandbox,
+            template=template,
+            key=key,
+            checks=checks,
+            on_start=None,  # a progress line would show the command
+            on_row=None,
+        )
+        hidden = sealed_record(record, row)
+        ran.append(hidden)
+        if on_row is not None:
+            on_row(row.row.spec(), hidden)
     return ran
 
 
@@ -611,17 +684,18 @@ def merge_decision(
     forge: Forge,
     brief_id: str,
     *,
-    key: bytes | None = None,
+    key: PublicKey | None = None,
     insecure: bool = False,
     allow_unsandboxed: bool = False,
 ) -> MergeDecision:
     """The merge rule at the review's current head, after every integrity check.
 
-    Without the gate's key at hand (a desk or a sync showing the table), a record's
+    ``key`` defaults to the key the forge vouches for (``assay.evidence.trust``); with none
+    at hand (a desk or a sync showing the table on a forge that records no key), a record's
     signature is seen but not checked; ``merge`` itself always checks it.
     """
     if key is None and not insecure:
-        key = gate_key()
+        key = reader_key(forge)
     return _judge(forge, brief_id, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed)[
         1
     ]
@@ -631,7 +705,7 @@ def _judge(
     forge: Forge,
     brief_id: str,
     *,
-    key: bytes | None,
+    key: PublicKey | None,
     insecure: bool = False,
     allow_unsandboxed: bool = False,
 ) -> tuple[_Context, MergeDecision]:
@@ -661,7 +735,7 @@ def _judge(
     return ctx, decision
 
 
-def review_table(forge: Forge, brief_id: str, *, key: bytes | None = None) -> str:
+def review_table(forge: Forge, brief_id: str, *, key: PublicKey | None = None) -> str:
     """The claimed-versus-verified Markdown for a review body, as things stand now.
 
     For the desk to call whenever it rewrites the review (its side changed): pass the
@@ -733,7 +807,7 @@ def merge(
     forge: Forge,
     brief_id: str,
     *,
-    key: bytes | None = None,
+    key: GateKey | None = None,
     insecure: bool = False,
     ff_only: bool = False,
     allow_unsandboxed: bool = False,
@@ -742,11 +816,12 @@ def merge(
     it, keeping the run's branch under its run ref; else ``MergeRefused``.
 
     ``allow_unsandboxed`` (``--allow-unsandboxed-evidence``) accepts rows the gate ran on
-    the host; without it their records block the merge."""
-    key = signing_key(key=key, insecure=insecure)
+    the host; without it their records block the merge. Signatures are checked with the
+    key the forge vouches for (no private key needed), else with this gate's own."""
+    trusted = merge_key(forge, key, insecure=insecure)
     for _attempt in range(_MERGE_ATTEMPTS):
         ctx, decision = _judge(
-            forge, brief_id, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed
+            forge, brief_id, key=trusted, insecure=insecure, allow_unsandboxed=allow_unsandboxed
         )
         if not decision.allowed:
             raise MergeRefused(decision)

@@ -8,35 +8,37 @@ One record per row run by the gate, stored as ``record.json`` in one commit on
      "output_tail": "…", "head_sha": "<commit>", "env_fingerprint": {"python": "3.11.2"},
      "verifier": "gate:ci@host", "journal_head": "sha256:…" | "", "at": "2026-…Z",
      "prev": "sha256:<digest of the previous record>" | "", "digest": "sha256:…",
-     "mac": "hmac-sha256:…",                                 # absent only when insecure
+     "sig": "ed25519:<key fingerprint>:<signature>",         # absent only when insecure
      "pinned": ["tests/test_calc.py"],                       # absent when nothing was pinned
      "sandboxed": false}                                     # present only for a host run
 
 Integrity, checked on every read (any failure is ``Corrupt``, exit 6):
 
-- ``digest`` is the sha256 of the record's canonical JSON without ``digest`` and ``mac``:
+- ``digest`` is the sha256 of the record's canonical JSON without ``digest`` and ``sig``:
   editing a field without recomputing it is detected;
 - ``prev`` chains each record to the one before it: editing, dropping or reordering an
   earlier record is detected, even with digests recomputed;
 - the ref's history must be linear, one record per commit (checked by the store), and
   must extend the tip this gate saw last (so rewriting the whole chain is detected too);
-- ``mac`` is an HMAC of the record by the gate's key (``assay.evidence.keys``: held by the
-  gate, not by desks): a record forged or re-signed without the key is detected, and an
-  unsigned record never counts unless the gate runs ``--insecure-unsigned-evidence``.
+- ``sig`` is an Ed25519 signature of the record by the gate's private key
+  (``assay.evidence.keys``: held by the gate, not by desks), checked with the public key the
+  forge vouches for (``assay.forge.settings``): a record forged or re-signed without the
+  private key is detected, a record signed by another key is named by that key's
+  fingerprint and does not count, and an unsigned record never counts unless the gate runs
+  ``--insecure-unsigned-evidence``. Records of older versions carried ``mac`` (an HMAC):
+  such a record reads as unsigned, so a brief verified before the key pair is verified again.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from assay.errors import AssayError, Corrupt
-from assay.evidence.keys import KEY_ENV as KEY_ENV
-from assay.evidence.keys import gate_key as gate_key
+from assay.evidence.keys import GateKey, PublicKey, split_signature
 
 RECORD_VERSION = 1
 RECORD_FILE = "record.json"
@@ -86,7 +88,7 @@ class EvidenceRecord:
     at: str
     prev: str = ""
     digest: str = ""
-    mac: str = ""
+    sig: str = ""
     pinned: tuple[str, ...] = ()  # paths restored from main before the row ran (sorted)
     runner: str = ""  # whose structured result was read ("pytest", "unittest"); "" unstructured
     findings: tuple[str, ...] = ()  # why the runner's own result fails the row
@@ -96,17 +98,18 @@ class EvidenceRecord:
     sandboxed: bool = True
     v: int = RECORD_VERSION
     kind: str = RECORD_KIND
-    signed: bool = field(default=False, compare=False)
+    signed: bool = field(default=False, compare=False)  # ``sig`` checked by a trusted key
+    signer: str = field(default="", compare=False)  # the fingerprint ``sig`` names
 
     @property
     def passed(self) -> bool:
         return self.exit == 0 and not self.timed_out and not self.findings
 
     def body(self) -> dict[str, Any]:
-        """The fields covered by ``digest`` (everything but ``digest``, ``mac``)."""
+        """The fields covered by ``digest`` (everything but ``digest``, ``sig``)."""
         data = asdict(self)
         data["env_fingerprint"] = dict(self.env_fingerprint)
-        for name in ("digest", "mac", "signed"):
+        for name in ("digest", "sig", "signed", "signer"):
             data.pop(name)
         # Each optional field is absent when empty, so older records keep their digest.
         for name in _OPTIONAL:
@@ -122,8 +125,8 @@ class EvidenceRecord:
     def to_json(self) -> dict[str, Any]:
         data = self.body()
         data["digest"] = self.digest
-        if self.mac:
-            data["mac"] = self.mac
+        if self.sig:
+            data["sig"] = self.sig
         return data
 
 
@@ -140,16 +143,15 @@ def _digest(body: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
 
 
-def _mac(key: bytes, body: Mapping[str, Any], digest: str) -> str:
-    payload = canonical({**body, "digest": digest})
-    return "hmac-sha256:" + hmac.new(key, payload, hashlib.sha256).hexdigest()
+def _signed_bytes(body: Mapping[str, Any], digest: str) -> bytes:
+    return canonical({**body, "digest": digest})
 
 
-def seal(record: EvidenceRecord, *, prev: str, key: bytes | None) -> EvidenceRecord:
-    """``record`` chained after ``prev``, with its digest (and mac, given a key)."""
+def seal(record: EvidenceRecord, *, prev: str, key: GateKey | None) -> EvidenceRecord:
+    """``record`` chained after ``prev``, with its digest (and signature, given a key)."""
     body = {**record.body(), "prev": prev, "env_fingerprint": dict(record.env_fingerprint)}
     digest = _digest(body)
-    mac = _mac(key, body, digest) if key else ""
+    sig = key.sign(_signed_bytes(body, digest)) if key else ""
     return EvidenceRecord(
         **{
             **body,
@@ -158,8 +160,9 @@ def seal(record: EvidenceRecord, *, prev: str, key: bytes | None) -> EvidenceRec
             "notes": tuple(body.get("notes", ())),
         },
         digest=digest,
-        mac=mac,
+        sig=sig,
         signed=bool(key),
+        signer=key.public.fingerprint if key else "",
     )
 
 
@@ -190,8 +193,12 @@ def load_json(
         raise error(f"{where}: {what} is nested too deeply") from None
 
 
-def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRecord:
-    """Parse and check one record; ``Corrupt`` naming ``source`` and the field on any flaw."""
+def decode(data: bytes, *, source: str, key: PublicKey | None = None) -> EvidenceRecord:
+    """Parse and check one record; ``Corrupt`` naming ``source`` and the field on any flaw.
+
+    ``key`` is the public key the reader trusts: a record it signed is ``signed``; a record
+    another key signed is not, and says which (``signer``); a bad signature by ``key`` is
+    ``Corrupt``. Without ``key`` a signature is seen, not checked."""
     raw = load_json(data, where=source, what="evidence record", limit=MAX_RECORD_BYTES)
     if not isinstance(raw, dict):
         raise Corrupt(f"{source}: evidence record is not a JSON object")
@@ -208,7 +215,7 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
         value = raw.get(name)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise Corrupt(f"{source}: evidence record field {name!r} is missing or mistyped")
-    unknown = set(raw) - set(_FIELDS) - {"mac", "sandboxed", *_OPTIONAL}
+    unknown = set(raw) - set(_FIELDS) - {"sig", "mac", "sandboxed", *_OPTIONAL}
     if unknown:
         raise Corrupt(f"{source}: evidence record has unknown fields {sorted(unknown)}")
     fp = raw["env_fingerprint"]
@@ -226,23 +233,26 @@ def decode(data: bytes, *, source: str, key: bytes | None = None) -> EvidenceRec
         )
     if not isinstance(raw.get("runner", ""), str):
         raise Corrupt(f"{source}: evidence record field 'runner' is mistyped")
-    mac = raw.pop("mac", "")
-    if not isinstance(mac, str):
+    if not isinstance(raw.pop("mac", ""), str):  # an older version's HMAC: unsigned now
         raise Corrupt(f"{source}: evidence record field 'mac' is mistyped")
+    sig = raw.pop("sig", "")
+    if not isinstance(sig, str):
+        raise Corrupt(f"{source}: evidence record field 'sig' is mistyped")
     digest = raw.pop("digest")
     if _digest(raw) != digest:
         raise Corrupt(
             f"{source}: evidence record for row {raw['row']!r} was edited (digest mismatch)"
         )
+    signer, signature = split_signature(sig, source=source) if sig else ("", b"")
     signed = False
-    if key is not None and mac:
-        if not hmac.compare_digest(_mac(key, raw, digest), mac):
+    if key is not None and signer == key.fingerprint:
+        if not key.verifies(signature, _signed_bytes(raw, digest)):
             raise Corrupt(
                 f"{source}: evidence record for row {raw['row']!r} fails its gate signature"
             )
         signed = True
     raw.update(lists)
-    return EvidenceRecord(**raw, digest=digest, mac=mac, signed=signed)
+    return EvidenceRecord(**raw, digest=digest, sig=sig, signed=signed, signer=signer)
 
 
 def _strings(

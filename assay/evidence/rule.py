@@ -123,7 +123,7 @@ def counts(
         return False
     if not require_signed:
         return True
-    return record.signed if key_known else bool(record.mac)
+    return record.signed if key_known else bool(record.sig)
 
 
 def describe(record: EvidenceRecord) -> str:

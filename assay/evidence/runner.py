@@ -47,6 +47,10 @@ _DROPPED_NAMES = frozenset(
         "GIT_ASKPASS",
         "SSH_ASKPASS",
         "ASSAY_EVIDENCE_KEY",
+        "ASSAY_EVIDENCE_KEY_FILE",
+        # Where the gate's key and the desks' state live is none of a row's business.
+        "ASSAY_GATE_STATE",
+        "ASSAY_STATE",
         # The gate's own import path (often its own checkout) must not shadow the tree's.
         "PYTHONPATH",
         "PYTHONSTARTUP",

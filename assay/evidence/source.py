@@ -39,6 +39,10 @@ def events_ref(brief: str) -> str:
     return refs.events_ref(brief)
 
 
+def holdout_ref(brief: str) -> str:
+    return refs.holdout_ref(brief)
+
+
 def journal_path(brief: str) -> str:
     return f".assay/journal/{check_id(brief)}"
 
@@ -54,6 +58,7 @@ class ForgeView:
     evidence: str | None
     claim: str | None
     events: str | None = None  # the brief's events log (its approvals), as the fetch found it
+    holdout: str | None = None  # the brief's holdout rows (sealed), as the fetch found it
 
     @property
     def head(self) -> str | None:
@@ -72,6 +77,7 @@ def fetch_view(forge: Forge, brief: str) -> ForgeView:
         "evidence": evidence_ref(brief),
         "claim": claim_ref(brief),
         "events": events_ref(brief),
+        "holdout": holdout_ref(brief),
     }
     found = forge.refresh(list(refs.values()))
     review = read_review_at(forge, brief, found.get(refs["review"]))
@@ -83,6 +89,7 @@ def fetch_view(forge: Forge, brief: str) -> ForgeView:
         evidence=found.get(refs["evidence"]),
         claim=found.get(refs["claim"]),
         events=found.get(refs["events"]),
+        holdout=found.get(refs["holdout"]),
     )
 
 

@@ -19,6 +19,10 @@ DEFAULT_ROW_TIMEOUT_S = 600.0
 _TOOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
+# A holdout row's id in evidence records and tables (``assay.evidence.holdout``).
+HOLDOUT_ROW = "holdout:"
+
+
 @dataclass(frozen=True)
 class RowSpec:
     """One acceptance row: its id, the command exactly as the brief wrote it, a timeout."""

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import assay.refs as refs
 from assay.errors import Busy, Corrupt
+from assay.evidence.keys import GateKey, PublicKey
 from assay.evidence.records import (
     RECORD_FILE,
     EvidenceRecord,
@@ -112,7 +113,9 @@ def _linear_history(forge: Forge, tip: str, *, source: str) -> list[str]:
     return commits
 
 
-def read_log(forge: Forge, brief: str, *, tip: str | None, key: bytes | None = None) -> EvidenceLog:
+def read_log(
+    forge: Forge, brief: str, *, tip: str | None, key: PublicKey | None = None
+) -> EvidenceLog:
     """Validate and return every record up to ``tip`` (already fetched into the cache)."""
     source = evidence_ref(brief)
     _check_extends_seen(forge, brief, tip, source=source)
@@ -134,7 +137,7 @@ def read_log(forge: Forge, brief: str, *, tip: str | None, key: bytes | None = N
     return log
 
 
-def fetch_log(forge: Forge, brief: str, *, key: bytes | None = None) -> EvidenceLog:
+def fetch_log(forge: Forge, brief: str, *, key: PublicKey | None = None) -> EvidenceLog:
     """Fetch the evidence ref (one round trip) and validate it."""
     ref = evidence_ref(brief)
     tip = forge.refresh([ref]).get(ref)
@@ -146,20 +149,21 @@ def append_records(
     brief: str,
     records: Sequence[EvidenceRecord],
     *,
-    key: bytes | None = None,
+    key: GateKey | None = None,
     log: EvidenceLog | None = None,
 ) -> EvidenceLog:
     """Chain, seal and push ``records`` after the current tip (CAS, re-chained on a lost race).
 
     Returns the log as it stands after the push. ``log`` is a log just read, saving a fetch.
     """
+    public = key.public if key is not None else None
     if not records:
-        return log if log is not None else fetch_log(forge, brief, key=key)
+        return log if log is not None else fetch_log(forge, brief, key=public)
     ref = evidence_ref(brief)
     current = log
     for _attempt in range(_APPEND_ATTEMPTS):
         if current is None:
-            current = fetch_log(forge, brief, key=key)
+            current = fetch_log(forge, brief, key=public)
         prev = current.last_digest
         parent = current.tip
         sealed: list[EvidenceRecord] = []

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from assay.console import fitted_table
 from assay.evidence.rule import MergeDecision, RowStatus, Verdict
+from assay.evidence.spec import HOLDOUT_ROW
 
 BEGIN = "<!-- assay:evidence:begin -->"
 END = "<!-- assay:evidence:end -->"
@@ -67,7 +68,19 @@ def render_markdown(decision: MergeDecision) -> str:
     if notes:
         lines.append("")
         lines += [f"- {_cell(note)}" for note in notes]
+    holdout = holdout_summary(decision)
+    if holdout:
+        lines += ["", f"{holdout} (rows the desk never saw; their commands stay sealed)."]
     return "\n".join(lines) + "\n"
+
+
+def holdout_summary(decision: MergeDecision) -> str:
+    """``holdout: 2 of 3 pass`` ("" when the brief has no holdout rows)."""
+    rows = [status for status in decision.rows if status.row.startswith(HOLDOUT_ROW)]
+    if not rows:
+        return ""
+    passed = sum(status.verdict is Verdict.PASS for status in rows)
+    return f"holdout: {passed} of {len(rows)} pass"
 
 
 def row_notes(decision: MergeDecision) -> list[str]:

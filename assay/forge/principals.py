@@ -39,7 +39,7 @@ MAX_TOKENS_BYTES = 1 << 20
 WRITES: Mapping[str, tuple[str, ...]] = {
     "desk": (refs.CLAIMS, refs.BRANCHES, refs.REVIEWS),
     "gate": (refs.EVIDENCE, refs.REVIEWS, refs.MAIN, refs.RUNS),
-    "person": (refs.EVENTS, refs.MAIN),
+    "person": (refs.EVENTS, refs.MAIN, refs.HOLDOUT),
     "sweeper": (refs.STATUS, refs.SWEEPS, refs.CLAIMS),
 }
 # Where a role other than admin may delete a ref.
@@ -47,7 +47,7 @@ DELETES: Mapping[str, tuple[str, ...]] = {
     "sweeper": (refs.STATUS, refs.SWEEPS),
 }
 # Refs only admin deletes or moves other than forward.
-_GUARDED = (refs.CLAIMS, refs.EVIDENCE, refs.MAIN)
+_GUARDED = (refs.CLAIMS, refs.EVIDENCE, refs.MAIN, refs.CONFIG)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ class GitHubForge(Forge):
     kind = "github"
     # GitHub recommends at most 6 pushes a minute per repository: a window, not every step.
     default_durability = "window"
+    protects_custom_refs = False  # any job with contents: write moves refs/assay/*
 
     def __init__(
         self,

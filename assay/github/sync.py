@@ -22,8 +22,9 @@ from assay.claims import ClaimRecord, ClaimStore
 from assay.desks.records.review import Review, read_review
 from assay.errors import Failed
 from assay.evidence.gate import merge_decision
-from assay.evidence.keys import KEY_ENV, gate_key
+from assay.evidence.keys import KEY_ENV, PUBLIC_KEY_ENV, gate_key, public_key_from_env
 from assay.evidence.rule import MergeDecision
+from assay.evidence.trust import merge_key
 from assay.github.forge import GitHubForge
 from assay.github.issues import load_issue_briefs
 from assay.github.mirror import (
@@ -188,12 +189,13 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
     ``(head_sha, actions)``; ``Failed`` (exit 1) names every blocking row otherwise.
     """
     key = gate_key()
-    if key is None:
+    if key is None and public_key_from_env() is None:
         raise Failed(
-            f"{brief}: merge refused: the gate's key ({KEY_ENV}, a repository secret only the "
-            "gate job reads) is not set here, so no evidence signature can be checked"
+            f"{brief}: merge refused: neither the gate's key ({KEY_ENV}, a repository secret "
+            f"only the gate job reads) nor its public key ({PUBLIC_KEY_ENV}, a repository "
+            "variable) is set here, so no evidence signature can be checked"
         )
-    decision = merge_decision(forge, brief, key=key)
+    decision = merge_decision(forge, brief, key=merge_key(forge, key, insecure=False))
     blocking = decision.blocking()
     if decision.allowed:
         blocking += gate_check_problems(forge, brief, decision.head_sha)

@@ -17,6 +17,7 @@ from pathlib import Path
 from assay.claims.record import ClaimRecord, format_time
 from assay.evidence.records import EvidenceRecord, encode, seal
 from assay.journal.format import FORMAT_VERSION, encode_line
+from tests.gatekeys import key_for
 
 STATES = ("held", "expired", "waiting", "released", "done", "stuck", "queued")
 BRIEF = """---
@@ -178,7 +179,7 @@ def build_bulk_forge(bare: Path, count: int, *, now: datetime | None = None) -> 
                     at=format_time(now),
                 ),
                 prev="",
-                key=b"bulk-gate-key",  # signed, as the gate signs every record
+                key=key_for("bulk-gate"),  # signed, as the gate signs every record
             )
             stream.commit(
                 f"refs/assay/evidence/{brief}",

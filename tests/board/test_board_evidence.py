@@ -20,6 +20,7 @@ from assay.evidence.store import append_records
 from assay.forge import Forge, open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from tests.forge_fixtures import put_on_main
+from tests.gatekeys import key_for
 
 BRIEF = """---
 id: calc
@@ -79,10 +80,13 @@ def _counts(forge: Forge) -> EvidenceCounts:
     return row.evidence
 
 
+GATE = key_for("gate")
+
+
 def test_desk_written_and_stale_records_never_show_as_verified(
     forge_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ASSAY_EVIDENCE_KEY", "gate-secret")
+    monkeypatch.setenv("ASSAY_EVIDENCE_KEY", GATE.text)
     forge, old, head = _scene(forge_path)
     with forge:
         append_records(
@@ -95,7 +99,7 @@ def test_desk_written_and_stale_records_never_show_as_verified(
                 _record("docs", "test -f README.md", old),  # an older head: stale
                 _record("types", "python3 -m mypy calc.py", head),  # an older command: stale
             ],
-            key=b"gate-secret",
+            key=GATE,
         )
         counts = _counts(forge)
     assert (counts.rows, counts.verified, counts.stale, counts.failing) == (4, 1, 2, 0)
@@ -112,23 +116,19 @@ def test_unsigned_records_never_count_and_show_as_unsigned(
         counts = _counts(forge)
         assert (counts.verified, counts.unsigned) == (0, 1)  # the insecure choice, visible
         assert counts.label == "0/4 unsigned 1"
-        monkeypatch.setenv("ASSAY_EVIDENCE_KEY", "gate-secret")
+        monkeypatch.setenv("ASSAY_EVIDENCE_KEY", GATE.text)
         assert _counts(forge).verified == 0  # unsigned: the merge rule would not count it
-        append_records(
-            forge, "calc", [_record("unit", "python3 check.py", head)], key=b"gate-secret"
-        )
+        append_records(forge, "calc", [_record("unit", "python3 check.py", head)], key=GATE)
         assert (_counts(forge).verified, _counts(forge).unsigned) == (1, 0)
 
 
 def test_without_a_branch_the_review_record_names_the_head(
     forge_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ASSAY_EVIDENCE_KEY", "gate-secret")
+    monkeypatch.setenv("ASSAY_EVIDENCE_KEY", GATE.text)
     forge, _, head = _scene(forge_path)
     with forge:
-        append_records(
-            forge, "calc", [_record("unit", "python3 check.py", head)], key=b"gate-secret"
-        )
+        append_records(forge, "calc", [_record("unit", "python3 check.py", head)], key=GATE)
         review = forge.commit(
             {
                 # A complete review record: the read model decodes it with the gate's

@@ -18,6 +18,7 @@ from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from tests.desks.world import brief_text
 from tests.evidence.gatekit import record
 from tests.forge_fixtures import put_on_main
+from tests.gatekeys import key_for
 
 
 def test_a_claim_that_moves_is_read_again(forge_path: Path) -> None:
@@ -51,15 +52,17 @@ def test_a_refused_record_is_refused_on_every_read(forge_path: Path) -> None:
 def test_evidence_read_without_a_key_is_checked_once_there_is_one(
     forge_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A record signed with another key: unchecked without a key, refused with the gate's.
+    # A record signed by the gate: seen, not checked, without a key; checked with it.
     monkeypatch.delenv("ASSAY_EVIDENCE_KEY", raising=False)
     main = put_on_main(forge_path, {"briefs/a.md": brief_text("a")})
+    gate = key_for("the-gate")
     with open_forge(str(forge_path)) as forge:
-        append_records(forge, "a", [record(brief="a", head_sha=main)], key=b"not-the-gate")
+        append_records(forge, "a", [record(brief="a", head_sha=main)], key=gate)
         seen = read_snapshot(forge)
-        assert "a" not in seen.invalid and len(seen.evidence["a"]) == 1
-        monkeypatch.setenv("ASSAY_EVIDENCE_KEY", "the-gate")
-        refused = read_snapshot(forge).invalid["a"]
-        assert "fails its gate signature" in str(refused)
+        assert not seen.evidence_key and not seen.evidence["a"][0].record.signed
+        monkeypatch.setenv("ASSAY_EVIDENCE_KEY", gate.text)
+        checked = read_snapshot(forge)
+        assert checked.evidence_key == gate.public.fingerprint
+        assert checked.evidence["a"][0].record.signed
         monkeypatch.delenv("ASSAY_EVIDENCE_KEY")
-        assert "a" not in read_snapshot(forge).invalid
+        assert not read_snapshot(forge).evidence["a"][0].record.signed

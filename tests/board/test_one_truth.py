@@ -34,10 +34,11 @@ from assay.forge import Forge, RefLog, init_forge, open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from assay.runtime import Budget, Run, execute
 from tests.forge_fixtures import put_on_main
+from tests.gatekeys import key_for
 
 CLAIMS = ("none", "held", "expired", "renewed", "stuck", "released", "waiting", "done", "corrupt")
 JOURNALS = ("none", "ok", "wait", "budget")
-GATE_KEY = b"truth-gate-key"
+GATE_KEY = key_for("truth-gate")
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,7 @@ def test_every_reader_agrees_about_every_brief(
 ) -> None:
     monkeypatch.setenv("ASSAY_CLAIM_SKEW", "0")
     # Evidence is signed by default: the readers count only records the gate's key signed.
-    monkeypatch.setenv("ASSAY_EVIDENCE_KEY", GATE_KEY.decode())
+    monkeypatch.setenv("ASSAY_EVIDENCE_KEY", GATE_KEY.text)
     with tempfile.TemporaryDirectory(prefix="assay-truth-") as scratch:
         root_dir = Path(scratch)
         monkeypatch.setenv("ASSAY_STATE", str(root_dir / "state"))

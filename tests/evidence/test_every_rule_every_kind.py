@@ -18,6 +18,7 @@ from assay.evidence.records import decode, encode, seal
 from assay.forge import open_forge
 from tests.conftest import AssayRunner
 from tests.evidence.gatekit import BRIEF, BRIEF_TEXT, Scene, git, record
+from tests.gatekeys import key_for
 
 GOOD = "def add(a, b):\n    return a + b\n"
 NEEDS_APPROVAL = BRIEF_TEXT.replace(
@@ -128,19 +129,22 @@ def test_rows_run_on_the_host_are_signed_as_such_and_merge_only_when_told(
     assert "pass, unsandboxed" in merged.stdout
 
 
+KEY = key_for("gate")
+
+
 def test_a_sandboxed_record_keeps_its_old_bytes_and_a_forged_flag_is_corrupt() -> None:
     # Records from before the field (every sandboxed row) keep their digest: the field is
     # written only for a host run, and only as false.
-    sealed = seal(record(), prev="", key=b"k" * 32)
+    sealed = seal(record(), prev="", key=KEY)
     assert "sandboxed" not in json.loads(encode(sealed))
-    host = seal(record(sandboxed=False), prev="", key=b"k" * 32)
+    host = seal(record(sandboxed=False), prev="", key=KEY)
     assert json.loads(encode(host))["sandboxed"] is False
-    assert decode(encode(host), source="r", key=b"k" * 32).sandboxed is False
+    assert decode(encode(host), source="r", key=KEY.public).sandboxed is False
     # Removing the flag from a signed host record breaks its digest.
     stripped = json.loads(encode(host))
     del stripped["sandboxed"]
     with pytest.raises(Corrupt, match="edited"):
-        decode(json.dumps(stripped).encode(), source="r", key=b"k" * 32)
+        decode(json.dumps(stripped).encode(), source="r", key=KEY.public)
     forged = {**json.loads(encode(sealed)), "sandboxed": True}
     with pytest.raises(Corrupt, match="'sandboxed' must be false"):
-        decode(json.dumps(forged).encode(), source="r", key=b"k" * 32)
+        decode(json.dumps(forged).encode(), source="r", key=KEY.public)

@@ -2,27 +2,31 @@
 
 The forger knows the record format (it is documented): verifier ``gate:…``, the chain's
 ``prev``, a recomputed ``digest``. What it does not have is the gate's key, which the gate
-keeps in its own state directory (or ``ASSAY_EVIDENCE_KEY``), so by default such records
+keeps in its own state directory (or ``ASSAY_EVIDENCE_KEY``): it can sign only with a key of
+its own, whose signature names a key the forge does not trust, so by default such records
 never count and ``assay merge`` refuses; only the explicit
 ``--insecure-unsigned-evidence`` accepts them.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
 import pytest
 
+from assay.evidence.keys import gate_key
 from assay.evidence.records import encode, seal
 from tests.conftest import AssayRunner
 from tests.evidence.gatekit import BRIEF, Scene, git, record
+from tests.gatekeys import key_for
 
 BAD = "def add(a, b):\n    return a - b\n"
 ROWS = (("unit", "python3 check.py"), ("lint", "test -f calc.py"))
 
 
-def _push_forged_evidence(scene: Scene, head: str, *, mac: str = "") -> None:
+def _push_forged_evidence(scene: Scene, head: str, *, sig: str = "") -> None:
     """What a desk with push access can do: write a gate-looking chain with plain git."""
     gd = ["--git-dir", str(scene.forge)]
     prev, parent = "", None
@@ -45,8 +49,8 @@ def _push_forged_evidence(scene: Scene, head: str, *, mac: str = "") -> None:
             key=None,
         )
         data = json.loads(encode(forged))
-        if mac:
-            data["mac"] = mac
+        if sig:
+            data["sig"] = sig
         blob = git(*gd, "hash-object", "-w", "--stdin", input=json.dumps(data).encode())
         tree = git(*gd, "mktree", input=f"100644 blob {blob}\trecord.json\n".encode())
         args = [*gd, "commit-tree", tree, "-m", f"evidence {row}"]
@@ -84,7 +88,7 @@ def test_hand_made_evidence_does_not_merge_with_a_key_in_the_environment(
 ) -> None:
     scene, _head = forged
     main_before = scene.main_sha()
-    env = {"ASSAY_EVIDENCE_KEY": "a-gate-only-secret-value"}
+    env = {"ASSAY_EVIDENCE_KEY": key_for("gate-only").text}
     done = run_assay("merge", BRIEF, "--forge", str(scene.forge), env=env)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "no gate record" in done.stderr
@@ -95,7 +99,11 @@ def test_a_made_up_signature_is_corrupt(tmp_path: Path, run_assay: AssayRunner) 
     scene = Scene(tmp_path)
     head = scene.desk_commit({"calc.py": BAD}, claims={"unit": "pass", "lint": "pass"})
     scene.open_review(head)
-    _push_forged_evidence(scene, head, mac="hmac-sha256:" + "ab" * 32)
+    # A signature naming the gate's own key, made without it.
+    gate = gate_key(create=True)
+    assert gate is not None
+    made_up = base64.b64encode(b"\x01" * 64).decode()
+    _push_forged_evidence(scene, head, sig=f"ed25519:{gate.public.fingerprint}:{made_up}")
     main_before = scene.main_sha()
     done = run_assay("merge", BRIEF, "--forge", str(scene.forge))
     assert done.returncode == 6, done.stdout + done.stderr
@@ -127,13 +135,18 @@ def test_forge_init_makes_the_gate_key_outside_the_forge(
         env={"ASSAY_GATE_STATE": str(gate_state)},
     )
     assert done.returncode == 0, done.stderr
-    key = Path(json.loads(done.stdout)["gate_key"])
+    made = json.loads(done.stdout)
+    key = Path(made["gate_key"])
     assert key.parent == gate_state
-    assert key.stat().st_mode & 0o077 == 0
-    assert len(key.read_text().strip()) >= 32
+    assert key.stat().st_mode & 0o077 == 0 and gate_state.stat().st_mode & 0o077 == 0
+    assert key.read_text().startswith("assay-gate-key:ed25519:")
     assert not str(key).startswith(str(tmp_path / "f.git"))
     listing = git("--git-dir", str(tmp_path / "f.git"), "ls-tree", "-r", "--name-only", "main")
-    assert "evidence.key" not in listing
+    assert "gate.key" not in listing
+    # The public half, and only it, is in the forge's config record.
+    config = git("--git-dir", str(tmp_path / "f.git"), "show", "refs/assay/config:record.json")
+    assert json.loads(config)["gate_public_key"] == made["gate_public_key"]
+    assert key.read_text().split(":")[-1].strip() not in config
 
 
 def test_the_gate_signs_and_its_records_merge(tmp_path: Path, run_assay: AssayRunner) -> None:
@@ -144,7 +157,7 @@ def test_the_gate_signs_and_its_records_merge(tmp_path: Path, run_assay: AssayRu
     scene.open_review(head)
     assert run_assay("verify", BRIEF, "--forge", str(scene.forge)).returncode == 0
     record = json.loads(scene.git_show(f"refs/assay/evidence/{BRIEF}"))
-    assert record["mac"].startswith("hmac-sha256:")
+    assert record["sig"].startswith("ed25519:")
     before = scene.main_sha()
     done = run_assay("merge", BRIEF, "--forge", str(scene.forge), "--json")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -28,6 +28,7 @@ from assay.forge.records import RefLog
 from assay.states import State
 from assay.sweep.apply import MAX_STATUS_BYTES, status_problem
 from tests.evidence.test_records import _record
+from tests.gatekeys import key_for
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -171,10 +172,12 @@ def test_status_decoder(blob: bytes) -> None:
 
 
 @FUZZ
-@given(st.one_of(blobs(json.loads(encode(seal(_record(), prev="", key=b"k" * 16)))), st.binary()))
+@given(
+    st.one_of(blobs(json.loads(encode(seal(_record(), prev="", key=key_for("gate"))))), st.binary())
+)
 def test_evidence_decoder(blob: bytes) -> None:
     try:
-        decode(blob, source="evidence/b1", key=b"k" * 16)
+        decode(blob, source="evidence/b1", key=key_for("gate").public)
     except Exception as error:
         typed(error)
 

@@ -17,6 +17,7 @@ from assay.evidence.store import append_records, fetch_log
 from assay.forge import open_forge
 from tests.conftest import AssayRunner
 from tests.evidence.gatekit import BRIEF, Scene, git, record
+from tests.gatekeys import key_for
 
 GOOD = "def add(a, b):\n    return a + b\n"
 BAD = "def add(a, b):\n    return a - b\n"
@@ -93,22 +94,31 @@ def test_a_gate_key_catches_records_resealed_without_it(tmp_path: Path) -> None:
     scene = Scene(tmp_path)
     head = scene.desk_commit({"calc.py": BAD}, claims={"unit": "pass", "lint": "pass"})
     scene.open_review(head)
-    key = b"gate-only-secret"
+    key = key_for("gate-only")
     with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
         verify(forge, BRIEF, verifier="gate:ci", key=key)
-        log = fetch_log(forge, BRIEF, key=key)
+        log = fetch_log(forge, BRIEF, key=key.public)
     assert all(record.signed for record in log.records)
     tampered = json.loads(_last_record(scene))
     forged = decode(_last_record(scene), source="t")
-    resealed = seal(replace(forged, seconds=0.5), prev=forged.prev, key=b"guessed-key")
-    assert json.loads(encode(resealed))["mac"] != tampered["mac"]
+    resealed = seal(replace(forged, seconds=0.5), prev=forged.prev, key=key_for("guessed"))
+    assert json.loads(encode(resealed))["sig"] != tampered["sig"]
     _replace_last_record(scene, encode(resealed))
-    fresh = tmp_path / "fresh-cache"
+    with open_forge(str(scene.forge), cache_dir=tmp_path / "fresh-cache") as forge:
+        last = fetch_log(forge, BRIEF, key=key.public).records[-1]
+    # Re-signed by another key: it names that key, and does not count as the gate's.
+    assert not last.signed and last.signer == key_for("guessed").public.fingerprint
+    # Re-signed under the gate's fingerprint without its key: a forgery.
+    claimed = {**json.loads(encode(resealed))}
+    claimed["sig"] = claimed["sig"].replace(
+        key_for("guessed").public.fingerprint, key.public.fingerprint
+    )
+    _replace_last_record(scene, json.dumps(claimed).encode())
     with (
-        open_forge(str(scene.forge), cache_dir=fresh) as forge,
+        open_forge(str(scene.forge), cache_dir=tmp_path / "fresh-cache-2") as forge,
         pytest.raises(Corrupt, match="signature"),
     ):
-        fetch_log(forge, BRIEF, key=key)
+        fetch_log(forge, BRIEF, key=key.public)
 
 
 def test_rows_the_desk_wrote_never_count(tmp_path: Path) -> None:

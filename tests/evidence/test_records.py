@@ -10,6 +10,7 @@ import pytest
 from assay.errors import Corrupt
 from assay.evidence.records import EvidenceRecord, check_chain, decode, encode, seal
 from tests.evidence.gatekit import record
+from tests.gatekeys import key_for
 
 
 def _record(row: str = "unit", exit: int = 0) -> EvidenceRecord:
@@ -64,10 +65,39 @@ def test_a_chain_with_a_recomputed_middle_record_is_corrupt() -> None:
 
 
 def test_a_gate_key_signs_records_and_detects_forgeries() -> None:
-    sealed = seal(_record(), prev="", key=b"gate-secret")
-    assert decode(encode(sealed), source="e", key=b"gate-secret").signed
+    gate, other = key_for("gate"), key_for("another")
+    sealed = seal(_record(), prev="", key=gate)
+    assert decode(encode(sealed), source="e", key=gate.public).signed
     assert not decode(encode(sealed), source="e", key=None).signed
+    # Another key's reader sees who signed, and does not count it.
+    seen = decode(encode(sealed), source="e", key=other.public)
+    assert not seen.signed and seen.signer == gate.public.fingerprint
+    # A signature that names the gate's key but was not made by it is a forgery.
+    data = json.loads(encode(sealed))
+    forged = other.sign(b"anything").split(":")[2]
+    data["sig"] = f"ed25519:{gate.public.fingerprint}:{forged}"
     with pytest.raises(Corrupt, match="signature"):
-        decode(encode(sealed), source="e", key=b"another-key")
+        decode(json.dumps(data).encode(), source="e", key=gate.public)
+    # A record edited under a valid signature fails its digest first.
+    edited = {**json.loads(encode(sealed)), "exit": 0 if sealed.exit else 1}
+    with pytest.raises(Corrupt, match="edited"):
+        decode(json.dumps(edited).encode(), source="e", key=gate.public)
     unsigned = seal(_record(), prev="", key=None)
-    assert not decode(encode(unsigned), source="e", key=b"gate-secret").signed
+    assert not decode(encode(unsigned), source="e", key=gate.public).signed
+
+
+@pytest.mark.parametrize(
+    "sig",
+    ["ed25519", "ed25519:abc:def", "hmac-sha256:" + "ab" * 32, "ed25519:" + "0" * 16 + ":!!"],
+)
+def test_a_malformed_signature_field_is_corrupt(sig: str) -> None:
+    data = {**json.loads(encode(seal(_record(), prev="", key=key_for("gate")))), "sig": sig}
+    with pytest.raises(Corrupt, match="'sig'"):
+        decode(json.dumps(data).encode(), source="e", key=key_for("gate").public)
+
+
+def test_an_older_records_hmac_reads_as_unsigned() -> None:
+    data = json.loads(encode(seal(_record(), prev="", key=None)))
+    data["mac"] = "hmac-sha256:" + "ab" * 32
+    record = decode(json.dumps(data).encode(), source="e", key=key_for("gate").public)
+    assert not record.signed and not record.sig

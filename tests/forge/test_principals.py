@@ -364,6 +364,29 @@ def test_a_gate_writes_main_forward_and_only_admin_rewinds_it(guarded: Guarded) 
     assert guarded.refs()[MAIN] == old and EVIDENCE not in guarded.refs()
 
 
+def test_only_admin_writes_the_forge_config_where_the_gate_key_is_trusted(
+    guarded: Guarded,
+) -> None:
+    # A desk that could replace the gate's public key could sign its own evidence.
+    config = "refs/assay/config"
+    for role in ("desk", "gate", "sweeper", "person"):
+        pushed = guarded.push(role, f"{guarded.commit(f'{role} config')}:{config}")
+        assert pushed.returncode != 0
+        assert f"role {role} may not write {config}" in pushed.stdout + pushed.stderr
+    assert config not in guarded.refs()
+    assert guarded.push("admin", f"{guarded.commit('admin config')}:{config}").returncode == 0
+    assert config in guarded.refs()
+
+
+def test_a_person_seals_holdout_rows_and_a_desk_may_not_touch_them(guarded: Guarded) -> None:
+    holdout = "refs/assay/holdout/b1"
+    refused = guarded.push("desk", f"{guarded.commit('desk holdout')}:{holdout}")
+    assert f"role desk may not write {holdout}" in refused.stdout + refused.stderr
+    assert guarded.push("person", f"{guarded.commit('rows')}:{holdout}").returncode == 0
+    assert guarded.push("desk", f":{holdout}").returncode != 0  # nor delete them
+    assert holdout in guarded.refs()
+
+
 def test_person_and_sweeper_keep_to_their_refs(guarded: Guarded) -> None:
     events = "refs/assay/events/b1"
     assert guarded.push("person", f"{guarded.commit('approve')}:{events}").returncode == 0

@@ -19,11 +19,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tests.gatekeys import key_for
+
 CANARIES = {
     "GITHUB_TOKEN": "canary-ghs-7f3a9c2e51d04b8a",
     "OPENAI_API_KEY": "canary-sk-0b1c2d3e4f5a6b7c",
     "ASSAY_MODEL_API_KEY": "canary-am-9e8d7c6b5a4f3e2d",
-    "ASSAY_EVIDENCE_KEY": "canary-ev-1a2b3c4d5e6f7a8b",
+    "ASSAY_EVIDENCE_KEY": key_for("canary-ev-1a2b3c4d5e6f7a8b").text,  # a key the gate reads
     "DEPLOY_SECRET": "canary-ds-5c6d7e8f9a0b1c2d",
 }
 

@@ -151,7 +151,7 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
             check=True,
         )
         record = json.loads(shown.stdout)
-        assert record["mac"], "the key from the file signed the record"
+        assert record["sig"], "the key from the file signed the record"
         assert_clean_report(probe_report(record["output_tail"]), outside)
         assert host_escapees(str(tmp_path)) == []
         assert_no_canary(

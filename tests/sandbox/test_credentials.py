@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from assay.evidence.records import gate_key
+from assay.evidence.keys import gate_key
 from assay.github.target import resolve_target
 from assay.journal import secrets_from_env
 from assay.plumbing import run_git
+from tests.gatekeys import key_for
 
 HEADER = "http.https://git.example/.extraHeader"
 VALUE = "Authorization: Basic Y2FuYXJ5LWNyZWQ="
@@ -49,11 +50,15 @@ def test_secret_files_are_read_once_and_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key, token = tmp_path / "key", tmp_path / "token"
-    key.write_text("canary-evidence-key\n")
+    canary = key_for("canary-evidence-key")
+    key.write_text(canary.text + "\n")
     token.write_text("canary-token\n")
-    assert gate_key({"ASSAY_EVIDENCE_KEY_FILE": str(key)}) == b"canary-evidence-key"
+    taken = gate_key({"ASSAY_EVIDENCE_KEY_FILE": str(key)})
+    assert taken is not None and taken.seed == canary.seed
     assert not key.exists()
-    assert gate_key({"ASSAY_EVIDENCE_KEY_FILE": str(key)}) == b"canary-evidence-key"
+    again = gate_key({"ASSAY_EVIDENCE_KEY_FILE": str(key)})
+    assert again is not None and again.seed == canary.seed
+    assert canary.text not in repr(again)  # a traceback or log line never shows the key
     target = resolve_target("github:acme/widgets", environ={"ASSAY_GITHUB_TOKEN_FILE": str(token)})
     assert target.token == "canary-token" and not token.exists()
 
