@@ -298,3 +298,23 @@ def test_what_each_mode_pushes() -> None:
     assert window.pushes("model", since_push_s=30.0)
     assert window.to_json() == {"mode": "window", "window_s": 30.0}
     assert exit_.to_json() == {"mode": "exit"}
+
+
+@pytest.mark.parametrize("mode", ["window", "exit"])
+def test_a_wait_for_approval_is_pushed_in_every_mode(world: World, mode: str) -> None:
+    """The run stops at the approval: the forge holds it up to the wait, and another
+    machine (the local commits gone with this one) resumes it paying no call again."""
+    world.add_briefs(brief_text("b1", labels=["approval"]))
+    world.add_desk("coder", [write("hello.txt", "hi\n"), finish("ready")], durability=mode)
+    waiting = world.desk("coder", "--once", "--json")
+    assert waiting.returncode == 75, waiting.stderr
+    journal = world.journal("b1")
+    assert journal.entries[-1]["kind"] == "wait" and model_steps(journal) == 2
+    assert "hello.txt" in world.tree("b1")
+    world.event("b1", "approve")
+    woken = world.assay(
+        "wake", "--forge", world.url, "--desks", str(world.desks), "--json", machine="b"
+    )
+    assert woken.returncode == 0, woken.stderr
+    assert [r["review"] for r in json.loads(woken.stdout)["runs"]] == ["ready"]
+    assert model_steps(world.journal("b1")) == 2
