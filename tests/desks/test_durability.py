@@ -205,14 +205,16 @@ def test_step_mode_pushes_every_model_call(world: World) -> None:
     assert pushes(log, "b1") >= len(RESPONSES)
 
 
-def test_a_window_zombie_that_lost_its_claim_pushes_nothing(world: World) -> None:
+@pytest.mark.parametrize("window", ["30s", "1s"])
+def test_a_window_zombie_that_lost_its_claim_pushes_nothing(world: World, window: str) -> None:
     """Fencing in window mode: the desk's unpushed local commits never land over a newer
-    holder's branch; the CAS on the tip it last pushed refuses them."""
+    holder's branch; the CAS on the tip it last pushed refuses them, and the window's own
+    push (1 s: due the moment the process wakes) reads the claim first."""
     import os
     import signal
 
     world.add_briefs(brief_text("b1"))
-    desk_with(world, "window", checkpoint_window="30s")
+    desk_with(world, "window", checkpoint_window=window)
     slow = [dict(r) for r in RESPONSES]
     slow[HUNG]["delay_s"] = 3  # the zombie sleeps in this call
     (world.desks / "scripts" / "coder.json").write_text(json.dumps({"responses": slow}))
