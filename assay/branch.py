@@ -9,7 +9,11 @@ journal's last entry left them.
 
 When the push is refused, another holder has moved the branch (it took the claim over and
 pushed its ``takeover`` entry): ``Fenced`` is raised and nothing else is written. The
-forge is the truth: :meth:`checkout` makes the work tree exactly the forge's tip.
+forge is the truth: :meth:`checkout` makes the work tree exactly the forge's tip, unless
+asked to resume local commits (``local=True``: a desk whose durability mode pushes less
+than every commit, restarted on the same machine) and the work directory's own branch
+holds commits on top of that tip: then exactly those local commits, and the first push
+carries them, CAS on the forge's tip as always.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ class BranchSync:
         self.identity = identity
         self.ref = branch_ref(brief)
         self.tip: str | None = None  # the CAS base: what the forge held when we last agreed
+        self.resumed_locally = False  # checked out at local commits ahead of the forge's tip
         self._checked_out = False
 
     @property
@@ -78,7 +83,9 @@ class BranchSync:
     def git_dir(self) -> Path:
         return self.workdir / ".git"
 
-    def checkout(self, *, known: Mapping[str, str | None] | None = None) -> Path:
+    def checkout(
+        self, *, known: Mapping[str, str | None] | None = None, local: bool = False
+    ) -> Path:
         """Make the work directory exactly the forge's ``assay/<brief>`` (or main, when the
         branch does not exist yet) in one fetch; return the work directory.
 
@@ -86,6 +93,9 @@ class BranchSync:
         forge handle already brought them into the cache (the desk loop's view, whose branch
         tip the claim's own atomic push asserted): then no fetch is made, unless the view
         only listed the branch (its tip's objects are then fetched).
+
+        ``local``: resume the work directory's own commits when they are ahead of the
+        forge's tip (``resumed_locally`` then says so); otherwise the forge's tip wins.
         """
         found: Mapping[str, str | None] = (
             self.forge.with_objects(known)
@@ -97,7 +107,9 @@ class BranchSync:
         if base is None:
             raise BadInput(f"forge {self.forge.display_url} has no main branch to start from")
         with local_disk(str(self.workdir)):
-            self._check_out(base)
+            ahead = self._local_ahead(remote_branch, found.get(MAIN_REF)) if local else None
+            self._check_out(ahead or base)
+        self.resumed_locally = ahead is not None
         from assay.journal.files import check_tree
 
         check_tree(self.workdir, journal_path(self.brief))  # Corrupt: a link, a FIFO...
@@ -106,6 +118,30 @@ class BranchSync:
         self.tip = remote_branch
         self._checked_out = True
         return self.workdir
+
+    def _local_ahead(self, remote: str | None, main: str | None) -> str | None:
+        """The work directory's own branch head when it is ahead of the forge: a descendant
+        of the forge's tip (or, with no branch on the forge yet, a commit on top of main's
+        history) whose tree holds the brief's journal. None otherwise: the forge wins."""
+        if not (self.git_dir / "HEAD").exists():
+            return None
+        local = odb.read_ref(self.git_dir, refs.branch_ref(self.brief))
+        if local is None or local == remote:
+            return None
+        import pygit2
+
+        self._init()
+        try:
+            repo = odb.repository(self.git_dir)
+            commit = repo[local].peel(pygit2.Commit)
+            if remote is not None:
+                ahead = repo.descendant_of(commit.id, pygit2.Oid(hex=remote))
+            else:
+                ahead = main is not None and repo.merge_base(commit.id, main) is not None
+            holds = journal_path(self.brief) + "/000001.jsonl" in commit.tree
+        except (KeyError, ValueError, pygit2.GitError):
+            return None  # a local branch whose objects are gone: the forge's tip then
+        return local if ahead and holds else None
 
     def _check_out(self, base: str) -> None:
         """The work tree, index and local branch exactly at commit ``base``."""

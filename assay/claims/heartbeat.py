@@ -25,7 +25,8 @@ class Heartbeat(Closing):
     """Renew ``claim`` every ``interval_s`` (default ``lease / 3``) on a daemon thread.
 
     ``journal_head`` (optional) is asked for the journal head hash at each renewal, so
-    every renewal anchors the journal outside the desk's reach (DESIGN §6). A ``with``
+    every renewal anchors the journal outside the desk's reach (DESIGN §6); ``calls``
+    (optional) for the local journal's model calls, which the renewal reports. A ``with``
     block starts it and stops it on the way out (``close()`` is ``stop()``).
     """
 
@@ -37,6 +38,7 @@ class Heartbeat(Closing):
         on_fenced: Callable[[], None],
         interval_s: float | None = None,
         journal_head: Callable[[], str | None] | None = None,
+        calls: Callable[[], int | None] | None = None,
         on_error: Callable[[AssayError], None] | None = None,
     ) -> None:
         self.store = store
@@ -44,6 +46,7 @@ class Heartbeat(Closing):
         self.on_fenced = on_fenced
         self.interval_s = interval_s if interval_s is not None else claim.lease_s / 3
         self.journal_head = journal_head
+        self.calls = calls
         self.on_error = on_error
         self.renewals = 0
         self.fenced = False
@@ -74,7 +77,8 @@ class Heartbeat(Closing):
     def beat(self) -> None:
         """Renew now, from the calling thread (``run.heartbeat()`` inside a long step)."""
         head = self.journal_head() if self.journal_head else None
-        self.store.renew(self.claim, journal_head=head)
+        calls = self.calls() if self.calls else None
+        self.store.renew(self.claim, journal_head=head, calls=calls)
         self.renewals += 1
 
     def _loop(self) -> None:

@@ -7,6 +7,11 @@ Format version 1::
      "renewed_at": "2026-01-01T00:00:10.000Z", "lease_s": 300.0,
      "waiting_for": null, "attempt": 3, "journal_head": "sha256:..." | null, "note": ""}
 
+and, only when a renewal reported it, ``"calls": 12``: the model calls the holder's local
+journal had recorded at that renewal, pushed or not (a desk in ``window`` or ``exit``
+durability holds calls the forge has not seen; the next holder, resuming from the forge
+after the machine was lost, knows from it how many it pays for again).
+
 Every read validates every field; a record that fails is ``Corrupt`` naming the ref.
 """
 
@@ -58,6 +63,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "journal_head": (str, type(None)),
     "note": (str,),
 }
+_OPTIONAL: dict[str, tuple[type, ...]] = {"calls": (int,)}
 
 
 def claim_ref(brief: str) -> str:
@@ -129,6 +135,7 @@ class ClaimRecord:
     attempt: int = 1
     journal_head: str | None = None
     note: str = ""
+    calls: int = 0  # model calls in the holder's local journal at its last renewal
     v: int = FORMAT_VERSION
     sha: str = field(default="", compare=False)  # the commit holding it; not in the JSON
 
@@ -167,6 +174,7 @@ class ClaimRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            **({"calls": self.calls} if self.calls else {}),
             "v": self.v,
             "brief": self.brief,
             "desk": self.desk,
@@ -195,7 +203,7 @@ def validate(data: Any) -> ClaimRecord:
         raise ValueError("claim.json must be a JSON object")
     if data.get("v") != FORMAT_VERSION:
         raise ValueError(f"field 'v' is {data.get('v')!r}; this Assay reads v{FORMAT_VERSION}")
-    unknown = sorted(set(data) - set(_FIELDS))
+    unknown = sorted(set(data) - set(_FIELDS) - set(_OPTIONAL))
     if unknown:
         raise ValueError(f"unknown field(s) {', '.join(unknown)}")
     for name, types in _FIELDS.items():
@@ -204,6 +212,12 @@ def validate(data: Any) -> ClaimRecord:
         value = data[name]
         if isinstance(value, bool) or not isinstance(value, types):
             raise ValueError(f"field {name!r} has the wrong type ({type(value).__name__})")
+    for name, types in _OPTIONAL.items():
+        value = data.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise ValueError(f"field {name!r} has the wrong type ({type(value).__name__})")
+        if not 0 <= cast(int, value) <= MAX_COUNTER:
+            raise ValueError(f"field {name!r} must be 0 to {MAX_COUNTER}")
     try:
         check_id(data["brief"], what="field 'brief'")
         check_id(data["desk"], what="field 'desk'")
@@ -247,6 +261,7 @@ def validate(data: Any) -> ClaimRecord:
         attempt=data["attempt"],
         journal_head=data["journal_head"],
         note=data["note"],
+        calls=data.get("calls", 0),
     )
 
 

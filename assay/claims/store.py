@@ -392,11 +392,18 @@ class ClaimStore:
             text += f"; now {current.state} by desk {current.desk} at fence {current.fence}"
         return Fenced(text, brief=claim.brief, fence=claim.fence)
 
-    def renew(self, claim: Claim, *, journal_head: str | None = None) -> Claim:
-        """Push a fresh ``renewed_at`` from the holder's last sha; ``Fenced`` if superseded."""
+    def renew(
+        self, claim: Claim, *, journal_head: str | None = None, calls: int | None = None
+    ) -> Claim:
+        """Push a fresh ``renewed_at`` from the holder's last sha; ``Fenced`` if superseded.
+
+        ``calls``: the model calls the holder's local journal holds now (the record's
+        ``calls``), so a successor knows what a lost machine had paid for."""
         changes: dict[str, Any] = {"renewed_at": format_time(self.clock())}
         if journal_head is not None:
             changes["journal_head"] = journal_head
+        if calls is not None:
+            changes["calls"] = calls
         return self._holder_push(claim, changes, f"claim {claim.brief}: renewed")
 
     def release(self, claim: Claim, *, done: bool = False, note: str = "") -> None:

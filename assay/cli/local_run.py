@@ -17,6 +17,7 @@ from assay.cli.options import forge_option, journal_option, json_option
 from assay.console import err, fitted_table, out, print_json
 from assay.errors import AssayError, BadInput, Diverged
 from assay.journal import Journal, read_journal, secrets_from_env, step_label
+from assay.journal.fold import fold
 from assay.journal.redact import Redactor
 from assay.runtime import Budget, Replayer, Run, execute_run, load_target
 
@@ -151,7 +152,9 @@ def _describe(entry: dict[str, Any]) -> str:
     if kind == "diverged":
         return f"{entry.get('recorded')} -> {entry.get('requested')}"
     if kind == "takeover":
-        return f"fence {entry.get('prev_fence')} -> {entry.get('fence')}"
+        repaid = entry.get("repaid")
+        paid = f"; {repaid} model call(s) paid again (lost with a machine)" if repaid else ""
+        return f"fence {entry.get('prev_fence')} -> {entry.get('fence')}{paid}"
     if kind in {"compensate", "denied"}:
         return str(entry.get("name", ""))
     return ""
@@ -188,7 +191,10 @@ def _history_journal(
 def history_command(
     journal_dir: Path | None, brief: str | None, forge: str | None, as_json: bool
 ) -> None:
-    """Print every entry of a run's journal (verified first; --json prints JSON lines)."""
+    """Print every entry of a run's journal (verified first; --json prints JSON lines).
+
+    A takeover entry with ``repaid`` says how many model calls a lost machine had made past
+    the checkpoint the run resumed from: they were paid again."""
     with tempfile.TemporaryDirectory(prefix="assay-history-") as scratch:
         journal = _history_journal(journal_dir, brief, forge, Path(scratch))
     _report_torn(journal)
@@ -217,6 +223,13 @@ def history_command(
         ("seq", "pos", "kind", "what", "status", "time"), rows, drop=("time", "pos")
     )
     out.print(table)
+    repaid = fold(journal.entries).repaid_model_calls
+    if repaid:
+        out.print(
+            f"{repaid} model call(s) paid again: a machine was lost before they reached the forge",
+            markup=False,
+            highlight=False,
+        )
 
 
 @click.command("replay")

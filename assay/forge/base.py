@@ -132,6 +132,9 @@ class Forge(Closing):
     """
 
     kind: str = "git"
+    # What a desk without a ``durability:`` pushes (assay.desks.host.durability): every
+    # durability point, on a forge that carries any push rate.
+    default_durability: str = "step"
     # Whether only the forge's admin can move refs outside refs/heads/ (the embedded forge's
     # push rule); False where any writer may (GitHub: rulesets do not cover refs/assay/), so
     # no record there is read as a trust anchor (assay.forge.settings).

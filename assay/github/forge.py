@@ -23,6 +23,8 @@ class GitHubForge(Forge):
     """A GitHub repository as a forge: ``Forge`` over its git endpoint + ``api``."""
 
     kind = "github"
+    # GitHub recommends at most 6 pushes a minute per repository: a window, not every step.
+    default_durability = "window"
     protects_custom_refs = False  # any job with contents: write moves refs/assay/*
 
     def __init__(

@@ -85,6 +85,8 @@ class Start(Entry):
     KIND = "start"
     input: Packed | None = field(default=None, metadata=_key("in"))
     sandbox: Mapping[str, Any] | None = None  # how the run's agent code was confined
+    # What a desk pushes to its forge: {"mode": "step" | "window" | "exit", "window_s": 30.0}
+    durability: Mapping[str, Any] | None = None
     t: str = ""
 
 
@@ -207,6 +209,9 @@ class Takeover(Entry):
 
     KIND = "takeover"
     prev_fence: int = 0
+    # Model calls the previous holder had recorded past this journal's end (its claim's
+    # last renewal said so) and lost with its machine: this holder pays for them again.
+    repaid: int | None = None
     t: str = ""
 
     def to_json(self) -> dict[str, Any]:

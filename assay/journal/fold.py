@@ -139,6 +139,8 @@ class RunFacts:
     sessions: tuple[Session, ...] = ()
     fence_went_back: tuple[int, ...] = ()  # seq of each line whose fence is below an earlier
     unsandboxed: bool = False  # a start entry records network host or isolation off
+    durability: str = ""  # the start entry's durability mode (step | window | exit)
+    repaid_model_calls: int = 0  # takeovers' ``repaid``: calls lost with a machine, paid again
 
     @property
     def last_pos(self) -> int:
@@ -178,8 +180,13 @@ def fold(lines: Iterable[Mapping[str, Any]]) -> RunFacts:
         sessions.see(entry, moment)
         _positions(facts, entry, line)
         _progress(facts, entry, line)
-        if isinstance(entry, e.Start) and isinstance(entry.sandbox, Mapping):
-            facts.unsandboxed = entry.sandbox.get("sandboxed") is False
+        if isinstance(entry, e.Start):
+            if isinstance(entry.sandbox, Mapping):
+                facts.unsandboxed = entry.sandbox.get("sandboxed") is False
+            if isinstance(entry.durability, Mapping):
+                facts.durability = str(entry.durability.get("mode", ""))
+        elif isinstance(entry, e.Takeover) and entry.repaid:
+            facts.repaid_model_calls += max(0, entry.repaid)
     for rec in facts.positions.values():
         facts.consumed.update(_event_ids(rec))
     facts.sessions = sessions.done()

@@ -56,8 +56,13 @@ def execute_run(run: Run, fn: DeskFunction, input: Any) -> RunResult:
     start = run.history.start
     if start is None:
         packed, blobs = run.writer.pack(given)
-        sandbox = run.start_fields.get("sandbox")
-        start_entry = entries.Start(input=packed, sandbox=sandbox, t=utcnow(), blobs=tuple(blobs))
+        start_entry = entries.Start(
+            input=packed,
+            sandbox=run.start_fields.get("sandbox"),
+            durability=run.start_fields.get("durability"),
+            t=utcnow(),
+            blobs=tuple(blobs),
+        )
         run.history.start = run.writer.append(start_entry)
     else:
         recorded = load_packed(run.directory, start.get("in"))

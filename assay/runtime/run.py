@@ -109,11 +109,14 @@ class Run:
         run_id: str | None = None,
         fsync: bool = True,
         start: dict[str, Any] | None = None,
+        takeover: dict[str, Any] | None = None,
     ) -> Run:
         """Open (or create) the run journaled in ``journal_dir`` for execution.
 
         ``start``: fields added to the ``start`` entry when this open begins the run
         (the desk records its sandbox there: ``{"sandbox": SandboxSpec.to_json()}``).
+        ``takeover``: fields added to the ``takeover`` entry when this open writes one
+        (the desk records the model calls a lost machine took with it: ``{"repaid": 3}``).
 
         Verifies the journal (``Corrupt`` on damage), drops a torn last line, refuses a
         fence lower than the journal's (``Fenced``) and records a ``takeover`` when the
@@ -151,7 +154,15 @@ class Run:
         if fence > journal.fence:
             previous = journal.fence
             writer.fence = fence
-            writer.append(entries.Takeover(fence=fence, prev_fence=previous, t=utcnow()))
+            repaid = (takeover or {}).get("repaid")
+            writer.append(
+                entries.Takeover(
+                    fence=fence,
+                    prev_fence=previous,
+                    repaid=int(repaid) if repaid else None,
+                    t=utcnow(),
+                )
+            )
         return run
 
     @classmethod

@@ -24,7 +24,10 @@ Measures, in one run on this machine, and prints as ONE table:
 - journal growth on a forge: a 100- and a 400-call agent-CLI conversation checkpointed to a
   real forge, bytes per call, old layout beside new (``tests.bench.growth``);
 - main after 100 briefs merged by the gate: commits added and tree entries outside the
-  briefs' own files, beside one commit per brief and none (``tests.bench.mainline``).
+  briefs' own files, beside one commit per brief and none (``tests.bench.mainline``);
+- durability modes: pushes per brief in step, window and exit mode for the scripted agent
+  desk (4 calls) and a 20-call scripted brief, beside the window target
+  (``tests.bench.durability``).
 
 Then writes the table, with a description of the machine, under "## Summary" at the top of
 ``docs/benchmarks.md`` (the per-area sections below it are left as they are). ``--quick``
@@ -51,6 +54,7 @@ from typing import Any
 from tests.bench import (
     clidesk,
     cost,
+    durability,
     gateway,
     github_budget,
     growth,
@@ -173,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         metavar="SECTIONS",
         default="",
         help="comma-separated sections to run (peers, gateway, growth, mainline, sandbox, "
-        "claims, cost, "
+        "durability, claims, cost, "
         "wake, scale, clidesk, github); "
         "implies --no-write",
     )
@@ -275,6 +279,10 @@ def main(argv: list[str] | None = None) -> None:
             ),
         ]
 
+    def durability_rows() -> list[Row]:
+        raw["durability"] = durability.measure()
+        return durability.rows(raw["durability"])
+
     def sandbox_rows() -> list[Row]:
         raw["sandbox"] = sandbox.measure(runs=10 if quick else 100)
         return sandbox.rows(raw["sandbox"])
@@ -285,6 +293,7 @@ def main(argv: list[str] | None = None) -> None:
         ("growth", growth_rows),
         ("mainline", mainline_rows),
         ("sandbox", sandbox_rows),
+        ("durability", durability_rows),
         ("claims", claim_rows),
         ("cost", cost_rows),
         ("wake", wake_rows),

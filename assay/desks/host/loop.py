@@ -23,7 +23,7 @@ from typing import Any
 
 from assay.branch import MAIN_REF, branch_ref
 from assay.briefs import Brief
-from assay.claims import Claim, ClaimStore
+from assay.claims import Claim, ClaimRecord, ClaimStore
 from assay.desks.host.holders import HolderLock
 from assay.desks.host.objectives import REQUEUE
 from assay.desks.host.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
@@ -108,6 +108,7 @@ class DeskLoop:
         # The branch and main tips each claimed brief's claim push asserted (checkout uses).
         self._tips: dict[str, dict[str, str | None] | None] = {}
         self._seen_events: dict[str, list[Any]] = {}  # ... and its events, as the view read them
+        self._previous: dict[str, ClaimRecord | None] = {}  # ... and the claim it took over
         # While run() holds the holder token's local lock, a claim held under the token
         # is a dead process's (assay.desks.host.holders): taken back at once.
         self._holder_locked = False
@@ -176,6 +177,7 @@ class DeskLoop:
                     continue  # another desk won this one; the next candidate
                 self._tips[candidate.brief] = self._known_tips(view, candidate.brief)
                 self._seen_events[candidate.brief] = view.events(candidate.brief)
+                self._previous[candidate.brief] = view.claims.get(candidate.brief)
                 for note in view.event_notes.get(candidate.brief, ()):
                     self.on_progress(f"{candidate.brief}: event {note}")  # never delivered
                 return view.briefs[candidate.brief], claim, candidate.why
@@ -254,6 +256,7 @@ class DeskLoop:
         """Run one claimed brief to its next stop and leave claim and review consistent."""
         self.on_progress(f"{brief.id}: {why.value} (fence {claim.fence})")
         tips, seen_events = self._tips.pop(brief.id, None), self._seen_events.pop(brief.id, None)
+        previous = self._previous.pop(brief.id, None)
         if why is Why.CANCEL:
             return self._close_cancelled(brief, claim)
         try:
@@ -267,6 +270,7 @@ class DeskLoop:
                 holder=self.holder,
                 tips=tips,
                 events=seen_events,
+                previous=previous,
             )
         except (AssayError, OSError) as raised:
             # Could not even start (a bad model config, the forge went away, a full disk):

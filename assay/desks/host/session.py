@@ -25,7 +25,8 @@ from typing import IO, Any
 
 from assay.branch import BranchSync, journal_path
 from assay.briefs import Brief
-from assay.claims import Claim, ClaimStore, Heartbeat
+from assay.claims import Claim, ClaimRecord, ClaimStore, Heartbeat
+from assay.desks.host.durability import Durability, WindowPusher
 from assay.desks.host.objectives import (
     ObjectiveLoop,
     objective_events,
@@ -37,7 +38,7 @@ from assay.desks.kinds.command import command_desk
 from assay.desks.kinds.python import in_directory
 from assay.desks.kinds.tools import ToolBox
 from assay.desks.records.events import EventLog
-from assay.errors import Denied, Fenced, Internal
+from assay.errors import AssayError, Denied, Fenced, Internal
 from assay.forge import Forge
 from assay.journal import read_journal, secrets_from_env, summarize
 from assay.plumbing import Identity
@@ -50,7 +51,11 @@ GROUP_WINDOW_S = 5.0  # ... for at most this long
 
 
 class DeskHooks:
-    """``RunHooks`` for a run hosted by the desk loop on a forge."""
+    """``RunHooks`` for a run hosted by the desk loop on a forge.
+
+    Every durability point is committed to the work directory's branch; the desk's
+    ``Durability`` decides which are also pushed (``assay.desks.host.durability``).
+    """
 
     def __init__(
         self,
@@ -61,6 +66,7 @@ class DeskHooks:
         events: EventLog,
         brief: Brief | None = None,
         scan: CheckpointScan | None = None,
+        durability: Durability | None = None,
     ) -> None:
         self.sync = sync
         self.scan = scan
@@ -69,6 +75,7 @@ class DeskHooks:
         self.claim = claim
         self.log = events
         self.brief = brief
+        self.durability = durability or Durability()
         self.requeued: list[Event] = []
         if brief is not None and brief.objective is not None and sync.journal_dir.exists():
             self.requeued = requeue_events(read_journal(sync.journal_dir))
@@ -81,11 +88,35 @@ class DeskHooks:
         # The journal head the forge holds, anchored by every claim renewal (DESIGN §6);
         # never a local head that a crash could still lose.
         self.pushed_head: str | None = None
+        self.run: Any = None  # the Run, once executing (its model calls reach the claim)
+        # The last local commit's journal head, and since when a commit waits unpushed.
+        self._committed_head: str | None = None
+        self._unpushed_since: float | None = None
+        self._lock = threading.Lock()  # the run thread's commits, the window thread's pushes
+        self.pusher: WindowPusher | None = None
+        if getattr(sync, "resumed_locally", False):
+            # Checked out at local commits the forge has not seen (a restart on this
+            # machine): they wait for a push like any commit of this session.
+            self._committed_head = last_line_sum(sync.journal_dir)
+            self._unpushed_since = time.monotonic()
+        if self.durability.mode == "window":
+            self.pusher = WindowPusher(
+                due=self._window_due,
+                push=self._window_push,
+                on_fenced=self.fenced.set,
+                window_s=self.durability.window_s,
+                name=f"window-{claim.brief}",
+            )
 
     def durability_point(self, reason: str) -> None:
         if self.fenced.is_set():
             raise Fenced(f"{self.claim.brief}: this holder lost its claim; stopping")
-        if reason in GROUPED and time.monotonic() - self.last_push < GROUP_WINDOW_S:
+        now = time.monotonic()
+        if (
+            self.durability.mode == "step"
+            and reason in GROUPED
+            and now - self.last_push < GROUP_WINDOW_S
+        ):
             # Cheap steps are group-committed (DESIGN §6): a tool step rides along with
             # the next model step's push (or the timer's). Losing it to a crash costs only
             # running the tool again; a model step is always pushed before the next one.
@@ -94,18 +125,68 @@ class DeskHooks:
             raise self.refused
         if self.scan is not None:
             try:
+                # Before every local commit too: a window's pushed history holds them all.
                 self.scan.check_worktree(self.sync.workdir)
             except Denied as denied:
                 self.refused = denied  # nothing of this work tree is pushed any more
                 raise
-        try:
-            self.sync.sync(f"{self.claim.brief}: {reason}")
-        except Fenced:
-            self.fenced.set()
-            raise
+        window_tool = reason == "tool" and self.durability.mode == "window"
+        last_step = last_step_name(self.sync.journal_dir) if window_tool else ""
+        push = self.durability.pushes(
+            reason, since_push_s=now - self.last_push, last_step=last_step
+        )
+        with self._lock:
+            try:
+                committed = self.sync.commit(f"{self.claim.brief}: {reason}")
+                if committed is not None:
+                    self._committed_head = last_line_sum(self.sync.journal_dir)
+                    if self._unpushed_since is None:
+                        self._unpushed_since = now
+                if push:
+                    self._push_committed()
+            except Fenced:
+                self.fenced.set()
+                raise
+
+    def _push_committed(self) -> None:
+        """Push the local head (the caller holds the lock); the pushed head follows it."""
+        self.sync.push()
         self.pushes += 1
         self.last_push = time.monotonic()
-        self.pushed_head = last_line_sum(self.sync.journal_dir) or self.pushed_head
+        self._unpushed_since = None
+        self.pushed_head = self._committed_head or self.pushed_head
+
+    def _window_due(self) -> float | None:
+        since = self._unpushed_since
+        if since is None:
+            return None
+        return since + self.durability.window_s - time.monotonic()
+
+    def _window_push(self) -> None:
+        with self._lock:
+            if self.fenced.is_set() or self._unpushed_since is None:
+                return
+            try:
+                # A process paused past its lease wakes here first: read the claim before
+                # pushing, so its commits do not land before the new holder's first push.
+                self.store.ensure_owner(self.claim)
+                self._push_committed()
+            except Fenced:
+                self.fenced.set()
+                raise
+
+    def local_calls(self) -> int | None:
+        """Model calls the local journal holds now (None before the run opened)."""
+        run = self.run
+        return int(run.model_calls) if run is not None else None
+
+    def start(self) -> None:
+        if self.pusher is not None:
+            self.pusher.start()
+
+    def stop(self) -> None:
+        if self.pusher is not None:
+            self.pusher.stop()
 
     def heartbeat(self, progress: dict[str, Any]) -> None:
         try:
@@ -133,6 +214,17 @@ class DeskHooks:
             )
             delivered += objective_events(self.brief, journal)
         return delivered + self.requeued
+
+
+def repaid_calls(previous: ClaimRecord | None, claim: Claim, sync: BranchSync) -> int:
+    """Model calls the previous holder reported (its claim's ``calls``) beyond those of the
+    journal this holder checked out: they were lost with that holder's machine, and the
+    run pays for them again. 0 when nothing was lost (or nothing was reported)."""
+    if previous is None or not previous.calls or previous.fence >= claim.fence:
+        return 0
+    if not sync.journal_dir.exists():
+        return previous.calls
+    return max(0, previous.calls - summarize(read_journal(sync.journal_dir)).model_calls)
 
 
 def wants_approval(brief: Brief, desk: Any) -> bool:
@@ -177,6 +269,18 @@ def clear_stale_git_locks(workdir: Path) -> None:
 
 def last_line_sum(journal_dir: Path) -> str | None:
     """The ``sum`` of the last complete line of a journal directory's newest segment."""
+    value = (last_line(journal_dir) or {}).get("sum")
+    return value if isinstance(value, str) else None
+
+
+def last_step_name(journal_dir: Path) -> str:
+    """The ``name`` of the last complete line (``finish`` after the finish tool's result)."""
+    value = (last_line(journal_dir) or {}).get("name")
+    return value if isinstance(value, str) else ""
+
+
+def last_line(journal_dir: Path) -> dict[str, Any] | None:
+    """The last complete line of a journal directory's newest segment, parsed."""
     segments = sorted(journal_dir.glob("*.jsonl")) if journal_dir.exists() else []
     if not segments:
         return None
@@ -194,10 +298,10 @@ def last_line_sum(journal_dir: Path) -> str | None:
     lines = tail.split(b"\n")[:-1]  # an unterminated last line is still being written
     for raw in reversed(lines):
         try:
-            value = json.loads(raw).get("sum")
+            value = json.loads(raw)
         except ValueError:
             continue
-        return value if isinstance(value, str) else None
+        return value if isinstance(value, dict) else None
     return None
 
 
@@ -241,6 +345,7 @@ class Session:
     tools: Any = None
     heartbeat: Any = None
     lock: IO[bytes] | None = None
+    repaid: int = 0  # model calls a lost machine had made past the checkout: paid again
 
     @classmethod
     def open(
@@ -255,9 +360,11 @@ class Session:
         holder: str,
         tips: Mapping[str, str | None] | None = None,
         events: list[Event] | None = None,
+        previous: ClaimRecord | None = None,
     ) -> Session:
         """``tips``: the branch and main as the claim's push found them (no fetch then);
-        ``events``: the brief's events as that read found them (the first drain's)."""
+        ``events``: the brief's events as that read found them (the first drain's);
+        ``previous``: the claim record this claim took over (its ``calls``)."""
         identity = Identity.for_holder(desk.name, holder)
         workdir, lock = lock_workdir(workroot, brief.id)
         try:
@@ -267,6 +374,10 @@ class Session:
             lock.close()
             raise
         session.hooks.seeded = list(events) if events is not None else None
+        try:
+            session.repaid = repaid_calls(previous, claim, session.sync)
+        except AssayError:
+            session.repaid = 0  # a damaged journal: the run's own open reports it
         return session
 
     @classmethod
@@ -283,7 +394,11 @@ class Session:
         tips: Mapping[str, str | None] | None = None,
     ) -> Session:
         sync = BranchSync(forge, brief.id, workdir=workdir, identity=identity)
-        worktree = sync.checkout(known=tips)
+        durability = Durability.for_desk(desk, forge)
+        # Step mode pushes every point before the run goes on: the forge's tip is the run
+        # (a push lost in flight costs its one call, as documented); the other modes resume
+        # the commits they chose not to push yet.
+        worktree = sync.checkout(known=tips, local=durability.mode != "step")
         if desk.kind in ("agent", "command", "cli") and desk.sandbox_spec().isolation == "on":
             require_sandbox()  # SandboxUnavailable (78), saying how to fix, before any work
         secrets = session_secrets(forge, desk)
@@ -294,6 +409,7 @@ class Session:
             events=EventLog(forge, brief.id),
             brief=brief,
             scan=CheckpointScan(secrets, journal_dir=sync.journal_dir),
+            durability=durability,
         )
         function, model, tools = desk_function(
             desk, brief, forge=forge, hooks=hooks, worktree=worktree, secrets=secrets
@@ -312,9 +428,14 @@ class Session:
         )
         session.lock = lock
         session.heartbeat = Heartbeat(
-            store, claim, on_fenced=hooks.fenced.set, journal_head=lambda: hooks.pushed_head
+            store,
+            claim,
+            on_fenced=hooks.fenced.set,
+            journal_head=lambda: hooks.pushed_head,
+            calls=hooks.local_calls,
         )
         session.heartbeat.start()
+        hooks.start()
         return session
 
     def entry(self, run: Any, given: Any) -> Any:
@@ -323,6 +444,7 @@ class Session:
         The run's recorded input is only ``{"brief": id}``, so raising a budget or
         ``max_runs`` on main does not make the resumed run diverge.
         """
+        self.hooks.run = run  # its model calls are what claim renewals report
         return self.function(run, self.brief)
 
     @property
@@ -339,11 +461,12 @@ class Session:
 
     def run_options(self) -> dict[str, Any]:
         # Agent and command desks run agent-chosen code: the journal says how it was confined.
-        start = (
+        start: dict[str, Any] = (
             {"sandbox": self.desk.sandbox_spec().to_json()}
             if self.desk.kind in ("agent", "command", "cli")
             else {}
         )
+        start["durability"] = self.hooks.durability.to_json()
         return {
             "journal_dir": self.journal_dir,
             "fence": self.hooks.claim.fence,
@@ -354,6 +477,7 @@ class Session:
             "secrets": self.secrets(),
             "on_divergence": self.desk.on_divergence,
             "start": start,
+            "takeover": {"repaid": self.repaid} if self.repaid else None,
         }
 
     def secrets(self) -> list[str]:
@@ -361,6 +485,7 @@ class Session:
         return session_secrets(self.forge, self.desk)
 
     def close(self) -> None:
+        self.hooks.stop()  # the window's pushes end here; flush() pushes the rest
         if self.heartbeat is not None:
             self.heartbeat.stop()
         if self.lock is not None:

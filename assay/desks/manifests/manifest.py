@@ -14,6 +14,8 @@ lease: 5m                       # seconds, or a duration like 90s / 5m / 1h
 budget: {steps: 60, model_calls: 30, usd: 1.0}
 concurrency: 1
 on_divergence: fail             # fail | fork
+durability: window              # step | window | exit: what reaches the forge, and when
+checkpoint_window: 30s          # window: the longest a step waits before it is pushed
 sandbox:                        # what tools, command desks and agent CLIs may reach
   network: none                 # none (default) | gateway (the coming cli kind's default) | host
   isolation: on                 # off: no bubblewrap at all (needs network: host; unsandboxed)
@@ -187,6 +189,9 @@ class DeskManifest(StrictModel):
     system_prompt: str = ""
     compact_at: Annotated[float, Field(gt=0, le=1)] = 0.8
     approval: bool = False  # every brief waits for ``assay approve`` before ``finish``
+    # What the desk pushes (docs/desks.md, "Durability"): None is the forge's default.
+    durability: Literal["step", "window", "exit"] | None = None
+    checkpoint_window: Seconds = 30.0
     sandbox: SandboxSection = Field(default_factory=SandboxSection)
     _source: str = PrivateAttr(default="")
     _base_dir: Path = PrivateAttr(default=Path("."))
