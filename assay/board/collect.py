@@ -215,6 +215,7 @@ def _row(
         last_kind=info.last_kind,
         steps=info.steps,
         model_calls=info.model_calls,
+        repeated_requests=info.repeated_requests,
         tokens_in=info.tokens_in,
         tokens_out=info.tokens_out,
         usd=info.usd,

@@ -144,7 +144,8 @@ def _status_table(data: dict[str, Any], *, width: int | None = None) -> Table:
             row["last_step"] or "-",
             row["last_step_at"] or "-",
             str(row["steps"]),
-            str(row["model_calls"]),
+            str(row["model_calls"])
+            + (f"+{row['repeated_requests']}" if row["repeated_requests"] else ""),
             str(row["tokens"]),
             money(row["usd"]),
             row["evidence"]["label"],
@@ -185,12 +186,15 @@ def status(now: str | None, forge: str | None, as_json: bool) -> None:
     for line in _notes(table, data):
         out.print(line, markup=False, highlight=False)
     totals = data["totals"]
-    out.print(
-        f"{totals['briefs']} brief(s): "
-        + ", ".join(f"{state} {count}" for state, count in totals["by_state"].items()),
-        markup=False,
-        highlight=False,
+    line = f"{totals['briefs']} brief(s): " + ", ".join(
+        f"{state} {count}" for state, count in totals["by_state"].items()
     )
+    if totals["repeated_requests"]:  # "calls" shows them as "+N"
+        line += (
+            f"; {totals['repeated_requests']} model request(s) sent upstream again "
+            "(in flight when a process stopped)"
+        )
+    out.print(line, markup=False, highlight=False)
 
 
 def register(root: click.Group) -> None:

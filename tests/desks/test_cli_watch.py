@@ -78,5 +78,23 @@ def test_history_shows_answers_tools_the_kill_and_the_repeated_request(
     assert " killed " not in calm.stdout and " repeated " not in calm.stdout
     assert "3 request(s) sent upstream (0 repeated)" in calm.stdout
 
+    # The board and the status count the request twice, as the upstream received it.
+    status = world.assay("status", "--forge", world.url, "--json")
+    assert status.returncode == 0, status.stderr
+    rows = {row["id"]: row for row in json.loads(status.stdout)["briefs"]}
+    assert (rows["watch"]["model_calls"], rows["watch"]["repeated_requests"]) == (3, 1)
+    assert (rows["calm"]["model_calls"], rows["calm"]["repeated_requests"]) == (3, 0)
+    assert json.loads(status.stdout)["totals"]["repeated_requests"] == 1
+    table = world.assay("status", "--forge", world.url, extra=WIDE)
+    assert "3+1" in table.stdout
+    assert "1 model request(s) sent upstream again" in table.stdout
+    board = world.root / "BOARD.md"
+    html = world.root / "board.html"
+    drawn = world.assay("board", "--forge", world.url, "--out", str(board), "--html", str(html))
+    assert drawn.returncode == 0, drawn.stderr
+    for page in (board, html):
+        text = page.read_text(encoding="utf-8")
+        assert "3 +1 repeated" in text and "6 +1 repeated" in text  # the row, the totals
+
 
 WIDE = {"COLUMNS": "160"}
