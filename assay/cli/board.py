@@ -183,8 +183,9 @@ def status(now: str | None, forge: str | None, as_json: bool) -> None:
         return
     table = _status_table(data)
     out.print(table)
+    # Wrapped between words at the terminal's width, as the table is (80 columns fit).
     for line in _notes(table, data):
-        out.print(line, markup=False, highlight=False)
+        out.print(line, markup=False, highlight=False, soft_wrap=False)
     totals = data["totals"]
     line = f"{totals['briefs']} brief(s): " + ", ".join(
         f"{state} {count}" for state, count in totals["by_state"].items()
@@ -194,7 +195,7 @@ def status(now: str | None, forge: str | None, as_json: bool) -> None:
             f"; {totals['repeated_requests']} model request(s) sent upstream again "
             "(in flight when a process stopped)"
         )
-    out.print(line, markup=False, highlight=False)
+    out.print(line, markup=False, highlight=False, soft_wrap=False)
 
 
 def register(root: click.Group) -> None:

@@ -6,6 +6,8 @@ so: the board's and the status's ``repeated_requests``, the scripted upstream's 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +15,7 @@ from tests.desks.cli_helpers import SCRIPT, add_cli_desk, processes_in
 from tests.desks.world import World, brief_text
 from tests.fakes.wire import WireFake
 from tests.forge_fixtures import wait_until
+from tests.sweep.helpers import sweepers
 
 
 def kill_inside_turn(world: World, fake: WireFake, brief: str, turn: int) -> None:
@@ -98,3 +101,49 @@ def test_history_shows_answers_tools_the_kill_and_the_repeated_request(
 
 
 WIDE = {"COLUMNS": "160"}
+
+
+def test_status_says_why_and_drops_a_note_the_brief_has_moved_past(
+    world: World, upstream_key: None, tmp_path: Path
+) -> None:
+    world.add_briefs(brief_text("stale"), brief_text("down"))
+    policies = sweepers(tmp_path / "sweepers")
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake, lease="2s")
+        # "stale": killed inside a call, marked stuck by the sweeper, resumed, merged.
+        fake.hold(at_turn=1)
+        proc = world.start_desk("cli", "--once", "--brief", "stale")
+        fake.wait_for_in_flight(1, timeout=60)
+        world.kill(proc)
+        work = world.root / "machine-a" / "work" / "cli" / "stale"
+        wait_until(lambda: not processes_in(work), timeout=10, what="the CLI to die too")
+        fake.release()
+        wait_until(lambda: world.claim_expired("stale"), timeout=60, what="the lease to expire")
+        swept = world.assay("sweep", "--sweepers", str(policies), "--forge", world.url)
+        assert swept.returncode == 0, swept.stderr
+        assert "released for resume" in status_rows(world)["stale"]["status_note"]
+        assert world.desk("cli", "--once", "--brief", "stale").returncode == 0
+        # "down": the upstream stays down past the desk's retries; the desk gives it back.
+        fake.inject(503, times=10)
+        given_back = world.desk("cli", "--once", "--brief", "down")
+        assert given_back.returncode == 69, given_back.stderr
+    world.merge_to_main("stale")
+    rows = status_rows(world)
+    assert rows["stale"]["state"] == "merged"
+    assert "stuck" not in rows["stale"]["status_note"]  # it was, before the resume
+    assert rows["down"]["state"] == "released"
+    assert rows["down"]["status_note"].startswith("unavailable: ")
+    for width in ("80", "120"):
+        shown = world.assay("status", "--forge", world.url, extra={"COLUMNS": width})
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        assert max(len(line) for line in lines) <= int(width)
+        assert any("compute:evidence.claimed" in line for line in lines)  # whole, one line
+        assert not any(line.rstrip("│ ").endswith("compute:evidence") for line in lines)
+        assert "unavailable: " in shown.stdout  # in the note column, or under the table
+
+
+def status_rows(world: World) -> dict[str, dict[str, Any]]:
+    done = world.assay("status", "--forge", world.url, "--json")
+    assert done.returncode == 0, done.stderr
+    return {row["id"]: row for row in json.loads(done.stdout)["briefs"]}
