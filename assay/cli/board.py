@@ -35,7 +35,14 @@ def _write(path: Path, text: str) -> None:
 
 @click.command("board")
 @click.option("--out", "out_path", default="BOARD.md", metavar="PATH", help="Markdown output.")
-@click.option("--html", "html_path", default=None, metavar="PATH", help="Also write HTML here.")
+@click.option(
+    "--html",
+    "html_path",
+    default=None,
+    metavar="PATH",
+    help="The HTML page (default: board.html beside --out).",
+)
+@click.option("--no-html", "no_html", is_flag=True, help="Write BOARD.md only.")
 @click.option(
     "--templates",
     default=None,
@@ -53,15 +60,21 @@ def _write(path: Path, text: str) -> None:
 def board(
     out_path: str,
     html_path: str | None,
+    no_html: bool,
     templates: str | None,
     now: str | None,
     forge: str | None,
     as_json: bool,
 ) -> None:
-    """Render BOARD.md (and an HTML page) from main, claims, journals and evidence."""
+    """Render BOARD.md and an HTML page (board.html) from main, claims, journals and evidence."""
     from assay.board.collect import collect_board
     from assay.board.render import render_html, render_markdown
     from assay.forge import open_forge
+
+    if no_html and html_path:
+        raise BadInput("board: give --html PATH or --no-html, not both")
+    if not no_html and html_path is None:
+        html_path = str(Path(out_path).with_name("board.html"))
 
     state, main_templates = collect_board(open_forge(forge), now=_now(now))
     template_dir = Path(templates) if templates else None
