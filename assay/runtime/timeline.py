@@ -4,7 +4,8 @@ Every row is drawn from the journal's lines and their one fold (``assay.journal.
 each entry as written; under a model call, what the model said (its text and the tool
 calls it asked for, read from the recorded answer); before it, the agent's own tool calls
 that request completed, with their output; where a process stopped without closing its
-session (killed, or its lease lost), a ``killed`` row naming what it had in flight; where
+session (killed, its lease lost, or gone on an error it gave the brief back for), a
+``stopped`` row naming what it had in flight; where
 the resuming process sent that request upstream again, a ``repeated`` row; each wake with
 the event that ended the wait (an approval names its approver); and each evidence row the
 run claimed. Rows shorten what they show; ``lines()`` carries it in full, for ``--json``.
@@ -262,9 +263,11 @@ def _stop_json(stop: Interruption) -> dict[str, Any]:
 
 def _stop_row(stop: Interruption) -> Row:
     flying = ", ".join(f"{label} at {pos}" for pos, label in stop.in_flight) or "nothing"
-    what = f"the process at fence {stop.fence} stopped (killed, or its lease lost); "
-    what += f"in flight: {flying}"
-    return Row("", "", "killed", what, "", stop.last_time)
+    # The journal cannot tell a SIGKILL from a lost lease or an error that escaped the run
+    # (the desk gave the brief back): all three stop without a closing entry.
+    what = f"the process at fence {stop.fence} stopped without closing its run (killed, its "
+    what += f"lease lost, or an error); in flight: {flying}"
+    return Row("", "", "stopped", what, "", stop.last_time)
 
 
 __all__ = ["Row", "Timeline", "build_timeline", "shorten"]

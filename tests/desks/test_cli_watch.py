@@ -51,7 +51,7 @@ def test_history_shows_answers_tools_the_kill_and_the_repeated_request(
     assert shown.returncode == 0, shown.stderr
     kinds = [line.split("│")[3].strip() for line in shown.stdout.splitlines() if "│" in line]
     text = shown.stdout
-    assert kinds.count("killed") == 1 and kinds.count("repeated") == 1
+    assert kinds.count("stopped") == 1 and kinds.count("repeated") == 1
     assert "in flight: model:wire" in text
     assert "asks" in kinds and "Bash" in text and "cat hello.txt" in text  # what it asked for
     assert "all done" in text  # what the model said at the end
@@ -78,7 +78,7 @@ def test_history_shows_answers_tools_the_kill_and_the_repeated_request(
     assert final[-1]["said"] == {"text": "all done", "tool_calls": []}
 
     calm = world.assay("history", "--brief", "calm", "--forge", world.url, extra=WIDE)
-    assert " killed " not in calm.stdout and " repeated " not in calm.stdout
+    assert " stopped " not in calm.stdout and " repeated " not in calm.stdout
     assert "3 request(s) sent upstream (0 repeated)" in calm.stdout
 
     # The board and the status count the request twice, as the upstream received it.
