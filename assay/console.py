@@ -70,6 +70,9 @@ def printable_text(cell: str | Text) -> Text:
     return Text(printable(cell.plain), style=cell.style)
 
 
+WORD_CAP = 32  # a longer word (a hash, a path) may still be folded to fit
+
+
 def fitted_table(
     headers: Sequence[str],
     rows: Iterable[Sequence[str | Text]],
@@ -84,9 +87,9 @@ def fitted_table(
     get a readable width, those named in ``drop`` are left out, in that order.
 
     A column is readable at its header's first word, or at ``floor`` characters (``floors``
-    per header; less when none of its cells is that long); rich then never squeezes one
-    below its first word, so a narrow terminal shows fewer columns instead of one character
-    per line.
+    per header; less when none of its cells is that long), and at its longest word (up to
+    ``WORD_CAP`` characters): a cell wraps between words, never inside one, so a narrow
+    terminal shows fewer columns instead of ``compute:evidence.cla`` over ``imed``.
     """
     from rich.cells import cell_len
     from rich.table import Table
@@ -96,10 +99,16 @@ def fitted_table(
     cells = [[printable_text(cell) for cell in row] for row in rows]
     limit = width or out.width
 
+    def longest_word(index: int) -> int:
+        words = (word for row in cells for word in row[index].plain.split())
+        return min(WORD_CAP, max((cell_len(word) for word in words), default=0))
+
+    words = [longest_word(index) for index in range(len(headers))]
+
     def need(index: int) -> int:
         header = headers[index]
         natural = max([cell_len(header), *(row[index].cell_len for row in cells)])
-        wanted = (floors or {}).get(header, floor)
+        wanted = max((floors or {}).get(header, floor), words[index])
         return max(cell_len(header.split()[0]), min(natural, wanted)) + 3  # padding, rule
 
     kept = list(range(len(headers)))
@@ -109,7 +118,8 @@ def fitted_table(
     table = Table(**options)
     for index in kept:
         header = headers[index]
-        table.add_column(header, min_width=cell_len(header.split()[0]), overflow="fold")
+        least = max(cell_len(header.split()[0]), words[index])
+        table.add_column(header, min_width=least, overflow="fold")
     for row in cells:
         table.add_row(*(row[index] for index in kept))
     return table

@@ -49,6 +49,13 @@ class State(StrEnum):
 
 ORDER: tuple[State, ...] = tuple(State)
 
+# What status records written by desks or people say while a brief is being worked on; the
+# honest-status sweeper corrects them once the claim is not live.
+WORKING_WORDS = frozenset({"working", "held", "running"})
+# The words of a status record that claim a condition of the brief (not an event, such as
+# ``woken``): a record claiming a condition the brief has left is stale.
+CONDITION_WORDS = frozenset({state.value for state in State}) | WORKING_WORDS
+
 TITLES: dict[State, str] = {
     State.INVALID: "Invalid (a record failed validation)",
     State.STUCK: "Stuck (released for resume)",

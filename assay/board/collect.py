@@ -14,6 +14,7 @@ from typing import Any
 
 import assay.refs as refs
 from assay.board.model import BoardState, BriefRow, EvidenceCounts
+from assay.board.notes import why
 from assay.board.snapshot import ClaimInfo, EvidenceInfo, ForgeSnapshot, JournalInfo
 from assay.states import Facts, State, classify
 
@@ -203,7 +204,6 @@ def _row(
     brief = snapshot.briefs.get(brief_id)
     claim = snapshot.claims.get(brief_id)
     info = snapshot.journals.get(brief_id) or JournalInfo()
-    status = snapshot.statuses.get(brief_id, {})
     evidence = _evidence(snapshot, brief_id, key_known=key_known)
     state = state_of(snapshot, brief_id, now=as_of, skew_s=skew_s, evidence=evidence)
     return BriefRow(
@@ -222,6 +222,7 @@ def _row(
         last_kind=info.last_kind,
         steps=info.steps,
         model_calls=info.model_calls,
+        repeated_requests=info.repeated_requests,
         tokens_in=info.tokens_in,
         tokens_out=info.tokens_out,
         usd=info.usd,
@@ -231,7 +232,14 @@ def _row(
         run_last=info.last_at,
         sessions=info.sessions,
         status_note=_note(
-            snapshot.invalid_reason(brief_id) or str(status.get("note", "")),
+            why(
+                snapshot,
+                brief_id,
+                state,
+                as_of=as_of,
+                evidence=evidence,
+                fence=claim.fence if claim else info.fence,
+            ),
             info,
             snapshot.event_notes.get(brief_id, ()),
         ),

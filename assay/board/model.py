@@ -73,6 +73,7 @@ class BriefRow:
     last_kind: str = ""
     steps: int = 0
     model_calls: int = 0
+    repeated_requests: int = 0  # requests sent upstream again: the one in flight at a kill
     tokens_in: int = 0
     tokens_out: int = 0
     usd: float = 0.0
@@ -116,6 +117,7 @@ class Totals:
     by_state: tuple[tuple[str, int], ...] = ()
     steps: int = 0
     model_calls: int = 0
+    repeated_requests: int = 0
     tokens: int = 0
     usd: float = 0.0
     run_age_s: float = 0.0
@@ -172,6 +174,7 @@ class BoardState:
             by_state=by_state,
             steps=sum(row.steps for row in self.rows),
             model_calls=sum(row.model_calls for row in self.rows),
+            repeated_requests=sum(row.repeated_requests for row in self.rows),
             tokens=sum(row.tokens for row in self.rows),
             usd=round(sum(row.usd for row in self.rows), 6),
             run_age_s=sum(row.run_age_s(self.as_of) or 0.0 for row in self.rows),

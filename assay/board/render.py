@@ -57,6 +57,12 @@ def number(value: int | float) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
 
 
+def calls(model_calls: int, repeated: int = 0) -> str:
+    """Model calls, and the requests sent upstream again (``12 +1 repeated``): a provider
+    bills each request, so the call in flight at a kill is counted as paid twice."""
+    return number(model_calls) + (f" +{number(repeated)} repeated" if repeated else "")
+
+
 def md_cell(value: Any) -> str:
     """Text safe inside one Markdown table cell: no pipes, no line breaks, no HTML."""
     text = "" if value is None else str(value)
@@ -98,7 +104,9 @@ def _environment(
         lstrip_blocks=True,
         finalize=_shown,
     )
-    env.filters.update(duration=duration, when=when, money=money, number=number, md=md_cell)
+    env.filters.update(
+        duration=duration, when=when, money=money, number=number, md=md_cell, calls=calls
+    )
     return env
 
 

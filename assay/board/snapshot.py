@@ -87,6 +87,7 @@ class JournalInfo:
     entries: int = 0
     steps: int = 0
     model_calls: int = 0
+    repeated_requests: int = 0  # model requests sent upstream again after an interruption
     tokens_in: int = 0
     tokens_out: int = 0
     usd: float = 0.0
@@ -219,6 +220,7 @@ def journal_info(
         entries=facts.entries,
         steps=facts.totals.steps,
         model_calls=facts.totals.model_calls,
+        repeated_requests=facts.repeated_requests,
         tokens_in=facts.totals.tokens_in,
         tokens_out=facts.totals.tokens_out,
         usd=facts.totals.usd,

@@ -35,7 +35,14 @@ def _write(path: Path, text: str) -> None:
 
 @click.command("board")
 @click.option("--out", "out_path", default="BOARD.md", metavar="PATH", help="Markdown output.")
-@click.option("--html", "html_path", default=None, metavar="PATH", help="Also write HTML here.")
+@click.option(
+    "--html",
+    "html_path",
+    default=None,
+    metavar="PATH",
+    help="The HTML page (default: board.html beside --out).",
+)
+@click.option("--no-html", "no_html", is_flag=True, help="Write BOARD.md only.")
 @click.option(
     "--templates",
     default=None,
@@ -53,15 +60,21 @@ def _write(path: Path, text: str) -> None:
 def board(
     out_path: str,
     html_path: str | None,
+    no_html: bool,
     templates: str | None,
     now: str | None,
     forge: str | None,
     as_json: bool,
 ) -> None:
-    """Render BOARD.md (and an HTML page) from main, claims, journals and evidence."""
+    """Render BOARD.md and an HTML page (board.html) from main, claims, journals and evidence."""
     from assay.board.collect import collect_board
     from assay.board.render import render_html, render_markdown
     from assay.forge import open_forge
+
+    if no_html and html_path:
+        raise BadInput("board: give --html PATH or --no-html, not both")
+    if not no_html and html_path is None:
+        html_path = str(Path(out_path).with_name("board.html"))
 
     state, main_templates = collect_board(open_forge(forge), now=_now(now))
     template_dir = Path(templates) if templates else None
@@ -144,7 +157,8 @@ def _status_table(data: dict[str, Any], *, width: int | None = None) -> Table:
             row["last_step"] or "-",
             row["last_step_at"] or "-",
             str(row["steps"]),
-            str(row["model_calls"]),
+            str(row["model_calls"])
+            + (f"+{row['repeated_requests']}" if row["repeated_requests"] else ""),
             str(row["tokens"]),
             money(row["usd"]),
             row["evidence"]["label"],
@@ -182,15 +196,19 @@ def status(now: str | None, forge: str | None, as_json: bool) -> None:
         return
     table = _status_table(data)
     out.print(table)
+    # Wrapped between words at the terminal's width, as the table is (80 columns fit).
     for line in _notes(table, data):
-        out.print(line, markup=False, highlight=False)
+        out.print(line, markup=False, highlight=False, soft_wrap=False)
     totals = data["totals"]
-    out.print(
-        f"{totals['briefs']} brief(s): "
-        + ", ".join(f"{state} {count}" for state, count in totals["by_state"].items()),
-        markup=False,
-        highlight=False,
+    line = f"{totals['briefs']} brief(s): " + ", ".join(
+        f"{state} {count}" for state, count in totals["by_state"].items()
     )
+    if totals["repeated_requests"]:  # "calls" shows them as "+N"
+        line += (
+            f"; {totals['repeated_requests']} model request(s) sent upstream again "
+            "(in flight when a process stopped)"
+        )
+    out.print(line, markup=False, highlight=False, soft_wrap=False)
 
 
 def register(root: click.Group) -> None:

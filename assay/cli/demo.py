@@ -32,7 +32,8 @@ def _summary(report: object) -> Table:
         ("briefs still waiting", str(report.briefs_waiting)),
         ("desk processes started", str(report.desk_processes)),
         ("steps journaled / model calls", f"{report.steps} / {report.model_calls}"),
-        ("model calls paid twice", str(report.repaid_model_calls)),
+        ("model answers paid twice", str(report.repaid_model_calls)),
+        ("model requests repeated upstream", _repeated(report.repeated_requests)),
         ("double claims", str(report.double_claims)),
         ("crashes injected / recovered", f"{report.crashes_injected} / {report.crashes_recovered}"),
         ("kill to resume (incl. lease wait)", _seconds(report.kill_to_resume_s)),
@@ -49,6 +50,13 @@ def _summary(report: object) -> Table:
     for name, value in rows:
         table.add_row(name, value)
     return table
+
+
+def _repeated(count: int) -> str:
+    """The requests sent upstream twice, and why (a provider bills each request)."""
+    if not count:
+        return "0"
+    return f"{count} (the call in flight at the kill, sent again on resume)"
 
 
 def _seconds(value: float | None) -> str:

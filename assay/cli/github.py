@@ -6,7 +6,6 @@ Every command's ``--json`` carries ``rest``: the REST calls this process made (`
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import click
 from assay.cli.options import forge_option, json_option, print_result
 from assay.console import err, fitted_table, out
 from assay.errors import BadInput
-from assay.github.init import MAIN_RULESET, init_repository
+from assay.github.init import GATE_SECRET, MAIN_RULESET, init_repository, next_steps
 
 
 def token_env_option(fn: Any) -> Any:
@@ -57,25 +56,31 @@ def _emit(payload: dict[str, Any]) -> None:
     default=None,
     help="Also write a desk running this agent CLI (desks/<name>.yaml, kind: cli).",
 )
+@forge_option
 @json_option
-def init_command(directory: Path, force: bool, cli: str | None, as_json: bool) -> None:
+def init_command(
+    directory: Path, force: bool, cli: str | None, forge: str | None, as_json: bool
+) -> None:
     """Write desks/, briefs/, sweepers/, board_templates/ and .github/workflows/ into DIRECTORY.
 
     Refuses (exit 65, naming the file, writing nothing) when a file already exists with other
     content, unless --force is given. Files already identical are left alone. With --cli, the
     desk workflow installs that CLI and hands it the model key's repository secret through
-    the model gateway only (docs/agent-clis.md).
+    the model gateway only (docs/agent-clis.md). Ends with the next step for --forge: on
+    GitHub (github:OWNER/REPO, or none), the gate's secret and main's ruleset; on an
+    embedded forge (a path or URL), the commands that file, run, gate and show a brief.
     """
+    steps = next_steps(directory, forge)  # BadInput before anything is written
     result = init_repository(directory, force=force, cli=cli)
     if as_json:
-        _emit(
-            {
-                "target": str(directory),
-                "files": result.rows(),
-                "secrets": [_GATE_SECRET],
-                "ruleset": MAIN_RULESET,
-            }
-        )
+        payload: dict[str, Any] = {
+            "target": str(directory),
+            "files": result.rows(),
+            "next": steps.to_json(),
+        }
+        if steps.forge == "github":
+            payload.update(secrets=[GATE_SECRET], ruleset=MAIN_RULESET)
+        _emit(payload)
         return
     rows = [(str(row["path"]), str(row["action"])) for row in result.rows()]
     out.print(fitted_table(("file", "action"), rows))
@@ -83,24 +88,8 @@ def init_command(directory: Path, force: bool, cli: str | None, as_json: bool) -
         f"{len(result.written)} written, {len(result.overwritten)} overwritten, "
         f"{len(result.unchanged)} unchanged in {directory}"
     )
-    out.print(
-        f"the gate signs evidence with the repository secret {_GATE_SECRET}: set it once, e.g. "
-        f"`openssl rand -hex 32 | gh secret set {_GATE_SECRET}`",
-        markup=False,
-        highlight=False,
-    )
-    out.print(
-        "protect main with the gate's check (GitHub's rulesets API; --json prints the body):\n"
-        "gh api -X POST repos/OWNER/REPO/rulesets --input - <<'JSON'\n"
-        f"{json.dumps(MAIN_RULESET)}\n"
-        "JSON",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-
-
-_GATE_SECRET = "ASSAY_EVIDENCE_KEY"  # read by assay-gate.yml's job only
+    for line in steps.lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @click.group("github")

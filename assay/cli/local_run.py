@@ -16,8 +16,7 @@ import click
 from assay.cli.options import forge_option, journal_option, json_option
 from assay.console import err, fitted_table, out, print_json
 from assay.errors import AssayError, BadInput, Diverged
-from assay.journal import Journal, read_journal, secrets_from_env, step_label
-from assay.journal.fold import fold
+from assay.journal import Journal, read_journal, secrets_from_env
 from assay.journal.redact import Redactor
 from assay.runtime import Budget, Replayer, Run, execute_run, load_target
 
@@ -139,27 +138,6 @@ def _exit(code: int) -> None:
         raise click.exceptions.Exit(code)
 
 
-def _describe(entry: dict[str, Any]) -> str:
-    kind = entry["kind"]
-    if kind == "step":
-        return step_label(str(entry.get("step")), str(entry.get("name", "")))
-    if kind in {"wait", "wake"}:
-        return f"for {entry.get('for')}"
-    if kind == "signal":
-        return f"{len(entry.get('events', []))} event(s)"
-    if kind in {"budget"}:
-        return f"{entry.get('limit')} {entry.get('used')}/{entry.get('max')}"
-    if kind == "diverged":
-        return f"{entry.get('recorded')} -> {entry.get('requested')}"
-    if kind == "takeover":
-        repaid = entry.get("repaid")
-        paid = f"; {repaid} model call(s) paid again (lost with a machine)" if repaid else ""
-        return f"fence {entry.get('prev_fence')} -> {entry.get('fence')}{paid}"
-    if kind in {"compensate", "denied"}:
-        return str(entry.get("name", ""))
-    return ""
-
-
 def _history_journal(
     journal_dir: Path | None, brief: str | None, forge: str | None, scratch: Path
 ) -> Journal:
@@ -191,39 +169,32 @@ def _history_journal(
 def history_command(
     journal_dir: Path | None, brief: str | None, forge: str | None, as_json: bool
 ) -> None:
-    """Print every entry of a run's journal (verified first; --json prints JSON lines).
+    """Print a run's journal as a timeline (verified first; --json prints JSON lines).
 
-    A takeover entry with ``repaid`` says how many model calls a lost machine had made past
-    the checkpoint the run resumed from: they were paid again."""
+    Each entry, and under it what it means: what the model said (its text and the tool
+    calls it asked for), the agent's tool calls with their output, where a process stopped
+    and what it had in flight, a request sent upstream again, each approval and evidence
+    row. --json prints each entry in full, with ``said``, ``repeated`` and ``resumed``. A
+    takeover entry with ``repaid`` says how many model calls a lost machine had made past
+    the checkpoint the run resumed from: they were paid again.
+    """
+    from assay.runtime.timeline import build_timeline
+
     with tempfile.TemporaryDirectory(prefix="assay-history-") as scratch:
         journal = _history_journal(journal_dir, brief, forge, Path(scratch))
+        timeline = build_timeline(journal)  # reads answers from the journal's blobs
     _report_torn(journal)
     if as_json:
-        for entry in journal.entries:
+        for entry in timeline.entries:
             print_json(entry)
         return
-    rows: list[tuple[str, ...]] = []
-    for entry in journal.entries:
-        rows.append(
-            (
-                str(entry["seq"]),
-                str(entry.get("pos", "")),
-                entry["kind"],
-                _describe(entry),
-                str(entry.get("status", "")),
-                str(entry.get("t1") or entry.get("t") or entry.get("t0") or ""),
-            )
-        )
-        # An agent CLI's own tool calls, completed in the request of a gateway model call.
-        for tool in entry.get("tools") or []:
-            what = f"{tool.get('name')} {tool.get('input', '')}".strip()
-            status = "error" if tool.get("error") else "ok"
-            rows.append(("", str(entry.get("pos", "")), "agent", what, status, ""))
+    rows = [(row.seq, row.pos, row.kind, row.what, row.status, row.time) for row in timeline.rows]
     table = fitted_table(
         ("seq", "pos", "kind", "what", "status", "time"), rows, drop=("time", "pos")
     )
     out.print(table)
-    repaid = fold(journal.entries).repaid_model_calls
+    out.print(timeline.summary(), markup=False, highlight=False)
+    repaid = timeline.facts.repaid_model_calls
     if repaid:
         out.print(
             f"{repaid} model call(s) paid again: a machine was lost before they reached the forge",

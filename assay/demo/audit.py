@@ -2,7 +2,9 @@
 
 Nothing here trusts a desk's account: double claims come from the history of each claim
 ref and the fences in each branch journal; paid model calls from the scripted model's own
-call log; journal integrity from reading every branch's journal with its hash chain.
+call log, and requests sent upstream again from the scripted upstream's request log (a
+``--cli`` demo) and from each journal's fold; journal integrity from reading every
+branch's journal with its hash chain.
 """
 
 from __future__ import annotations
@@ -29,9 +31,19 @@ class Audit:
     double_claims: int = 0
     repaid_model_calls: int = 0
     model_calls: int = 0
+    repeated_requests: int | None = None  # the upstream's own count (None: it keeps no log)
+    journal_repeated_requests: int = 0  # model steps the journals say were sent again
     journal_model_steps: int = 0
     journal_steps: int = 0
     problems: list[str] = field(default_factory=list)
+
+
+def repeated_requests(request_log: Path) -> int | None:
+    """Conversation requests received again for a brief and turn already received, from
+    the upstream's own request log (None when there is none: not a ``--cli`` demo)."""
+    if not request_log.exists():
+        return None
+    return repaid_calls(request_log)[1]
 
 
 def repaid_calls(call_log: Path) -> tuple[int, int]:
@@ -85,6 +97,7 @@ def journal_violations(forge_path: Path, brief: str, audit: Audit) -> list[str]:
     facts = fold(journal.entries)
     audit.journal_steps += facts.ok_steps
     audit.journal_model_steps += facts.ok_model_calls
+    audit.journal_repeated_requests += facts.repeated_requests
     return [f"{brief}: journal entry {seq} from an older fence" for seq in facts.fence_went_back]
 
 
@@ -92,6 +105,7 @@ def audit_run(forge: Forge, forge_path: Path, briefs: list[str], call_log: Path)
     """Check every invariant the demo promises; see ``Audit``."""
     audit = Audit()
     audit.model_calls, audit.repaid_model_calls = repaid_calls(call_log)
+    audit.repeated_requests = repeated_requests(call_log.with_name("model-requests.jsonl"))
     for brief in briefs:
         claims = claim_history_violations(forge, brief)
         journal = journal_violations(forge_path, brief, audit)
@@ -99,4 +113,13 @@ def audit_run(forge: Forge, forge_path: Path, briefs: list[str], call_log: Path)
         audit.problems += claims + journal
     if audit.repaid_model_calls:
         audit.problems.append(f"{audit.repaid_model_calls} model call(s) were paid twice")
+    # The journals' count is an upper bound (a kill just before the first send is counted,
+    # and so is a side request the upstream's log leaves out); below the upstream's own
+    # count, a repeated request went unrecorded.
+    upstream = audit.repeated_requests
+    if upstream is not None and upstream > audit.journal_repeated_requests:
+        audit.problems.append(
+            f"the upstream received {upstream} request(s) again but the journals record "
+            f"{audit.journal_repeated_requests}"
+        )
     return audit

@@ -8,7 +8,10 @@ scripted tool call translated into the CLI's own tools: a file write and a comma
 its shell tool, ``finish`` becomes Assay's MCP ``finish``. Because the upstream is the
 demo's, the kill lands inside a model call for certain: the crash brief's chosen call is
 held in the server until its desk has been SIGKILLed, and then closed unanswered, so no
-call is answered (paid) twice. ``ASSAY_MODEL_BASE_URL`` points the CLI at a real endpoint
+call is answered twice; but the resumed run sends that request again, so the upstream
+received it twice, and a provider bills requests: the upstream logs every request it
+receives (``model-requests.jsonl``) beside every answer (``model-calls.jsonl``), and the
+demo counts both. ``ASSAY_MODEL_BASE_URL`` points the CLI at a real endpoint
 instead, as it does for the agent desk.
 """
 
@@ -33,6 +36,7 @@ from assay.models.scripted import brief_of
 KEY_ENV = "ASSAY_DEMO_UPSTREAM_KEY"  # the scripted upstream checks no key; the CLI wants one
 KEY_VALUE = "assay-demo-no-secret"
 FINAL_TEXT = "The brief is done."
+REQUEST_LOG = "model-requests.jsonl"  # every conversation request, beside the answers' log
 CLIS_ENV = "ASSAY_AGENT_CLIS"  # where .ci/install put the CLIs, when not the venv's folder
 
 
@@ -183,6 +187,7 @@ class DemoUpstream(WireFake):
         }
         super().__init__([])
         self.call_log = call_log
+        self.request_log = call_log.with_name(REQUEST_LOG)
         self.crash_at: tuple[str, int] | None = None
         self.crash_held = False
         self.crash_let_go = False
@@ -220,7 +225,13 @@ class DemoUpstream(WireFake):
         self.crash_at = None  # once: the resumed run's call is answered
         return True
 
+    def on_request(self, seen: Seen) -> None:
+        self._log(self.request_log, seen)
+
     def on_answer(self, seen: Seen) -> None:
+        self._log(self.call_log, seen)
+
+    def _log(self, path: Path, seen: Seen) -> None:
         line = {"brief": conversation_brief(seen.body), "turn": seen.turn, "pid": os.getpid()}
-        with open(self.call_log, "a", encoding="utf-8") as log:
+        with open(path, "a", encoding="utf-8") as log:
             log.write(json.dumps(line) + "\n")

@@ -106,6 +106,9 @@ class DemoReport:
     crashes_injected: int = 0
     crashes_recovered: int = 0
     repaid_model_calls: int = 0
+    # Requests sent upstream more than once (a provider bills requests): the call in flight
+    # at each kill is sent again by the resumed run, so at most one per crash.
+    repeated_requests: int = 0
     double_claims: int = 0
     forged_evidence_caught: int = 0
     refused_pushes: int = 0  # pushes the forge's push rule refused (the desk's push to main)
@@ -132,6 +135,7 @@ class DemoReport:
         return (
             not self.problems
             and self.repaid_model_calls == 0
+            and self.repeated_requests <= self.crashes_injected
             and self.double_claims == 0
             and self.crashes_recovered == self.crashes_injected
         )
@@ -582,6 +586,15 @@ class Stage:
         self.report.repaid_model_calls = audit.repaid_model_calls
         self.report.double_claims = audit.double_claims
         self.report.model_calls = audit.model_calls
+        upstream = audit.repeated_requests
+        self.report.repeated_requests = (
+            audit.journal_repeated_requests if upstream is None else upstream
+        )
+        if self.report.repeated_requests > self.report.crashes_injected:
+            self.report.problems.append(
+                f"{self.report.repeated_requests} model request(s) were sent upstream again, "
+                f"more than the {self.report.crashes_injected} in flight at a kill"
+            )
         self.report.steps = audit.journal_steps
         self.report.problems += audit.problems
         if audit.model_calls != audit.journal_model_steps:

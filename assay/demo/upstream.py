@@ -221,6 +221,7 @@ class WireFake(LoopbackServer):
                 return fault, None
             turn = assistant_turns(seen.api, seen.body) if self.by == "turns" else self.answered
             seen.turn = turn
+            self.on_request(seen)
             self.in_flight += 1
             self._lock.notify_all()
             try:
@@ -254,6 +255,10 @@ class WireFake(LoopbackServer):
     def dropped(self, seen: Seen) -> bool:
         """Whether a request let go of is closed unanswered instead (never, here)."""
         return False
+
+    def on_request(self, seen: Seen) -> None:
+        """Called once per conversation request received (its turn known), before any
+        hold: a request counts whether or not it is ever answered."""
 
     def on_answer(self, seen: Seen) -> None:
         """Called once per conversation turn answered, before the answer is sent."""

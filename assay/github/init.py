@@ -13,13 +13,19 @@ bytes is left alone and reported ``unchanged``, which makes ``assay init`` safe 
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 from assay.errors import BadInput
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+GATE_SECRET = "ASSAY_EVIDENCE_KEY"  # read by assay-gate.yml's job only
+EXAMPLE_DESK = "example"  # desks/example.yaml: the scripted desk that runs offline
+EXAMPLE_BRIEF = "briefs/example-add-function.md"
 _RENAMED = {"workflows": ".github/workflows"}
 CLI_DESKS = ("claude-code", "codex")  # templates/cli/<profile>.yaml, written with --cli
 # The ruleset a repository needs beside the workflows: main cannot be deleted or rewound,
@@ -115,3 +121,76 @@ def init_repository(target: Path, *, force: bool = False, cli: str | None = None
         os.replace(tmp, destination)
         (result.overwritten if existed else result.written).append(relative)
     return result
+
+
+@dataclass(frozen=True)
+class NextSteps:
+    """What to do after ``assay init``, for the forge it was given: ``github`` (the
+    workflows run the desks; set the gate's secret and protect main) or ``embedded``
+    (file the example brief, run a desk, gate it and draw the board from this machine)."""
+
+    forge: str  # "github" | "embedded"
+    spec: str  # the forge as given ("" when none was)
+    lines: tuple[str, ...]  # what ``assay init`` prints, in order
+    commands: tuple[str, ...]  # the shell commands among them, for --json
+
+    def to_json(self) -> dict[str, object]:
+        return {"forge": self.forge, "spec": self.spec, "commands": list(self.commands)}
+
+
+def next_steps(target: Path, forge: str | None) -> NextSteps:
+    """The next step after writing the starter set into ``target`` (``BadInput`` naming
+    ``--forge`` for a local path that is no git repository)."""
+    spec = (forge or "").strip()
+    if not spec or spec.startswith("github:"):
+        return _github_steps(spec)
+    _check_local_forge(spec)
+    quoted, where = shlex.quote(spec), shlex.quote(str(target))
+    commands = (
+        f"assay brief add {where}/{EXAMPLE_BRIEF} --forge {quoted}",
+        f"assay desk run {EXAMPLE_DESK} --forge {quoted} --desks {where}/desks --once",
+        f"assay verify example-add-function --forge {quoted}",
+        f"assay board --forge {quoted}",
+    )
+    lines = (
+        f"next, on the embedded forge {spec} (the desks run on this machine, the gate's key "
+        "is the one `assay forge init` made):",
+        f"  {commands[0]}    # file the example brief on main",
+        f"  {commands[1]}    # a desk takes it and opens a review",
+        f"  {commands[2]}    # the gate re-runs its verify rows",
+        f"  {commands[3]}    # BOARD.md and board.html",
+    )
+    return NextSteps("embedded", spec, lines, commands)
+
+
+def _github_steps(spec: str) -> NextSteps:
+    repo = spec.removeprefix("github:").strip() if spec else ""
+    on_repo = f" --repo {repo}" if repo else ""
+    secret = f"openssl rand -hex 32 | gh secret set {GATE_SECRET}{on_repo}"
+    ruleset = (
+        f"gh api -X POST repos/{repo or 'OWNER/REPO'}/rulesets --input - <<'JSON'\n"
+        f"{json.dumps(MAIN_RULESET)}\nJSON"
+    )
+    lines: tuple[str, ...] = (
+        f"next, on GitHub{' (' + repo + ')' if repo else ''}: commit and push these files;",
+        f"the gate signs evidence with the repository secret {GATE_SECRET}: set it once, e.g. "
+        f"`{secret}`",
+        "protect main with the gate's check (GitHub's rulesets API; --json prints the body):\n"
+        + ruleset,
+    )
+    if not spec:
+        lines += ("(an embedded forge instead: `assay init --forge PATH` prints its next steps)",)
+    return NextSteps("github", spec, lines, (secret, ruleset))
+
+
+def _check_local_forge(spec: str) -> None:
+    """A forge given as a path (or ``file://``) must be a git repository already."""
+    parsed = urlparse(spec)
+    if parsed.scheme not in ("", "file"):
+        return  # a served forge (http, git, ssh): reached when the steps run, not now
+    path = Path(parsed.path if parsed.scheme == "file" else spec).expanduser()
+    if not ((path / "HEAD").is_file() or (path / ".git").exists()):
+        raise BadInput(
+            f"--forge {spec}: not a git repository (make one with `assay forge init {spec}`)",
+            flag="--forge",
+        )

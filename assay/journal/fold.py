@@ -2,7 +2,8 @@
 
 A run's facts (what is recorded at each position, the events it consumed, what it used,
 its last step, whether it waits and for what, the evidence it claimed, the process
-sessions that held it) are computed here, in one pass over decoded entries
+sessions that held it, where a process stopped without closing its session and which
+requests it had in flight were sent again) are computed here, in one pass over decoded entries
 (``assay.journal.entries``). The runtime's replay index (``assay.runtime.history``), the
 summary (``assay.journal.summary``), the board's ``JournalInfo``, the gate's claimed rows
 (``assay.evidence.claimed``) and the demo's audit are views of ``RunFacts``, so they cannot
@@ -112,6 +113,18 @@ class Session:
         return max(0.0, (self.end - self.start).total_seconds())
 
 
+@dataclass(frozen=True)
+class Interruption:
+    """A process that stopped holding the run without closing its session (killed, or its
+    lease lost): the entry at ``resumed_seq`` opened the next session."""
+
+    fence: int
+    last_seq: int  # the last entry the stopped process wrote
+    last_time: str
+    resumed_seq: int
+    in_flight: tuple[tuple[int, str], ...] = ()  # (pos, label) of steps started, not finished
+
+
 @dataclass
 class RunFacts:
     """Everything a journal says about its run (see the module docstring)."""
@@ -141,6 +154,17 @@ class RunFacts:
     unsandboxed: bool = False  # a start entry records network host or isolation off
     durability: str = ""  # the start entry's durability mode (step | window | exit)
     repaid_model_calls: int = 0  # takeovers' ``repaid``: calls lost with a machine, paid again
+    interruptions: tuple[Interruption, ...] = ()
+    # Positions of model steps started by one process and answered in a later one: the
+    # request in flight at an interruption, sent upstream again by the resuming process
+    # (counted even when the stop came before the first send: the journal cannot tell).
+    repeated: tuple[int, ...] = ()
+    in_flight: dict[int, str] = field(default_factory=dict)  # started, not yet finished
+
+    @property
+    def repeated_requests(self) -> int:
+        """Model requests sent upstream more than once (each counted once per repeat)."""
+        return len(self.repeated)
 
     @property
     def last_pos(self) -> int:
@@ -158,6 +182,7 @@ def fold(lines: Iterable[Mapping[str, Any]]) -> RunFacts:
     facts = RunFacts()
     sessions = _Sessions()
     went_back: list[int] = []
+    repeated: list[int] = []
     for raw in lines:
         line = dict(raw)
         entry = e.decode(line)
@@ -177,7 +202,8 @@ def fold(lines: Iterable[Mapping[str, Any]]) -> RunFacts:
                 facts.first_at = moment
             if facts.last_at is None or moment > facts.last_at:
                 facts.last_at = moment
-        sessions.see(entry, moment)
+        sessions.see(entry, moment, facts.in_flight)
+        _in_flight(facts, entry, sessions, repeated)
         _positions(facts, entry, line)
         _progress(facts, entry, line)
         if isinstance(entry, e.Start):
@@ -190,9 +216,27 @@ def fold(lines: Iterable[Mapping[str, Any]]) -> RunFacts:
     for rec in facts.positions.values():
         facts.consumed.update(_event_ids(rec))
     facts.sessions = sessions.done()
+    facts.interruptions = tuple(sessions.interruptions)
+    facts.repeated = tuple(repeated)
     facts.fence_went_back = tuple(went_back)
     facts.totals.usd = round(facts.totals.usd, 6)
     return facts
+
+
+def _in_flight(facts: RunFacts, entry: e.Entry, sessions: _Sessions, repeated: list[int]) -> None:
+    """Steps started and not finished, and model steps finished by a later session."""
+    if isinstance(entry, e.StepIntent):
+        facts.in_flight[entry.pos] = step_label(entry.step, entry.name)
+        sessions.started[entry.pos] = sessions.number
+    elif isinstance(entry, e.StepResult):
+        facts.in_flight.pop(entry.pos, None)
+        began = sessions.started.pop(entry.pos, None)
+        if entry.step == "model" and began is not None and began != sessions.number:
+            repeated.append(entry.pos)
+    elif isinstance(entry, e.Diverged):
+        for pos in [p for p in facts.in_flight if p >= entry.pos]:
+            del facts.in_flight[pos]
+            sessions.started.pop(pos, None)
 
 
 def _positions(facts: RunFacts, entry: e.Entry, line: dict[str, Any]) -> None:
@@ -257,6 +301,12 @@ class _Sessions:
         self.last: datetime | None = None
         self.fence = 0
         self.only_openers = True  # a takeover followed by start is one process, not two
+        self.number = 0  # sessions opened before the current one
+        self.started: dict[int, int] = {}  # pos -> the session number its intent was written in
+        self.interruptions: list[Interruption] = []
+        self.last_seq = 0
+        self.last_time = ""
+        self.after_closer = False
 
     def close(self) -> None:
         if self.start is not None and self.last is not None:
@@ -265,11 +315,26 @@ class _Sessions:
         self.fence = 0
         self.only_openers = True
 
-    def see(self, entry: e.Entry, moment: datetime | None) -> None:
+    def see(self, entry: e.Entry, moment: datetime | None, in_flight: Mapping[int, str]) -> None:
         if entry.kind in _OPENS and not self.only_openers:
+            # The process before this opener wrote no closer: it was killed or lost its lease.
+            self.interruptions.append(
+                Interruption(
+                    fence=self.fence or entry.fence,
+                    last_seq=self.last_seq,
+                    last_time=self.last_time,
+                    resumed_seq=entry.seq,
+                    in_flight=tuple(sorted(in_flight.items())),
+                )
+            )
             self.close()
+            self.number += 1
+        elif entry.kind in _OPENS and self.after_closer:
+            self.number += 1
+        self.after_closer = False
         if entry.kind not in _OPENS:
             self.only_openers = False
+        self.last_seq, self.last_time = entry.seq, entry.time
         if moment is None:
             return
         if self.start is None:
@@ -278,6 +343,7 @@ class _Sessions:
         self.last = moment
         if entry.kind in _CLOSES:
             self.close()
+            self.after_closer = True
 
     def done(self) -> tuple[Session, ...]:
         self.close()

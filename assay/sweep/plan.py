@@ -18,7 +18,7 @@ from assay.board.collect import state_of
 from assay.board.model import iso, parse_time
 from assay.board.render import duration
 from assay.board.snapshot import ClaimInfo, EventInfo, ForgeSnapshot, JournalInfo
-from assay.states import arrival
+from assay.states import WORKING_WORDS, arrival
 from assay.sweep.policy import (
     KINDS,
     BudgetsPolicy,
@@ -30,7 +30,6 @@ from assay.sweep.policy import (
 )
 
 # Status records saying one of these claim a process is working on the brief right now.
-WORKING_WORDS = frozenset({"working", "held", "running"})
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ def assert_the_story_was_told(report: dict[str, object]) -> None:
     twice, the injected crash recovered, the forged evidence caught, the approval waited
     for, five briefs merged and the palindrome brief blocked by the gate."""
     assert report["repaid_model_calls"] == 0
+    # Requests, not only answers: at most the one in flight at the kill went upstream twice.
+    assert report["repeated_requests"] <= report["crashes_injected"]  # type: ignore[operator]
     assert report["double_claims"] == 0
     assert report["crashes_injected"] == 1
     assert report["crashes_recovered"] == 1

@@ -4,6 +4,7 @@ demo; and the typed errors for a CLI that is unknown or not installed."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -49,6 +50,29 @@ def test_a_real_cli_tells_the_whole_story(tmp_path: Path, cli: str) -> None:
     assert "finish" in desk["tools"]
     calls = (directory / "model-calls.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(calls) == report["model_calls"]  # the upstream's own log, not a desk's account
+    # The kill lands inside a model call the upstream holds: that request reached it, and the
+    # resumed run sent it again. It is answered once, but it was requested twice.
+    requests = (directory / "model-requests.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(requests) == len(calls) + 1
+    assert report["repeated_requests"] == 1
+    crash = [line for line in requests if '"reverse-words"' in line]
+    assert len(crash) == len(set(crash)) + 1  # one brief and turn, twice
+    assert "1 (the call in flight" in story_rows(report)["model requests repeated upstream"]
+
+
+def story_rows(report: dict[str, object]) -> dict[str, str]:
+    """The summary table the demo prints without --json, rendered from its report."""
+    from rich.console import Console
+
+    from assay.cli.demo import _summary
+    from assay.demo import DemoReport
+
+    fields = {k: v for k, v in report.items() if k in DemoReport.__dataclass_fields__}
+    console = Console(file=io.StringIO(), width=200)
+    console.print(_summary(DemoReport(**fields)))  # type: ignore[arg-type]
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    rows = [line.split("│") for line in text.splitlines() if line.count("│") == 3]
+    return {cells[1].strip(): cells[2].strip() for cells in rows}
 
 
 def test_an_unknown_cli_is_bad_input_naming_the_option(tmp_path: Path) -> None:

@@ -396,6 +396,8 @@ class DeskLoop:
         elif settle is Settle.GIVE_UP:
             self.given_up.add(claim.brief)
             note = f"{report.status}: {report.message}"[:300]
+        elif settle is Settle.RELEASE:  # the forge or the model was down: the note says which
+            note = f"{report.status}: {report.message}"[:300]
         changes = self.store.release_changes(done=settle.finished, note=note, now=now)
         return changes, f"claim {claim.brief}: {changes['state']} by {claim.desk}"
 
