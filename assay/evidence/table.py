@@ -105,6 +105,23 @@ def pinned_files(decision: MergeDecision) -> list[str]:
     return sorted(found)
 
 
+def table_in(body: str) -> str | None:
+    """The evidence block's text in ``body`` (None when it has none)."""
+    start = body.find(BEGIN)
+    end = body.find(END, start + len(BEGIN)) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return None
+    return body[start + len(BEGIN) : end].strip("\n")
+
+
+def pending_table(head_sha: str) -> str:
+    """What a review says before the gate has judged ``head_sha``."""
+    return (
+        f"Evidence at `{head_sha[:12] or '—'}`: not verified yet; the gate re-runs every row "
+        "on this commit (`assay verify`), and only its records count.\n"
+    )
+
+
 def with_table(body: str, table: str) -> str:
     """``body`` with its evidence block replaced by ``table`` (appended when absent)."""
     block = f"{BEGIN}\n{table.rstrip()}\n{END}"

@@ -30,7 +30,6 @@ from assay.desks.host.objectives import WAITING_FOR as WAITING_FOR_OBJECTIVE
 from assay.desks.host.session import Session, budget_for
 from assay.desks.host.settle import Settle, review_state, settle_for
 from assay.desks.manifests.selection import Candidate, Why, queue
-from assay.desks.records.forgeio import fetched_sha
 from assay.desks.records.review import (
     Review,
     read_review,
@@ -41,9 +40,8 @@ from assay.desks.records.review import (
     write_review,
 )
 from assay.desks.records.state import ForgeView, read_view
-from assay.errors import AssayError, BadInput, Busy, Failed, Fenced, Paused, Suspended
-from assay.evidence import with_table
-from assay.evidence.gate import review_table
+from assay.errors import AssayError, Busy, Failed, Fenced, Paused, Suspended
+from assay.evidence.table import pending_table, table_in, with_table
 from assay.forge import Forge
 from assay.journal import Redactor
 from assay.plumbing import RefUpdate, no_space_error
@@ -343,25 +341,24 @@ class DeskLoop:
     ) -> None:
         """Write the review record and settle the claim in ONE atomic push of both refs.
 
-        The gate's read for the evidence table also fetched the review ref, so its tip is
-        known without another round trip; if it moved since (the gate or a human wrote it),
-        the atomic push is refused as a whole and the two are written one after the other.
+        The review ref is read first (one round trip); if it moved since (the gate or a
+        human wrote it), the atomic push is refused as a whole and the two are written one
+        after the other. The desk writes only its own side: its summary and its claims. The
+        evidence block is the gate's (``_gate_table``): the desk never judges its own rows.
         """
         claim = session.claim
         changes, message = self._claim_changes(claim, report, requeued=requeued)
         head = session.hooks.pushed_head
         if head is not None and head != claim.record.journal_head:
             changes["journal_head"] = head  # anchor the pushed journal head (DESIGN §6)
-        # Read first: its fetch also brings the review ref's tip (``parent`` below). With
-        # nothing ever pushed and no review, there is no table to read (Failed).
-        table = _table_or_none(self.forge, brief)
-        parent = fetched_sha(self.forge, reviews_ref(brief.id))
+        ref = reviews_ref(brief.id)
+        parent = self.forge.refresh([ref]).get(ref)
         previous = review_at(self.forge, brief.id, parent)
         prepared = self.store.prepare(claim, changes, message)
         updates = [prepared.update]
         kept = _kept_review(previous, report.head_sha)
-        if kept is not None or table is None:
-            report.review = kept or "none"  # no table: nothing was ever pushed either
+        if kept is not None:
+            report.review = kept
         else:
             state, title, body = self._review_record(brief, session, report, output)
             update, _ = review_update(
@@ -370,7 +367,7 @@ class DeskLoop:
                 parent=parent,
                 head_sha=report.head_sha,
                 title=title,
-                body=redact(with_table(body, table)),
+                body=redact(with_table(body, _gate_table(previous, report.head_sha))),
                 state=state,
             )
             updates.append(update)
@@ -429,7 +426,8 @@ class DeskLoop:
         *,
         redact: Callable[[str], str],
     ) -> str:
-        kept = _kept_review(read_review(self.forge, brief.id), report.head_sha)
+        previous = read_review(self.forge, brief.id)
+        kept = _kept_review(previous, report.head_sha)
         if kept is not None:
             return kept
         state, title, body = self._review_record(brief, session, report, output)
@@ -438,7 +436,7 @@ class DeskLoop:
             brief.id,
             head_sha=report.head_sha,
             title=title,
-            body=redact(with_table(body, evidence_table(self.forge, brief))),
+            body=redact(with_table(body, _gate_table(previous, report.head_sha))),
             state=state,
         )
         return state
@@ -465,29 +463,14 @@ def no_space(raised: AssayError | OSError) -> AssayError:
     raise raised
 
 
-def _table_or_none(forge: Forge, brief: Brief) -> str | None:
-    """``evidence_table``, or None when the brief has neither a branch nor a review."""
-    try:
-        return evidence_table(forge, brief)
-    except Failed:
-        return None
-
-
-def evidence_table(forge: Forge, brief: Brief) -> str:
-    """The gate's claimed-versus-verified table for the review body.
-
-    The gate reads a brief's rows from ``briefs/`` on main, or from the forge's other briefs
-    (GitHub issues); a brief it cannot find there yet gets a note instead of a failed run.
-    """
-    try:
-        return review_table(forge, brief.id)
-    except BadInput:
-        if brief.source.startswith("briefs/"):
-            raise
-        return (
-            f"Evidence: not gated yet: the gate could not read this brief's verify rows "
-            f"from {brief.source}.\n"
-        )
+def _gate_table(previous: Review | None, head_sha: str) -> str:
+    """The review's evidence block after a run: the gate's own table when it already judged
+    this head, else the note that it has not (the desk never computes the verdict)."""
+    if previous is not None and previous.head_sha == head_sha:
+        kept = table_in(previous.body)
+        if kept:
+            return kept
+    return pending_table(head_sha)
 
 
 def _output_message(output: Any) -> str:

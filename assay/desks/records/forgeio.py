@@ -42,12 +42,6 @@ def read_json_blob(forge: Forge, ref: str, sha: str, path: str) -> Any:
         raise Corrupt(f"{ref} at {sha[:12]}: {path} is not JSON: {exc}") from exc
 
 
-def fetched_sha(forge: Forge, ref: str) -> str | None:
-    """What ``ref`` pointed at in this forge handle's last fetch that included it (no round
-    trip); a CAS push from it is refused, never wrong, when the ref has moved since."""
-    return forge.fetched_ref(ref)
-
-
 def cas_write_json(
     forge: Forge,
     ref: str,
