@@ -60,9 +60,11 @@ def window_from_env() -> float:
 @dataclass
 class Slot:
     """One push's place in the budget: ``moved`` is set when it moved a ref; ``throttled``
-    says it waited for its place."""
+    says it waited for its place; ``limit`` is the budget it was let through under (0:
+    none)."""
 
     throttled: bool
+    limit: int
     moved: bool = False
 
 
@@ -92,7 +94,8 @@ class PushBudget:
         """Wait for this push's place (``keepalive()`` every :data:`KEEPALIVE_S` seconds
         meanwhile, called without the budget's lock), then hold it while the push is taken;
         set ``moved`` on the slot when it moved a ref."""
-        slot = Slot(throttled=self._admit(keepalive))
+        throttled = self._admit(keepalive)
+        slot = Slot(throttled=throttled, limit=self.limit)
         try:
             yield slot
         finally:

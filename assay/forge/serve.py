@@ -356,8 +356,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._spawn_on(smarthttp.RECEIVE_PACK, body, extra)
                 slot.moved = self._moved(listed)
-            if slot.moved:
-                forge.count("pushed")
+            if slot.moved and slot.limit:
+                forge.count("budgeted")
 
     def _moved(self, listed: smarthttp.PushRequest) -> bool:
         """Whether the push left any of its refs at the value it asked for."""
@@ -741,9 +741,10 @@ class ForgeServer:
         self._settings_lock = threading.Lock()
         self.on_push = on_push
         # What the requests served so far started, by process name (``upload-pack``,
-        # ``receive-pack``, ``gc``), the pushes ``refused`` in process, and those that moved
-        # refs (``pushed``: what the budget counts) or waited for it (``throttled``): the
-        # server's own cost, read by tests and benchmarks.
+        # ``receive-pack``, ``gc``), the pushes ``refused`` in process, and, under a push
+        # budget, those it counted (``budgeted``: they moved refs) and those that waited for
+        # it (``throttled``): the server's own cost, read by tests and benchmarks. Every
+        # push that moved refs, budget or not, is in ``budget.landed``.
         self.started: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         self.gc_every = gc_every

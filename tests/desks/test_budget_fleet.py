@@ -33,7 +33,7 @@ def test_a_fleet_under_a_push_budget_finishes_every_brief(world: World) -> None:
             assert proc.returncode in {0, 3}, stderr  # 3: the other desk took the rest
             for run in json.loads(stdout)["runs"]:
                 runs.setdefault(run["brief"], []).append(run["code"])
-        pushed, throttled = server.started["pushed"], server.started["throttled"]
+        pushed, throttled = server.started["budgeted"], server.started["throttled"]
     assert runs == {brief: [0] for brief in BRIEFS}
     for brief in BRIEFS:
         claim = world.claim(brief)
