@@ -83,6 +83,12 @@ class PushBudget:
         self._in_flight = 0
         self._queue: deque[object] = deque()  # the waiting pushes, first come first
 
+    @property
+    def waiting(self) -> int:
+        """How many pushes wait for their place now."""
+        with self._cond:
+            return len(self._queue)
+
     def set_limit(self, limit: int) -> None:
         """A new budget (the settings record changed), for the pushes that wait too."""
         with self._cond:

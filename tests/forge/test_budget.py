@@ -245,3 +245,69 @@ def test_the_cli_sets_and_shows_the_budget(run_assay: AssayRunner, tmp_path: Pat
     assert refused.returncode != 0 and "--pushes-per-minute" in refused.stderr
     not_forge = run_assay("forge", "settings", str(tmp_path / "nowhere"))
     assert not_forge.returncode == 65 and "not a local embedded forge" in not_forge.stderr
+
+
+def test_a_waited_push_that_receive_pack_takes_lands_too(
+    forge_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pre-receive hook sends every push to git's receive-pack, whose answer then follows
+    # the keep-alives the server already sent.
+    hook = forge_path / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\ncat >/dev/null\necho checked by pre-receive\n")
+    hook.chmod(0o755)
+    monkeypatch.setenv("ASSAY_FORGE_STALL_SECONDS", "1")
+    set_budget(forge_path, 1)
+    with ForgeServer(forge_path, budget_window=2.0) as server:
+        assert push_many(server.url, tmp_path / "a", "refs/heads/r", 2) == [True, True]
+        assert server.started["receive-pack"] == 2 and server.started["received"] == 0
+        assert server.started["budgeted"] == 2 and server.started["throttled"] == 1
+        landed = list(server.budget.landed)
+    assert landed[1] - landed[0] >= 2.0 * 0.9
+
+
+def test_the_server_refuses_a_bad_window_setting(tmp_path: Path, forge_path: Path) -> None:
+    from tests.conftest import popen_assay
+
+    proc = popen_assay(
+        ["forge", "serve", str(forge_path), "--port", "0"],
+        cwd=tmp_path,
+        env={WINDOW_ENV: "a minute"},
+    )
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 65
+    assert WINDOW_ENV in stderr
+
+
+def test_waiting_pushes_go_first_come_first_served() -> None:
+    from assay.forge.budget import PushBudget
+    from tests.forge_fixtures import wait_until
+
+    budget = PushBudget(1, window=30.0)
+    order: list[str] = []
+    release, holding = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with budget.slot():
+            holding.set()
+            release.wait(timeout=30)  # in flight: the budget's one place is taken
+
+    def later(name: str) -> None:
+        with budget.slot() as slot:
+            order.append(name)
+            assert slot.throttled
+            # Moved nothing: the place is given back, so the next in line goes at once.
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert holding.wait(timeout=30)
+    threads = []
+    for n, name in enumerate(("b", "c", "d"), start=1):
+        thread = threading.Thread(target=later, args=(name,))
+        thread.start()
+        threads.append(thread)
+        wait_until(lambda n=n: budget.waiting == n, what=f"{name} in line")
+    release.set()
+    for thread in (holder, *threads):
+        thread.join(timeout=30)
+    assert order == ["b", "c", "d"]
+    assert list(budget.landed) == []  # nothing moved, nothing counted
