@@ -1,4 +1,5 @@
-"""``assay forge init``, ``serve`` and ``token``: make, serve and guard an embedded forge."""
+"""``assay forge init``, ``settings``, ``serve`` and ``token``: make, set, serve and guard an
+embedded forge."""
 
 from __future__ import annotations
 
@@ -17,6 +18,17 @@ from assay.forge import open_forge, principals
 from assay.forge.connections import IDLE_TIMEOUT_S, MAX_CONNECTIONS
 from assay.forge.embedded import init_forge, is_forge
 from assay.forge.serve import ForgeServer
+from assay.forge.settings import MAX_PUSHES_PER_MINUTE, read_settings, record_push_budget
+
+_pushes_option = click.option(
+    "--pushes-per-minute",
+    "pushes_per_minute",
+    type=click.IntRange(min=0, max=MAX_PUSHES_PER_MINUTE),
+    default=None,
+    metavar="N",
+    help="The push budget `assay forge serve` enforces: pushes that move refs a minute, "
+    "more wait their turn (0: unlimited, the default).",
+)
 
 
 @click.group("forge")
@@ -26,17 +38,22 @@ def forge_group() -> None:
 
 @forge_group.command("init")
 @click.argument("path", type=click.Path(path_type=Path))
+@_pushes_option
 @json_option
-def init_command(path: Path, as_json: bool) -> None:
+def init_command(path: Path, pushes_per_minute: int | None, as_json: bool) -> None:
     """Create an embedded forge at PATH: main with briefs/ and .gitattributes.
 
     Also makes the gate's signing key pair, outside the forge, in the gate's state
     directory ($ASSAY_GATE_STATE, else ~/.local/state/assay-gate; mode 0700), unless one is
     there already, and records its public half in the forge's config, so that anyone
     reading the forge can check evidence and only the gate can sign it.
+    --pushes-per-minute records a push budget there too (see `assay forge settings`).
     """
     made = init_forge(path)
     key_file, public = _record_gate_key(made, replace=False)
+    if pushes_per_minute is not None:
+        with open_forge(str(made)) as local:
+            record_push_budget(local, pushes_per_minute)
     if as_json:
         print_json(
             {
@@ -47,6 +64,7 @@ def init_command(path: Path, as_json: bool) -> None:
                 "gate_key": str(key_file),
                 "gate_public_key": public.text,
                 "gate_key_fingerprint": public.fingerprint,
+                "pushes_per_minute": pushes_per_minute or 0,
             }
         )
     else:
@@ -67,6 +85,37 @@ def _record_gate_key(forge: Path, *, replace: bool) -> tuple[Path, PublicKey]:
     with open_forge(str(forge)) as local:
         record_gate(local, gate, replace=replace)
     return key_file, gate.public
+
+
+@forge_group.command("settings")
+@click.argument("path", type=click.Path(path_type=Path))
+@_pushes_option
+@json_option
+def settings_command(path: Path, pushes_per_minute: int | None, as_json: bool) -> None:
+    """Show the settings record of the embedded forge at PATH; set its push budget.
+
+    The record (refs/assay/config) is written by the forge's admin, through the local
+    filesystem. With --pushes-per-minute N, `assay forge serve` takes at most N pushes that
+    move refs in any minute; a push over the budget waits for its turn (it is not refused),
+    and a server already running reads the new budget at its next push.
+    """
+    if not is_forge(path):
+        raise BadInput(f"{path}: not a local embedded forge (assay forge init makes one)")
+    with open_forge(str(path.resolve())) as local:
+        changed = False
+        if pushes_per_minute is not None:
+            changed = record_push_budget(local, pushes_per_minute)
+        current = read_settings(local)
+    if as_json:
+        print_json({"status": "ok", "code": 0, "changed": changed, **current.to_json()})
+        return
+    key = current.gate_public_key
+    budget = current.pushes_per_minute
+    for line in (
+        f"gate key: {key.fingerprint if key else '(none)'}",
+        f"push budget: {f'{budget} a minute' if budget else 'unlimited'}",
+    ):
+        out.print(line, markup=False, highlight=False)
 
 
 @forge_group.command("gate-key")

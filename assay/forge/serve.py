@@ -21,6 +21,11 @@ valid ``Authorization: Bearer`` token with 401 (fetches may be let through with
 ``anonymous_read``), and every push's command list is checked against the pusher's role
 before anything is unpacked or any ref moves, whichever path then takes it; a refused
 push hears receive-pack's own report, naming the role and the rule.
+
+A forge whose settings record sets a push budget (``pushes_per_minute``) has every push
+that could move a ref wait for its place in it (:mod:`assay.forge.budget`), after the push
+rule and the stale check and before anything is taken; a waiting push whose client asked
+for side bands hears a line on band 2 and then keep-alives, so it is never taken for dead.
 """
 
 from __future__ import annotations
@@ -42,8 +47,16 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qs
 
-from assay.errors import BadInput
-from assay.forge import connections, principals, receivepack, reflocks, smarthttp, uploadpack
+from assay.errors import AssayError, BadInput
+from assay.forge import (
+    budget,
+    connections,
+    principals,
+    receivepack,
+    reflocks,
+    smarthttp,
+    uploadpack,
+)
 from assay.forge.embedded import is_forge
 from assay.plumbing import config_env
 from assay.refs import CLAIMS
@@ -143,6 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"
     principal: principals.Principal | None = None  # None: an open forge or an anonymous read
+    begun = False  # the answer's status line and headers are sent (a waiting push's are)
     # Buffered: the headers leave with the body (or the first chunk) in one send, and
     # _stream flushes each chunk the service writes.
     wbufsize = 1 << 16
@@ -178,6 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, route: Callable[[str], None]) -> None:
         self._headers_read()
+        self.begun = False
         path, _, self.query = self.path.partition("?")
         prefix = f"/{self.server.forge.name}/"
         try:
@@ -188,9 +203,9 @@ class _Handler(BaseHTTPRequestHandler):
         except _Unauthorized as refused:
             self._send_unauthorized(refused.reason)
         except _Refused as refused:
-            self.send_error(refused.status, refused.reason)
+            self._error(refused.status, refused.reason)
         except BadInput as exc:
-            self.send_error(400, str(exc).splitlines()[0][:200])
+            self._error(400, str(exc).splitlines()[0][:200])
         except (BrokenPipeError, ConnectionResetError):
             LOG.debug("client %s hung up", self.address_string())
         except TimeoutError:
@@ -199,7 +214,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         except Exception:  # one request's bug must not take the server down
             LOG.exception("forge serve: %s %s failed", self.command, path)
-            self.send_error(500, "the forge server failed on this request")
+            self._error(500, "the forge server failed on this request")
+
+    def _error(self, status: int, reason: str) -> None:
+        """An HTTP error, unless the answer has begun (a waited push): then the client
+        hears an answer cut short, which it retries as a transport failure."""
+        if self.begun:
+            LOG.warning("forge serve: %s after the answer began: %s", status, reason)
+            self.close_connection = True
+            return
+        self.send_error(status, reason)
 
     def _authenticate(self, rest: str) -> None:
         """Who sent this request (``self.principal``), or 401 when the forge has tokens and
@@ -300,14 +324,63 @@ class _Handler(BaseHTTPRequestHandler):
             extra = allowed
             request = smarthttp.parse_push(head)  # read once: None when not a plain push
             self._clear_stale_locks(smarthttp.pushed_refs(head))
-            if not extra and (
-                self._refused_in_process(request) or self._received_in_process(request, body)
-            ):
+            if not extra and self._refused_in_process(request):
                 return
+            listed = smarthttp.command_request(head)
+            if listed is not None and listed.commands:
+                self._budgeted_push(listed, request, body, extra)
+                return
+        self._spawn_on(service, body, extra)
+
+    def _spawn_on(self, service: str, body: IO[bytes], extra: dict[str, str]) -> None:
         # The child reads the file descriptor itself: a buffered seek(0) may never move it.
         body.flush()
         os.lseek(body.fileno(), 0, os.SEEK_SET)
         self._spawn(service, body, advertise=False, config=extra)
+
+    def _budgeted_push(
+        self,
+        listed: smarthttp.PushRequest,
+        request: smarthttp.PushRequest | None,
+        body: IO[bytes],
+        extra: dict[str, str],
+    ) -> None:
+        """Take a push that may move refs once the forge's push budget has room for it
+        (:mod:`assay.forge.budget`), and count it there when it moved one."""
+        forge = self.server.forge
+        with forge.push_budget().slot(lambda: self._keep_waiting(listed)) as slot:
+            if slot.throttled:
+                forge.count("throttled")
+            if not extra and self._received_in_process(request, body):
+                slot.moved = self._moved(listed)
+            else:
+                self._spawn_on(smarthttp.RECEIVE_PACK, body, extra)
+                slot.moved = self._moved(listed)
+            if slot.moved and slot.limit:
+                forge.count("budgeted")
+
+    def _moved(self, listed: smarthttp.PushRequest) -> bool:
+        """Whether the push left any of its refs at the value it asked for."""
+        with self.server.forge.refs.repository() as repo:
+            return any(smarthttp.ref_value(repo, c.ref) == c.new for c in listed.commands)
+
+    def _keep_waiting(self, listed: smarthttp.PushRequest) -> None:
+        """While a push waits for the budget: to a client that asked for side bands, the
+        answer's headers and a line on band 2 at once, then an empty band-1 packet (what
+        receive-pack itself sends as a keep-alive) each time. A client without side bands
+        hears nothing until the push is taken."""
+        if not listed.asks("side-band-64k"):
+            return
+        if not self.begun:
+            self._begin(f"application/x-{smarthttp.RECEIVE_PACK}-result")
+            limit = self.server.forge.push_budget()
+            said = (
+                f"the forge's push budget ({limit.limit} per {limit.window:g} s) is spent: "
+                "this push waits for its turn\n"
+            )
+            self._write(smarthttp.sideband(2, said.encode()))
+            return
+        self._write(b"0005\x01")
 
     def _authorized(self, head: bytes, body: IO[bytes]) -> dict[str, str] | None:
         """Check a push against the pusher's role (:func:`principals.refusal`) before
@@ -463,7 +536,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _begin(self, content_type: str) -> None:
         """The headers of an answer streamed as it is made: HTTP/1.0, so its body ends when
-        the connection closes."""
+        the connection closes. Sent once: a waited push's were sent while it waited."""
+        if self.begun:
+            return
+        self.begun = True
         self.send_response(200)
         for key, value in (*NO_CACHE, ("Content-Type", content_type)):
             self.send_header(key, value)
@@ -615,7 +691,10 @@ class ForgeServer:
     ``idle_timeout`` seconds, or slower than that over its request line and headers, is
     dropped (:mod:`assay.forge.connections`). When the forge has a token file, requests
     need a token (``anonymous_read``: fetches need none) and pushes are checked against
-    the token's role (:mod:`assay.forge.principals`).
+    the token's role (:mod:`assay.forge.principals`). The forge's push budget is read
+    from its settings record when the server starts and again whenever that ref moves;
+    ``budget_window`` is its window in seconds (default: ``$ASSAY_FORGE_BUDGET_WINDOW_SECONDS``,
+    else 60; :mod:`assay.forge.budget`).
     """
 
     def __init__(
@@ -629,6 +708,7 @@ class ForgeServer:
         max_connections: int = connections.MAX_CONNECTIONS,
         idle_timeout: float = connections.IDLE_TIMEOUT_S,
         anonymous_read: bool = False,
+        budget_window: float | None = None,
     ) -> None:
         self.path = Path(path).expanduser().resolve()
         if not is_forge(self.path):
@@ -651,10 +731,20 @@ class ForgeServer:
         # Found once: each service started by name would try every PATH entry in turn.
         self.git = shutil.which("git") or "git"
         self.refs = smarthttp.RefServer(self.path).start()
+        from assay.forge import settings  # it reads keys of assay.evidence, which reads it
+
+        window = budget.window_from_env() if budget_window is None else budget_window
+        # A malformed settings record stops the server from starting, as a token file does.
+        self._settings_tip = settings.local_settings_tip(self.path)
+        limit = settings.read_local_settings(self.path, self._settings_tip).pushes_per_minute
+        self.budget = budget.PushBudget(limit, window=window)
+        self._settings_lock = threading.Lock()
         self.on_push = on_push
         # What the requests served so far started, by process name (``upload-pack``,
-        # ``receive-pack``, ``gc``), and the pushes ``refused`` in process: the server's own
-        # cost, read by tests and benchmarks.
+        # ``receive-pack``, ``gc``), the pushes ``refused`` in process, and, under a push
+        # budget, those it counted (``budgeted``: they moved refs) and those that waited for
+        # it (``throttled``): the server's own cost, read by tests and benchmarks. Every
+        # push that moved refs, budget or not, is in ``budget.landed``.
         self.started: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         self.gc_every = gc_every
@@ -675,6 +765,23 @@ class ForgeServer:
     def url(self) -> str:
         """The URL clients pass to ``--forge``."""
         return f"http://{self.host}:{self.port}/{self.name}"
+
+    def push_budget(self) -> budget.PushBudget:
+        """The budget, its limit re-read when ``refs/assay/config`` has moved (an admin's
+        ``assay forge settings``); a record gone bad keeps the last good limit."""
+        from assay.forge import settings
+
+        tip = settings.local_settings_tip(self.path)
+        with self._settings_lock:
+            if tip != self._settings_tip:
+                try:
+                    limit = settings.read_local_settings(self.path, tip).pushes_per_minute
+                except AssayError as exc:
+                    LOG.warning("forge settings: %s (the push budget is unchanged)", exc)
+                else:
+                    self.budget.set_limit(limit)
+                self._settings_tip = tip
+        return self.budget
 
     def count(self, process: str) -> None:
         with self._count_lock:

@@ -7,25 +7,34 @@ has it among its writes; the local filesystem is the admin's path), so it is a t
 there. A forge whose custom refs any writer may move (GitHub: rulesets do not cover
 ``refs/assay/``) says so with ``Forge.protects_custom_refs = False``, and its record is never
 read as trusted (``assay.evidence.trust`` decides which key a reader trusts).
+
+It also holds the forge's push budget (``pushes_per_minute``: 0 or absent is unlimited),
+which ``assay forge serve`` enforces (:mod:`assay.forge.budget`). Every record is the whole
+settings: a writer of one field carries the others over (:func:`write_settings`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import assay.refs as refs
 from assay.errors import BadInput, Denied
-from assay.evidence.keys import PublicKey
 from assay.forge.base import Forge
 from assay.forge.records import RefLog
 from assay.plumbing import Identity
 
+if TYPE_CHECKING:
+    from assay.evidence.keys import PublicKey
+
 SETTINGS_KIND = "forge-config"
 # Who writes the settings record: the forge's admin, through the local filesystem.
 ADMIN = Identity(name="assay-admin", email="admin@assay.invalid")
-_KNOWN = {"v", "kind", "gate_public_key", "holdout_public_key"}
+_KNOWN = {"v", "kind", "gate_public_key", "holdout_public_key", "pushes_per_minute"}
+MAX_PUSHES_PER_MINUTE = 100_000
 
 
 def _validate(record: dict[str, Any]) -> None:
@@ -36,9 +45,28 @@ def _validate(record: dict[str, Any]) -> None:
     if not isinstance(key, str):
         raise BadInput("field 'gate_public_key' must be a string")
     if key:
-        PublicKey.parse(key, source="field 'gate_public_key'")
+        _public_key(key, "field 'gate_public_key'")
     if not isinstance(record.get("holdout_public_key", ""), str):
         raise BadInput("field 'holdout_public_key' must be a string")
+    check_pushes_per_minute(record.get("pushes_per_minute", 0), "field 'pushes_per_minute'")
+
+
+def _public_key(text: str, source: str) -> PublicKey:
+    # Imported here: assay.evidence reads this module, so importing it first must work.
+    from assay.evidence.keys import PublicKey
+
+    return PublicKey.parse(text, source=source)
+
+
+def check_pushes_per_minute(value: Any, where: str) -> int:
+    """``value`` as a push budget (0: unlimited), or ``BadInput`` naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadInput(f"{where} must be a whole number, not {value!r}")
+    if not 0 <= value <= MAX_PUSHES_PER_MINUTE:
+        raise BadInput(
+            f"{where} must be between 0 (unlimited) and {MAX_PUSHES_PER_MINUTE}, not {value}"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -48,17 +76,31 @@ class ForgeSettings:
     gate_public_key: PublicKey | None = None
     # What holdout rows are sealed to (``x25519:…``, read by ``assay.evidence.holdout``).
     holdout_public_key: str = ""
+    # Pushes that move refs the embedded forge's server takes a minute (0: unlimited).
+    pushes_per_minute: int = 0
 
     def to_json(self) -> dict[str, Any]:
         key = self.gate_public_key
         return {
             "gate_public_key": key.text if key else "",
             "holdout_public_key": self.holdout_public_key,
+            "pushes_per_minute": self.pushes_per_minute,
         }
 
 
 def _log(forge: Forge) -> RefLog:
     return RefLog(forge, refs.CONFIG, kind=SETTINGS_KIND, validate=_validate)
+
+
+def _from_record(record: dict[str, Any] | None) -> ForgeSettings:
+    if record is None:
+        return ForgeSettings()
+    key = record.get("gate_public_key")
+    return ForgeSettings(
+        _public_key(key, refs.CONFIG) if key else None,
+        holdout_public_key=record.get("holdout_public_key", "") if key else "",
+        pushes_per_minute=record.get("pushes_per_minute", 0),
+    )
 
 
 def read_settings(forge: Forge, *, known: Mapping[str, str] | None = None) -> ForgeSettings:
@@ -67,13 +109,59 @@ def read_settings(forge: Forge, *, known: Mapping[str, str] | None = None) -> Fo
     log = _log(forge)
     if known is not None:
         log.assume(known.get(refs.CONFIG))
-    record = log.latest(fetch=known is None)
-    if record is None or not record.get("gate_public_key"):
+    return _from_record(log.latest(fetch=known is None))
+
+
+def local_settings_tip(git_dir: Path) -> str | None:
+    """The commit ``refs/assay/config`` points at in the forge at ``git_dir`` (no fetch)."""
+    from assay.odb import read_ref
+
+    return read_ref(git_dir, refs.CONFIG)
+
+
+def read_local_settings(git_dir: Path, tip: str | None) -> ForgeSettings:
+    """The settings record at commit ``tip`` of the forge at ``git_dir`` itself, as its
+    server reads it (no cache, no fetch), checked as :func:`read_settings` checks it."""
+    from assay.odb import read_blobs
+
+    if tip is None:
         return ForgeSettings()
-    return ForgeSettings(
-        PublicKey.parse(record["gate_public_key"], source=refs.CONFIG),
-        holdout_public_key=record.get("holdout_public_key", ""),
+    # The record's one parser: it reads only the blob it is given, never the forge.
+    log = _log(cast(Forge, None))
+    (blob,) = read_blobs(git_dir, [(tip, log.path)])
+    return _from_record(log.parse(tip, blob))
+
+
+def write_settings(
+    forge: Forge, settings: ForgeSettings, *, author: Identity = ADMIN, message: str
+) -> None:
+    """Append ``settings`` as the forge's whole settings record."""
+    _log(forge).append(
+        {
+            "gate_public_key": settings.gate_public_key.text if settings.gate_public_key else "",
+            "holdout_public_key": settings.holdout_public_key,
+            "pushes_per_minute": settings.pushes_per_minute,
+        },
+        author=author,
+        message=message,
     )
+
+
+def record_push_budget(forge: Forge, per_minute: int, *, author: Identity = ADMIN) -> bool:
+    """Record ``per_minute`` (0: unlimited) as the forge's push budget, the other settings
+    kept; False when it already was."""
+    check_pushes_per_minute(per_minute, "--pushes-per-minute")
+    settings = read_settings(forge)
+    if settings.pushes_per_minute == per_minute:
+        return False
+    said = f"{per_minute} a minute" if per_minute else "unlimited"
+    write_settings(
+        forge,
+        dataclasses.replace(settings, pushes_per_minute=per_minute),
+        author=author,
+        message=f"config: push budget {said}",
+    )
+    return True
 
 
 def record_gate_key(
@@ -97,8 +185,9 @@ def record_gate_key(
             f"{key.fingerprint}: pass --replace to trust the new one (evidence signed by the "
             "old key then no longer counts)"
         )
-    _log(forge).append(
-        {"gate_public_key": key.text, "holdout_public_key": holdout},
+    write_settings(
+        forge,
+        dataclasses.replace(settings, gate_public_key=key, holdout_public_key=holdout),
         author=author,
         message=f"config: gate key {key.fingerprint}",
     )
