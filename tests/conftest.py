@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import compileall
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -15,6 +17,52 @@ pytest_plugins = ["tests.forge_fixtures"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 AssayRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Byte-compile this checkout once, before any test starts a child process.
+
+    The suite starts ``python -m assay`` (and the ``tests`` helpers) in thousands of child
+    processes. In a fresh checkout, or with ``PYTHONDONTWRITEBYTECODE`` set (as on the shared
+    development machine), each child compiled every module it imported from source again: a
+    desk run spent a fifth of its CPU in the compiler. ``compileall`` writes the
+    ``__pycache__`` files Python itself would write (gitignored) whatever that variable says,
+    and skips the ones already up to date. The xdist controller does it before it starts
+    the workers, so the workers have nothing left to do.
+    """
+    if hasattr(session.config, "workerinput"):
+        return
+    for package in ("assay", "tests"):
+        # Not the demo's project (data the demo copies into its forge, not code we import).
+        compileall.compile_dir(REPO_ROOT / package, quiet=2, rx=re.compile(r"/data/"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist deals the files out in the order of the collection below, not reordered
+    # by test count (its default put the fewest-test files last, and those are the slowest:
+    # the demo, the torture runs, mypy).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files holding a test marked ``slow`` first, then the others, most tests first.
+
+    With ``--dist loadfile`` a file runs whole on one worker, and a worker takes the next
+    file as it runs out. Started last, one 30-second file kept a worker busy while the other
+    sat idle; started first, the slow files are spread over both workers and the suite ends
+    on a queue of short files. A file's tests keep their order (module fixtures hold), and
+    the order is the same on every worker, as xdist requires.
+    """
+    by_file: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def weight(name: str) -> tuple[bool, int]:
+        tests = by_file[name]
+        return (not any(test.get_closest_marker("slow") for test in tests), -len(tests))
+
+    items[:] = [item for name in sorted(by_file, key=weight) for item in by_file[name]]
 
 
 def assay_env(extra: dict[str, str] | None = None) -> dict[str, str]:

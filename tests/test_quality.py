@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 
@@ -24,6 +26,7 @@ def test_ruff_format_is_clean() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_mypy_strict_on_the_package() -> None:
     done = _run("mypy", "assay")
     assert done.returncode == 0, done.stdout + done.stderr

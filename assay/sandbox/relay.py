@@ -33,6 +33,10 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
 
 
 def _serve(client: socket.socket, socket_path: str) -> None:
+    # What comes back arrives in pieces (headers, then the body or each streamed event) and
+    # is sent on as it comes: with Nagle's algorithm on, each piece after the first waited
+    # for the client's delayed ACK of the one before (up to 40 ms a piece).
+    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         upstream.connect(socket_path)

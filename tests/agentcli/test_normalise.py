@@ -31,6 +31,7 @@ def run_twice(profile: str, tmp_path: Path) -> list[list[dict[str, Any]]]:
     return runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", sorted(CASES))
 def test_two_runs_of_one_conversation_normalise_to_the_same_requests(
     profile: str, tmp_path: Path

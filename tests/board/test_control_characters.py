@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import AssayRunner
 from tests.forge_fixtures import put_on_main
 
@@ -28,6 +30,7 @@ def _assert_escaped(text: str) -> None:
         assert char not in text, repr(text)
 
 
+@pytest.mark.slow
 def test_brief_list_and_show_escape_the_title(run_assay: AssayRunner, forge_path: Path) -> None:
     put_on_main(forge_path, {"briefs/evil.md": EVIL})
     listed = run_assay("brief", "list", "--forge", str(forge_path), env={"COLUMNS": "400"})

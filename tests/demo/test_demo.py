@@ -148,6 +148,7 @@ def test_the_refused_brief_is_never_done_or_merged_anywhere(
     assert {step for _state, step in said["status"].values()} == {"compute:evidence.claimed"}
 
 
+@pytest.mark.slow
 def test_without_bubblewrap_the_demo_runs_unsandboxed_and_says_so(tmp_path: Path) -> None:
     # The README's first command on a machine with no bubblewrap: the demo still tells its
     # story, but every unconfined run is declared, recorded and shown, never silent.

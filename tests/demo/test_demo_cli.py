@@ -31,6 +31,7 @@ def run_demo(directory: Path, *args: str, env: dict[str, str]) -> subprocess.Com
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)  # past the demo's own deadline (300 s): its report says what hung
 @pytest.mark.parametrize("cli", ["codex", "claude-code"])
 def test_a_real_cli_tells_the_whole_story(tmp_path: Path, cli: str) -> None:

@@ -64,6 +64,7 @@ CRASH_SCRIPT = [
 ] + [{"content": "done"}]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["openai-responses", "anthropic --stream"])
 def test_a_cli_desk_killed_at_three_random_instants_pays_each_call_once(
     world: World, upstream_key: None, tmp_path: Path, api: str

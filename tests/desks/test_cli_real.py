@@ -82,6 +82,7 @@ CASES: dict[str, tuple[list[str], Callable[[Path], list[dict[str, Any]]]]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", sorted(CASES))
 def test_a_real_cli_killed_at_three_random_instants_pays_each_call_once(
     world: World, cli_env: None, tmp_path: Path, profile: str

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from assay.cli.options import _NO_REST_CALLS, rest_calls
 from assay.github.rest import RestStats, process_stats
 from tests.desks.world import World, brief_text, finish, write
@@ -24,6 +26,7 @@ def test_the_helper_reports_the_process_stats_and_zeros_in_their_shape() -> None
     assert _NO_REST_CALLS == ZERO
 
 
+@pytest.mark.slow
 def test_forge_commands_report_zero_rest_calls_on_the_embedded_forge(world: World) -> None:
     world.add_briefs(
         brief_text("b1", labels=["approval"], verify=[{"id": "unit", "run": "python -c pass"}]),

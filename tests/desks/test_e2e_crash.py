@@ -182,6 +182,7 @@ def test_openai_desk_survives_three_kills_and_pays_each_call_once(world: World) 
         assert server.count == paid
 
 
+@pytest.mark.slow
 def test_a_paused_zombie_desk_is_fenced_and_writes_nothing(world: World) -> None:
     slow = [dict(r) for r in RESPONSES]
     slow[1]["delay_s"] = 3  # the second model call takes a while: the zombie sleeps in it

@@ -7,6 +7,8 @@ under the token is a dead process's. A live process under the same token is refu
 
 from __future__ import annotations
 
+import pytest
+
 from tests.desks.world import World, brief_text, wait_until
 
 # Blocks until the test lets it go (a file beside the manifest), then writes its work.
@@ -32,6 +34,7 @@ def _held(world: World, brief: str = "b1") -> bool:
     return claim is not None and claim.state == "held"
 
 
+@pytest.mark.slow
 def test_a_killed_desk_restarted_with_its_holder_takes_the_brief_back_at_once(
     world: World,
 ) -> None:

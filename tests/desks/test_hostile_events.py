@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from assay.forge import open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from tests.desks.world import World, brief_text, finish, write
@@ -28,6 +30,7 @@ def _push_raw_event(world: World, brief: str, record: dict[str, object]) -> None
         assert forge.push([RefUpdate(ref, commit, expected=tip)]).ok
 
 
+@pytest.mark.slow
 def test_an_oversized_event_is_skipped_and_a_real_one_still_wakes(world: World) -> None:
     world.add_briefs(brief_text("b1", labels=["approval"]))
     world.add_desk("coder", [write("hello.txt", "hi\n"), finish("ready for review")])

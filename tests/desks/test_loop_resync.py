@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from assay.desks import load_desks
 from assay.desks.host.loop import RunReport
 from assay.desks.host.resync import wake
@@ -18,6 +20,7 @@ def states(world: World, *args: str, machine: str = "t") -> dict[str, dict[str, 
     return {row["brief"]: row for row in json.loads(done.stdout)["briefs"]}
 
 
+@pytest.mark.slow
 def test_resync_reports_states_and_resumes_a_crashed_run(world: World) -> None:
     responses = [write("a.txt", "a"), write("b.txt", "b"), finish()]
     slow = [dict(r) for r in responses]

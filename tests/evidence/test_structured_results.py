@@ -76,6 +76,7 @@ def test_a_patched_unittest_is_caught_by_the_tripwire(
 @pytest.mark.parametrize(
     "row", [UNITTEST, PYTEST, f"{PYTEST} -n 2"], ids=["unittest", "pytest", "pytest-xdist"]
 )
+@pytest.mark.slow
 def test_the_right_code_passes_its_structured_check_and_the_tripwire_is_hidden(
     tmp_path: Path, run_assay: AssayRunner, row: str
 ) -> None:

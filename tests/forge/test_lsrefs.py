@@ -190,7 +190,11 @@ def test_a_header_scoped_to_another_host_is_not_sent_and_unknown_settings_defer_
     assert extra_headers(url, {"credential.helper": "store"}) is None
 
 
-def test_an_unreachable_forge_is_asked_by_git_with_its_retries(tmp_path: Path) -> None:
+def test_an_unreachable_forge_is_asked_by_git_with_its_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One retry is a retry: the default five waited out 3 s of backoff to say the same.
+    monkeypatch.setenv("ASSAY_FORGE_RETRIES", "2")
     url = f"http://127.0.0.1:{free_port()}/forge.git"
     forge = open_forge(url, cache_dir=tmp_path / "cache")
     with forge, pytest.raises(ForgeUnavailable):  # git's own answer, as before

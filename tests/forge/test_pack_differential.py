@@ -24,6 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -352,6 +353,7 @@ def read_everything(world: World, pick: list[int]) -> None:
     history=st.lists(ops, min_size=4, max_size=16),
     pick=st.lists(st.integers(0, 7), min_size=1, max_size=3),
 )
+@pytest.mark.slow
 def test_every_pack_the_server_sends_is_gits(
     history: list[tuple[object, ...]], pick: list[int]
 ) -> None:

@@ -54,6 +54,9 @@ def git_identity() -> dict[str, str]:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The headers and the body go out in two writes: with Nagle's algorithm on, the body
+    # waited for the client's delayed ACK of the headers, 40 ms on every keep-alive reply.
+    disable_nagle_algorithm = True
     server_fake: Any
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,8 @@ from assay.desks.records.review import read_review
 from assay.errors import BadInput
 from assay.forge import open_forge
 from assay.journal import load_packed, read_journal
-from tests.conftest import AssayRunner
-from tests.github.fake_github import BOT, FakeGitHub
+from tests.conftest import AssayRunner, assay_argv, assay_env
+from tests.github.fake_github import BOT, Call, FakeGitHub
 
 TOKEN = "ghs-bot"  # the fake's token for the bot user (write permission)
 ISSUE_BODY = f"""---
@@ -85,6 +86,8 @@ def write_desk(desks: Path) -> None:
 class DeskPass:
     """One ``assay desk run coder --once --json`` over the fake, and what it left."""
 
+    fake: FakeGitHub
+    calls: list[Call]  # the fake's calls when the pass had finished
     number: int
     bad: int
     brief: str
@@ -107,8 +110,20 @@ class DeskPass:
         }
 
 
-@pytest.fixture
-def desk_pass(fake_github: FakeGitHub, run_assay: AssayRunner, tmp_path: Path) -> DeskPass:
+@pytest.fixture(scope="module")
+def desk_pass(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeskPass]:
+    """One desk pass, made once for the module: every test reads what it left, and the
+    commands a test runs beside it (a refused ``--brief``, a dry-run sweep, verify) push
+    nothing another test reads. Any contract violation fails the module's last test."""
+    tmp_path = tmp_path_factory.mktemp("desk-on-github")
+    with FakeGitHub(tmp_path / "github") as fake_github:
+        yield make_desk_pass(fake_github, tmp_path)
+    assert not fake_github.violations, "GitHub contract violations:\n" + "\n".join(
+        fake_github.violations
+    )
+
+
+def make_desk_pass(fake_github: FakeGitHub, tmp_path: Path) -> DeskPass:
     fake_github.seed_main({"README.md": "widgets\n"})
     number = open_issue(fake_github, "Say hello", ISSUE_BODY, ["assay"])
     bad = open_issue(fake_github, "Broken", "---\nverify: 3\n---\nx\n", ["assay"])
@@ -126,7 +141,14 @@ def desk_pass(fake_github: FakeGitHub, run_assay: AssayRunner, tmp_path: Path) -
         "ASSAY_GITHUB_WRITE_SPACING": "0",
     }
     forge = ["--forge", f"github:{fake_github.slug}", "--desks", str(desks)]
-    done = run_assay("desk", "run", "coder", "--once", "--json", *forge, env=env, timeout=240)
+    done = subprocess.run(
+        assay_argv("desk", "run", "coder", "--once", "--json", *forge),
+        cwd=tmp_path,
+        env=assay_env(env),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     brief = f"issue-{number}"
     tip = fake_github.ref(f"refs/heads/assay/{brief}")
@@ -137,12 +159,14 @@ def desk_pass(fake_github: FakeGitHub, run_assay: AssayRunner, tmp_path: Path) -
         ["git", "archive", tip], cwd=fake_github.bare, capture_output=True, check=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return DeskPass(number, bad, brief, done, env, forge, tip, tree)
+    calls = list(fake_github.calls)
+    return DeskPass(fake_github, calls, number, bad, brief, done, env, forge, tip, tree)
 
 
 def test_an_assay_issue_is_claimed_and_run_by_desk_run_once(
-    desk_pass: DeskPass, fake_github: FakeGitHub, run_assay: AssayRunner, tmp_path: Path
+    desk_pass: DeskPass, run_assay: AssayRunner, tmp_path: Path
 ) -> None:
+    fake_github = desk_pass.fake
     result = json.loads(desk_pass.done.stdout)
     assert [(r["brief"], r["status"], r["review"]) for r in result["runs"]] == [
         (desk_pass.brief, "ok", "ready")
@@ -171,16 +195,17 @@ def test_an_assay_issue_is_claimed_and_run_by_desk_run_once(
     assert f"issue #{desk_pass.bad}" in named.stderr and "verify" in named.stderr
 
 
-def test_desk_run_reports_its_rest_calls(desk_pass: DeskPass, fake_github: FakeGitHub) -> None:
+def test_desk_run_reports_its_rest_calls(desk_pass: DeskPass) -> None:
     """The one conditional list of open ``assay`` issues; claims and journals are git."""
     rest = json.loads(desk_pass.done.stdout)["rest"]
-    api = [c for c in fake_github.calls if c.user == BOT and not c.path.startswith("git:")]
+    api = [c for c in desk_pass.calls if c.user == BOT and not c.path.startswith("git:")]
     assert rest["calls"] == len(api) >= 1 and rest["charged"] >= 1 and rest["writes"] == 0
 
 
 def test_the_token_reaches_no_object_no_review_no_tool_and_no_judge(
-    desk_pass: DeskPass, fake_github: FakeGitHub, tmp_path: Path
+    desk_pass: DeskPass, tmp_path: Path
 ) -> None:
+    fake_github = desk_pass.fake
     outputs = desk_pass.outputs()
     # The run tool's command saw the declared variable, and no variable holding the token,
     # although the manifest asked for two of them by name.

@@ -61,6 +61,7 @@ def test_nesting_within_the_bound_still_loads() -> None:
     assert load_yaml(text, source="x").data is not None
 
 
+@pytest.mark.slow
 def test_a_deep_issue_wedges_no_command(
     fake_github: FakeGitHub, run_assay: AssayRunner, tmp_path: Path
 ) -> None:

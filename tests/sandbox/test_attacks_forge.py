@@ -16,6 +16,8 @@ import socket
 import sys
 from pathlib import Path
 
+import pytest
+
 from assay.evidence.store import fetch_log
 from assay.forge import open_forge
 from tests.desks.world import World, brief_text, call
@@ -36,6 +38,7 @@ from tests.sandbox.probe import (
 HERE = Path(__file__).resolve().parent
 
 
+@pytest.mark.slow
 def test_run_tool_judge_and_row_find_no_canary_on_the_embedded_forge(world: World) -> None:
     outside = [str(world.root / "escaped-from-probe"), str(HERE / "escaped-from-probe")]
     listener = socket.create_server(("127.0.0.1", 0))

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from tests.conftest import AssayRunner
@@ -48,6 +49,7 @@ def _open_issue(fake: FakeGitHub, body: str) -> int:
         return int(made.json()["number"])
 
 
+@pytest.mark.slow
 def test_the_github_token_is_nowhere_the_agent_can_look(
     tmp_path: Path, run_assay: AssayRunner
 ) -> None:

@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -559,6 +560,7 @@ class ClaimProtocol(RuleBasedStateMachine):
             ]
 
 
+@pytest.mark.slow
 def test_the_real_protocol_keeps_the_models_invariants() -> None:
     STEPS_RUN.clear()
     run_state_machine_as_test(

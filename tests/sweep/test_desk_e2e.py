@@ -139,6 +139,7 @@ def test_a_run_paused_on_budget_is_reported_with_what_it_spent(
     assert brief["state"] == "paused" and "paused on budget" in brief["status_note"]
 
 
+@pytest.mark.slow
 def test_a_status_still_saying_working_is_corrected_from_the_claim(
     world: World, tmp_path: Path, run_assay: AssayRunner
 ) -> None:

@@ -19,6 +19,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from assay.claims.record import ClaimRecord
 from assay.forge import open_forge
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
@@ -107,6 +109,7 @@ def _check_nothing_lost(forge_path: Path) -> int:
     return len(stuck)
 
 
+@pytest.mark.slow
 def test_a_sweep_killed_at_any_instant_leaves_every_stuck_claim_recorded(
     forge_path: Path, tmp_path: Path
 ) -> None:

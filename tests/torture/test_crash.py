@@ -22,6 +22,8 @@ import random
 import time
 from pathlib import Path
 
+import pytest
+
 from assay.errors import AssayError
 from assay.journal import read_journal
 from tests.forge_fixtures import put_on_main, wait_until
@@ -70,6 +72,7 @@ def local_journal_problems(root: Path) -> list[str]:
     return problems
 
 
+@pytest.mark.slow
 def test_sigkill_torture_keeps_every_promise(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     kills_wanted = pick(10, 200)

@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.forge_fixtures import wait_until
 from tests.torture.conftest import SEED, pick
 from tests.torture.fleet import Fleet, invariant_problems
@@ -64,6 +66,7 @@ def stopped_cleanly(fleet: Fleet) -> None:
                 assert last["code"] in STOPS, text
 
 
+@pytest.mark.slow
 def test_server_killed_and_restarted_mid_push(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     fleet = Fleet(tmp_path, [f"k{i}" for i in range(pick(2, 12))], lease=3, delay_s=0.05)

@@ -35,6 +35,7 @@ def _state(scene: Scene) -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", STAGES)
 def test_a_merge_killed_inside_its_push_leaves_all_or_nothing(
     tmp_path: Path, run_assay: AssayRunner, stage: str
