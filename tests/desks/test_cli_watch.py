@@ -33,6 +33,7 @@ def kill_inside_turn(world: World, fake: WireFake, brief: str, turn: int) -> Non
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["openai-chat", "anthropic --stream"])
 def test_history_shows_answers_tools_the_kill_and_the_repeated_request(
     world: World, upstream_key: None, api: str
@@ -103,6 +104,7 @@ def test_history_shows_answers_tools_the_kill_and_the_repeated_request(
 WIDE = {"COLUMNS": "160"}
 
 
+@pytest.mark.slow
 def test_status_says_why_and_drops_a_note_the_brief_has_moved_past(
     world: World, upstream_key: None, tmp_path: Path
 ) -> None:
