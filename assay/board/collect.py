@@ -79,10 +79,10 @@ def evidence_counts(
     specs += [RowSpec(id=row, command=command) for row, command in holdout]
     hidden = {row for row, _ in holdout}
 
-    def judged(signed: bool) -> Counter[Verdict]:
+    def judged(signed: bool, *, only: set[str] | None = None) -> Counter[Verdict]:
         decision = decide(
             brief=brief,  # a record naming another brief never counts here
-            rows=specs,
+            rows=[spec for spec in specs if only is None or spec.id in only],
             records=[r.record for r in records if r.record is not None],
             head_sha=head,
             env=EnvDecl(),
@@ -91,19 +91,6 @@ def evidence_counts(
             key_known=key_known,
         )
         return Counter(status.verdict for status in decision.rows)
-
-    def holdout_passed() -> int:
-        decision = decide(
-            brief=brief,
-            rows=[spec for spec in specs if spec.id in hidden],
-            records=[r.record for r in records if r.record is not None],
-            head_sha=head,
-            env=EnvDecl(),
-            desk_names=frozenset(desk_names),
-            require_signed=require_signed,
-            key_known=key_known,
-        )
-        return sum(status.verdict is Verdict.PASS for status in decision.rows)
 
     verdicts = judged(require_signed)
     # Rows that would pass if unsigned records counted: the insecure choice, made visible.
@@ -118,7 +105,7 @@ def evidence_counts(
         unsigned=unsigned,
         unsandboxed=verdicts[Verdict.UNSANDBOXED],
         holdout=len(hidden),
-        holdout_passed=holdout_passed() if hidden else 0,
+        holdout_passed=judged(require_signed, only=hidden)[Verdict.PASS] if hidden else 0,
     )
 
 

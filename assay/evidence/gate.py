@@ -303,30 +303,29 @@ def verify(
         at = _inspect_head(
             forge, ctx, tree, head, brief_id=brief_id, sandbox=sandbox, timings=timings
         )
+        template = _record_template(
+            brief_id, head, at, verifier=verifier, sandboxed=sandbox.sandboxed
+        )
         ran = _run_rows(
             ctx.rows,
             tree=tree,
             site=Path(site),
             environ=at.environ,
             sandbox=sandbox,
-            template=_record_template(
-                brief_id, head, at, verifier=verifier, sandboxed=sandbox.sandboxed
-            ),
+            template=template,
             key=key,
             checks=_Checks(forge, at.plan, Path(reports), workdir=workdir),
             on_start=on_start,
             on_row=on_row,
         )
-        if ctx.holdout:
+        if ctx.holdout:  # the holdout rows' runners are not read: judged by exit code
             ran += _run_holdout(
                 ctx,
                 tree=tree,
                 site=Path(site),
                 environ=at.environ,
                 sandbox=sandbox,
-                template=_record_template(
-                    brief_id, head, at, verifier=verifier, sandboxed=sandbox.sandboxed
-                ),
+                template=template,
                 key=key,
                 checks=_Checks(forge, None, Path(reports), workdir=workdir),
                 on_row=on_row,
