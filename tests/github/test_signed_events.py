@@ -94,3 +94,25 @@ def test_the_events_job_signs_what_it_checked_and_readers_count_it(
         edited, author=Identity("github-actions[bot]", "bot@example.invalid")
     )
     assert [event.actor for event in EventLog(forge, BRIEF).read()] == ["maintainer"]
+
+
+def test_a_signed_approval_copied_onto_another_briefs_log_does_not_count(
+    fake_github: FakeGitHub, forge: GitHubForge
+) -> None:
+    issue = open_issue(fake_github)
+    from assay.claims import ClaimStore
+
+    store = ClaimStore(forge)
+    claim = store.set_waiting(store.acquire(BRIEF, "example", lease_s=60), "approval")
+    GitHubMirror(forge).claim(BRIEF, claim.record, issue=issue)
+    comment(fake_github, issue, "/assay approve", "ghp-maintainer")
+    collect_events(forge)
+    tip = fake_github.ref(f"refs/assay/events/{BRIEF}")
+    stored = json.loads(fake_github._git("show", f"{tip}:record.json"))
+    copied = {k: v for k, v in stored.items() if k not in ("v", "kind")}
+    RefLog(forge, "refs/assay/events/another-brief", kind="events").append(
+        copied, author=Identity("github-actions[bot]", "bot@example.invalid")
+    )
+    other = EventLog(forge, "another-brief")
+    assert other.read() == []
+    assert "not signed by the gate key" in other.skipped[0]

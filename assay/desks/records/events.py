@@ -135,7 +135,7 @@ class EventLog:
         event = validate_record(record, where=f"{self.ref} (new event)")
         if signer is not None:
             record["kind"] = LOG_KIND  # as the log stamps it: the signature covers it too
-            record["sig"] = signer.sign(_signed_bytes(record))
+            record["sig"] = signer.sign(_signed_bytes(record, brief=self.brief))
         self._log.append(
             record,
             author=EVENTS_IDENTITY,
@@ -200,7 +200,8 @@ class EventLog:
             signer, signature = split_signature(sig, source=where)
         except Corrupt as bad:
             raise BadInput(bad.message) from None
-        if signer != trusted.fingerprint or not trusted.verifies(signature, _signed_bytes(record)):
+        signed = _signed_bytes(record, brief=self.brief)
+        if signer != trusted.fingerprint or not trusted.verifies(signature, signed):
             raise BadInput(f"{where}: not signed by the gate key {trusted.fingerprint}")
 
 
@@ -219,9 +220,11 @@ def parse_event(log: RefLog, commit: str, blob: bytes | None, *, where: str) -> 
     return validate_record(parse_record(log, commit, blob, where=where), where=where)
 
 
-def _signed_bytes(record: Mapping[str, Any]) -> bytes:
-    """What an event's signature covers: the record as stored, without ``sig``."""
+def _signed_bytes(record: Mapping[str, Any], *, brief: str) -> bytes:
+    """What an event's signature covers: the record as stored, without ``sig``, and the
+    brief whose log holds it (a signed approval copied onto another brief's log fails)."""
     body = {name: value for name, value in record.items() if name != "sig"}
+    body["brief"] = brief
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
