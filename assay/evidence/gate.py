@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import functools
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -28,7 +29,7 @@ from assay.errors import Busy, Corrupt, Failed
 from assay.evidence.anchors import ClaimAnchors, check_anchors, read_claim_anchors
 from assay.evidence.claimed import Claimed, claimed_from_entries, journal_anchors
 from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, fingerprint
-from assay.evidence.holdout import SealedRow, place_files, sealed_record
+from assay.evidence.holdout import OpenedRow, SealedRow, place_files, sealed_record
 from assay.evidence.holdout import open_rows as open_holdout
 from assay.evidence.holdout import read_rows as read_holdout
 from assay.evidence.keys import GateKey, PublicKey, gate_state_dir, signing_key
@@ -306,30 +307,35 @@ def verify(
         template = _record_template(
             brief_id, head, at, verifier=verifier, sandboxed=sandbox.sandboxed
         )
-        ran = _run_rows(
-            ctx.rows,
+        run_rows = functools.partial(
+            _run_rows,
             tree=tree,
             site=Path(site),
             environ=at.environ,
             sandbox=sandbox,
             template=template,
             key=key,
+        )
+        ran = run_rows(
+            ctx.rows,
             checks=_Checks(forge, at.plan, Path(reports), workdir=workdir),
             on_start=on_start,
             on_row=on_row,
         )
-        if ctx.holdout:  # the holdout rows' runners are not read: judged by exit code
-            ran += _run_holdout(
-                ctx,
-                tree=tree,
-                site=Path(site),
-                environ=at.environ,
-                sandbox=sandbox,
-                template=template,
-                key=key,
-                checks=_Checks(forge, None, Path(reports), workdir=workdir),
-                on_row=on_row,
-            )
+        # Holdout rows run by the same rules, their runners not read (judged by exit code),
+        # with no progress line (it would show the command); their records say nothing of
+        # their content.
+        opened = _holdout_in_tree(ctx, key, tree)
+        hidden = run_rows(
+            [row.spec() for row in opened],
+            checks=_Checks(forge, None, Path(reports), workdir=workdir),
+            on_start=None,
+            on_row=None,
+        )
+        for row, record in zip(opened, hidden, strict=True):
+            ran.append(sealed_record(record, row))
+            if on_row is not None:
+                on_row(row.row.spec(), ran[-1])
     timings["rows"] = sum(record.seconds for record in ran)
     with _timed(timings, "record"):
         log = append_records(forge, brief_id, ran, key=key, log=ctx.log)
@@ -591,46 +597,15 @@ def _run_rows(
     return ran
 
 
-def _run_holdout(
-    ctx: _Context,
-    *,
-    tree: Path,
-    site: Path,
-    environ: dict[str, str],
-    sandbox: SandboxSpec,
-    template: EvidenceRecord,
-    key: GateKey | None,
-    checks: _Checks,
-    on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
-) -> list[EvidenceRecord]:
-    """Open the brief's holdout rows, place their files in the clean tree (after the public
-    rows ran) and run them by the same rules; their records say nothing of their content.
-
-    A gate without a key (the insecure mode) cannot open them: they stay missing, and the
-    merge is refused."""
-    if key is None:
+def _holdout_in_tree(ctx: _Context, key: GateKey | None, tree: Path) -> list[OpenedRow]:
+    """The brief's holdout rows, opened, their files placed in the clean tree (after the
+    public rows ran there). A gate without a key (the insecure mode) cannot open them: none
+    run, they stay missing, and the merge is refused."""
+    if key is None or not ctx.holdout:
         return []
     opened = open_holdout(key, ctx.holdout, brief=ctx.view.brief)
     place_files(tree, opened)
-    ran: list[EvidenceRecord] = []
-    for row in opened:
-        [record] = _run_rows(
-            [row.spec()],
-            tree=tree,
-            site=site,
-            environ=environ,
-            sandbox=sandbox,
-            template=template,
-            key=key,
-            checks=checks,
-            on_start=None,  # a progress line would show the command
-            on_row=None,
-        )
-        hidden = sealed_record(record, row)
-        ran.append(hidden)
-        if on_row is not None:
-            on_row(row.row.spec(), hidden)
-    return ran
+    return opened
 
 
 class MergeOutcome(enum.Enum):
