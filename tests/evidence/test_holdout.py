@@ -47,6 +47,15 @@ def _author(tmp_path: Path, scene: Scene, run_assay: AssayRunner) -> None:
     assert json.loads(added.stdout)["rows"] == ["hidden"]
 
 
+def _in_review(tmp_path: Path, run_assay: AssayRunner, calc: str) -> Scene:
+    """A brief with a holdout row, and a desk's ``calc.py`` in review, every row claimed."""
+    scene = Scene(tmp_path)
+    _author(tmp_path, scene, run_assay)
+    head = scene.desk_commit({"calc.py": calc}, claims={"unit": "pass", "lint": "pass"})
+    scene.open_review(head)
+    return scene
+
+
 def _everything_on_the_forge(forge: Path) -> bytes:
     """Every object the forge holds, inflated: what any reader could fetch."""
     done = subprocess.run(
@@ -64,10 +73,7 @@ def _tree_bytes(root: Path) -> bytes:
 def test_an_overfitted_desk_passes_its_visible_row_and_fails_the_holdout(
     tmp_path: Path, run_assay: AssayRunner
 ) -> None:
-    scene = Scene(tmp_path)
-    _author(tmp_path, scene, run_assay)
-    head = scene.desk_commit({"calc.py": OVERFIT}, claims={"unit": "pass", "lint": "pass"})
-    scene.open_review(head)
+    scene = _in_review(tmp_path, run_assay, OVERFIT)
     listed = run_assay("holdout", "list", BRIEF, "--forge", str(scene.forge))
     assert listed.returncode == 0 and listed.stdout.split() == ["hidden"]
     verified = run_assay("verify", BRIEF, "--forge", str(scene.forge), "--json")
@@ -96,10 +102,7 @@ def test_an_overfitted_desk_passes_its_visible_row_and_fails_the_holdout(
 def test_a_working_desk_merges_with_the_holdout_passing(
     tmp_path: Path, run_assay: AssayRunner
 ) -> None:
-    scene = Scene(tmp_path)
-    _author(tmp_path, scene, run_assay)
-    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
-    scene.open_review(head)
+    scene = _in_review(tmp_path, run_assay, GOOD)
     verified = run_assay("verify", BRIEF, "--forge", str(scene.forge), "--json")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     [record] = [r for r in json.loads(verified.stdout)["ran"] if r["row"] == "holdout:hidden"]
@@ -115,10 +118,7 @@ def test_a_working_desk_merges_with_the_holdout_passing(
 def test_a_changed_holdout_row_makes_its_old_evidence_stale(
     tmp_path: Path, run_assay: AssayRunner
 ) -> None:
-    scene = Scene(tmp_path)
-    _author(tmp_path, scene, run_assay)
-    head = scene.desk_commit({"calc.py": GOOD}, claims={"unit": "pass", "lint": "pass"})
-    scene.open_review(head)
+    scene = _in_review(tmp_path, run_assay, GOOD)
     assert run_assay("verify", BRIEF, "--forge", str(scene.forge)).returncode == 0
     again = run_assay(
         "holdout", "add", BRIEF, "--id", "hidden", "--run", "false", "--forge", str(scene.forge)

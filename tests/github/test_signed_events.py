@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from assay.claims import ClaimStore
 from assay.desks.records.events import EventLog
 from assay.evidence.keys import gate_key
 from assay.forge import RefLog
@@ -38,8 +39,30 @@ def _forge_an_approval(forge: GitHubForge, *, sig: str = "") -> None:
     }
     if sig:
         record["sig"] = sig
-    RefLog(forge, f"refs/assay/events/{BRIEF}", kind="events").append(
-        record, author=Identity("github-actions[bot]", "bot@example.invalid")
+    _push_as_desk_job(forge, BRIEF, record)
+
+
+def _a_maintainer_approves(fake: FakeGitHub, forge: GitHubForge) -> None:
+    """The brief waits for approval on its issue, and a maintainer comments /assay approve."""
+    issue = open_issue(fake)
+    store = ClaimStore(forge)
+    claim = store.set_waiting(store.acquire(BRIEF, "example", lease_s=60), "approval")
+    GitHubMirror(forge).claim(BRIEF, claim.record, issue=issue)
+    comment(fake, issue, "/assay approve", "ghp-maintainer")
+
+
+def _stored_approval(fake: FakeGitHub) -> dict[str, object]:
+    """The events ref's last record as the events job stored it (signature included)."""
+    tip = fake.ref(f"refs/assay/events/{BRIEF}")
+    loaded: dict[str, object] = json.loads(fake._git("show", f"{tip}:record.json"))
+    return loaded
+
+
+def _push_as_desk_job(forge: GitHubForge, brief: str, record: dict[str, object]) -> None:
+    """Append ``record`` as a desk job's token can, without any check of who sent it."""
+    body = {k: v for k, v in record.items() if k not in ("v", "kind")}
+    RefLog(forge, f"refs/assay/events/{brief}", kind="events").append(
+        body, author=Identity("github-actions[bot]", "bot@example.invalid")
     )
 
 
@@ -70,13 +93,7 @@ def test_a_signature_by_another_key_does_not_count_either(
 def test_the_events_job_signs_what_it_checked_and_readers_count_it(
     fake_github: FakeGitHub, forge: GitHubForge
 ) -> None:
-    issue = open_issue(fake_github)
-    from assay.claims import ClaimStore
-
-    store = ClaimStore(forge)
-    claim = store.set_waiting(store.acquire(BRIEF, "example", lease_s=60), "approval")
-    GitHubMirror(forge).claim(BRIEF, claim.record, issue=issue)
-    comment(fake_github, issue, "/assay approve", "ghp-maintainer")
+    _a_maintainer_approves(fake_github, forge)
     _forge_an_approval(forge)  # a forged one beside the real one
     report = collect_events(forge)
     assert [event["actor"] for event in report.appended] == ["maintainer"]
@@ -84,35 +101,19 @@ def test_the_events_job_signs_what_it_checked_and_readers_count_it(
     [approval] = log.read()
     assert approval.kind == "approve" and approval.id.startswith("github-comment-")
     assert len(log.skipped) == 1  # the forged record, noted and never delivered
-    tip = fake_github.ref(f"refs/assay/events/{BRIEF}")
-    stored = json.loads(fake_github._git("show", f"{tip}:record.json"))
-    assert stored["sig"].startswith("ed25519:")
+    stored = _stored_approval(fake_github)
+    assert str(stored["sig"]).startswith("ed25519:")
     # An edit of the signed record (another actor) breaks its signature.
-    edited = {k: v for k, v in stored.items() if k not in ("v", "kind")}
-    edited["actor"] = "someone-else"
-    RefLog(forge, f"refs/assay/events/{BRIEF}", kind="events").append(
-        edited, author=Identity("github-actions[bot]", "bot@example.invalid")
-    )
+    _push_as_desk_job(forge, BRIEF, {**stored, "actor": "someone-else"})
     assert [event.actor for event in EventLog(forge, BRIEF).read()] == ["maintainer"]
 
 
 def test_a_signed_approval_copied_onto_another_briefs_log_does_not_count(
     fake_github: FakeGitHub, forge: GitHubForge
 ) -> None:
-    issue = open_issue(fake_github)
-    from assay.claims import ClaimStore
-
-    store = ClaimStore(forge)
-    claim = store.set_waiting(store.acquire(BRIEF, "example", lease_s=60), "approval")
-    GitHubMirror(forge).claim(BRIEF, claim.record, issue=issue)
-    comment(fake_github, issue, "/assay approve", "ghp-maintainer")
+    _a_maintainer_approves(fake_github, forge)
     collect_events(forge)
-    tip = fake_github.ref(f"refs/assay/events/{BRIEF}")
-    stored = json.loads(fake_github._git("show", f"{tip}:record.json"))
-    copied = {k: v for k, v in stored.items() if k not in ("v", "kind")}
-    RefLog(forge, "refs/assay/events/another-brief", kind="events").append(
-        copied, author=Identity("github-actions[bot]", "bot@example.invalid")
-    )
+    _push_as_desk_job(forge, "another-brief", _stored_approval(fake_github))
     other = EventLog(forge, "another-brief")
     assert other.read() == []
     assert "not signed by the gate key" in other.skipped[0]
