@@ -18,8 +18,6 @@ command nor the output (``sealed_record``).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import hashlib
 import json
@@ -38,7 +36,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 import assay.refs as refs
 from assay.errors import BadInput, Corrupt
-from assay.evidence.keys import GateKey
+from assay.evidence.keys import GateKey, b64, unb64, unprefix
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.spec import DEFAULT_ROW_TIMEOUT_S, HOLDOUT_ROW, RowSpec
 from assay.forge.base import Forge
@@ -57,16 +55,10 @@ _SEAL_LABEL = b"assay holdout seal v1"
 _NOTHING = "sha256:" + hashlib.sha256(b"").hexdigest()  # a holdout record's output digest
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
 def _unb64(value: Any, *, where: str, size: int | None = None) -> bytes:
-    try:
-        data = base64.b64decode(str(value).encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError, ValueError):
-        data = None
-    if data is None or (size is not None and len(data) != size):
+    """``unb64`` of a sealed record's field, ``Corrupt`` naming ``where`` when it is not."""
+    data = unb64(value, size=size) if isinstance(value, str) else None
+    if data is None:
         raise Corrupt(f"{where}: not base64{f' of {size} bytes' if size else ''}")
     return data
 
@@ -88,18 +80,14 @@ class HoldoutPublicKey:
 
     @classmethod
     def parse(cls, text: str, *, source: str) -> HoldoutPublicKey:
-        value = text.strip()
-        try:
-            raw = base64.b64decode(value.removeprefix(PUBLIC_PREFIX), validate=True)
-        except (binascii.Error, ValueError):
-            raw = b""
-        if not value.startswith(PUBLIC_PREFIX) or len(raw) != 32:
+        raw = unprefix(text, PUBLIC_PREFIX, size=32)
+        if raw is None:
             raise BadInput(f"{source}: a holdout public key is {PUBLIC_PREFIX}<base64 of 32 bytes>")
         return cls(raw)
 
     @property
     def text(self) -> str:
-        return PUBLIC_PREFIX + _b64(self.raw)
+        return PUBLIC_PREFIX + b64(self.raw)
 
 
 def _private(gate: GateKey) -> X25519PrivateKey:
@@ -118,7 +106,7 @@ def seal(public: HoldoutPublicKey, plaintext: bytes, *, brief: str, row: str) ->
     key = _hkdf(shared, salt=sender + public.raw, info=_SEAL_LABEL)
     nonce = os.urandom(12)
     sealed = AESGCM(key).encrypt(nonce, plaintext, _aad(brief, row))
-    return {"alg": ALGORITHM, "epk": _b64(sender), "nonce": _b64(nonce), "ct": _b64(sealed)}
+    return {"alg": ALGORITHM, "epk": b64(sender), "nonce": b64(nonce), "ct": b64(sealed)}
 
 
 def unseal(gate: GateKey, sealed: Mapping[str, Any], *, brief: str, row: str, where: str) -> bytes:
@@ -256,7 +244,7 @@ def add_row(
         {
             "run": command,
             "timeout_s": timeout_s,
-            "files": {_check_path(p, source="--file"): _b64(d) for p, d in files.items()},
+            "files": {_check_path(p, source="--file"): b64(d) for p, d in files.items()},
         },
         sort_keys=True,
     ).encode()

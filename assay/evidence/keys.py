@@ -55,16 +55,24 @@ SIGNATURE_PREFIX = "ed25519:"
 _MAX_KEY_BYTES = 4096
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
+    """``data`` as standard base64 text (every key, signature and sealed field)."""
     return base64.b64encode(data).decode("ascii")
 
 
-def _unb64(text: str, *, size: int) -> bytes | None:
+def unb64(text: str, *, size: int | None = None) -> bytes | None:
+    """The bytes of base64 ``text`` (of exactly ``size`` bytes when given), else None."""
     try:
         data = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError, ValueError):
         return None
-    return data if len(data) == size else None
+    return data if size is None or len(data) == size else None
+
+
+def unprefix(text: str, prefix: str, *, size: int) -> bytes | None:
+    """The ``size`` bytes of ``<prefix><base64>`` (surrounding space ignored), else None."""
+    value = text.strip()
+    return unb64(value[len(prefix) :], size=size) if value.startswith(prefix) else None
 
 
 @dataclass(frozen=True)
@@ -76,12 +84,7 @@ class PublicKey:
     @classmethod
     def parse(cls, text: str, *, source: str) -> PublicKey:
         """``ed25519:<base64 of 32 bytes>``, else ``BadInput`` naming ``source``."""
-        value = text.strip()
-        raw = (
-            _unb64(value[len(PUBLIC_PREFIX) :], size=32)
-            if value.startswith(PUBLIC_PREFIX)
-            else None
-        )
+        raw = unprefix(text, PUBLIC_PREFIX, size=32)
         if raw is None:
             raise BadInput(
                 f"{source}: a gate public key is {PUBLIC_PREFIX}<base64 of 32 bytes>, "
@@ -91,7 +94,7 @@ class PublicKey:
 
     @property
     def text(self) -> str:
-        return PUBLIC_PREFIX + _b64(self.raw)
+        return PUBLIC_PREFIX + b64(self.raw)
 
     @property
     def fingerprint(self) -> str:
@@ -122,12 +125,7 @@ class GateKey:
 
     @classmethod
     def parse(cls, text: str, *, where: str) -> GateKey:
-        value = text.strip()
-        seed = (
-            _unb64(value[len(PRIVATE_PREFIX) :], size=32)
-            if value.startswith(PRIVATE_PREFIX)
-            else None
-        )
+        seed = unprefix(text, PRIVATE_PREFIX, size=32)
         if seed is None:  # the message never quotes the value: it is a secret
             raise BadInput(
                 f"{where}: the gate's key must be one line {PRIVATE_PREFIX}<base64 of 32 bytes> "
@@ -138,7 +136,7 @@ class GateKey:
     @property
     def text(self) -> str:
         """The secret's text form (the key file's one line, a GitHub secret's value)."""
-        return PRIVATE_PREFIX + _b64(self.seed)
+        return PRIVATE_PREFIX + b64(self.seed)
 
     @property
     def public(self) -> PublicKey:
@@ -153,13 +151,13 @@ class GateKey:
         """``ed25519:<fingerprint>:<base64 signature>``: the signer is named, so a reader
         can say which key signed a record it cannot check."""
         signature = Ed25519PrivateKey.from_private_bytes(self.seed).sign(payload)
-        return f"{SIGNATURE_PREFIX}{self.public.fingerprint}:{_b64(signature)}"
+        return f"{SIGNATURE_PREFIX}{self.public.fingerprint}:{b64(signature)}"
 
 
 def split_signature(value: str, *, source: str) -> tuple[str, bytes]:
     """``(fingerprint, signature)`` of a record's ``sig``; ``Corrupt`` naming ``source``."""
     parts = value.split(":")
-    signature = _unb64(parts[2], size=64) if len(parts) == 3 else None
+    signature = unb64(parts[2], size=64) if len(parts) == 3 else None
     fingerprint = parts[1] if len(parts) == 3 else ""
     if (
         signature is None
