@@ -21,22 +21,10 @@ from typing import Any
 import yaml
 
 from tests.bench.desks import desk_argv, env, make_world
+from tests.desks.world import count_pushes
 
 MODES = ("step", "window", "exit")
 WINDOW_TARGET = 4  # issue: at most 4 pushes per brief in window mode, whatever the calls
-
-
-def _hook(forge_path: Path) -> Path:
-    log = forge_path.parent / "pushes.log"
-    hook = forge_path / "hooks" / "pre-receive"
-    hook.write_text(
-        "#!/usr/bin/env python3\nimport sys\n"
-        "refs = [line.split()[2] for line in sys.stdin.read().splitlines() if line.strip()]\n"
-        f"open({str(log)!r}, 'a').write(' '.join(refs) + '\\n')\n",
-        encoding="utf-8",
-    )
-    hook.chmod(0o755)
-    return log
 
 
 def pushes_per_brief(mode: str, calls: int) -> dict[str, Any]:
@@ -47,7 +35,7 @@ def pushes_per_brief(mode: str, calls: int) -> dict[str, Any]:
         manifest = desks / "coder.yaml"
         data = yaml.safe_load(manifest.read_text(encoding="utf-8"))
         manifest.write_text(yaml.safe_dump({**data, "durability": mode}), encoding="utf-8")
-        log = _hook(forge_path)
+        log = count_pushes(forge_path)
         done = subprocess.run(
             desk_argv(forge_path, desks, "--once", "--json"),
             env=env(root / "state"),

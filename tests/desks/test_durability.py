@@ -25,25 +25,19 @@ from assay.desks import parse_manifest
 from assay.desks.host.durability import Durability
 from assay.errors import BadInput
 from assay.forge import open_forge
-from tests.desks.world import World, brief_text, finish, model_steps, wait_until, write
+from tests.desks.world import (
+    World,
+    brief_text,
+    count_pushes,
+    finish,
+    model_steps,
+    wait_until,
+    write,
+)
 
 FILES = [f"f{n}.txt" for n in range(8)]
 RESPONSES = [write(name, f"{name}\n") for name in FILES] + [finish("all written")]
 HUNG = 5  # the sixth call (turn 5) hangs: five calls were answered before the kill
-
-
-def count_pushes(forge_path: Path) -> Path:
-    """A pre-receive hook writing one line per push (its refs): the forge's push counter."""
-    log = forge_path.parent / "pushes.log"
-    hook = forge_path / "hooks" / "pre-receive"
-    hook.write_text(
-        "#!/usr/bin/env python3\nimport sys\n"
-        "refs = [line.split()[2] for line in sys.stdin.read().splitlines() if line.strip()]\n"
-        f"open({str(log)!r}, 'a').write(' '.join(refs) + '\\n')\n",
-        encoding="utf-8",
-    )
-    hook.chmod(0o755)
-    return log
 
 
 def pushes(log: Path, brief: str) -> int:

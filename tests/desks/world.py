@@ -373,6 +373,20 @@ class HoldingServer(FakeOpenAIServer):
             self._gate.notify_all()
 
 
+def count_pushes(forge_path: Path) -> Path:
+    """A pre-receive hook writing one line per push (its refs): the forge's push counter."""
+    log = forge_path.parent / "pushes.log"
+    hook = forge_path / "hooks" / "pre-receive"
+    hook.write_text(
+        "#!/usr/bin/env python3\nimport sys\n"
+        "refs = [line.split()[2] for line in sys.stdin.read().splitlines() if line.strip()]\n"
+        f"open({str(log)!r}, 'a').write(' '.join(refs) + '\\n')\n",
+        encoding="utf-8",
+    )
+    hook.chmod(0o755)
+    return log
+
+
 def push_gate(forge_path: Path, *, nth: int) -> tuple[Path, Path]:
     """A pre-receive hook that holds the ``nth`` push to a brief branch, then refuses it.
 
