@@ -394,7 +394,10 @@ class Discovery:
                     path, lambda rel: posixpath.basename(rel) == "__init__.py", config=True
                 )
             elif path:
-                self.found.named.add(path)  # missing on both sides: listed as unpinned
+                # Missing on both sides (listed as unpinned), or a holdout row's file the
+                # gate places later: pytest would still read the configuration on its way.
+                self.found.named.add(path)
+                self._python_config(posixpath.dirname(path))
 
     def _python_config(self, folder: str) -> None:
         """pytest's configuration in ``folder`` and every folder above it."""

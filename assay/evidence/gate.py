@@ -322,13 +322,13 @@ def verify(
             on_start=on_start,
             on_row=on_row,
         )
-        # Holdout rows run by the same rules, their runners not read (judged by exit code),
-        # with no progress line (it would show the command); their records say nothing of
-        # their content.
-        opened = _holdout_in_tree(ctx, key, tree)
+        # Holdout rows run by the same rules (pinned, their runners' reports read), with no
+        # progress line (it would show the command); their records say nothing of their
+        # content.
+        opened, hidden_plan = _holdout_in_tree(forge, ctx, key, tree, head)
         hidden = run_rows(
             [row.spec() for row in opened],
-            checks=_Checks(forge, None, Path(reports), workdir=workdir),
+            checks=_Checks(forge, hidden_plan, Path(reports), workdir=workdir),
             on_start=None,
             on_row=None,
         )
@@ -597,15 +597,30 @@ def _run_rows(
     return ran
 
 
-def _holdout_in_tree(ctx: _Context, key: GateKey | None, tree: Path) -> list[OpenedRow]:
-    """The brief's holdout rows, opened, their files placed in the clean tree (after the
-    public rows ran there). A gate without a key (the insecure mode) cannot open them: none
-    run, they stay missing, and the merge is refused."""
+def _holdout_in_tree(
+    forge: Forge, ctx: _Context, key: GateKey | None, tree: Path, head: str
+) -> tuple[list[OpenedRow], PinPlan | None]:
+    """The brief's holdout rows, opened, with their pin plan: after the public rows ran in
+    the clean tree, it is pinned to main for the holdout commands too (a branch's
+    ``conftest.py`` beside a holdout file is removed like any other), then the rows' own
+    files are placed, over anything the branch has at their paths. The plan also says which
+    runners each row starts, so their reports are read as for any row. A gate without a key
+    (the insecure mode) cannot open them: none run, they stay missing, and the merge is
+    refused."""
     if key is None or not ctx.holdout:
-        return []
+        return [], None
     opened = open_holdout(key, ctx.holdout, brief=ctx.view.brief)
+    plan = plan_for(
+        forge,
+        head=head,
+        main=ctx.view.main,
+        commands=[row.spec().command for row in opened],
+        protect=ctx.protect,
+    )
+    if plan is not None:
+        apply_pins(forge, tree, plan)  # its lines would name paths the rows use: not kept
     place_files(tree, opened)
-    return opened
+    return opened, plan
 
 
 class MergeOutcome(enum.Enum):

@@ -301,7 +301,8 @@ def place_files(tree: Path, rows: Sequence[OpenedRow]) -> None:
 
 def sealed_record(record: EvidenceRecord, row: OpenedRow) -> EvidenceRecord:
     """``record`` with nothing of the row's content: the command and output are replaced
-    by the row's digest, and the runner's findings by a count."""
+    by the row's digest, the runner's findings (they name its tests) by a count, and the
+    runner it starts is not said."""
     findings = (f"holdout: {len(record.findings)} finding(s) from the runner",) * bool(
         record.findings
     )
@@ -312,6 +313,7 @@ def sealed_record(record: EvidenceRecord, row: OpenedRow) -> EvidenceRecord:
         output_sha256=_NOTHING,
         output_bytes=0,
         findings=findings,
+        runner="",
         notes=(),
         pinned=(),
     )

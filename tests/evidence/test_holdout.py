@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,27 +33,48 @@ OVERFIT = "def add(a, b):\n    return 4 if (a, b) == (2, 2) else 0\n"
 GOOD = "def add(a, b):\n    return a + b\n"
 
 
-def _author(tmp_path: Path, scene: Scene, run_assay: AssayRunner) -> None:
+# The same check as a pytest test: the gate reads pytest's own report of a holdout row.
+HIDDEN_TEST = f"import calc\n\n\ndef test_add_{CANARY.replace('-', '_')}():\n"
+HIDDEN_TEST += "    assert calc.add(3, 5) == 8\n"
+PYTEST_COMMAND = f"{sys.executable} -m pytest -q -p no:cacheprovider test_hidden_{CANARY}.py"
+# Hostile desks the exit code alone would pass: code that ends any run it does not know
+# with exit 0, and a branch conftest.py that mends ``add`` only under pytest.
+EXITS_UNLESS_VISIBLE = (
+    "import os\nimport sys\n\nif not sys.argv[0].endswith('check.py'):\n    os._exit(0)\n" + OVERFIT
+)
+MENDING_CONFTEST = "import calc\n\ncalc.add = lambda a, b: a + b\n"
+
+
+def _author(
+    tmp_path: Path,
+    scene: Scene,
+    run_assay: AssayRunner,
+    *,
+    file: tuple[str, str] = (f"hidden_{CANARY}.py", HIDDEN),
+    command: str = COMMAND,
+) -> None:
     """The brief's author: record the gate's keys, then seal one holdout row."""
     recorded = run_assay("forge", "gate-key", str(scene.forge), "--json")
     assert recorded.returncode == 0, recorded.stderr
     desk_files = tmp_path / "author-files"
     desk_files.mkdir()
-    (desk_files / f"hidden_{CANARY}.py").write_text(HIDDEN)
+    (desk_files / file[0]).write_text(file[1])
     added = run_assay(
-        "holdout", "add", BRIEF, "--id", "hidden", "--run", COMMAND,
-        "--file", f"hidden_{CANARY}.py", "--forge", str(scene.forge), "--json",
+        "holdout", "add", BRIEF, "--id", "hidden", "--run", command,
+        "--file", file[0], "--forge", str(scene.forge), "--json",
         cwd=desk_files,
     )  # fmt: skip
     assert added.returncode == 0, added.stdout + added.stderr
     assert json.loads(added.stdout)["rows"] == ["hidden"]
 
 
-def _in_review(tmp_path: Path, run_assay: AssayRunner, calc: str) -> Scene:
-    """A brief with a holdout row, and a desk's ``calc.py`` in review, every row claimed."""
+def _in_review(tmp_path: Path, run_assay: AssayRunner, calc: str, **author: Any) -> Scene:
+    """A brief with a holdout row, and a desk's ``calc.py`` in review, every row claimed
+    (``author``: the holdout row, as ``_author`` takes it; ``calc`` may be a dict of files)."""
     scene = Scene(tmp_path)
-    _author(tmp_path, scene, run_assay)
-    head = scene.desk_commit({"calc.py": calc}, claims={"unit": "pass", "lint": "pass"})
+    _author(tmp_path, scene, run_assay, **author)
+    files = calc if isinstance(calc, dict) else {"calc.py": calc}
+    head = scene.desk_commit(files, claims={"unit": "pass", "lint": "pass"})
     scene.open_review(head)
     return scene
 
@@ -113,6 +136,47 @@ def test_a_working_desk_merges_with_the_holdout_passing(
     # The squash holds the desk's code, never the holdout file.
     listing = git("--git-dir", str(scene.forge), "ls-tree", "-r", "--name-only", "main")
     assert f"hidden_{CANARY}.py" not in listing
+
+
+@pytest.mark.parametrize(
+    ("desk", "exit"),
+    [
+        ({"calc.py": GOOD}, 0),
+        ({"calc.py": EXITS_UNLESS_VISIBLE}, 0),
+        ({"calc.py": OVERFIT, "conftest.py": MENDING_CONFTEST}, 1),
+    ],
+    ids=["working", "exits-unless-visible", "branch-conftest-mends"],
+)
+def test_a_pytest_holdout_row_is_judged_by_pytests_report_in_a_pinned_tree(
+    tmp_path: Path, run_assay: AssayRunner, desk: dict[str, str], exit: int
+) -> None:
+    scene = _in_review(
+        tmp_path, run_assay, desk,
+        file=(f"test_hidden_{CANARY}.py", HIDDEN_TEST), command=PYTEST_COMMAND,
+    )  # fmt: skip
+    verified = run_assay("verify", BRIEF, "--forge", str(scene.forge), "--json")
+    report = json.loads(verified.stdout)
+    rows = {row["row"]: row for row in report["decision"]["rows"]}
+    [record] = [r for r in report["ran"] if r["row"] == "holdout:hidden"]
+    assert rows["unit"]["verdict"] == "pass"  # the visible check is fooled by every desk
+    # The desk that exits early exits 0 (the exit code alone would pass it): pytest's
+    # report fails it. The mending conftest.py would have made the row pass, exit 0 and
+    # report included: the tree is pinned for the holdout row too, so it is gone and the
+    # hidden test fails.
+    assert record["exit"] == exit, record
+    if desk["calc.py"] == GOOD:
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert rows["holdout:hidden"]["verdict"] == "pass" and record.get("findings", []) == []
+    else:
+        assert verified.returncode == 1, verified.stdout + verified.stderr
+        assert rows["holdout:hidden"]["verdict"] == "failing"
+        # The runner's findings name the hidden test: only their count leaves the gate.
+        findings = ["holdout: 1 finding(s) from the runner"] if exit == 0 else []
+        assert record.get("findings", []) == findings
+    assert record.get("runner", "") == "" and record["output_tail"] == ""
+    for needle in (CANARY, CANARY.replace("-", "_"), PYTEST_COMMAND):
+        assert needle not in verified.stdout + verified.stderr
+        assert needle.encode() not in _everything_on_the_forge(scene.forge)
 
 
 def test_a_changed_holdout_row_makes_its_old_evidence_stale(
