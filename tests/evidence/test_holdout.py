@@ -68,7 +68,9 @@ def _author(
     assert json.loads(added.stdout)["rows"] == ["hidden"]
 
 
-def _in_review(tmp_path: Path, run_assay: AssayRunner, calc: str, **author: Any) -> Scene:
+def _in_review(
+    tmp_path: Path, run_assay: AssayRunner, calc: str | dict[str, str], **author: Any
+) -> Scene:
     """A brief with a holdout row, and a desk's ``calc.py`` in review, every row claimed
     (``author``: the holdout row, as ``_author`` takes it; ``calc`` may be a dict of files)."""
     scene = Scene(tmp_path)
