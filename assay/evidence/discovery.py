@@ -489,6 +489,8 @@ class Discovery:
             self.words(args, cwd=cwd)
             return
         self.found.runners.add("node")
+        if program == "node":
+            self.found.runners.add("node:test")  # node's own runner: its report is read
         for level in _ancestors(_in(cwd, "x")):
             self.found.config.add(_in(level, "package.json"))
             for name in NODE_CONFIG:

@@ -561,7 +561,7 @@ def _run_rows(
         folder = ReportFolder.make(checks.root) if runners else None
 
         def run(where: Path, into: ReportFolder | None, row: RowSpec = row) -> RowRun:
-            env = environ if into is None else into.environ(environ)
+            env = environ if into is None else into.environ(environ, site)
             return run_row(
                 row.command, cwd=where, timeout_s=row.timeout_s, env=env, sandbox=sandbox
             )

@@ -1,7 +1,8 @@
 """Results read from the runner, checked against main: the structured verdict of one row.
 
 An exit code can be forged by the code under test (``os._exit(0)``, a patched
-``assertEqual``). For a row that runs pytest or unittest, the gate also reads the runner's
+``assertEqual``). For a row that runs pytest, unittest or ``node --test``, the gate also
+reads the runner's
 own report (``assay.evidence.reporters``, loaded from the gate's folder, writing into a
 folder with a random name outside the tree) and the row passes only with all of:
 
@@ -15,8 +16,11 @@ folder with a random name outside the tree) and the row passes only with all of:
 - the tripwire, a test the reporter adds that fails with a random message, reported as
   exactly that failure ("tripwire not reported: the runner's results cannot be trusted").
 
-A row whose runners the gate does not read (``make`` alone, ``go test``, a script) is
-judged by its exit code and marked ``unstructured``.
+``node --test`` runs each test file in a process of its own: a file whose process ended
+before its natural end (an explicit exit, a kill) is a test in error, and the tripwire must
+be told by every file's process. A row whose runners the gate does not read (``make``
+alone, ``go test``, ``npm test``, jest, a script) is judged by its exit code and marked
+``unstructured``.
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ from pathlib import Path
 
 from assay.evidence.reporters import REPORT_ENV
 
-STRUCTURED = ("pytest", "unittest")
+STRUCTURED = ("pytest", "unittest", "node:test")
 PYTEST_PLUGIN = "assay_gate_pytest"
+NODE_REPORTER = "assay_gate_node.mjs"
+NODE_CHILD = "assay_gate_node_child.mjs"
 BASELINE_VERSION = 1
 MAX_FINDINGS = 12
 _SKIPPED = ("skipped",)
@@ -85,11 +91,19 @@ class ReportFolder:
         path.mkdir(mode=0o700)
         return cls(path, secrets.token_hex(16))
 
-    def environ(self, env: Mapping[str, str]) -> dict[str, str]:
-        """``env`` with the reporters switched on (pytest's plugin, unittest's runner)."""
+    def environ(self, env: Mapping[str, str], site: Path) -> dict[str, str]:
+        """``env`` with the reporters in ``site`` switched on: pytest's plugin, unittest's
+        runner, and for ``node --test`` the gate's reporter beside node's own output and its
+        module in every test file's process."""
         more = dict(env)
         more[REPORT_ENV] = f"{self.path}\n{self.nonce}"
         more["PYTEST_ADDOPTS"] = f"-p {PYTEST_PLUGIN} {env.get('PYTEST_ADDOPTS', '')}".strip()
+        node = (
+            f"--test-reporter={site / NODE_REPORTER} --test-reporter-destination=/dev/null "
+            "--test-reporter=spec --test-reporter-destination=stdout "
+            f"--import={site / NODE_CHILD}"
+        )
+        more["NODE_OPTIONS"] = f"{node} {env.get('NODE_OPTIONS', '')}".strip()
         return more
 
     def read(self) -> Reports:

@@ -5,7 +5,10 @@ They are copied out of this package into a gate-owned folder beside the gate's
 process into a folder whose random name the row learns only from its environment:
 
 - ``assay_gate_pytest``: a pytest plugin (``-p assay_gate_pytest`` in ``PYTEST_ADDOPTS``);
-- ``assay_gate_unittest``: wraps ``python -m unittest`` (installed by the sitecustomize).
+- ``assay_gate_unittest``: wraps ``python -m unittest`` (installed by the sitecustomize);
+- ``assay_gate_node.mjs``: a ``node --test`` reporter (``--test-reporter`` in
+  ``NODE_OPTIONS``), with ``assay_gate_node_child.mjs`` imported into each test file's
+  process, where the tripwire runs once the file's tests are done.
 
 Each adds the gate's tripwire, a test known to fail with a random message, and reports it
 apart from the real tests; the exit status the runner would have without it is kept.
@@ -16,7 +19,13 @@ from __future__ import annotations
 from pathlib import Path
 
 REPORT_ENV = "ASSAY_GATE_REPORT"
-MODULES = ("assay_gate_pytest.py", "assay_gate_unittest.py", "assay_gate_report.py")
+MODULES = (
+    "assay_gate_pytest.py",
+    "assay_gate_unittest.py",
+    "assay_gate_report.py",
+    "assay_gate_node.mjs",
+    "assay_gate_node_child.mjs",
+)
 
 
 def install(folder: Path) -> None:
