@@ -27,7 +27,10 @@ Measures, in one run on this machine, and prints as ONE table:
   briefs' own files, beside one commit per brief and none (``tests.bench.mainline``);
 - durability modes: pushes per brief in step, window and exit mode for the scripted agent
   desk (4 calls) and a 20-call scripted brief, beside the window target
-  (``tests.bench.durability``).
+  (``tests.bench.durability``);
+- the gate: one row of each kind (plain, pytest, ``node --test``) through ``verify`` beside
+  the bare command, the gate's overhead per row, and holdout rows per second
+  (``tests.bench.evidence``).
 
 Then writes the table, with a description of the machine, under "## Summary" at the top of
 ``docs/benchmarks.md`` (the per-area sections below it are left as they are). ``--quick``
@@ -55,6 +58,7 @@ from tests.bench import (
     clidesk,
     cost,
     durability,
+    evidence,
     gateway,
     github_budget,
     growth,
@@ -177,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         metavar="SECTIONS",
         default="",
         help="comma-separated sections to run (peers, gateway, growth, mainline, sandbox, "
-        "durability, claims, cost, "
+        "durability, gate, claims, cost, "
         "wake, scale, clidesk, github); "
         "implies --no-write",
     )
@@ -283,6 +287,10 @@ def main(argv: list[str] | None = None) -> None:
         raw["durability"] = durability.measure()
         return durability.rows(raw["durability"])
 
+    def gate_rows() -> list[Row]:
+        raw["gate"] = evidence.measure_kinds(runs=2 if quick else 5)
+        return evidence.kind_rows(raw["gate"])
+
     def sandbox_rows() -> list[Row]:
         raw["sandbox"] = sandbox.measure(runs=10 if quick else 100)
         return sandbox.rows(raw["sandbox"])
@@ -294,6 +302,7 @@ def main(argv: list[str] | None = None) -> None:
         ("mainline", mainline_rows),
         ("sandbox", sandbox_rows),
         ("durability", durability_rows),
+        ("gate", gate_rows),
         ("claims", claim_rows),
         ("cost", cost_rows),
         ("wake", wake_rows),
