@@ -28,11 +28,11 @@ from typing import Any
 import assay.refs as refs
 from assay.errors import BadInput
 from assay.ids import check_id
+from assay.plumbing import ZERO_SHA
 
 TOKENS_FILE = "assay-tokens.json"
 TOKENS_VERSION = 1
 ROLES = ("desk", "gate", "sweeper", "person", "admin")
-ZERO_OID = "0" * 40
 MAX_TOKENS_BYTES = 1 << 20
 
 # What each role may write (ref prefixes or whole ref names); admin writes anything.
@@ -222,11 +222,11 @@ def refusal(
     role = principal.role
     if role == "admin":
         return None
-    if role == "gate" and old == new and old != ZERO_OID:
+    if role == "gate" and old == new and old != ZERO_SHA:
         return None  # pinning a ref at its own value
     if not ref.startswith(WRITES.get(role, ())):
         return f"role {role} may not write {ref}"
-    if new == ZERO_OID:
+    if new == ZERO_SHA:
         if ref.startswith(_GUARDED):
             return f"only admin deletes {ref}"
         if not ref.startswith(DELETES.get(role, ())):
@@ -243,9 +243,9 @@ def refusal(
         if holder != principal.name:
             named = "no claim" if holder is None else f"a claim naming desk {holder[:100]!r}"
             return f"desk {principal.name} may not write {ref}: the brief has {named}"
-    if role == "sweeper" and ref.startswith(refs.CLAIMS) and old == ZERO_OID:
+    if role == "sweeper" and ref.startswith(refs.CLAIMS) and old == ZERO_SHA:
         return f"role sweeper may only mark existing claims, not create {ref}"
-    moves = old != ZERO_OID and old != new and ref.startswith(_GUARDED)
+    moves = old != ZERO_SHA and old != new and ref.startswith(_GUARDED)
     if moves and fast_forward() is False:
         return f"role {role} may not force {ref} (not a fast-forward)"
     return None

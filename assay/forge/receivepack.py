@@ -60,7 +60,6 @@ from assay.forge.packfile import (
 from assay.forge.smarthttp import (
     FLUSH,
     MAX_PUSH_HEAD,
-    ZERO_OID,
     PushCommand,
     PushRequest,
     parse_push,
@@ -71,7 +70,7 @@ from assay.forge.smarthttp import (
     stale_refusal,
 )
 from assay.odb import read_refs
-from assay.plumbing import run_git
+from assay.plumbing import ZERO_SHA, run_git
 
 UNPACK_LIMIT = 100  # receive.unpackLimit's default: git keeps a larger push as a pack
 MAX_BODY = 4 << 20  # bytes of a push body read into memory here; a larger one is git's
@@ -338,9 +337,9 @@ def _connected(
     """Whether every object the new tips reach is in the pack or reachable from a ref:
     from the commands' old values (which the refs are found at under the locks before
     anything moves) or from main."""
-    tips = {c.old for c in commands if c.old != ZERO_OID}
+    tips = {c.old for c in commands if c.old != ZERO_SHA}
     main = ref_value(repo, refs.MAIN)
-    if main is not None and main != ZERO_OID:
+    if main is not None and main != ZERO_SHA:
         tips.add(main)
     reachable = _Reachable(repo, tips)
     for command in commands:
@@ -477,7 +476,7 @@ class _Locks:
             path = self.git_dir / command.ref
             lock = path.with_name(path.name + ".lock")
             try:
-                if command.old == ZERO_OID and not _creatable(self.git_dir, self.repo, command.ref):
+                if command.old == ZERO_SHA and not _creatable(self.git_dir, self.repo, command.ref):
                     return False
                 lock.parent.mkdir(parents=True, exist_ok=True)
                 handle = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -520,4 +519,4 @@ def _creatable(git_dir: Path, repo: Any, ref: str) -> bool:
     if (git_dir / ref).is_dir() or read_refs(git_dir, ref + "/"):
         return False
     parts = ref.split("/")
-    return all(ref_value(repo, "/".join(parts[:end])) == ZERO_OID for end in range(2, len(parts)))
+    return all(ref_value(repo, "/".join(parts[:end])) == ZERO_SHA for end in range(2, len(parts)))

@@ -58,7 +58,7 @@ from assay.forge import (
     uploadpack,
 )
 from assay.forge.embedded import is_forge
-from assay.plumbing import config_env
+from assay.plumbing import ZERO_SHA, config_env
 from assay.refs import CLAIMS
 
 LOG = logging.getLogger("assay.forge.serve")
@@ -424,7 +424,7 @@ class _Handler(BaseHTTPRequestHandler):
                     claim = claims_after.get(CLAIMS + brief)
                     if claim is None:
                         claim = smarthttp.ref_value(repo, CLAIMS + brief)
-                    if not claim or claim == smarthttp.ZERO_OID:
+                    if not claim or claim == ZERO_SHA:
                         return None
                     return principals.claim_desk(repo, objects, claim)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.errors import BadInput
+from assay.plumbing import ZERO_SHA
 
 FLUSH = b"0000"
 DELIM = b"0001"
@@ -37,7 +38,6 @@ DELIM_CODE = 1  # and a delim packet
 UPLOAD_PACK = "git-upload-pack"
 RECEIVE_PACK = "git-receive-pack"
 SERVICES = (UPLOAD_PACK, RECEIVE_PACK)
-ZERO_OID = "0" * 40
 _LENGTH = re.compile(rb"[0-9a-f]{4}")
 
 
@@ -366,7 +366,7 @@ class RefServer:
         hidden = hide_patterns(self.config(), "receive")
         with self.repository() as repo:
             refs = self._refs(repo, lambda name: not _hidden(name, hidden))
-        lines = [f"{r.oid} {r.name}" for r in refs] or [f"{ZERO_OID} capabilities^{{}}"]
+        lines = [f"{r.oid} {r.name}" for r in refs] or [f"{ZERO_SHA} capabilities^{{}}"]
         lines[0] += "\0" + self.receive_pack_caps
         return b"".join(pkt_line(f"{line}\n".encode()) for line in lines) + FLUSH
 
@@ -540,7 +540,7 @@ def parse_push(head: bytes) -> PushRequest | None:
     if listed is None:
         return None
     commands, capabilities, pos = listed
-    if any(command.new == ZERO_OID for command in commands):
+    if any(command.new == ZERO_SHA for command in commands):
         return None
     pack = head[pos + 4 : pos + 16]
     if not commands or len(pack) < 12 or pack[:8] not in (b"PACK\0\0\0\2", b"PACK\0\0\0\3"):
@@ -615,14 +615,14 @@ def _command_list(head: bytes) -> tuple[list[PushCommand], tuple[str, ...], int]
 
 def ref_value(repo: Any, name: str) -> str | None:
     """A ref's value as receive-pack's lock reads it (libgit2: the loose file, else
-    ``packed-refs``): its sha, ZERO_OID when it does not exist, None when it is symbolic or
+    ``packed-refs``): its sha, ZERO_SHA when it does not exist, None when it is symbolic or
     unreadable (left to receive-pack)."""
     import pygit2
 
     try:
         ref = repo.references.get(name)
         if ref is None:
-            return ZERO_OID
+            return ZERO_SHA
         if ref.type == pygit2.enums.ReferenceType.SYMBOLIC:
             return None
         return str(ref.target)
@@ -652,13 +652,13 @@ def pushable(git_dir: Path, request: PushRequest, *, config: Any, offered: str) 
 
 def stale_refusal(request: PushRequest, current: Sequence[str | None]) -> bytes | None:
     """receive-pack's answer when its ref locks find the refs of ``request`` at
-    ``current`` (ZERO_OID: missing; None: symbolic or unreadable) and the push can only
+    ``current`` (ZERO_SHA: missing; None: symbolic or unreadable) and the push can only
     lose: for an atomic push any one command stale (and those before it where they are
     expected), otherwise every one. None when it is not such a push."""
     # A ref that is missing but expected is not refused here: git's words for it
     # depend on the refs around it.
     stale = [
-        cur not in (None, ZERO_OID, c.old) for c, cur in zip(request.commands, current, strict=True)
+        cur not in (None, ZERO_SHA, c.old) for c, cur in zip(request.commands, current, strict=True)
     ]
     atomic = request.asks("atomic")
     if atomic:
@@ -666,7 +666,7 @@ def stale_refusal(request: PushRequest, current: Sequence[str | None]) -> bytes 
             return None
         first = stale.index(True)
         settled = list(current[:first]) == [c.old for c in request.commands[:first]]
-        if not settled or ZERO_OID in current[:first]:
+        if not settled or ZERO_SHA in current[:first]:
             return None
         errors = [_lock_failure(request.commands[first], str(current[first]))]
     elif all(stale):
@@ -680,7 +680,7 @@ def stale_refusal(request: PushRequest, current: Sequence[str | None]) -> bytes 
 
 def _lock_failure(command: PushCommand, current: str) -> str:
     """receive-pack's words (from the files backend) for a command whose ref has moved."""
-    if command.old == ZERO_OID:
+    if command.old == ZERO_SHA:
         return f"cannot lock ref '{command.ref}': reference already exists"
     return f"cannot lock ref '{command.ref}': is at {current} but expected {command.old}"
 

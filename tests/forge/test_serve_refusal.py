@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from assay.forge import Forge, ForgeServer
-from assay.forge.smarthttp import FLUSH, ZERO_OID, pkt_line, service_env
-from assay.plumbing import ASSAY_IDENTITY, PushOutcome, RefUpdate
+from assay.forge.smarthttp import FLUSH, pkt_line, service_env
+from assay.plumbing import ASSAY_IDENTITY, ZERO_SHA, PushOutcome, RefUpdate
 from tests.forge.serving import request
 from tests.forge_fixtures import put_on_main
 
@@ -117,8 +117,8 @@ CAPS = [
 def _stale_pushes(s: Shas) -> list[list[tuple[str, str, str]]]:
     return [
         [(s.a, s.c, "refs/heads/x")],  # x moved a -> b under us
-        [(ZERO_OID, s.c, "refs/assay/claims/q")],  # a claim someone created first
-        [(s.a, s.c, "refs/heads/x"), (ZERO_OID, s.c, "refs/heads/y")],  # every one stale
+        [(ZERO_SHA, s.c, "refs/assay/claims/q")],  # a claim someone created first
+        [(s.a, s.c, "refs/heads/x"), (ZERO_SHA, s.c, "refs/heads/y")],  # every one stale
     ]
 
 
@@ -285,7 +285,7 @@ def test_a_huge_command_list_is_left_to_git(
 def test_a_push_of_only_deletes_is_left_to_git(
     server: ForgeServer, forge_path: Path, shas: Shas
 ) -> None:
-    commands = [(shas.a, ZERO_OID, "refs/heads/x"), (shas.c, ZERO_OID, "refs/heads/y")]
+    commands = [(shas.a, ZERO_SHA, "refs/heads/x"), (shas.c, ZERO_SHA, "refs/heads/y")]
     _left_to_git(server, forge_path, _body(commands, f"report-status {AGENT}", b""))
 
 
@@ -330,7 +330,7 @@ def test_a_long_refusal_is_split_across_side_band_packets_as_git_splits_it(
     refs = [f"refs/assay/claims/{'long-brief-name-' * 3}{n:04d}" for n in range(1000)]
     script = "".join(f"create {ref} {shas.b}\n" for ref in refs)
     _git(forge_path, "update-ref", "--stdin", input=script.encode())
-    commands = [(ZERO_OID, shas.c, ref) for ref in refs]  # every one already claimed
+    commands = [(ZERO_SHA, shas.c, ref) for ref in refs]  # every one already claimed
     body = _body(commands, f"report-status side-band-64k {AGENT}", shas.pack)
     status, answer = _post(server, body)
     assert status == 200 and server.started == {"refused": 1}
