@@ -43,6 +43,74 @@ Validator = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
+class RecordCodec:
+    """How one log's records are checked, decoded and encoded, apart from any forge: a
+    server reading its own repository decodes with it as a log's reader does.
+
+    ``validate`` (optional) checks a record's own fields and raises ``ValueError``,
+    ``KeyError``, ``TypeError`` or ``BadInput``; decoding turns that into ``Corrupt`` naming
+    ``ref`` and the commit, encoding into ``BadInput``. ``path`` is the record's file name
+    in each commit; with ``stamp_kind=False`` records carry no ``kind`` field (one that is
+    present must still match).
+    """
+
+    ref: str
+    kind: str
+    version: int = 1
+    validate: Validator | None = None
+    path: str = RECORD_PATH
+    stamp_kind: bool = True
+
+    def parse(self, commit: str, blob: bytes | None) -> dict[str, Any]:
+        """The record ``blob`` holds (``Corrupt`` naming the ref and ``commit``)."""
+        where = f"{self.ref} at {commit[:12]}"
+        if blob is None:
+            raise Corrupt(f"{where}: the commit holds no {self.path}", ref=self.ref)
+        try:
+            record = json.loads(blob)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise Corrupt(f"{where}: {self.path} is not JSON: {exc}", ref=self.ref) from exc
+        except RecursionError:
+            raise Corrupt(f"{where}: {self.path} is nested too deeply", ref=self.ref) from None
+        try:
+            self.check(record)
+        except BadInput as exc:
+            raise Corrupt(f"{where}: {exc.message}", ref=self.ref) from exc
+        return dict(record)
+
+    def check(self, record: Any) -> None:
+        """Raise ``BadInput`` unless ``record`` is a valid record of this log."""
+        if not isinstance(record, dict):
+            raise BadInput(f"{self.path} must be a JSON object")
+        if record.get("v") != self.version:
+            raise BadInput(f"field 'v' is {record.get('v')!r}, this Assay reads v{self.version}")
+        if (self.stamp_kind or "kind" in record) and record.get("kind") != self.kind:
+            raise BadInput(f"field 'kind' is {record.get('kind')!r}, expected {self.kind!r}")
+        if self.validate is not None:
+            try:
+                self.validate(record)
+            except BadInput:
+                raise
+            except (ValueError, KeyError, TypeError) as exc:
+                raise BadInput(f"invalid record: {exc}") from exc
+
+    def encode(self, record: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """``record`` with ``v`` (and ``kind``) filled in, and its canonical bytes;
+        ``BadInput`` naming the ref when it is not a valid record (nothing is written)."""
+        full = {**record, "v": self.version}
+        if self.stamp_kind:
+            full["kind"] = self.kind
+        try:
+            self.check(full)
+            payload = json.dumps(full, sort_keys=True, separators=(",", ":")).encode()
+        except (TypeError, ValueError) as exc:
+            raise BadInput(f"{self.ref}: record cannot be stored: {exc}") from exc
+        except BadInput as exc:
+            raise BadInput(f"{self.ref}: {exc.message}") from exc
+        return full, payload
+
+
+@dataclass(frozen=True)
 class LogEntry:
     """One record of a log and the commit that holds it."""
 
@@ -51,14 +119,8 @@ class LogEntry:
 
 
 class RefLog:
-    """An append-only log of versioned JSON records on one ref of a forge.
-
-    ``validate`` (optional) checks a record's own fields and raises ``ValueError``,
-    ``KeyError``, ``TypeError`` or ``BadInput``; on read that becomes ``Corrupt``, on
-    append ``BadInput`` (nothing is written). ``path`` is the record's file name in each
-    commit; with ``stamp_kind=False`` records carry no ``kind`` field (one that is present
-    must still match).
-    """
+    """An append-only log of versioned JSON records on one ref of a forge, in the shape
+    its :class:`RecordCodec` checks (the options past ``ref`` are the codec's)."""
 
     def __init__(
         self,
@@ -75,13 +137,26 @@ class RefLog:
             raise BadInput(f"{ref!r} is not a full ref name")
         self.forge = forge
         self.ref = ref
+        self.codec = RecordCodec(
+            ref, kind, version=version, validate=validate, path=path, stamp_kind=stamp_kind
+        )
         self.kind = kind
-        self.version = version
-        self._validate = validate
         self.path = path
-        self.stamp_kind = stamp_kind
         self._tip: str | None = None
         self._known = False
+
+    @classmethod
+    def of(cls, forge: Forge, codec: RecordCodec) -> RefLog:
+        """The log on ``codec.ref`` of ``forge``, in the shape ``codec`` checks."""
+        return cls(
+            forge,
+            codec.ref,
+            kind=codec.kind,
+            version=codec.version,
+            validate=codec.validate,
+            path=codec.path,
+            stamp_kind=codec.stamp_kind,
+        )
 
     @classmethod
     def for_brief(
@@ -136,13 +211,13 @@ class RefLog:
     def entries(self, *, fetch: bool = True, after: str | None = None) -> list[LogEntry]:
         """Every record, oldest first (only those after commit ``after`` when given)."""
         return [
-            LogEntry(commit, self._parse(commit, blob))
+            LogEntry(commit, self.codec.parse(commit, blob))
             for commit, blob in self.raw_entries(fetch=fetch, after=after)
         ]
 
     def parse(self, commit: str, blob: bytes | None) -> dict[str, Any]:
         """One record as ``entries`` parses it (``Corrupt`` naming the commit)."""
-        return self._parse(commit, blob)
+        return self.codec.parse(commit, blob)
 
     def read(self, *, fetch: bool = True) -> list[dict[str, Any]]:
         """Every record, oldest first."""
@@ -153,39 +228,7 @@ class RefLog:
         tip = self.head(fetch=fetch)
         if tip is None:
             return None
-        return self._parse(tip, self.forge.read_blob(tip, self.path))
-
-    def _parse(self, commit: str, blob: bytes | None) -> dict[str, Any]:
-        where = f"{self.ref} at {commit[:12]}"
-        if blob is None:
-            raise Corrupt(f"{where}: the commit holds no {self.path}", ref=self.ref)
-        try:
-            record = json.loads(blob)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise Corrupt(f"{where}: {self.path} is not JSON: {exc}", ref=self.ref) from exc
-        except RecursionError:
-            raise Corrupt(f"{where}: {self.path} is nested too deeply", ref=self.ref) from None
-        try:
-            self.check(record)
-        except BadInput as exc:
-            raise Corrupt(f"{where}: {exc.message}", ref=self.ref) from exc
-        return dict(record)
-
-    def check(self, record: Any) -> None:
-        """Raise ``BadInput`` unless ``record`` is a valid record of this log."""
-        if not isinstance(record, dict):
-            raise BadInput(f"{self.path} must be a JSON object")
-        if record.get("v") != self.version:
-            raise BadInput(f"field 'v' is {record.get('v')!r}, this Assay reads v{self.version}")
-        if (self.stamp_kind or "kind" in record) and record.get("kind") != self.kind:
-            raise BadInput(f"field 'kind' is {record.get('kind')!r}, expected {self.kind!r}")
-        if self._validate is not None:
-            try:
-                self._validate(record)
-            except BadInput:
-                raise
-            except (ValueError, KeyError, TypeError) as exc:
-                raise BadInput(f"invalid record: {exc}") from exc
+        return self.codec.parse(tip, self.forge.read_blob(tip, self.path))
 
     # ------------------------------------------------------------------ writing
 
@@ -198,16 +241,7 @@ class RefLog:
         max_attempts: int = 20,
     ) -> LogEntry:
         """Append one record (``v`` and ``kind`` are filled in); return it with its commit."""
-        full = {**record, "v": self.version}
-        if self.stamp_kind:
-            full["kind"] = self.kind
-        try:
-            self.check(full)
-            payload = json.dumps(full, sort_keys=True, separators=(",", ":")).encode()
-        except (TypeError, ValueError) as exc:
-            raise BadInput(f"{self.ref}: record cannot be stored: {exc}") from exc
-        except BadInput as exc:
-            raise BadInput(f"{self.ref}: {exc.message}") from exc
+        full, payload = self.codec.encode(record)
         summary = message or f"{self.kind} {self.ref.rsplit('/', 1)[-1]}"
         tip = self.head(fetch=False)
         for _ in range(max_attempts):

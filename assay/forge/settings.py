@@ -19,12 +19,12 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import assay.refs as refs
 from assay.errors import BadInput, Denied
 from assay.forge.base import Forge
-from assay.forge.records import RefLog
+from assay.forge.records import RecordCodec, RefLog
 from assay.plumbing import Identity
 
 if TYPE_CHECKING:
@@ -89,7 +89,11 @@ class ForgeSettings:
 
 
 def _log(forge: Forge) -> RefLog:
-    return RefLog(forge, refs.CONFIG, kind=SETTINGS_KIND, validate=_validate)
+    return RefLog.of(forge, _codec())
+
+
+def _codec() -> RecordCodec:
+    return RecordCodec(refs.CONFIG, SETTINGS_KIND, validate=_validate)
 
 
 def _from_record(record: dict[str, Any] | None) -> ForgeSettings:
@@ -126,10 +130,9 @@ def read_local_settings(git_dir: Path, tip: str | None) -> ForgeSettings:
 
     if tip is None:
         return ForgeSettings()
-    # The record's one parser: it reads only the blob it is given, never the forge.
-    log = _log(cast(Forge, None))
-    (blob,) = read_blobs(git_dir, [(tip, log.path)])
-    return _from_record(log.parse(tip, blob))
+    codec = _codec()  # the record's one parser, as a reader through a forge uses it
+    (blob,) = read_blobs(git_dir, [(tip, codec.path)])
+    return _from_record(codec.parse(tip, blob))
 
 
 def write_settings(
