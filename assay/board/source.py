@@ -32,7 +32,7 @@ from assay.board.snapshot import (
     JournalInfo,
     journal_info,
 )
-from assay.errors import AssayError, BadInput, Corrupt
+from assay.errors import AssayError, Corrupt
 from assay.evidence.anchors import anchor_problem
 from assay.forge.batch import GitBatch
 from assay.refs import (
@@ -49,7 +49,11 @@ from assay.refs import (
 from assay.sweep.apply import status_problem
 
 if TYPE_CHECKING:
+    from assay.desks.records.events import Untrusted
     from assay.evidence.keys import PublicKey
+
+    # How a brief's events are checked: None (only a person writes them), or signed with.
+    EventKey = PublicKey | Untrusted | None
 
 
 @dataclass(frozen=True)
@@ -274,28 +278,27 @@ def _review(batch: GitBatch, ref: str, sha: str) -> Any:
     return parse_review(data, where=where, commit=sha)
 
 
-def _events(batch: GitBatch, ref: str, sha: str, notes: list[str]) -> list[EventInfo]:
-    """Every event on the ref, oldest first, each checked by the desk's events decoder.
+def _events(
+    batch: GitBatch, ref: str, sha: str, notes: list[str], signed_by: EventKey
+) -> list[EventInfo]:
+    """Every event on the ref, oldest first, each checked by the desk's events decoder
+    (``decode_event``: bounds, fields, and the events job's signature where any job may
+    write the ref).
 
-    A malformed or oversized record is skipped, as the desk's own reader skips it: it is
-    never delivered, so no sweep may wake a brief for it, and it does not stop the brief's
-    other events (anyone who can push an event could otherwise wedge the brief). ``notes``
-    gets one line per skipped record, naming the ref, the commit and why."""
-    from assay.desks.records.events import MAX_RECORD_BYTES, validate_record
+    A malformed, oversized or unsigned record is skipped, as the desk's own reader skips
+    it: it is never delivered, so no sweep may wake a brief for it, and it does not stop the
+    brief's other events (anyone who can push an event could otherwise wedge the brief).
+    ``notes`` gets one line per skipped record, naming the ref, the commit and why."""
+    from assay.desks.records.events import decode_event, events_codec
 
+    codec = events_codec(_suffix(ref, EVENTS))
     found: list[EventInfo] = []
     for commit in history(batch, sha):
-        where = f"{ref} at {commit[:12]}"
-        data = batch.blob(f"{commit}:record.json")
+        data = batch.blob(f"{commit}:{codec.path}")
         try:
-            if data is not None and len(data) > MAX_RECORD_BYTES:
-                raise BadInput(f"{where}: the record is over {MAX_RECORD_BYTES} bytes")
-            event = validate_record(json.loads(data) if data is not None else None, where=where)
+            event = decode_event(codec, commit, data, signed_by=signed_by)
         except AssayError as bad:
             notes.append(f"skipped: {bad.message}")
-            continue
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            notes.append(f"skipped: {where}: record.json is not JSON")
             continue
         found.append(
             EventInfo(
@@ -375,6 +378,7 @@ def _read_ref(
     *,
     journals: bool,
     evidence_key: Callable[[], PublicKey | None],
+    events_key: Callable[[], EventKey],
 ) -> None:
     """Decode one ref's record(s) with its owner's decoder; a failure marks its brief."""
     prefix = next((p for p in _PREFIXES if ref.startswith(p)), None)
@@ -390,7 +394,11 @@ def _read_ref(
             found = _decoded((ref, sha, key_id), lambda: tuple(_evidence(batch, sha, brief, key)))
             parts.evidence[brief] = list(found)
         elif prefix == EVENTS:
-            events, notes = _decoded((ref, sha, ""), lambda: _events_and_notes(batch, ref, sha))
+            signed_by = events_key()
+            key_id = "" if signed_by is None else getattr(signed_by, "fingerprint", "no key")
+            events, notes = _decoded(
+                (ref, sha, key_id), lambda: _events_and_notes(batch, ref, sha, signed_by)
+            )
             parts.events[brief] = list(events)
             if notes:
                 parts.event_notes[brief] = notes
@@ -416,10 +424,10 @@ def _read_ref(
 
 
 def _events_and_notes(
-    batch: GitBatch, ref: str, sha: str
+    batch: GitBatch, ref: str, sha: str, signed_by: EventKey
 ) -> tuple[tuple[EventInfo, ...], tuple[str, ...]]:
     notes: list[str] = []
-    events = _events(batch, ref, sha, notes)
+    events = _events(batch, ref, sha, notes, signed_by)
     return tuple(events), tuple(notes)
 
 
@@ -461,8 +469,26 @@ def snapshot_from_cache(
         templates = _templates(batch, main) if briefs else {}
         # The key the forge vouches for: read once, and only if an evidence ref is read.
         evidence_key = functools.cache(lambda: _reader_key(forge, refs))
+
+        def events_key() -> EventKey:
+            """None where only a person writes events (the push rule); else the key the
+            events job signs with, and with none known, no event counts."""
+            if getattr(forge, "protects_custom_refs", True):
+                return None
+            from assay.desks.records.events import NO_KEY
+
+            return evidence_key() or NO_KEY
+
         for ref, sha in sorted(refs.items()):
-            _read_ref(batch, parts, ref, sha, journals=journals, evidence_key=evidence_key)
+            _read_ref(
+                batch,
+                parts,
+                ref,
+                sha,
+                journals=journals,
+                evidence_key=evidence_key,
+                events_key=events_key,
+            )
     checked_by = evidence_key() if parts.evidence else None
     return ForgeSnapshot(
         url=url,

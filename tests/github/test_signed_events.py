@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from assay.board.source import read_snapshot
 from assay.claims import ClaimStore
 from assay.desks.records.events import EventLog
 from assay.evidence.keys import gate_key
@@ -74,6 +75,11 @@ def test_an_approval_pushed_by_a_desk_job_is_never_read_as_the_maintainers(
     log = EventLog(forge, BRIEF)
     assert log.read() == []
     assert "unsigned, and any job may write this ref" in log.skipped[0]
+    # The board and the sweepers read events through the same decoder: no sweep wakes
+    # the brief for it, and the board says why it was skipped.
+    snapshot = read_snapshot(forge)
+    assert snapshot.events.get(BRIEF, []) == []
+    assert "unsigned, and any job may write this ref" in snapshot.event_notes[BRIEF][0]
 
 
 def test_a_signature_by_another_key_does_not_count_either(
@@ -101,6 +107,7 @@ def test_the_events_job_signs_what_it_checked_and_readers_count_it(
     [approval] = log.read()
     assert approval.kind == "approve" and approval.id.startswith("github-comment-")
     assert len(log.skipped) == 1  # the forged record, noted and never delivered
+    assert [e.actor for e in read_snapshot(forge).events[BRIEF]] == ["maintainer"]
     stored = _stored_approval(fake_github)
     assert str(stored["sig"]).startswith("ed25519:")
     # An edit of the signed record (another actor) breaks its signature.

@@ -20,11 +20,12 @@ import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import assay.refs as refs
 from assay.errors import BadInput, Corrupt
 from assay.forge import Forge, RefLog
+from assay.forge.records import RecordCodec
 from assay.ids import check_id
 from assay.plumbing import Identity
 from assay.runtime import Event
@@ -107,7 +108,7 @@ class EventLog:
         self.forge = forge
         self.brief = check_id(brief)
         self.ref = events_ref(brief)
-        self._log = RefLog(forge, self.ref, kind=LOG_KIND, version=FORMAT_VERSION)
+        self._log = RefLog.of(forge, events_codec(brief))
         self.skipped: list[str] = []  # notes on the records the last read() skipped
         self._trusted: PublicKey | object | None = _UNREAD  # the key events are checked with
 
@@ -162,62 +163,87 @@ class EventLog:
             raise BadInput(exc.message, ref=self.ref) from exc
         events: list[Event] = []
         self.skipped = []
+        signed = None if self.forge.protects_custom_refs else self._trusted_key()
         for commit, blob in raw:
-            where = f"{self.ref} at {commit[:12]}"
             try:
-                record = parse_record(self._log, commit, blob, where=where)
-                event = validate_record(record, where=where)
-                self._check_signature(record, where=where)
+                event = decode_event(self._log.codec, commit, blob, signed_by=signed)
             except (BadInput, Corrupt) as bad:
                 self.skipped.append(f"skipped: {bad.message}")
                 continue
             events.append(event)
         return events
 
-    def _check_signature(self, record: Mapping[str, Any], *, where: str) -> None:
-        """``BadInput`` when this forge needs a signed event and ``record`` is not one."""
-        if self.forge.protects_custom_refs:
-            return  # only a person (or admin) writes events here: the push rule says so
+    def _trusted_key(self) -> PublicKey | Untrusted:
+        """The key this forge's events must be signed with, read once."""
         # Imported here: the evidence package reads this module (the merge's approvals).
-        from assay.evidence.keys import PublicKey, split_signature
         from assay.evidence.trust import reader_key
 
         if self._trusted is _UNREAD:
-            self._trusted = reader_key(self.forge)
-        trusted = self._trusted
-        sig = record.get("sig", "")
-        if not sig:
-            raise BadInput(
-                f"{where}: unsigned, and any job may write this ref: only events the "
-                "events job signed count"
-            )
-        if not isinstance(trusted, PublicKey):
-            raise BadInput(
-                f"{where}: no gate public key is known to check its signature "
-                "(set ASSAY_GATE_PUBLIC_KEY)"
-            )
-        try:
-            signer, signature = split_signature(sig, source=where)
-        except Corrupt as bad:
-            raise BadInput(bad.message) from None
-        signed = _signed_bytes(record, brief=self.brief)
-        if signer != trusted.fingerprint or not trusted.verifies(signature, signed):
-            raise BadInput(f"{where}: not signed by the gate key {trusted.fingerprint}")
+            self._trusted = reader_key(self.forge) or NO_KEY
+        return cast("PublicKey | Untrusted", self._trusted)
 
 
-def parse_record(log: RefLog, commit: str, blob: bytes | None, *, where: str) -> dict[str, Any]:
-    """One stored event record, bounded before it is parsed; ``BadInput``/``Corrupt``."""
+class Untrusted:
+    """A forge whose events must be signed, with no key known to check them: none counts."""
+
+
+NO_KEY = Untrusted()
+
+
+def events_codec(brief: str) -> RecordCodec:
+    """The shape of ``brief``'s event records, for any reader (the desk's, the board's)."""
+    return RecordCodec(events_ref(brief), LOG_KIND, version=FORMAT_VERSION)
+
+
+def decode_event(
+    codec: RecordCodec,
+    commit: str,
+    blob: bytes | None,
+    *,
+    signed_by: PublicKey | Untrusted | None,
+) -> Event:
+    """The one decoder of a stored event: bounded before it is parsed, validated, and where
+    any job may write the events ref (``signed_by`` not None: a forge that does not protect
+    custom refs), counted only when the events job signed it with that key. ``BadInput`` or
+    ``Corrupt`` naming the ref and commit: a reader skips the record, never delivers it."""
+    where = f"{codec.ref} at {commit[:12]}"
     if blob is not None and len(blob) > MAX_RECORD_BYTES:
         raise BadInput(f"{where}: the record is over {MAX_RECORD_BYTES} bytes")
     try:
-        return log.parse(commit, blob)
+        record = codec.parse(commit, blob)
     except RecursionError:
         raise BadInput(f"{where}: the record is nested too deeply") from None
+    event = validate_record(record, where=where)
+    if signed_by is not None:
+        brief = refs.brief_of(codec.ref, refs.EVENTS)
+        _check_signature(record, brief=brief, key=signed_by, where=where)
+    return event
 
 
-def parse_event(log: RefLog, commit: str, blob: bytes | None, *, where: str) -> Event:
-    """One stored event record as an ``Event``; ``BadInput``/``Corrupt``."""
-    return validate_record(parse_record(log, commit, blob, where=where), where=where)
+def _check_signature(
+    record: Mapping[str, Any], *, brief: str, key: PublicKey | Untrusted, where: str
+) -> None:
+    """``BadInput`` unless ``record`` carries ``key``'s signature over it and its brief."""
+    from assay.evidence.keys import split_signature
+
+    sig = record.get("sig", "")
+    if not sig:
+        raise BadInput(
+            f"{where}: unsigned, and any job may write this ref: only events the "
+            "events job signed count"
+        )
+    if isinstance(key, Untrusted):
+        raise BadInput(
+            f"{where}: no gate public key is known to check its signature "
+            "(set ASSAY_GATE_PUBLIC_KEY)"
+        )
+    try:
+        signer, signature = split_signature(sig, source=where)
+    except Corrupt as bad:
+        raise BadInput(bad.message) from None
+    signed = _signed_bytes(record, brief=brief)
+    if signer != key.fingerprint or not key.verifies(signature, signed):
+        raise BadInput(f"{where}: not signed by the gate key {key.fingerprint}")
 
 
 def _signed_bytes(record: Mapping[str, Any], *, brief: str) -> bytes:
