@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from assay.board.snapshot import EventInfo
+from assay.forgestate.snapshot import EventInfo
 from assay.states import Facts, State, arrival, classify, lease_expired
 
 NOW = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from assay.board.model import BoardState, BriefRow, EvidenceCounts, Session, Totals
+from assay.board.model import BoardState, BriefRow, Session, Totals
+from assay.forgestate.briefs import EvidenceCounts
 
 if TYPE_CHECKING:
     from assay.board.render import render_html, render_markdown
@@ -27,7 +28,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The renderers (and Jinja2) load on first use: the desks read the forge through
-    # ``assay.board.source`` and must not pay for templates at start-up.
+    # ``assay.forgestate.source`` and must not pay for templates at start-up.
     if name in {"render_html", "render_markdown"}:
         from assay.board import render
 

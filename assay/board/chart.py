@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
-from assay.board.model import BoardState, BriefRow, iso
+from assay.board.model import BoardState, BriefRow
+from assay.forgestate.times import iso
 from assay.states import COLOURS, FINISHED
 
 STATE_COLOURS: dict[str, str] = {state.value: colour for state, colour in COLOURS.items()}

@@ -8,50 +8,17 @@ two apart is what makes the board deterministic: rendering is a pure function of
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from assay.forgestate.briefs import EvidenceCounts as EvidenceCounts  # re-exported: a column
+from assay.forgestate.times import iso
 from assay.journal.fold import Session as Session  # re-exported: the board shows sessions
 from assay.states import ORDER, TITLES, State
 
 # The order groups appear in on the board, and their headings: the one vocabulary's.
 STATE_ORDER: tuple[str, ...] = tuple(str(state) for state in ORDER)
 STATE_TITLES: dict[str, str] = {str(state): title for state, title in TITLES.items()}
-
-
-@dataclass(frozen=True)
-class EvidenceCounts:
-    """Acceptance rows of one brief, by who vouches for them."""
-
-    rows: int = 0
-    claimed: int = 0  # rows the desk says pass (its own word; never counts for merge)
-    verified: int = 0  # rows the gate ran and saw pass at the current head
-    failing: int = 0  # rows the gate ran and saw fail at the current head
-    stale: int = 0  # rows the gate verified at an older head than the branch's tip
-    unsigned: int = 0  # rows that pass only on unsigned records (--insecure-unsigned-evidence)
-    unsandboxed: int = 0  # rows that passed only on the host (--insecure-unsandboxed-rows)
-    holdout: int = 0  # of ``rows``, those the desk never saw (``assay holdout add``)
-    holdout_passed: int = 0  # of those, the ones verified passing
-
-    @property
-    def label(self) -> str:
-        """``verified/rows`` plus the other counts when they are not zero, e.g. ``2/3 c3 s1``."""
-        if not self.rows and not (self.claimed or self.verified or self.stale):
-            return "-"
-        parts = [f"{self.verified}/{self.rows}"]
-        if self.claimed:
-            parts.append(f"claimed {self.claimed}")
-        if self.failing:
-            parts.append(f"failing {self.failing}")
-        if self.stale:
-            parts.append(f"stale {self.stale}")
-        if self.unsigned:
-            parts.append(f"unsigned {self.unsigned}")
-        if self.unsandboxed:
-            parts.append(f"unsandboxed {self.unsandboxed}")
-        if self.holdout:
-            parts.append(f"holdout {self.holdout_passed}/{self.holdout}")
-        return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -225,24 +192,3 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_jsonable(item) for item in value]
     return value
-
-
-def iso(moment: datetime) -> str:
-    """``2026-01-02T03:04:05Z``: UTC, whole seconds, the one spelling the board uses."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An ISO-8601 string (``Z`` or offset; naive means UTC) as an aware datetime, else None."""
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)

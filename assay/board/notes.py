@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from assay.board.model import EvidenceCounts, iso
-from assay.board.snapshot import ClaimInfo, ForgeSnapshot
+from assay.forgestate.briefs import EvidenceCounts
+from assay.forgestate.snapshot import ClaimInfo, ForgeSnapshot
+from assay.forgestate.times import iso
 from assay.states import CONDITION_WORDS, State
 
 

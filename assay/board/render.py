@@ -18,31 +18,15 @@ import jinja2
 from markupsafe import Markup
 
 from assay.board import chart
-from assay.board.model import BoardState, iso
+from assay.board.model import BoardState
 from assay.console import printable
 from assay.errors import BadInput
+from assay.forgestate.times import duration, iso
 
 MARKDOWN_TEMPLATE = "board.md.j2"
 HTML_TEMPLATE = "board.html.j2"
 
 SHIPPED_TEMPLATES = Path(__file__).resolve().parents[2] / "board_templates"
-
-
-def duration(seconds: float | None) -> str:
-    """``45s``, ``12m05s``, ``3h07m``, ``2d04h``; ``-`` for unknown."""
-    if seconds is None:
-        return "-"
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    minutes, secs = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h"
 
 
 def when(moment: datetime | None) -> str:

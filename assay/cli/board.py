@@ -15,7 +15,7 @@ from assay.errors import BadInput
 
 
 def _now(value: str | None) -> datetime | None:
-    from assay.board.model import parse_time
+    from assay.forgestate.times import parse_time
 
     if value is None:
         return None
@@ -128,7 +128,8 @@ def _notes(table: Table, data: dict[str, Any]) -> list[str]:
 
 
 def _status_table(data: dict[str, Any], *, width: int | None = None) -> Table:
-    from assay.board.render import duration, money
+    from assay.board.render import money
+    from assay.forgestate.times import duration
 
     headers = (
         "brief",

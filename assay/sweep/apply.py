@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import assay.refs as refs
-from assay.board.model import iso
-from assay.board.snapshot import ForgeSnapshot
+from assay.forgestate.snapshot import ForgeSnapshot
+from assay.forgestate.times import iso
 from assay.sweep.plan import Action
 
 STATUS_PREFIX = refs.STATUS
@@ -36,36 +36,6 @@ class Applied:
     pushes: int = 0
     landed: list[bool] = field(default_factory=list)
     log_commit: str = ""
-
-
-MAX_STATUS_BYTES = 64 * 1024
-_STATUS_TEXT = {"state": 64, "note": 4000, "by": 200, "at": 64, "sweep": 64, "brief": 200}
-
-
-def status_problem(record: Mapping[str, Any]) -> str:
-    """Why a stored status record is refused ("" when it is fine): the one status decoder.
-
-    Readers (the board, the sweep's planning) quarantine a refused record for its brief
-    instead of reading a megabyte note or a number where a word belongs.
-    """
-    try:
-        size = len(json.dumps(record, default=str))
-    except (TypeError, ValueError, RecursionError):
-        return "not plain JSON"
-    if size > MAX_STATUS_BYTES:
-        return f"over {MAX_STATUS_BYTES} bytes"
-    if record.get("v") != 1:
-        return "field 'v' is not 1"
-    for name, limit in _STATUS_TEXT.items():
-        value = record.get(name, "")
-        if not isinstance(value, str) or len(value) > limit:
-            return f"field {name!r} must be text of at most {limit} characters"
-    fence = record.get("fence", 0)
-    if fence is not None and (
-        isinstance(fence, bool) or not isinstance(fence, int) or not 0 <= fence <= 2**53
-    ):
-        return "field 'fence' must be a fence number"
-    return ""
 
 
 def status_record(action: Action, *, by: str, at: str, sweep: str) -> dict[str, Any]:

@@ -21,11 +21,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import assay.refs as refs
-from assay.board.model import iso
-from assay.board.snapshot import ForgeSnapshot
-from assay.board.source import read_snapshot
 from assay.claims.record import CLAIMS_PREFIX
 from assay.errors import Busy
+from assay.forgestate.snapshot import ForgeSnapshot
+from assay.forgestate.source import read_snapshot
+from assay.forgestate.times import iso
 from assay.ids import check_id
 from assay.sweep.apply import apply_plan, planned_outcomes
 from assay.sweep.plan import Action, plan

@@ -14,10 +14,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import assay.refs as refs
-from assay.board.collect import state_of
-from assay.board.model import iso, parse_time
-from assay.board.render import duration
-from assay.board.snapshot import ClaimInfo, EventInfo, ForgeSnapshot, JournalInfo
+from assay.forgestate.briefs import state_of
+from assay.forgestate.snapshot import ClaimInfo, EventInfo, ForgeSnapshot, JournalInfo
+from assay.forgestate.times import duration, iso, parse_time
 from assay.states import WORKING_WORDS, arrival
 from assay.sweep.policy import (
     KINDS,

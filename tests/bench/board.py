@@ -185,10 +185,10 @@ def bench_desk_wake(root: Path, rounds: int) -> list[tuple[str, str]]:
     to its process exiting, and an approval push to the woken run's next entry (``wake``)."""
     import subprocess
 
-    from assay.board.model import parse_time
-    from assay.board.source import read_snapshot
     from assay.desks.records.events import EventLog
     from assay.forge import ForgeServer, init_forge, open_forge
+    from assay.forgestate.source import read_snapshot
+    from assay.forgestate.times import parse_time
     from assay.sweep.hook import install_wake_hook
     from tests.conftest import assay_argv, assay_env
     from tests.desks.world import brief_text
@@ -295,8 +295,8 @@ def write_coder_desk(desks: Path) -> None:
 
 
 def _wake_time(forge: Any, brief: str) -> float | None:
-    from assay.board.model import parse_time
-    from assay.board.source import journal_entries
+    from assay.forgestate.source import journal_entries
+    from assay.forgestate.times import parse_time
 
     tip = forge.fetch(f"refs/heads/assay/{brief}").get(f"refs/heads/assay/{brief}")
     if not tip:

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from assay.board.source import read_snapshot
 from assay.desks.records.events import EventLog
 from assay.forge import ForgeServer, init_forge, open_forge
+from assay.forgestate.source import read_snapshot
 from assay.sweep.hook import install_wake_hook
 from tests.bench import baseline
 from tests.bench.board import _wake_time, write_coder_desk

@@ -1,4 +1,4 @@
-"""A long-running process decodes each record once (``assay.board.source``), and that never
+"""A long-running process decodes each record once (``assay.forgestate.source``), and that never
 lets a record through that a fresh read would refuse: a moved ref is read again, a refused
 record stays refused, and a signature left unchecked is checked once there is a key."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from assay.board.source import read_snapshot
 from assay.claims import ClaimStore
 from assay.desks.records.state import read_view
 from assay.evidence.store import append_records
 from assay.forge import open_forge
+from assay.forgestate.source import read_snapshot
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from tests.desks.world import brief_text
 from tests.evidence.gatekit import record

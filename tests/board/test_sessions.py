@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from assay.board.sessions import sessions
-from assay.board.snapshot import journal_info
+from assay.forgestate.snapshot import journal_info
 
 
 def _t(second: int) -> str:

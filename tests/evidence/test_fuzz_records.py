@@ -17,16 +17,16 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.board.collect import brief_state
-from assay.board.snapshot import ClaimInfo
 from assay.claims.record import parse_record
 from assay.desks.records.events import MAX_RECORD_BYTES, decode_event, events_codec, validate_record
 from assay.errors import AssayError, Internal
 from assay.evidence.records import decode, encode, seal
 from assay.evidence.reviews import parse_review
 from assay.forge.records import RecordCodec
+from assay.forgestate.briefs import brief_state
+from assay.forgestate.snapshot import ClaimInfo
+from assay.forgestate.status import MAX_STATUS_BYTES, status_problem
 from assay.states import State
-from assay.sweep.apply import MAX_STATUS_BYTES, status_problem
 from tests.evidence.test_records import _record
 from tests.gatekeys import key_for
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 
-from assay.board.source import read_snapshot
 from assay.claims import ClaimStore
 from assay.desks.records.events import EventLog
 from assay.evidence.keys import gate_key
 from assay.forge import RefLog
+from assay.forgestate.source import read_snapshot
 from assay.github.events import collect_events
 from assay.github.forge import GitHubForge
 from assay.github.mirror import GitHubMirror

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from assay.board.snapshot import journal_info
 from assay.errors import Corrupt
 from assay.evidence.claimed import claimed_from_entries
+from assay.forgestate.snapshot import journal_info
 from assay.journal import KINDS, read_journal, summarize
 from assay.journal import entries as e
 from assay.journal.fold import fold

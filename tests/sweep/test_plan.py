@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from assay.board.snapshot import BriefInfo, ClaimInfo, EventInfo, ForgeSnapshot, JournalInfo
+from assay.forgestate.snapshot import BriefInfo, ClaimInfo, EventInfo, ForgeSnapshot, JournalInfo
 from assay.sweep.plan import arrived_event, find_orphans, plan
 from assay.sweep.policy import default_policies, parse_policy
 

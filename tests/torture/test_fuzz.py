@@ -20,7 +20,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.board.snapshot import journal_info
 from assay.claims.record import parse_record
 from assay.cli.main import main as assay_main
 from assay.desks import parse_manifest
@@ -28,6 +27,7 @@ from assay.desks.records.events import validate_record
 from assay.errors import AssayError, BadInput, Corrupt
 from assay.evidence.claimed import claimed_from_entries
 from assay.forge import init_forge, open_forge
+from assay.forgestate.snapshot import journal_info
 from assay.github.events import KINDS, parse_command
 from assay.journal import entries, read_journal, summarize
 from assay.journal.format import encode_line

@@ -51,7 +51,7 @@ PRELOAD = (
     "assay.desks.kinds.tools",
     "assay.evidence.gate",
     "assay.odb",
-    "assay.board.source",  # the wake's view (read_snapshot): Jinja2 and all, ~0.1 s cold
+    "assay.forgestate.source",  # the wake's view (read_snapshot): Jinja2 and all, ~0.1 s cold
     "assay.forge.lsrefs",
     "pygit2",
     "httpx",

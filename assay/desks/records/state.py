@@ -17,13 +17,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import assay.refs as refs
-from assay.board.model import parse_time
 from assay.branch import read_branch_journal
 from assay.briefs import Brief, check_dependencies, is_brief_path, parse_brief
 from assay.desks.host.objectives import objective_events
 from assay.desks.records.events import EventLog
 from assay.errors import AssayError, BadInput
 from assay.forge import Forge
+from assay.forgestate.times import parse_time
 from assay.journal import Journal
 from assay.journal.fold import fold
 from assay.states import arrival
@@ -196,7 +196,7 @@ def read_view(forge: Forge) -> ForgeView:
     (``forge.extra_briefs()``: a GitHub forge's open issues labelled ``assay``, one
     conditional REST call); a malformed one of either kind is kept in ``bad``.
     """
-    from assay.board.source import read_snapshot
+    from assay.forgestate.source import read_snapshot
 
     # One fetch; every claim, event and review record decoded by its owner's strict decoder.
     # Main's briefs are parsed here (as Briefs, kept per main): not as the board's too.

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import assay.refs as refs
-from assay.board.model import parse_time
-from assay.board.snapshot import (
+from assay.errors import AssayError, Corrupt
+from assay.evidence.anchors import anchor_problem
+from assay.forge.batch import GitBatch
+from assay.forgestate.snapshot import (
     BriefInfo,
     ClaimInfo,
     EventInfo,
@@ -32,9 +34,8 @@ from assay.board.snapshot import (
     JournalInfo,
     journal_info,
 )
-from assay.errors import AssayError, Corrupt
-from assay.evidence.anchors import anchor_problem
-from assay.forge.batch import GitBatch
+from assay.forgestate.status import status_problem
+from assay.forgestate.times import parse_time
 from assay.refs import (
     BRANCHES,
     CLAIMS,
@@ -46,7 +47,6 @@ from assay.refs import (
     REVIEWS,
     STATUS,
 )
-from assay.sweep.apply import status_problem
 
 if TYPE_CHECKING:
     from assay.desks.records.events import Untrusted

@@ -2,7 +2,7 @@
 
 ``ForgeSnapshot`` is plain data: the briefs on main, every claim record, what each branch
 journal says (reduced to ``JournalInfo``), evidence records, reviews, events and status
-records. ``assay.board.source`` fills it from a forge; the board's rows and the sweepers'
+records. ``assay.forgestate.source`` fills it from a forge; the board's rows and the sweepers'
 plans are pure functions of it, which is what makes both deterministic and testable.
 """
 
@@ -14,8 +14,9 @@ from datetime import datetime
 from typing import Any
 
 import assay.refs as refs
-from assay.board.model import Session, parse_time
 from assay.errors import AssayError
+from assay.forgestate.times import parse_time
+from assay.journal.fold import Session
 from assay.states import CLAIM_STATES, lease_expired
 
 # Claim states whose holder is live while its lease runs (``held``).
