@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import assay.refs as refs
-from assay.desks.records.forgeio import DESK_IDENTITY, cas_write_json
 from assay.errors import BadInput
 from assay.evidence.reviews import (
     REVIEW_FILE,
@@ -29,9 +28,10 @@ from assay.evidence.reviews import (
     read_review_at,
     reviews_ref,
 )
-from assay.forge import Forge
-from assay.plumbing import RefUpdate
+from assay.forge import Forge, RefLog
+from assay.plumbing import Identity, RefUpdate
 
+DESK_IDENTITY = Identity(name="assay desk", email="desk@assay.invalid")
 # One review record type, written by the desk and read (and marked merged) by the gate.
 Review = ReviewRecord
 FORMAT_VERSION = REVIEW_VERSION
@@ -116,14 +116,11 @@ def write_review(
 ) -> Review:
     """Open or update the review record (CAS; retried on a lost race with a fresh read)."""
     review = _record(brief, head_sha=head_sha, title=title, body=body, state=state)
-    payload = review.encode()
-    cas_write_json(
-        forge,
-        reviews_ref(brief),
-        {REVIEW_FILE: payload},
-        message=f"review {brief}: {state} at {head_sha[:12]}",
+    RefLog.for_brief(forge, "reviews", brief).append(
+        review.to_json(),
         author=DESK_IDENTITY,
-        attempts=attempts,
+        message=f"review {brief}: {state} at {head_sha[:12]}",
+        max_attempts=attempts,
     )
     return review
 
