@@ -16,15 +16,14 @@ Refs used by Assay: ``refs/assay/events/<brief>``, ``refs/assay/evidence/<brief>
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import assay.refs as refs
 from assay.errors import BadInput, Busy, Corrupt
-from assay.forge.base import Forge
 from assay.ids import check_id
-from assay.plumbing import GitError, Identity, RefUpdate
+from assay.plumbing import GitError, Identity, PushResult, RefUpdate
 
 RECORD_PATH = "record.json"
 BRIEF_LOGS = ("events", "evidence", "reviews", "status")
@@ -40,6 +39,34 @@ LOG_FILES: dict[str, str] = {
 KINDLESS_LOGS = frozenset({"reviews"})
 
 Validator = Callable[[dict[str, Any]], None]
+
+
+class RecordBackend(Protocol):
+    """What a record log asks of a forge: the git forge (``assay.forge.base.Forge``) and
+    the in-memory one of the record tests (``assay.forge.memory.MemoryForge``) both answer
+    it, by the same compare-and-swap rules."""
+
+    def refresh(
+        self, refs: str | Sequence[str], *, listed_only: Sequence[str] = ()
+    ) -> dict[str, str]: ...
+
+    def history(self, tip: str, *, limit: int | None = None) -> list[str]: ...
+
+    def read_blob(self, commit: str, path: str) -> bytes | None: ...
+
+    def read_blobs(self, wanted: Sequence[tuple[str, str]]) -> list[bytes | None]: ...
+
+    def commit(
+        self,
+        files: Mapping[str, bytes],
+        *,
+        parents: Sequence[str],
+        message: str,
+        author: Identity,
+        committer: Identity | None = None,
+    ) -> str: ...
+
+    def push(self, updates: Sequence[RefUpdate], *, atomic: bool = True) -> PushResult: ...
 
 
 @dataclass(frozen=True)
@@ -124,7 +151,7 @@ class RefLog:
 
     def __init__(
         self,
-        forge: Forge,
+        forge: RecordBackend,
         ref: str,
         *,
         kind: str,
@@ -146,7 +173,7 @@ class RefLog:
         self._known = False
 
     @classmethod
-    def of(cls, forge: Forge, codec: RecordCodec) -> RefLog:
+    def of(cls, forge: RecordBackend, codec: RecordCodec) -> RefLog:
         """The log on ``codec.ref`` of ``forge``, in the shape ``codec`` checks."""
         return cls(
             forge,
@@ -161,7 +188,7 @@ class RefLog:
     @classmethod
     def for_brief(
         cls,
-        forge: Forge,
+        forge: RecordBackend,
         log: Literal["events", "evidence", "reviews", "status"],
         brief: str,
         **options: Any,

@@ -30,7 +30,9 @@ Measures, in one run on this machine, and prints as ONE table:
   (``tests.bench.durability``);
 - the gate: one row of each kind (plain, pytest, ``node --test``) through ``verify`` beside
   the bare command, the gate's overhead per row, and holdout rows per second
-  (``tests.bench.evidence``).
+  (``tests.bench.evidence``);
+- records: the record log's appends, lost races and reads on the in-memory backend beside
+  the git forge (``tests.bench.records``).
 
 Then writes the table, with a description of the machine, under "## Summary" at the top of
 ``docs/benchmarks.md`` (the per-area sections below it are left as they are). ``--quick``
@@ -64,6 +66,7 @@ from tests.bench import (
     growth,
     mainline,
     peers,
+    records,
     sandbox,
     scale,
     wake,
@@ -181,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
         metavar="SECTIONS",
         default="",
         help="comma-separated sections to run (peers, gateway, growth, mainline, sandbox, "
-        "durability, gate, claims, cost, "
+        "durability, gate, records, claims, cost, "
         "wake, scale, clidesk, github); "
         "implies --no-write",
     )
@@ -287,6 +290,10 @@ def main(argv: list[str] | None = None) -> None:
         raw["durability"] = durability.measure()
         return durability.rows(raw["durability"])
 
+    def records_rows() -> list[Row]:
+        raw["records"] = records.measure(records=30 if quick else 100)
+        return records.rows(raw["records"])
+
     def gate_rows() -> list[Row]:
         raw["gate"] = evidence.measure_kinds(runs=2 if quick else 5)
         return evidence.kind_rows(raw["gate"])
@@ -303,6 +310,7 @@ def main(argv: list[str] | None = None) -> None:
         ("sandbox", sandbox_rows),
         ("durability", durability_rows),
         ("gate", gate_rows),
+        ("records", records_rows),
         ("claims", claim_rows),
         ("cost", cost_rows),
         ("wake", wake_rows),

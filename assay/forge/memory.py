@@ -1,0 +1,129 @@
+"""An in-memory record backend: refs and commits in dicts, for fast tests of record logic.
+
+It answers what a record log (``assay.forge.records.RefLog``) asks of a forge (``refresh``,
+``history``, ``read_blob(s)``, ``commit``, ``push``) by the same rules as the git forge: a
+ref moves only while it is still at the value the update expects, else the push loses
+(``PushOutcome.STALE``) and nothing moves; an atomic push moves every ref or none. It sits
+beside the git forge as dulwich's ``DictRefsContainer`` sits beside its ``DiskRefsContainer``:
+the same contract, no disk, no process. The record tests run against both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from assay.plumbing import UNCHECKED, Identity, PushOutcome, PushResult, RefUpdate
+
+
+@dataclass(frozen=True)
+class _Commit:
+    files: Mapping[str, bytes]
+    parents: tuple[str, ...]
+
+
+class MemoryForge:
+    """Refs and commits of one forge, in this process only."""
+
+    protects_custom_refs = True  # the embedded forge's rule: only the record's writer moves it
+
+    def __init__(self) -> None:
+        self.refs: dict[str, str] = {}
+        self._commits: dict[str, _Commit] = {}
+        self.pushes = 0  # pushes asked for, landed or not
+
+    def refresh(
+        self, refs: str | Sequence[str], *, listed_only: Sequence[str] = ()
+    ) -> dict[str, str]:
+        """The refs named (a name ending in ``/`` is a prefix) and where they point."""
+        wanted = [refs] if isinstance(refs, str) else list(refs)
+        return {
+            ref: sha
+            for ref, sha in self.refs.items()
+            if any(ref == w or (w.endswith("/") and ref.startswith(w)) for w in wanted)
+        }
+
+    def history(self, tip: str, *, limit: int | None = None) -> list[str]:
+        """Commits from ``tip`` back along first parents, newest first."""
+        chain: list[str] = []
+        at: str | None = tip
+        while at is not None and (limit is None or len(chain) < limit):
+            chain.append(at)
+            parents = self._commits[at].parents
+            at = parents[0] if parents else None
+        return chain
+
+    def read_blob(self, commit: str, path: str) -> bytes | None:
+        found = self._commits.get(commit)
+        return None if found is None else found.files.get(path)
+
+    def read_blobs(self, wanted: Sequence[tuple[str, str]]) -> list[bytes | None]:
+        return [self.read_blob(commit, path) for commit, path in wanted]
+
+    def commit(
+        self,
+        files: Mapping[str, bytes],
+        *,
+        parents: Sequence[str],
+        message: str,
+        author: Identity,
+        committer: Identity | None = None,
+    ) -> str:
+        """Store a commit whose tree is exactly ``files``; its sha names its whole content."""
+        missing = [p for p in parents if p not in self._commits]
+        if missing:
+            raise KeyError(f"no commit {missing[0]} in this forge")
+        content = json.dumps(
+            {
+                "files": {name: data.hex() for name, data in sorted(files.items())},
+                "parents": list(parents),
+                "message": message,
+                "author": [author.name, author.email],
+            }
+        )
+        sha = hashlib.sha1(content.encode()).hexdigest()
+        self._commits[sha] = _Commit(dict(files), tuple(parents))
+        return sha
+
+    def push(self, updates: Sequence[RefUpdate], *, atomic: bool = True) -> PushResult:
+        """Compare-and-swap every update: all of them or, with one stale, none (atomic)."""
+        self.pushes += 1
+        outcomes: dict[str, PushOutcome] = {}
+        for update in updates:
+            current = self.refs.get(update.ref)
+            if update.new is not None and update.new not in self._commits:
+                outcomes[update.ref] = PushOutcome.REJECTED
+            elif update.expected is not UNCHECKED and current != update.expected:
+                outcomes[update.ref] = PushOutcome.STALE
+        failed = next((o for o in outcomes.values()), None)
+        if failed is not None and atomic:
+            refused = {u.ref: outcomes.get(u.ref, PushOutcome.REJECTED) for u in updates}
+            return PushResult(failed, refused, detail="the forge's refs moved: nothing landed")
+        for update in updates:
+            if update.ref in outcomes:
+                continue
+            outcomes[update.ref] = self._move(update)
+        overall = failed or next(iter(outcomes.values()), PushOutcome.UP_TO_DATE)
+        return PushResult(overall, outcomes)
+
+    def _move(self, update: RefUpdate) -> PushOutcome:
+        current = self.refs.get(update.ref)
+        if update.new is None:
+            self.refs.pop(update.ref, None)
+            return PushOutcome.DELETED
+        if current == update.new:
+            return PushOutcome.UP_TO_DATE
+        self.refs[update.ref] = update.new
+        if current is None:
+            return PushOutcome.CREATED
+        ancestors = set(self.history(update.new))
+        return PushOutcome.FAST_FORWARD if current in ancestors else PushOutcome.FORCED
+
+
+if TYPE_CHECKING:  # mypy holds MemoryForge to the contract RefLog reads the git forge by
+    from assay.forge.records import RecordBackend
+
+    _CONFORMS: RecordBackend = MemoryForge()

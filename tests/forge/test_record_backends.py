@@ -1,0 +1,147 @@
+"""The record log's logic, run against both backends: the git forge and the in-memory one.
+
+Every test here takes ``backend`` and runs twice: on a real embedded forge (a bare
+repository, pushes by git's rules) and on ``MemoryForge``, which must answer by the same
+compare-and-swap rules. What passes on one and fails on the other is a bug in the memory
+backend (or a rule the git forge has that the record logic relies on unknowingly).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assay.errors import BadInput, Corrupt
+from assay.forge import open_forge
+from assay.forge.memory import MemoryForge
+from assay.forge.records import RecordBackend, RecordCodec, RefLog
+from assay.plumbing import Identity, PushOutcome, RefUpdate
+
+REF = "refs/assay/status/b1"
+WRITER = Identity("writer", "writer@example.invalid")
+
+
+def _positive(record: dict[str, Any]) -> None:
+    if not isinstance(record.get("n"), int) or record["n"] < 0:
+        raise ValueError("field 'n' must be a number of at least 0")
+
+
+@pytest.fixture(params=["git", "memory"])
+def backend(request: pytest.FixtureRequest, forge_path: Path) -> Iterator[RecordBackend]:
+    if request.param == "memory":
+        yield MemoryForge()
+        return
+    with open_forge(str(forge_path)) as forge:
+        yield forge
+
+
+def _log(backend: RecordBackend) -> RefLog:
+    return RefLog(backend, REF, kind="status", validate=_positive)
+
+
+def test_appended_records_read_back_in_order(backend: RecordBackend) -> None:
+    log = _log(backend)
+    assert log.read() == [] and log.latest() is None
+    first = log.append({"n": 1}, author=WRITER)
+    log.append({"n": 2}, author=WRITER)
+    assert [r["n"] for r in _log(backend).read()] == [1, 2]
+    assert _log(backend).latest() == {"n": 2, "v": 1, "kind": "status"}
+    assert [e.record["n"] for e in _log(backend).entries(after=first.commit)] == [2]
+
+
+def test_a_writer_that_lost_the_race_appends_on_top_and_loses_nothing(
+    backend: RecordBackend,
+) -> None:
+    slow, fast = _log(backend), _log(backend)
+    slow.append({"n": 1}, author=WRITER)  # slow now believes the tip is its own commit
+    fast.append({"n": 2}, author=WRITER)  # fast moves it first
+    entry = slow.append({"n": 3}, author=WRITER)  # CAS on a stale tip: lost, re-read, again
+    assert [r["n"] for r in _log(backend).read()] == [1, 2, 3]
+    assert backend.refresh([REF])[REF] == entry.commit
+
+
+def test_a_stale_compare_and_swap_moves_nothing(backend: RecordBackend) -> None:
+    log = _log(backend)
+    tip = log.append({"n": 1}, author=WRITER).commit
+    child = backend.commit({"record.json": b"{}"}, parents=[tip], message="x", author=WRITER)
+    other = backend.commit({"record.json": b"{}"}, parents=[], message="y", author=WRITER)
+    lost = backend.push(
+        [RefUpdate(REF, child, expected=other), RefUpdate("refs/assay/status/b2", child)]
+    )
+    assert lost.lost and not lost.ok
+    assert backend.refresh([REF, "refs/assay/status/b2"]) == {REF: tip}  # atomic: none moved
+    landed = backend.push([RefUpdate(REF, child, expected=tip)])
+    assert landed.refs[REF] == PushOutcome.FAST_FORWARD
+
+
+def test_an_invalid_record_is_refused_and_nothing_is_written(backend: RecordBackend) -> None:
+    log = _log(backend)
+    log.append({"n": 1}, author=WRITER)
+    before = backend.refresh([REF])
+    with pytest.raises(BadInput, match=r"refs/assay/status/b1: invalid record: field 'n'"):
+        log.append({"n": -1}, author=WRITER)
+    assert backend.refresh([REF]) == before
+
+
+@pytest.mark.parametrize(
+    ("blob", "message"),
+    [
+        (b"not json", "is not JSON"),
+        (b'{"v": 2, "kind": "status", "n": 1}', "this Assay reads v1"),
+        (b'{"v": 1, "kind": "events", "n": 1}', "expected 'status'"),
+        (b'{"v": 1, "kind": "status", "n": "x"}', "field 'n' must be"),
+        (b"[" * 100_000, "nested too deeply"),
+    ],
+    ids=["not-json", "newer-version", "other-kind", "bad-field", "deep"],
+)
+def test_a_bad_record_on_the_ref_is_corrupt_naming_ref_and_commit(
+    backend: RecordBackend, blob: bytes, message: str
+) -> None:
+    commit = backend.commit({"record.json": blob}, parents=[], message="x", author=WRITER)
+    assert backend.push([RefUpdate(REF, commit, expected=None)]).ok
+    with pytest.raises(Corrupt, match=message) as raised:
+        _log(backend).read()
+    assert f"{REF} at {commit[:12]}" in raised.value.message
+
+
+# -- the codec alone (no backend): every valid record round-trips, every change of a
+# -- checked field is refused
+
+CODEC = RecordCodec(REF, "status", validate=_positive)
+# No deadline: a loaded CI machine must not turn a slow example into a failure.
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+records = st.fixed_dictionaries(
+    {"n": st.integers(min_value=0, max_value=2**53)},
+    optional={"note": st.text(max_size=40), "tags": st.lists(st.text(max_size=5), max_size=3)},
+)
+
+
+@FUZZ
+@given(records)
+def test_the_codec_round_trips_every_valid_record(record: dict[str, Any]) -> None:
+    full, payload = CODEC.encode(record)
+    assert CODEC.parse("0" * 40, payload) == full == {**record, "v": 1, "kind": "status"}
+    assert payload == json.dumps(full, sort_keys=True, separators=(",", ":")).encode()
+
+
+@FUZZ
+@given(
+    records,
+    st.sampled_from(
+        [("v", 2), ("v", "1"), ("kind", "events"), ("kind", None), ("n", -1), ("n", "1")]
+    ),
+)
+def test_the_codec_refuses_each_malformed_field(
+    record: dict[str, Any], change: tuple[str, object]
+) -> None:
+    full, _ = CODEC.encode(record)
+    name, value = change
+    broken = json.dumps({**full, name: value}).encode()
+    with pytest.raises(Corrupt, match=f"field '{name}'"):
+        CODEC.parse("0" * 40, broken)
