@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from assay.closing import Closing
+from assay.errors import Internal
 from assay.forge.batch import GitBatch
 from assay.plumbing import (
     GitError,
@@ -536,6 +537,15 @@ class Forge(Closing):
         # git push needs every pushed commit locally, even one only asserted where it is (a
         # branch tip a view listed without fetching it).
         self.with_objects({u.ref: u.new for u in updates if u.new == u.expected})
+        from assay.odb import is_commit
+
+        missing = [u for u in updates if u.new is not None and not is_commit(git_dir, u.new)]
+        if missing:  # git would fail and be retried as an unreachable forge, five times
+            first = missing[0]
+            raise Internal(
+                f"push {first.ref}: commit {first.new} is not in {git_dir} (nothing was sent; "
+                "a push names a commit this machine wrote or fetched)"
+            )
         return git_push(
             git_dir, self.url, updates, atomic=atomic, config=self._config, policy=self._retry
         )

@@ -178,3 +178,17 @@ def test_open_forge_accepts_every_transport(forge_url: str, forge_path: Path) ->
     assert main == _git(forge_path, "rev-parse", "main")
     with open_forge(str(forge_path)) as by_path:
         assert by_path.url == f"file://{forge_path}"
+
+
+def test_a_push_naming_a_commit_nobody_wrote_is_a_bug_at_once_not_an_unreachable_forge(
+    tmp_path: Path,
+) -> None:
+    from assay.errors import Internal
+    from assay.plumbing import RefUpdate
+
+    init_forge(tmp_path / "f.git")
+    with open_forge(str(tmp_path / "f.git")) as forge:
+        with pytest.raises(Internal, match=r"refs/heads/x: commit 1{40} is not in") as raised:
+            forge.push([RefUpdate("refs/heads/x", "1" * 40, expected=None)])
+        assert raised.value.code == 70  # a bug in Assay: nothing here is bad input
+        assert "refs/heads/x" not in forge.ls_refs()
