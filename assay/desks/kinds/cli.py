@@ -60,6 +60,15 @@ def cli_profile(desk: Any) -> Any:
         raise BadInput(f"{desk.source}: {exc.message}") from None
 
 
+def output_masks(desk: Any) -> tuple[Any, ...]:
+    """The volatile parts of the CLI's tool output: its profile's and the desk's own
+    ``cli.volatile_output`` (``BadInput`` naming the desk file and the pattern)."""
+    try:
+        return cli_profile(desk).output_masks(desk.cli.volatile_output)  # type: ignore[no-any-return]
+    except BadInput as exc:
+        raise BadInput(f"{desk.source}: {exc.message}") from None
+
+
 def check_installed(desk: Any) -> None:
     """``BadInput`` naming the field when the CLI's program is not on PATH (before any run)."""
     profile = cli_profile(desk)
@@ -329,6 +338,7 @@ class CliRun:
             price=self.desk.model.price,
             allowed=lambda name: tool_allowed(name, self.desk.tools, offered),
             normalise_extra=self.profile.normalise,
+            masks=output_masks(self.desk),
         )
         try:
             with gateway, cli_home(self.worktree) as outside:
