@@ -60,6 +60,7 @@ class CliProfile:
     api: Api
     default_command: tuple[str, ...]
     mcp: bool = True  # whether the CLI can register an MCP server over streamable HTTP
+    install: str = ""  # how its program is installed, for the error when it is missing
 
     def launch(
         self,
@@ -337,17 +338,20 @@ PROFILES: Mapping[str, CliProfile] = MappingProxyType(
             "claude-code",
             "anthropic",
             ("claude", "--print", "--output-format=json", "--", PROMPT),
+            install="npm install -g @anthropic-ai/claude-code",
         ),
         "codex": CodexProfile(
             "codex",
             "openai-responses",
             ("codex", "exec", "--skip-git-repo-check", "--color=never", "--", PROMPT),
+            install="npm install -g @openai/codex",
         ),
         "mini-swe-agent": MiniSweAgentProfile(
             "mini-swe-agent",
             "openai-chat",
             ("mini", "--yolo", "--exit-immediately", f"--task={PROMPT}"),
             mcp=False,
+            install="pip install mini-swe-agent",
         ),
         "generic": GenericProfile("generic", "openai-chat", ()),
     }

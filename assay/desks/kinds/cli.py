@@ -77,7 +77,16 @@ def check_installed(desk: Any) -> None:
     if not command:
         raise BadInput(f"{desk.source}: cli.command: the {profile.name} profile needs a command")
     if shutil.which(command[0]) is None:
-        raise BadInput(f"{desk.source}: {where}: {command[0]!r} is not installed (not on PATH)")
+        how = (
+            f"install it with `{profile.install}`"
+            if profile.install and not desk.cli.command
+            else "install it"
+        )
+        raise BadInput(
+            f"{desk.source}: {where}: the {profile.name} CLI {command[0]!r} is not installed "
+            f"(not on PATH): {how}, put it on the desk process's PATH, or give its full path "
+            f"as the first element of cli.command"
+        )
 
 
 # ------------------------------------------------------------------------- the process
