@@ -32,7 +32,15 @@ from typing import Any
 
 from assay.desks.kinds.agent import brief_prompt, claimed_rows
 from assay.desks.kinds.tools import ToolBox
-from assay.errors import AssayError, BadInput, Denied, Failed, Suspended, Suspension
+from assay.errors import (
+    AssayError,
+    BadInput,
+    Denied,
+    Failed,
+    Suspended,
+    Suspension,
+    Unavailable,
+)
 from assay.gateway.calls import CallHandler, tool_allowed
 from assay.gateway.server import Gateway, ModelCall
 from assay.gateway.upstream import Upstream
@@ -44,6 +52,7 @@ from assay.sandbox.bwrap import HOME as SANDBOX_HOME
 from assay.sandbox.process import SandboxProcess
 
 OUTPUT_TAIL = 4_000
+CAPACITY = "model capacity"  # what a run waits for when its upstream has no room for a call
 FINISH_HINT = (
     "\n\nWhen the brief is done, call the `finish` tool of the `assay` MCP server with a short "
     "`summary` and, for each verify row, an `evidence` item {row, result: pass|fail, note}."
@@ -349,6 +358,7 @@ class CliRun:
             normalise_extra=self.profile.normalise,
             masks=output_masks(self.desk),
         )
+        wire.settle_waits(CAPACITY)  # the relaunched CLI will not ask for the desk's waits
         try:
             with gateway, cli_home(self.worktree) as outside:
                 process = self.launch(brief, gateway, outside)
@@ -359,6 +369,11 @@ class CliRun:
                     _refuse_waiting(gateway.calls)
                 # The run's token is dead once the gateway stops; still, never record it.
                 output = process.tail().replace(gateway.token, REDACTED)
+        except Unavailable as down:
+            if not down.details.get("capacity"):
+                raise
+            self.wait_for_capacity(wire)  # the CLI is gone; the run waits holding nothing
+            raise
         finally:
             upstream.close()
         if handler.calls == 0 and code != 0:
@@ -368,6 +383,16 @@ class CliRun:
             )
         wire.close()
         return CliOutcome(code, output, self.finish)
+
+    def wait_for_capacity(self, wire: WireSession) -> None:
+        """The upstream still had no capacity after its retries: a durable wait (exit 75,
+        ``waiting_for: model capacity``) of ``model.capacity_wait_s``, doubled for each
+        earlier such wait in the run, up to an hour. When it has passed, a wake (``assay
+        wake``, the next ``desk run``) resumes the run: the CLI is relaunched, its calls
+        replay, and the one that was refused goes upstream again."""
+        earlier = wire.recorded_waits(CAPACITY)
+        seconds = min(float(self.desk.model.capacity_wait_s) * 2 ** min(earlier, 16), 3600.0)
+        wire.wait_for(CAPACITY, timeout=seconds)
 
     def launch(self, brief: Any, gateway: Gateway, outside: Path) -> CliProcess:
         """Start the CLI through its profile, in the desk's sandbox unless it is off."""
