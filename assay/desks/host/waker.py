@@ -5,7 +5,9 @@ once, so a waiting desk holds no process and is woken by inbound traffic. The fo
 calls ``Waker.poke()`` after every accepted push; the waker's one thread compares the
 events refs and main (a raised budget or ``max_runs``) with what it saw last, straight from
 the bare repository (no network), and when they moved runs ``wake`` once. Pokes that come
-while a wake runs are coalesced into one more look afterwards.
+while a wake runs are coalesced into one more look afterwards. A timer wait needs no push:
+after each look the waker asks ``next_timer`` when the earliest one ends, and runs ``wake``
+then too (a ``run.sleep``, a ``cli`` run waiting for model capacity).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,11 @@ def watched_refs(forge_path: Path) -> str:
     return "".join(f"{sha} {ref}\n" for ref, sha in ref_tips(forge_path, WATCHED).items())
 
 
+def claim_refs(forge_path: Path) -> str:
+    """The claim refs, read the same way: a claim that starts waiting moves its ref."""
+    return "".join(f"{sha} {ref}\n" for ref, sha in ref_tips(forge_path, (refs.CLAIMS,)).items())
+
+
 class Waker:
     """Runs ``wake_once()`` on its own thread whenever the watched refs moved."""
 
@@ -38,10 +46,12 @@ class Waker:
         wake_once: Callable[[], list[Any]],
         *,
         on_report: Callable[[Any], None] = lambda report: None,
+        next_timer: Callable[[], datetime | None] = lambda: None,
     ) -> None:
         self.forge_path = Path(forge_path)
         self.wake_once = wake_once
         self.on_report = on_report
+        self.next_timer = next_timer
         self.wakes = 0
         self._seen = ""
         self._poked = threading.Event()
@@ -63,19 +73,34 @@ class Waker:
         self._thread.join(timeout=60)
 
     def _loop(self) -> None:
+        timer: float | None = None  # seconds until the earliest timer wait ends
+        claims = ""  # the claim refs when the timer was last read: a new wait moves them
         while True:
-            self._poked.wait()
+            poked = self._poked.wait(timer)
             if self._stop.is_set():
                 return
             self._poked.clear()
             try:
                 refs = watched_refs(self.forge_path)
-                if refs == self._seen:
+                if poked and refs == self._seen:
+                    now_claims = claim_refs(self.forge_path)
+                    if now_claims != claims:  # a run may have started waiting on a timer
+                        claims, timer = now_claims, _seconds_until(self.next_timer())
                     continue
                 self._seen = refs
                 for report in self.wake_once():
                     self.on_report(report)
                 self.wakes += 1
+                claims = claim_refs(self.forge_path)
+                timer = _seconds_until(self.next_timer())
             except AssayError as error:  # keep serving; the next push looks again
                 LOG.warning("wake failed: %s", error.message)
                 self._seen = ""
+
+
+def _seconds_until(moment: datetime | None) -> float | None:
+    """How long to wait for ``moment``: at least a second (a due timer whose run could not
+    be taken yet, its claim still held, is looked at again, not spun on)."""
+    if moment is None:
+        return None
+    return max((moment - datetime.now(UTC)).total_seconds(), 0.0) + 1.0
