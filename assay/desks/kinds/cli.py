@@ -44,6 +44,7 @@ from assay.errors import (
 from assay.gateway.calls import CallHandler, tool_allowed
 from assay.gateway.server import Gateway, ModelCall
 from assay.gateway.upstream import Upstream
+from assay.gateway.volatile import Mask
 from assay.journal.redact import REDACTED
 from assay.plumbing import restore_files
 from assay.runtime.wire import WireSession
@@ -69,11 +70,12 @@ def cli_profile(desk: Any) -> Any:
         raise BadInput(f"{desk.source}: {exc.message}") from None
 
 
-def output_masks(desk: Any) -> tuple[Any, ...]:
+def output_masks(desk: Any) -> tuple[Mask, ...]:
     """The volatile parts of the CLI's tool output: its profile's and the desk's own
     ``cli.volatile_output`` (``BadInput`` naming the desk file and the pattern)."""
     try:
-        return cli_profile(desk).output_masks(desk.cli.volatile_output)  # type: ignore[no-any-return]
+        masks: tuple[Mask, ...] = cli_profile(desk).output_masks(desk.cli.volatile_output)
+        return masks
     except BadInput as exc:
         raise BadInput(f"{desk.source}: {exc.message}") from None
 
