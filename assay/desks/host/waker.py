@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +26,7 @@ from assay.forge.embedded import ref_tips
 
 LOG = logging.getLogger("assay.desks.host.waker")
 WATCHED = refs.WATCHED
+OVERDUE_RETRY_S = 30.0
 
 
 def watched_refs(forge_path: Path) -> str:
@@ -73,10 +75,12 @@ class Waker:
         self._thread.join(timeout=60)
 
     def _loop(self) -> None:
-        timer: float | None = None  # seconds until the earliest timer wait ends
+        due: float | None = None  # time.monotonic() at which to look for a timer wait
         claims = ""  # the claim refs when the timer was last read: a new wait moves them
+        looked = datetime.now(UTC)  # when the last wake began
         while True:
-            poked = self._poked.wait(timer)
+            timeout = None if due is None else max(due - time.monotonic(), 0.0)
+            poked = self._poked.wait(timeout)
             if self._stop.is_set():
                 return
             self._poked.clear()
@@ -85,22 +89,30 @@ class Waker:
                 if poked and refs == self._seen:
                     now_claims = claim_refs(self.forge_path)
                     if now_claims != claims:  # a run may have started waiting on a timer
-                        claims, timer = now_claims, _seconds_until(self.next_timer())
+                        claims = now_claims
+                        due = _due(self.next_timer(), looked=looked)
                     continue
                 self._seen = refs
+                looked = datetime.now(UTC)
                 for report in self.wake_once():
                     self.on_report(report)
                 self.wakes += 1
                 claims = claim_refs(self.forge_path)
-                timer = _seconds_until(self.next_timer())
+                due = _due(self.next_timer(), looked=looked)
             except AssayError as error:  # keep serving; the next push looks again
                 LOG.warning("wake failed: %s", error.message)
                 self._seen = ""
 
 
-def _seconds_until(moment: datetime | None) -> float | None:
-    """How long to wait for ``moment``: at least a second (a due timer whose run could not
-    be taken yet, its claim still held, is looked at again, not spun on)."""
+def _due(moment: datetime | None, *, looked: datetime) -> float | None:
+    """When (``time.monotonic()``) to look for the timer wait ending at ``moment``: a
+    little past it, so it is due when looked at. A timer that came due since the last wake
+    (``looked``) is looked at now; one that was already due then is one whose run that wake
+    could not take (its desk is not here, its claim moved): looked at again later, not
+    spun on."""
     if moment is None:
         return None
-    return max((moment - datetime.now(UTC)).total_seconds(), 0.0) + 1.0
+    left = (moment - datetime.now(UTC)).total_seconds()
+    if left > 0:
+        return time.monotonic() + left + 0.2
+    return time.monotonic() + (0.0 if moment > looked else OVERDUE_RETRY_S)
