@@ -19,6 +19,8 @@ from assay.cli.desk_resident import desk_host, desk_serve
 from assay.cli.options import forge_option, json_option, print_result
 from assay.console import err, fitted_table, out, printable
 
+BUSY_NOTES_SHOWN = 5  # a fleet's idle desk need not list every brief its peers hold
+
 
 @click.group("desk")
 def desk_group() -> None:
@@ -73,8 +75,12 @@ def desk_run(
     code = exit_code(reports)
     print_reports(reports, as_json=as_json, code=code)
     if not reports:  # nothing taken: say who holds what this desk would take
-        for note in sorted({n for loop in loops for n in loop.busy_notes}):
+        notes = sorted({n for loop in loops for n in loop.busy_notes})
+        for note in notes[:BUSY_NOTES_SHOWN]:
             err.print(printable(note), markup=False, highlight=False)
+        if len(notes) > BUSY_NOTES_SHOWN:
+            more = len(notes) - BUSY_NOTES_SHOWN
+            err.print(f"... and {more} more held by other holders (see assay claim list)")
     if code:
         exit_with(code)
 
