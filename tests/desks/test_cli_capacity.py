@@ -2,7 +2,8 @@
 run as a durable wait (exit 75, ``waiting_for: model capacity``, no process held) instead
 of giving the brief back (69). Once the wait has passed, the next desk run resumes it: the
 calls before replay, the refused one goes upstream again; a second refusal waits twice as
-long. Any other failure that outlasts the retries is still ``Unavailable`` (69).
+long. (Any other failure that outlasts the retries is still ``Unavailable``, 69:
+tests/gateway/test_gateway.py and tests/desks/test_cli_watch.py.)
 """
 
 from __future__ import annotations
@@ -88,13 +89,3 @@ def test_no_capacity_parks_the_run_and_a_wake_resumes_it_with_backoff(
     assert "hello.txt" in world.tree("full")
     kinds = [e["kind"] for e in world.journal("full").entries]
     assert kinds.count("wake") == 2 and "error" not in kinds
-
-
-def test_a_broken_upstream_still_gives_the_brief_back(world: World, upstream_key: None) -> None:
-    world.add_briefs(brief_text("down"))
-    with FullAfterOne(500, refusals=2) as fake:
-        _desk(world, fake)
-        done = world.desk("cli", "--once")
-    assert done.returncode == 69, done.stdout + done.stderr
-    assert "unreachable after 2 attempts (HTTP 500)" in done.stdout + done.stderr
-    assert not _waits(world, "down")

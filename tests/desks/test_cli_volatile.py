@@ -2,8 +2,10 @@
 time, Codex's session id for a command past its yield), SIGKILLed with a call in flight and
 restarted under its own ``--holder``: the relaunched CLI runs its tools again, the volatile
 parts of their output are masked in the matching, and the resume diverges nowhere and sends
-upstream again only the request that was in flight. Without the desk's pattern for the
-timestamp the same resume diverges (exit 5), naming the tool result.
+upstream again only the request that was in flight. Without the masks (the desk's pattern
+for the timestamp, or the profile's own) the two sends of that request are different
+requests: the resume would have diverged there. (A divergence's exit 5 and message, end to
+end: tests/desks/test_cli_desk.py.)
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ from typing import Any
 
 import pytest
 
+from assay.agentcli.profiles import PROFILES, CliProfile
+from assay.gateway import volatile
+from assay.gateway.calls import matching_body
+from assay.gateway.volatile import Mask
+from assay.gateway.wire import digest
 from tests.desks.test_cli_real import add_desk, cli_env
 from tests.desks.world import World, brief_text
 from tests.fakes.wire import WireFake
@@ -62,6 +69,12 @@ def _outputs(profile: str, body: dict[str, Any]) -> list[str]:
     return [str(i["output"]) for i in body["input"] if i.get("type") == "function_call_output"]
 
 
+def _key(profile: CliProfile, body: dict[str, Any], masks: tuple[Mask, ...]) -> str:
+    """The digest the gateway matches ``body`` on, with ``masks`` as the volatile output."""
+    normal = matching_body(profile.api, body, masks=masks, extra=profile.normalise)
+    return digest("/route", normal)
+
+
 def _killed_and_restarted(world: World, fake: WireFake, profile: str, held: int) -> tuple[int, str]:
     fake.hold(at_turn=held)
     first = world.start_desk(profile, "--holder", "box", "--once", "--brief", "drift")
@@ -99,19 +112,20 @@ def test_volatile_tool_output_resumes_without_diverging(
     assert {1, len(before) - 1} <= set(changed), (before, after)
     if profile == "codex":
         assert "Process running with session ID" in before[4] and 4 in changed
+    # The negative, on the CLI's own two sends: without the masks they are two different
+    # requests, and the resume would have diverged there (exit 5 with on_divergence: fail).
+    profile_ = PROFILES[profile]
+    first, again = (r.body for r in requests[-2:])
+    for masks, same in [
+        (profile_.output_masks([NANOS]), True),
+        (profile_.output_masks(), False),  # the desk's pattern for the timestamp left out
+        # the profile's own left out: Claude Code's tools print nothing else that varies,
+        # Codex's header (chunk id, wall time, session id) does
+        (volatile.masks([NANOS], where="w"), profile == "claude-code"),
+        ((), False),
+    ]:
+        keys = {_key(profile_, body, masks) for body in (first, again)}
+        assert (len(keys) == 1) is same, masks
     entries = world.journal("drift").entries
     assert not [e for e in entries if e["kind"] == "diverged"]
     assert world.show("assay/drift:log.txt") == "stamp\n"  # the tree as one run leaves it
-
-
-@pytest.mark.slow
-def test_without_the_pattern_the_same_resume_diverges(world: World, cli_env: None) -> None:
-    world.add_briefs(brief_text("drift", body="Run the commands."))
-    script = _script("claude-code")
-    with WireFake(script) as fake:
-        add_desk(world, fake, "claude-code", CASES["claude-code"])
-        code, out = _killed_and_restarted(world, fake, "claude-code", len(script) - 1)
-        paid = fake.answered
-    assert code == 5, out
-    assert "first difference: messages[4].content[0].content" in out, out
-    assert paid == len(script)  # the first run's turns; nothing after the divergence
