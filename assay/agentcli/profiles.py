@@ -15,7 +15,10 @@ command a profile builds puts it where the CLI cannot take it for an option, and
 is the only key a CLI is given. ``normalise(api, body)`` returns a copy of a request body
 without the fields that change between two runs of the same conversation (ids, timestamps,
 Claude Code's attribution header...), so the gateway can match a resumed CLI's requests
-against the journal. What each CLI sends is written down in docs/agent-cli-profiles.md.
+against the journal; ``volatile_output`` lists what changes from run to run in the output of
+the CLI's tools (run times, session ids, temporary paths), which the gateway masks in tool
+results only (``output_masks``, ``assay.gateway.volatile``). What each CLI sends is written
+down in docs/agent-cli-profiles.md.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 from assay.errors import BadInput
+from assay.gateway.volatile import TEMP_PATHS, Mask, masks
 
 Api = Literal["anthropic", "openai-chat", "openai-responses"]
 PROMPT = "{prompt}"
@@ -56,6 +60,7 @@ class CliProfile:
     api: Api
     default_command: tuple[str, ...]
     mcp: bool = True  # whether the CLI can register an MCP server over streamable HTTP
+    install: str = ""  # how its program is installed, for the error when it is missing
 
     def launch(
         self,
@@ -103,6 +108,19 @@ class CliProfile:
     # -- replay matching ------------------------------------------------------------------
 
     volatile_top: ClassVar[frozenset[str]] = frozenset({"metadata", "user"})
+    # What the CLI's own tools print that changes between two runs of the same step, as
+    # patterns (a pattern's groups, when it has any, are what is masked). Test runners'
+    # run times hold for every CLI and are masked by the gateway itself.
+    volatile_output: ClassVar[tuple[str, ...]] = ()
+
+    def output_masks(
+        self, extra: Sequence[str] = (), *, where: str = "cli.volatile_output"
+    ) -> tuple[Mask, ...]:
+        """The masks the gateway applies to this CLI's tool results: the profile's own, the
+        usual temporary paths, and ``extra`` (a desk's ``cli.volatile_output``, ``BadInput``
+        naming ``where[i]`` for a pattern that is not one)."""
+        own = masks(self.volatile_output, where=f"{self.name} profile volatile_output")
+        return own + TEMP_PATHS + masks(extra, where=where)
 
     def normalise(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``body`` without its volatile fields (see the module docstring)."""
@@ -204,6 +222,13 @@ class CodexProfile(CliProfile):
     analytics, and the Assay MCP server under ``mcp_servers.assay``."""
 
     volatile_top = frozenset({"metadata", "user", "prompt_cache_key", "client_metadata"})
+    # exec_command's output header: a chunk id and the wall time on every call, and for a
+    # command still running past its yield, a session id that is new on every run.
+    volatile_output = (
+        r"^Chunk ID: (.*)$",
+        r"^Wall time: (.*)$",
+        r"\bProcess running with session ID (\d+)",
+    )
 
     def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
         return {"CODEX_HOME": str(home / ".codex"), "OPENAI_API_KEY": token}
@@ -249,16 +274,12 @@ class CodexProfile(CliProfile):
                 continue
             if item.get("type") in ("message", "function_call_output", "custom_tool_call_output"):
                 item.pop("id", None)  # minted by the CLI per run; call_id comes from the model
-            output = item.get("output")
-            if isinstance(output, str):
-                item["output"] = CODEX_RUN_STATS.sub(r"\1<volatile>", output)
             for part in _items(item.get("content")):
                 if isinstance(part, dict) and isinstance(part.get("text"), str):
                     part["text"] = CODEX_DATE.sub(r"\1<date>\2", part["text"])
         return body
 
 
-CODEX_RUN_STATS = re.compile(r"^(Chunk ID: |Wall time: ).*$", re.MULTILINE)
 CODEX_DATE = re.compile(r"(<current_date>)[^<]*(</current_date>)")
 
 
@@ -317,17 +338,20 @@ PROFILES: Mapping[str, CliProfile] = MappingProxyType(
             "claude-code",
             "anthropic",
             ("claude", "--print", "--output-format=json", "--", PROMPT),
+            install="npm install -g @anthropic-ai/claude-code",
         ),
         "codex": CodexProfile(
             "codex",
             "openai-responses",
             ("codex", "exec", "--skip-git-repo-check", "--color=never", "--", PROMPT),
+            install="npm install -g @openai/codex",
         ),
         "mini-swe-agent": MiniSweAgentProfile(
             "mini-swe-agent",
             "openai-chat",
             ("mini", "--yolo", "--exit-immediately", f"--task={PROMPT}"),
             mcp=False,
+            install="pip install mini-swe-agent",
         ),
         "generic": GenericProfile("generic", "openai-chat", ()),
     }

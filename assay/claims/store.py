@@ -16,6 +16,7 @@ loser of the race hears it from the push's refusal and is ``Busy`` too.
 from __future__ import annotations
 
 import builtins
+import shlex
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -319,17 +320,34 @@ class ClaimStore:
                 f"(desk {current.desk}, fence {current.fence})"
             )
         else:
-            deadline = current.expires_at(skew_s=self.skew_s)
-            left = (deadline - now).total_seconds() if deadline else 0.0
-            text = (
-                f"brief {current.brief} is {status} by desk {current.desk} "
-                f"(fence {current.fence}, lease renewed {current.lease_age(now):.0f} s ago, "
-                f"expires in {max(left, 0):.0f} s)"
-            )
+            text = self.held_note(current)
         if lost:
             text += f"; {lost}"
         # raced: the brief was claimable when read and another writer got there first
         return Busy(text, claim=current.to_json(), status=status, raced=lost is not None)
+
+    def held_note(self, record: ClaimRecord) -> str:
+        """Who holds ``record``'s brief, until when, and how it is taken back sooner: its
+        holder restarted on its machine (the holder lock proves the old process dead), or
+        the claim released with the holder's token."""
+        now = self.clock()
+        status = record.status(skew_s=self.skew_s, now=now)
+        deadline = record.expires_at(skew_s=self.skew_s)
+        left = max((deadline - now).total_seconds(), 0.0) if deadline else 0.0
+        until = deadline.strftime("%Y-%m-%dT%H:%M:%SZ") if deadline else "?"
+        forge = getattr(self.forge, "display_url", "") or ""
+        release = shlex.join(
+            ["assay", "claim", "release", record.brief, "--holder", record.holder]
+            + (["--forge", forge] if forge else [])
+        )
+        return (
+            f"brief {record.brief} is {status} by desk {record.desk} (holder "
+            f"{record.holder!r}, fence {record.fence}) until {until} (lease {record.lease_s:g} s "
+            f"+ skew {self.skew_s:g} s, renewed {record.lease_age(now):.0f} s ago, "
+            f"{left:.0f} s left); if that process is gone, its desk restarted with "
+            f"--holder {shlex.quote(record.holder)} on its machine takes the brief back at "
+            f"once, or release the claim: {release}"
+        )
 
     def _holder_push(self, claim: Claim, changes: dict[str, Any], message: str) -> Claim:
         with claim.lock:

@@ -17,7 +17,9 @@ import click
 from assay.cli.desk_common import DeskPlace, desk_options, exit_with, print_reports, progress
 from assay.cli.desk_resident import desk_host, desk_serve
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import err, fitted_table, out
+from assay.console import err, fitted_table, out, printable
+
+BUSY_NOTES_SHOWN = 5  # a fleet's idle desk need not list every brief its peers hold
 
 
 @click.group("desk")
@@ -55,8 +57,10 @@ def desk_run(
     # python desks run with the work tree as working directory: one slot per process.
     slots = 1 if manifest.kind == "python" else int(manifest.concurrency)
 
+    loops: list[DeskLoop] = []
+
     def make_loop(index: int) -> DeskLoop:
-        return DeskLoop(
+        loop = DeskLoop(
             forge=place.open(forge),
             desk=manifest,
             desks_dir=Path(place.desks_dir),
@@ -64,10 +68,19 @@ def desk_run(
             holder=base_holder if slots == 1 else f"{base_holder}-{index}",
             on_progress=progress(as_json),
         )
+        loops.append(loop)
+        return loop
 
     reports = run_slots(make_loop, concurrency=slots, once=once, only=brief_id)
     code = exit_code(reports)
     print_reports(reports, as_json=as_json, code=code)
+    if not reports:  # nothing taken: say who holds what this desk would take
+        notes = sorted({n for loop in loops for n in loop.busy_notes})
+        for note in notes[:BUSY_NOTES_SHOWN]:
+            err.print(printable(note), markup=False, highlight=False)
+        if len(notes) > BUSY_NOTES_SHOWN:
+            more = len(notes) - BUSY_NOTES_SHOWN
+            err.print(f"... and {more} more held by other holders (see assay claim list)")
     if code:
         exit_with(code)
 

@@ -36,7 +36,7 @@ def desk_serve(
     from assay.sandbox.shield import make_undumpable
 
     make_undumpable()  # before any secret is read: nothing beside us may read our environ
-    from assay.desks.host.resync import wake
+    from assay.desks.host.resync import next_timer, wake
     from assay.desks.host.waker import Waker
     from assay.forge import ForgeServer
 
@@ -54,7 +54,11 @@ def desk_serve(
             highlight=False,
         )
 
-    waker = Waker(path, wake_once, on_report=show)
+    def timer() -> Any:
+        with place.open(str(path)) as forge:
+            return next_timer(forge)
+
+    waker = Waker(path, wake_once, on_report=show, next_timer=timer)
     server.on_push = waker.poke
     sys.stdout.write(server.url + "\n")
     sys.stdout.flush()

@@ -18,6 +18,7 @@ from typing import Any
 from assay.errors import AssayError, Denied, Paused, Unavailable
 from assay.gateway.server import ModelCall
 from assay.gateway.upstream import Reply, Upstream
+from assay.gateway.volatile import Mask
 from assay.gateway.wire import (
     COUNT_TOKENS,
     MARKERS,
@@ -49,8 +50,25 @@ def tool_allowed(name: str, declared: Iterable[str], mcp_tools: Iterable[str]) -
     return any(name.startswith(p) and name[len(p) :] in offered for p in MCP_PREFIXES)
 
 
+def matching_body(
+    api: Api,
+    body: dict[str, Any],
+    *,
+    masks: tuple[Mask, ...] = (),
+    extra: Normaliser | None = None,
+) -> dict[str, Any]:
+    """What a request is matched on: the gateway's normalisation with ``masks`` applied to
+    its tool results, then the profile's own (``extra``: ``CliProfile.normalise``)."""
+    value = normalise(api, body, masks)
+    return extra(api, value) if extra else value
+
+
 class CallHandler:
-    """Answers the CLI's model calls through one ``WireSession``."""
+    """Answers the CLI's model calls through one ``WireSession``.
+
+    ``masks`` are the volatile parts of tool output (the profile's and the desk's,
+    ``CliProfile.output_masks``): masked in the matching digest and in the comparison that
+    names a divergence, never in what goes upstream or into the journal."""
 
     def __init__(
         self,
@@ -60,19 +78,20 @@ class CallHandler:
         price: Price,
         allowed: Callable[[str], bool],
         normalise_extra: Normaliser | None = None,
+        masks: tuple[Mask, ...] = (),
     ) -> None:
         self.session = session
         self.upstream = upstream
         self.price = price
         self.allowed = allowed
         self.normalise_extra = normalise_extra
+        self.masks = masks
         self.seen_tools: set[str] = set()
         self.calls = 0
         self.replayed = 0
 
     def normal(self, api: Api, body: dict[str, Any]) -> dict[str, Any]:
-        value = normalise(api, body)
-        return self.normalise_extra(api, value) if self.normalise_extra else value
+        return matching_body(api, body, masks=self.masks, extra=self.normalise_extra)
 
     def request_of(self, call: ModelCall) -> WireRequest:
         items, rest = split(call.api, call.body)

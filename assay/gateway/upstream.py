@@ -8,8 +8,11 @@ stream as its raw bytes) so it can be recorded and checked before the CLI sees a
 
 Errors at the boundary: refused credentials -> ``Denied`` (77), 429/5xx/transport
 failures that outlast the retries -> ``Unavailable`` (69), a 2xx body that is not the
-API's JSON (or event stream) -> ``Unavailable``. Other 4xx answers are the CLI's business
-and are returned to it as they came.
+API's JSON (or event stream) -> ``Unavailable``. When the last answer was 429, 503 or 529
+(the provider is up but has no capacity for the call) the ``Unavailable`` carries
+``capacity=True`` and ``http=<status>``: the desk parks the run as a durable wait instead of
+giving the brief back. Other 4xx answers are the CLI's business and are returned to it as
+they came.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from assay.models.config import AnthropicConfig, OpenAIConfig
 from assay.models.http import RETRY_STATUSES, parse_retry_after, ssl_context
 
 PASS_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
+# Answers that say the provider is there but has no room for the call now (rate limited,
+# unavailable, Anthropic's overloaded): worth waiting for, unlike a broken endpoint.
+CAPACITY_STATUSES = frozenset({429, 503, 529})
 DEFAULT_BASE = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
 
 
@@ -100,12 +106,12 @@ class Upstream:
         stream = bool(body.get("stream"))
         url, sent = self.url(route), self.headers(headers)
         what = f"{self.source}: model: {self.config.model} at {self.base_url}"
-        last = ""
+        last, status = "", 0
         for attempt in range(1, self.config.attempts + 1):
             try:
                 response = self._client.post(url, json=payload, headers=sent)
             except httpx.TransportError as exc:
-                last, wait = f"{type(exc).__name__}", None
+                last, wait, status = f"{type(exc).__name__}", None, 0
             else:
                 reply = Reply(
                     response.status_code,
@@ -116,8 +122,15 @@ class Upstream:
                 if reply.status not in RETRY_STATUSES:
                     return reply, self._check(api, reply, what)
                 last, wait = f"HTTP {reply.status}", parse_retry_after(response.headers)
+                status = reply.status
             if attempt < self.config.attempts:
                 time.sleep(self._delay(attempt, wait))
+        if status in CAPACITY_STATUSES:
+            raise Unavailable(
+                f"{what}: no capacity after {self.config.attempts} attempts ({last})",
+                capacity=True,
+                http=status,
+            )
         raise Unavailable(f"{what}: unreachable after {self.config.attempts} attempts ({last})")
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from assay.gateway.volatile import RUNNER_TIMES, Mask, mask_text
 from assay.journal.format import canonical
 from assay.runtime.wire import first_difference as first_difference  # re-exported
 
@@ -40,19 +41,6 @@ _BILLING = re.compile(r"x-anthropic-billing-header:[^\n]*\n?")
 # Claude Code snapshots `git status` and the recent commits into its system prompt; a
 # resumed CLI sees the desk's own durability commits there, so the snapshot is volatile.
 _GIT_STATUS = re.compile(r"gitStatus: .*", re.DOTALL)
-# Test runners report how long they took. The time changes from run to run while what the
-# tool did does not, so a relaunched CLI re-running its tests would otherwise diverge from
-# its own journal (unittest's "Ran 2 tests in 0.000s", then "0.001s" under load).
-_RUNNER_TIMES = (
-    (re.compile(r"\b(Ran \d+ tests? in )\d+(?:\.\d+)?s\b"), r"\1<t>s"),  # unittest
-    (  # pytest's summary line: "3 passed, 1 warning in 0.12s"
-        re.compile(
-            r"(\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)"
-            r"\b[^\n]*? in )\d+(?:\.\d+)?s\b"
-        ),
-        r"\1<t>s",
-    ),
-)
 # Top-level request fields that identify a request or a user, never what is asked.
 _VOLATILE = {
     "anthropic": ("metadata",),
@@ -106,22 +94,25 @@ def join(api: Api, items: list[Any], rest: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def normalise(api: Api, body: dict[str, Any]) -> dict[str, Any]:
+def normalise(api: Api, body: dict[str, Any], masks: tuple[Mask, ...] = ()) -> dict[str, Any]:
     """The request with what changes between two runs of the same CLI step removed.
 
     Dropped: the top-level identifying fields of ``_VOLATILE`` (``metadata`` carries
     Claude Code's per-session user id), Claude Code's billing line and its ``gitStatus``
-    snapshot in ``system``, the ``stream_options`` of a chat request, and the run times
-    test runners print in tool results (``_RUNNER_TIMES``). Everything else must match
-    exactly (a profile's ``normalise`` may drop more).
+    snapshot in ``system``, the ``stream_options`` of a chat request; masked, in tool
+    results only (never in the instructions or in what the model said): the run times test
+    runners print (``RUNNER_TIMES``) and every match of ``masks`` (the profile's and the
+    desk's volatile output, ``assay.gateway.volatile``). Everything else must match exactly
+    (a profile's ``normalise`` may drop more).
     """
+    found = RUNNER_TIMES + tuple(masks)
     out = dict(body)  # a shallow copy: only top-level fields and `system` are replaced
     for name in _VOLATILE[api]:
         out.pop(name, None)
     out.pop("stream_options", None)
     key = conversation_key(api)
     if isinstance(out.get(key), list):
-        out[key] = [_steady_results(api, item) for item in out[key]]
+        out[key] = [_steady_results(api, item, found) for item in out[key]]
     if api == "anthropic":
         system = out.get("system")
         if isinstance(system, str):
@@ -139,38 +130,36 @@ def normalise(api: Api, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _steady_results(api: Api, item: Any) -> Any:
-    """``item`` with the run times test runners print in its tool results masked (a copy
-    when anything changed; the item itself otherwise)."""
+def _steady_results(api: Api, item: Any, found: tuple[Mask, ...]) -> Any:
+    """``item`` with ``found`` masked in its tool results (a copy when it holds any; the
+    item itself otherwise)."""
     if not isinstance(item, dict):
         return item
     if api == "anthropic" and isinstance(item.get("content"), list):
         blocks = [
-            {**block, "content": _steady(block.get("content"))}
+            {**block, "content": _steady(block.get("content"), found)}
             if isinstance(block, dict) and block.get("type") == "tool_result"
             else block
             for block in item["content"]
         ]
         return {**item, "content": blocks}
     if api == "openai-chat" and item.get("role") == "tool":
-        return {**item, "content": _steady(item.get("content"))}
+        return {**item, "content": _steady(item.get("content"), found)}
     if api == "openai-responses" and item.get("type") in (
         "function_call_output",
         "custom_tool_call_output",
     ):
-        return {**item, "output": _steady(item.get("output"))}
+        return {**item, "output": _steady(item.get("output"), found)}
     return item
 
 
-def _steady(value: Any) -> Any:
-    """A tool result (text, or a list of content parts) with runner times masked."""
+def _steady(value: Any, found: tuple[Mask, ...]) -> Any:
+    """A tool result (text, or a list of content parts) with ``found`` masked."""
     if isinstance(value, str):
-        for pattern, replacement in _RUNNER_TIMES:
-            value = pattern.sub(replacement, value)
-        return value
+        return mask_text(value, found)
     if isinstance(value, list):
         return [
-            {**part, "text": _steady(part["text"])}
+            {**part, "text": mask_text(part["text"], found)}
             if isinstance(part, dict) and isinstance(part.get("text"), str)
             else part
             for part in value

@@ -44,6 +44,9 @@ class HttpModelConfig(StrictModel):
     attempts: Annotated[int, Field(ge=1, le=20)] = 5
     backoff_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 1.0
     max_backoff_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 60.0
+    # A cli desk whose upstream still answers 429/503/529 after the retries waits this long
+    # (durably, holding no process), then twice as long each time, up to an hour.
+    capacity_wait_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 60.0
     price: Price = Field(default_factory=Price)
 
     @field_validator("base_url")

@@ -169,9 +169,24 @@ class WireSession:
         pos, _ = self._place(label, canonical(args), lambda rec: _args_difference(rec, args))
         return self._at(pos, lambda: self.run.tool(name, args))
 
-    def wait_for(self, event: str) -> Any:
+    def wait_for(self, event: str, *, timeout: float | None = None) -> Any:
+        """``run.wait_for(event, timeout=)`` at the position this wait matches."""
         pos, _ = self._place(f"wait:{event}", "", lambda rec: "")
-        return self._at(pos, lambda: self.run.wait_for(event))
+        return self._at(pos, lambda: self.run.wait_for(event, timeout=timeout))
+
+    def recorded_waits(self, event: str) -> int:
+        """How many waits for ``event`` the run's journal holds (this session's or not)."""
+        label = f"wait:{event}"
+        return sum(1 for rec in self.run.history.positions.values() if rec.label == label)
+
+    def settle_waits(self, event: str) -> None:
+        """Place every pending recorded wait for ``event`` before the program starts: a
+        wait the desk itself made (not one the program asked for), which its relaunch will
+        not ask for again. Each returns once it has ended, or suspends again."""
+        label = f"wait:{event}"
+        for pos in sorted(p for p, rec in self.pending.items() if rec.label == label):
+            if pos in self.pending:
+                self.wait_for(event)
 
     def signals(self) -> list[Event]:
         pos, _ = self._place("signals", "", lambda rec: "")

@@ -3,6 +3,7 @@ the desk file and field, and nothing half-written (no branch, or a journal that 
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,18 +37,34 @@ def test_an_unknown_profile_is_refused_naming_the_field(world: World, upstream_k
     assert world.branch_tip("b1") is None and world.claim("b1") is None
 
 
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        (
+            {"command": ["no-such-agent-cli-xyz", "{prompt}"]},
+            "cli.yaml: cli.command: the generic CLI 'no-such-agent-cli-xyz' is not installed",
+        ),
+        (  # the profile's own program, not on the desk's PATH: how to install it
+            {"profile": "claude-code", "command": None},
+            "cli.yaml: cli.profile (claude-code's default command): the claude-code CLI "
+            "'claude' is not installed (not on PATH): install it with "
+            "`npm install -g @anthropic-ai/claude-code`",
+        ),
+    ],
+)
 def test_a_cli_that_is_not_installed_is_refused_before_anything_runs(
-    world: World, upstream_key: None
+    world: World, upstream_key: None, fields: dict[str, object], says: str
 ) -> None:
+    if fields.get("profile") == "claude-code" and shutil.which("claude"):
+        pytest.skip("claude is on this machine's PATH")
     world.add_briefs(brief_text("b1"))
     with WireFake(SCRIPT) as fake:
         add_cli_desk(world, fake)
-        set_cli(world, command=["no-such-agent-cli-xyz", "{prompt}"])
+        set_cli(world, **fields)
         done = world.desk("cli", "--once")
         assert fake.received == 0
     assert done.returncode == 65, done.stdout + done.stderr
-    out = done.stdout + done.stderr
-    assert "cli.yaml: cli.command" in out and "'no-such-agent-cli-xyz' is not installed" in out
+    assert says in " ".join(done.stderr.split()), done.stderr
     assert world.branch_tip("b1") is None
     assert world.claim("b1") is None  # refused before the claim: no fence moved
 

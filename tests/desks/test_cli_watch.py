@@ -125,8 +125,9 @@ def test_status_says_why_and_drops_a_note_the_brief_has_moved_past(
         assert swept.returncode == 0, swept.stderr
         assert "released for resume" in status_rows(world)["stale"]["status_note"]
         assert world.desk("cli", "--once", "--brief", "stale").returncode == 0
-        # "down": the upstream stays down past the desk's retries; the desk gives it back.
-        fake.inject(503, times=10)
+        # "down": the upstream stays broken (502) past the desk's retries; the desk gives it
+        # back (a 429/503/529 would park it as a wait for model capacity instead).
+        fake.inject(502, times=10)
         given_back = world.desk("cli", "--once", "--brief", "down")
         assert given_back.returncode == 69, given_back.stderr
     world.merge_to_main("stale")

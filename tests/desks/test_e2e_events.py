@@ -185,3 +185,34 @@ def test_served_forge_wakes_an_approved_run_when_the_event_is_pushed(world: Worl
     )
     review = world.review("b1")
     assert review is not None and review.state == "ready"
+
+
+def test_served_forge_wakes_a_timer_wait_when_it_ends_with_no_push(world: World) -> None:
+    world.add_briefs(brief_text("b1"))
+    (world.desks / "sleeper.py").write_text(
+        "def work(run, brief):\n"
+        "    run.sleep(0.5)\n"
+        "    return {'status': 'done', 'summary': 'slept', 'evidence': []}\n",
+        encoding="utf-8",
+    )
+    (world.desks / "sleeper.yaml").write_text(
+        "name: sleeper\nkind: python\nentry: sleeper:work\ntakes: {globs: ['*']}\n",
+        encoding="utf-8",
+    )
+    server = world.start(
+        "desk", "serve", str(world.forge_path), "--desks", str(world.desks), machine="server"
+    )
+    assert server.stdout is not None
+    url = server.stdout.readline().strip()
+    waiting = world.assay(
+        "desk", "run", "sleeper", "--once", "--forge", url, "--desks", str(world.desks)
+    )
+    assert waiting.returncode == 75, waiting.stderr
+    # Nothing is pushed after the wait: the waker read its time and woke the run then.
+    wait_until(
+        lambda: (c := world.claim("b1")) is not None and c.state == "done",
+        timeout=60,
+        what="the served waker to wake the timer wait",
+    )
+    wakes = [e for e in world.journal("b1").entries if e["kind"] == "wake"]
+    assert len(wakes) == 1 and wakes[0]["timer"]

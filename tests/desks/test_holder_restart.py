@@ -7,6 +7,9 @@ under the token is a dead process's. A live process under the same token is refu
 
 from __future__ import annotations
 
+import re
+import shlex
+
 import pytest
 
 from tests.desks.world import World, brief_text, wait_until
@@ -74,5 +77,23 @@ def test_a_live_desk_under_the_same_holder_is_refused(world: World) -> None:
         assert "holder 'box' is in use by a running desk process" in second.stderr
         assert str(first.pid) in second.stderr
         assert world.claim({"b1": "b2", "b2": "b1"}[taken]) is None  # it claimed nothing
+
+        # Another holder finds nothing to take, and is told who holds the brief, until
+        # when, and the command that gives it back.
+        other = world.desk("cmd", "--holder", "elsewhere", "--once", "--brief", taken)
+        assert other.returncode == 3, other.stdout + other.stderr
+        note = " ".join(other.stderr.split())
+        claim = world.claim(taken)
+        assert claim is not None
+        assert f"brief {taken} is held by desk cmd (holder 'box', fence 1) until " in note
+        assert re.search(r"until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(lease 300 s", note), note
+        assert "restarted with --holder box on its machine takes the brief back at once" in note
+        release = note.split("release the claim: ", 1)[1]
+        argv = shlex.split(release)
+        assert argv[:6] == ["assay", "claim", "release", taken, "--holder", "box"], argv
+        released = world.assay(*argv[1:])
+        assert released.returncode == 0, released.stdout + released.stderr
+        claim = world.claim(taken)
+        assert claim is not None and claim.state == "released"
     finally:
         world.kill(first)

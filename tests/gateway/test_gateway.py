@@ -319,6 +319,25 @@ def test_an_upstream_answering_500s_is_unavailable_after_its_retries(tmp_path: P
     assert not wire_entries(tmp_path / "j")
 
 
+@pytest.mark.parametrize(
+    ("status", "capacity"), [(429, True), (503, True), (529, True), (502, False)]
+)
+def test_an_upstream_without_capacity_says_so_after_its_retries(
+    tmp_path: Path, status: int, capacity: bool
+) -> None:
+    with WireFake(SCRIPT) as fake:
+        fake.inject(status, times=5)
+        outcome = drive(tmp_path / "j", fake, api="anthropic", cwd=tmp_path / "a")
+        assert fake.failures_sent == 2  # attempts: 2
+    error = outcome.error
+    assert isinstance(error, Unavailable) and error.code == 69
+    assert bool(error.details.get("capacity")) is capacity
+    said = "no capacity" if capacity else "unreachable"
+    assert f"{said} after 2 attempts (HTTP {status})" in error.message
+    if capacity:
+        assert error.details["http"] == status
+
+
 def test_a_retry_after_is_honoured_and_the_call_succeeds(tmp_path: Path) -> None:
     with WireFake(SCRIPT) as fake:
         fake.inject(429, retry_after="0")

@@ -110,8 +110,26 @@ class DeskLoop:
         # While run() holds the holder token's local lock, a claim held under the token
         # is a dead process's (assay.desks.host.holders): taken back at once.
         self._holder_locked = False
+        # Why nothing was taken: who holds the briefs this desk would take (held_notes).
+        self.busy_notes: list[str] = []
+        self._last_view: ForgeView | None = None
 
     # ------------------------------------------------------------------ choosing
+
+    def held_notes(self, view: ForgeView, *, only: str | None = None) -> list[str]:
+        """For each brief this desk takes whose claim another live holder has (or seems
+        to have: its lease runs), who holds it, until when, and how to take it back."""
+        notes = []
+        now = self.store.clock()
+        for brief_id in sorted(view.briefs):
+            claim = view.claims.get(brief_id)
+            if claim is None or (only is not None and brief_id != only):
+                continue
+            if brief_id in view.merged or not self.desk.takes_brief(view.briefs[brief_id]):
+                continue
+            if claim.has_lease and not claim.expired(skew_s=self.store.skew_s, now=now):
+                notes.append(self.store.held_note(claim))
+        return notes
 
     def view(self) -> ForgeView:
         view = read_view(self.forge)
@@ -180,8 +198,10 @@ class DeskLoop:
                     self.on_progress(f"{candidate.brief}: event {note}")  # never delivered
                 return view.briefs[candidate.brief], claim, candidate.why
             if not raced:
+                self._last_view = view
                 return None
             view = None
+        self._last_view = view
         return None
 
     def _acquire(self, view: ForgeView, candidate: Candidate) -> Claim:
@@ -220,9 +240,12 @@ class DeskLoop:
         with HolderLock.take(self.forge.state_dir, self.holder):
             self._holder_locked = True
             try:
-                return self._run(once=once, only=only)
+                reports = self._run(once=once, only=only)
             finally:
                 self._holder_locked = False
+        if not reports and self._last_view is not None:
+            self.busy_notes = self.held_notes(self._last_view, only=only)
+        return reports
 
     def _run(self, *, once: bool, only: str | None) -> list[RunReport]:
         reports: list[RunReport] = []

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.desks.host.loop import DeskLoop, RunReport
-from assay.desks.records.state import read_view
+from assay.desks.records.state import read_view, wait_until
 from assay.errors import BadInput
 from assay.forge import Forge
 from assay.states import RESUMABLE
@@ -134,6 +134,19 @@ def wake(
         if taken is not None:
             reports.append(loop.run_claimed(*taken))
     return reports
+
+
+def next_timer(forge: Forge) -> datetime | None:
+    """When the earliest timer wait of a waiting run ends (a ``run.sleep``, a wait with a
+    timeout, a ``cli`` run's wait for model capacity), or None when no run waits on one."""
+    view = read_view(forge)
+    found = [
+        until
+        for brief_id, claim in view.claims.items()
+        if claim.state == "waiting" and brief_id in view.briefs
+        if (until := wait_until(view.journal(brief_id))) is not None
+    ]
+    return min(found, default=None)
 
 
 def _loop(

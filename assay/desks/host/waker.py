@@ -5,14 +5,18 @@ once, so a waiting desk holds no process and is woken by inbound traffic. The fo
 calls ``Waker.poke()`` after every accepted push; the waker's one thread compares the
 events refs and main (a raised budget or ``max_runs``) with what it saw last, straight from
 the bare repository (no network), and when they moved runs ``wake`` once. Pokes that come
-while a wake runs are coalesced into one more look afterwards.
+while a wake runs are coalesced into one more look afterwards. A timer wait needs no push:
+after each look the waker asks ``next_timer`` when the earliest one ends, and runs ``wake``
+then too (a ``run.sleep``, a ``cli`` run waiting for model capacity).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +26,17 @@ from assay.forge.embedded import ref_tips
 
 LOG = logging.getLogger("assay.desks.host.waker")
 WATCHED = refs.WATCHED
+OVERDUE_RETRY_S = 30.0
 
 
 def watched_refs(forge_path: Path) -> str:
     """The refs whose movement can wake a run, read from the bare repository itself."""
     return "".join(f"{sha} {ref}\n" for ref, sha in ref_tips(forge_path, WATCHED).items())
+
+
+def claim_refs(forge_path: Path) -> str:
+    """The claim refs, read the same way: a claim that starts waiting moves its ref."""
+    return "".join(f"{sha} {ref}\n" for ref, sha in ref_tips(forge_path, (refs.CLAIMS,)).items())
 
 
 class Waker:
@@ -38,10 +48,12 @@ class Waker:
         wake_once: Callable[[], list[Any]],
         *,
         on_report: Callable[[Any], None] = lambda report: None,
+        next_timer: Callable[[], datetime | None] = lambda: None,
     ) -> None:
         self.forge_path = Path(forge_path)
         self.wake_once = wake_once
         self.on_report = on_report
+        self.next_timer = next_timer
         self.wakes = 0
         self._seen = ""
         self._poked = threading.Event()
@@ -63,19 +75,44 @@ class Waker:
         self._thread.join(timeout=60)
 
     def _loop(self) -> None:
+        due: float | None = None  # time.monotonic() at which to look for a timer wait
+        claims = ""  # the claim refs when the timer was last read: a new wait moves them
+        looked = datetime.now(UTC)  # when the last wake began
         while True:
-            self._poked.wait()
+            timeout = None if due is None else max(due - time.monotonic(), 0.0)
+            poked = self._poked.wait(timeout)
             if self._stop.is_set():
                 return
             self._poked.clear()
             try:
                 refs = watched_refs(self.forge_path)
-                if refs == self._seen:
+                if poked and refs == self._seen:
+                    now_claims = claim_refs(self.forge_path)
+                    if now_claims != claims:  # a run may have started waiting on a timer
+                        claims = now_claims
+                        due = _due(self.next_timer(), looked=looked)
                     continue
                 self._seen = refs
+                looked = datetime.now(UTC)
                 for report in self.wake_once():
                     self.on_report(report)
                 self.wakes += 1
+                claims = claim_refs(self.forge_path)
+                due = _due(self.next_timer(), looked=looked)
             except AssayError as error:  # keep serving; the next push looks again
                 LOG.warning("wake failed: %s", error.message)
                 self._seen = ""
+
+
+def _due(moment: datetime | None, *, looked: datetime) -> float | None:
+    """When (``time.monotonic()``) to look for the timer wait ending at ``moment``: a
+    little past it, so it is due when looked at. A timer that came due since the last wake
+    (``looked``) is looked at now; one that was already due then is one whose run that wake
+    could not take (its desk is not here, its claim moved): looked at again later, not
+    spun on."""
+    if moment is None:
+        return None
+    left = (moment - datetime.now(UTC)).total_seconds()
+    if left > 0:
+        return time.monotonic() + left + 0.2
+    return time.monotonic() + (0.0 if moment > looked else OVERDUE_RETRY_S)

@@ -32,10 +32,19 @@ from typing import Any
 
 from assay.desks.kinds.agent import brief_prompt, claimed_rows
 from assay.desks.kinds.tools import ToolBox
-from assay.errors import AssayError, BadInput, Denied, Failed, Suspended, Suspension
+from assay.errors import (
+    AssayError,
+    BadInput,
+    Denied,
+    Failed,
+    Suspended,
+    Suspension,
+    Unavailable,
+)
 from assay.gateway.calls import CallHandler, tool_allowed
 from assay.gateway.server import Gateway, ModelCall
 from assay.gateway.upstream import Upstream
+from assay.gateway.volatile import Mask
 from assay.journal.redact import REDACTED
 from assay.plumbing import restore_files
 from assay.runtime.wire import WireSession
@@ -44,6 +53,7 @@ from assay.sandbox.bwrap import HOME as SANDBOX_HOME
 from assay.sandbox.process import SandboxProcess
 
 OUTPUT_TAIL = 4_000
+CAPACITY = "model capacity"  # what a run waits for when its upstream has no room for a call
 FINISH_HINT = (
     "\n\nWhen the brief is done, call the `finish` tool of the `assay` MCP server with a short "
     "`summary` and, for each verify row, an `evidence` item {row, result: pass|fail, note}."
@@ -60,6 +70,16 @@ def cli_profile(desk: Any) -> Any:
         raise BadInput(f"{desk.source}: {exc.message}") from None
 
 
+def output_masks(desk: Any) -> tuple[Mask, ...]:
+    """The volatile parts of the CLI's tool output: its profile's and the desk's own
+    ``cli.volatile_output`` (``BadInput`` naming the desk file and the pattern)."""
+    try:
+        masks: tuple[Mask, ...] = cli_profile(desk).output_masks(desk.cli.volatile_output)
+        return masks
+    except BadInput as exc:
+        raise BadInput(f"{desk.source}: {exc.message}") from None
+
+
 def check_installed(desk: Any) -> None:
     """``BadInput`` naming the field when the CLI's program is not on PATH (before any run)."""
     profile = cli_profile(desk)
@@ -68,7 +88,16 @@ def check_installed(desk: Any) -> None:
     if not command:
         raise BadInput(f"{desk.source}: cli.command: the {profile.name} profile needs a command")
     if shutil.which(command[0]) is None:
-        raise BadInput(f"{desk.source}: {where}: {command[0]!r} is not installed (not on PATH)")
+        how = (
+            f"install it with `{profile.install}`"
+            if profile.install and not desk.cli.command
+            else "install it"
+        )
+        raise BadInput(
+            f"{desk.source}: {where}: the {profile.name} CLI {command[0]!r} is not installed "
+            f"(not on PATH): {how}, put it on the desk process's PATH, or give its full path "
+            f"as the first element of cli.command"
+        )
 
 
 # ------------------------------------------------------------------------- the process
@@ -329,7 +358,9 @@ class CliRun:
             price=self.desk.model.price,
             allowed=lambda name: tool_allowed(name, self.desk.tools, offered),
             normalise_extra=self.profile.normalise,
+            masks=output_masks(self.desk),
         )
+        wire.settle_waits(CAPACITY)  # the relaunched CLI will not ask for the desk's waits
         try:
             with gateway, cli_home(self.worktree) as outside:
                 process = self.launch(brief, gateway, outside)
@@ -340,6 +371,11 @@ class CliRun:
                     _refuse_waiting(gateway.calls)
                 # The run's token is dead once the gateway stops; still, never record it.
                 output = process.tail().replace(gateway.token, REDACTED)
+        except Unavailable as down:
+            if not down.details.get("capacity"):
+                raise
+            self.wait_for_capacity(wire)  # the CLI is gone; the run waits holding nothing
+            raise
         finally:
             upstream.close()
         if handler.calls == 0 and code != 0:
@@ -349,6 +385,16 @@ class CliRun:
             )
         wire.close()
         return CliOutcome(code, output, self.finish)
+
+    def wait_for_capacity(self, wire: WireSession) -> None:
+        """The upstream still had no capacity after its retries: a durable wait (exit 75,
+        ``waiting_for: model capacity``) of ``model.capacity_wait_s``, doubled for each
+        earlier such wait in the run, up to an hour. When it has passed, a wake (``assay
+        wake``, the next ``desk run``) resumes the run: the CLI is relaunched, its calls
+        replay, and the one that was refused goes upstream again."""
+        earlier = wire.recorded_waits(CAPACITY)
+        seconds = min(float(self.desk.model.capacity_wait_s) * 2 ** min(earlier, 16), 3600.0)
+        wire.wait_for(CAPACITY, timeout=seconds)
 
     def launch(self, brief: Any, gateway: Gateway, outside: Path) -> CliProcess:
         """Start the CLI through its profile, in the desk's sandbox unless it is off."""

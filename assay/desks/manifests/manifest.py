@@ -26,7 +26,8 @@ sandbox:                        # what tools, command desks and agent CLIs may r
 A ``python`` desk names ``entry: module:function`` (written against the ``Run`` API); a
 ``command`` desk names ``command:`` (argv, or one string split like a shell would, without
 one). A ``cli`` desk runs an agent CLI behind the model gateway (docs/agent-clis.md): it
-has a ``cli:`` section (``profile``, optional ``command``, ``api``, ``timeout_s``), an
+has a ``cli:`` section (``profile``, optional ``command``, ``api``, ``timeout_s``,
+``volatile_output``), an
 ``openai`` or ``anthropic`` model (the upstream), and its ``tools`` are the CLI's own tool
 names the agent may call plus Assay's tools it may call over MCP.
 
@@ -158,6 +159,8 @@ class CliSpec(StrictModel):
     command: Annotated[list[str] | None, BeforeValidator(_argv)] = None
     api: Literal["anthropic", "openai-chat", "openai-responses"] | None = None
     timeout_s: Seconds = 3600.0
+    # patterns of what changes from run to run in the CLI's tool output, beside the profile's
+    volatile_output: list[str] = Field(default_factory=list)
 
     @field_validator("command")
     @classmethod
@@ -410,9 +413,16 @@ def _check_cli(manifest: DeskManifest, doc: YamlDoc) -> None:
     except ImportError:
         raise doc.bad(["cli", "profile"], "agent CLI profiles are not available") from None
     try:
-        get_profile(manifest.cli.profile)
+        profile = get_profile(manifest.cli.profile)
     except BadInput as exc:
         raise doc.bad(["cli", "profile"], exc.message.removeprefix("cli.profile: ")) from None
+    for index, pattern in enumerate(manifest.cli.volatile_output):
+        try:
+            profile.output_masks([pattern])
+        except BadInput as exc:
+            raise doc.bad(
+                ["cli", "volatile_output", index], exc.message.split(": ", 1)[-1]
+            ) from None
 
 
 def split_desks(directory: Path) -> tuple[dict[str, DeskManifest], dict[str, BadInput]]:
