@@ -3,7 +3,7 @@ the desk file and field, and nothing half-written (no branch, or a journal that 
 
 from __future__ import annotations
 
-import shutil
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,13 +55,17 @@ def test_an_unknown_profile_is_refused_naming_the_field(world: World, upstream_k
 def test_a_cli_that_is_not_installed_is_refused_before_anything_runs(
     world: World, upstream_key: None, fields: dict[str, object], says: str
 ) -> None:
-    if fields.get("profile") == "claude-code" and shutil.which("claude"):
-        pytest.skip("claude is on this machine's PATH")
+    # The desk's PATH holds no ``claude`` whatever this machine has installed.
+    path = os.pathsep.join(
+        folder
+        for folder in os.environ.get("PATH", "").split(os.pathsep)
+        if folder and not (Path(folder) / "claude").exists()
+    )
     world.add_briefs(brief_text("b1"))
     with WireFake(SCRIPT) as fake:
         add_cli_desk(world, fake)
         set_cli(world, **fields)
-        done = world.desk("cli", "--once")
+        done = world.assay(*world.desk_args("cli", "--once"), extra={"PATH": path})
         assert fake.received == 0
     assert done.returncode == 65, done.stdout + done.stderr
     assert says in " ".join(done.stderr.split()), done.stderr
