@@ -25,7 +25,6 @@ from assay.forge.pushledger import PushLedger
 from assay.github.api import GitHubApi
 from assay.github.rest import RestClient
 from assay.github.target import GitHubTarget, resolve_target
-from assay.plumbing import PushGate
 
 # GitHub's published repository limits: at most 6 pushes a minute per repository.
 PUSHES_PER_MINUTE = 6
@@ -73,7 +72,7 @@ class GitHubForge(Forge):
         return self.api.runs_in_progress() & frozenset(workflow_runs)
 
     @property
-    def push_gate(self) -> PushGate:
+    def push_gate(self) -> PushLedger:
         """The host's push ledger for this repository: every push waits for room in it."""
         return self.push_ledger
 
