@@ -285,9 +285,11 @@ def plan_honest_status(
     now: datetime,
     *,
     already: frozenset[str] = frozenset(),
+    running: frozenset[int] = frozenset(),
 ) -> list[Action]:
     """Status records saying "working" whose claim is not live; ``already``: briefs another
-    action of this sweep writes a status for."""
+    action of this sweep writes a status for; ``running``: as for :func:`plan_stuck` (a
+    held claim whose workflow run still runs is working, whatever its lease says)."""
     actions = []
     for brief, status in sorted(snapshot.statuses.items()):
         if brief in already or str(status.get("state", "")) not in WORKING_WORDS:
@@ -295,6 +297,8 @@ def plan_honest_status(
         claim = snapshot.claims.get(brief)
         if claim is not None and claim.live(now, policy.skew_s):
             continue
+        if claim is not None and claim.state == "held" and claim.workflow_run in running:
+            continue  # its holder is alive by its workflow run: the status is true
         # What the status now says is the brief's state in the one vocabulary: what the
         # board and ``assay status`` show for it.
         truth = state_of(snapshot, brief, now=now, skew_s=policy.skew_s).value
@@ -348,5 +352,5 @@ def plan(
             actions += plan_budgets(snapshot, policy, now)
         elif isinstance(policy, HonestStatusPolicy):
             written = frozenset(a.brief for a in actions if a.status is not None)
-            actions += plan_honest_status(snapshot, policy, now, already=written)
+            actions += plan_honest_status(snapshot, policy, now, already=written, running=running)
     return actions

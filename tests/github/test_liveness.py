@@ -16,14 +16,16 @@ from pathlib import Path
 import pytest
 
 from assay.claims import ClaimStore
-from assay.forge import open_forge
+from assay.forge import Identity, RefLog, open_forge
 from assay.github.forge import GitHubForge
 from assay.sweep.engine import SweepReport, run_sweep
 from assay.sweep.policy import parse_policy
 from tests.github.fake_github import FakeGitHub
 
 DESK_WORKFLOW = ".github/workflows/assay-desk.yml"
+AUTHOR = Identity("coder", "coder@example.invalid")
 STUCK = [parse_policy({"kind": "stuck-claims", "skew_s": 0}, source="stuck-claims.yaml")]
+HONEST = parse_policy({"kind": "honest-status", "skew_s": 0}, source="honest-status.yaml")
 
 
 @pytest.fixture
@@ -55,6 +57,13 @@ def claim_in_job(
             job.setenv("GITHUB_ACTIONS", "true")
             job.setenv("GITHUB_RUN_ID", str(run))
         ClaimStore(forge).acquire(brief, "coder", lease_s=1)
+
+
+def say_working(forge: GitHubForge, brief: str) -> None:
+    """The status record a desk leaves while it works on ``brief``."""
+    RefLog.for_brief(forge, "status", brief).append(
+        {"brief": brief, "state": "working", "note": "step 3"}, author=AUTHOR
+    )
 
 
 def runs_asked(fake: FakeGitHub) -> list[int]:
@@ -95,6 +104,20 @@ def test_a_lapsed_claim_whose_run_is_in_progress_is_not_swept(
     third = run_sweep(forge, STUCK, now=later)
     assert stuck(third) == ["alive"]
     assert runs_asked(fake_github) == [200, 304, 200]
+
+
+def test_a_working_status_stays_while_the_run_is_in_progress(
+    fake_github: FakeGitHub, forge: GitHubForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = fake_github.add_workflow_run(DESK_WORKFLOW, conclusion=None)
+    claim_in_job(forge, monkeypatch, "alive", running)
+    claim_in_job(forge, monkeypatch, "local", None)
+    say_working(forge, "alive")
+    say_working(forge, "local")
+    later = datetime.now(UTC) + timedelta(minutes=10)
+    report = run_sweep(forge, [HONEST], now=later)
+    assert [(a.action, a.brief) for a in report.actions] == [("correct-status", "local")]
+    assert runs_asked(fake_github) == [200]
 
 
 def test_a_sweep_with_no_lapsed_job_asks_github_nothing(
