@@ -129,6 +129,7 @@ class PushLedger:
         while True:
             with self._locked() as data:
                 now = self.clock()
+                backing_off = float(data.get("until") or 0) > now
                 wait = self._delay(data, now)
                 if wait == 0:
                     data["pushes"].append({"id": ticket, "at": now, "pid": os.getpid()})
@@ -144,10 +145,10 @@ class PushLedger:
                 logged = True
                 self.stats.waits += 1
                 LOG.warning(
-                    "push budget: %d pushes in %g s to %s; waiting %.1f s for room",
-                    self.limit,
-                    self.window,
-                    self.name,
+                    "push budget: %s; waiting %.1f s",
+                    f"backing off after a refused push to {self.name}"
+                    if backing_off
+                    else f"{self.limit} pushes in {self.window:g} s to {self.name}",
                     wait,
                 )
             self.sleep(wait)
