@@ -71,19 +71,19 @@ def another_host_spends_the_window(fake: FakeGitHub) -> None:
 
 def test_the_fake_refuses_a_push_over_the_budget_by_default(tmp_path: Path) -> None:
     now = [1000.0]
-    with FakeGitHub(tmp_path / "gh", clock=lambda: now[0]) as fake:
-        assert fake.limits.pushes_per_minute == PUSHES_PER_MINUTE == 6
-        assert fake.limits.push_window_s == WINDOW  # the conftest's setting, read once
-        admitted = [fake._push_budget("bot", "/p") for _ in range(6)]
-        refused = fake._push_budget("bot", "/p")
-        assert admitted == [None] * 6 and refused is not None
-        status, headers, body = refused
-        assert status == 429 and body.decode().startswith(PUSH_THROTTLED)
-        assert headers["Retry-After"] == "1"  # whole seconds, at least one
-        assert (len(fake.pushes), len(fake.throttled_pushes)) == (6, 1)  # refused: not counted
-        now[0] += WINDOW
-        assert fake._push_budget("bot", "/p") is None
-        assert fake.most_pushes_in_window() == 6
+    fake = FakeGitHub(tmp_path / "gh", clock=lambda: now[0])  # its push path, not started
+    assert fake.limits.pushes_per_minute == PUSHES_PER_MINUTE == 6
+    assert fake.limits.push_window_s == WINDOW  # the conftest's setting, read once
+    admitted = [fake._push_budget("bot", "/p") for _ in range(6)]
+    refused = fake._push_budget("bot", "/p")
+    assert admitted == [None] * 6 and refused is not None
+    status, headers, body = refused
+    assert status == 429 and body.decode().startswith(PUSH_THROTTLED)
+    assert headers["Retry-After"] == "1"  # whole seconds, at least one
+    assert (len(fake.pushes), len(fake.throttled_pushes)) == (6, 1)  # refused: not counted
+    now[0] += WINDOW
+    assert fake._push_budget("bot", "/p") is None
+    assert fake.most_pushes_in_window() == 6
 
 
 def test_a_forge_waits_for_room_and_is_never_refused(
@@ -111,6 +111,23 @@ def test_a_throttled_push_backs_off_and_lands(fake_github: FakeGitHub, forge: Gi
     assert len(fake_github.throttled_pushes) == 1  # refused once, then sent again
     assert forge.push_ledger.stats.throttled == 1 and forge.push_ledger.stats.pushes == 2
     assert fake_github.ref("refs/assay/a/0") is not None
+    assert fake_github.most_pushes_in_window() <= 6
+
+
+def test_a_push_git_makes_is_throttled_and_sent_again_too(
+    fake_github: FakeGitHub, forge: GitHubForge
+) -> None:
+    ref = "refs/assay/t/gone"
+    assert create(forge, ref) is PushOutcome.CREATED
+    tip = fake_github.ref(ref)
+    another_host_spends_the_window(fake_github)
+    # A delete is git's push (assay.forge.sendpack leaves it to git): git's words for the
+    # 429 are read as a throttled push, backed off and sent again.
+    result = forge.push([RefUpdate(ref, None, expected=tip)])
+    assert result.outcome is PushOutcome.DELETED and fake_github.ref(ref) is None
+    # git does not show Retry-After: each refusal backs off one push's share of the window
+    # (0.5 s / 6) until the window has room.
+    assert forge.push_ledger.stats.throttled == len(fake_github.throttled_pushes) >= 1
     assert fake_github.most_pushes_in_window() <= 6
 
 
@@ -214,9 +231,9 @@ def test_the_ledger_judges_a_dead_pushers_push_and_gives_up_in_time(tmp_path: Pa
 
 
 def test_a_lifted_budget_lets_a_test_push_freely(tmp_path: Path) -> None:
-    with FakeGitHub(tmp_path / "gh", limits=Limits(pushes_per_minute=None)) as fake:
-        assert all(fake._push_budget("bot", "/p") is None for _ in range(20))
-        assert fake.throttled_pushes == [] and len(fake.pushes) == 20
+    fake = FakeGitHub(tmp_path / "gh", limits=Limits(pushes_per_minute=None))
+    assert all(fake._push_budget("bot", "/p") is None for _ in range(20))
+    assert fake.throttled_pushes == [] and len(fake.pushes) == 20
 
 
 def test_the_window_setting_is_the_embedded_forges(monkeypatch: pytest.MonkeyPatch) -> None:
