@@ -36,6 +36,7 @@ import logging
 import os
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ T = TypeVar("T")
 LOG = logging.getLogger("assay.forge.pushledger")
 FORMAT_VERSION = 1
 POLL_S = 0.05  # how often a push waiting only on pushes under way looks again
+HISTORY = 10_000  # landing times kept in LedgerStats.landed
 
 
 @dataclass
@@ -58,7 +60,8 @@ class LedgerStats:
     waits: int = 0  # pushes that waited for room
     throttled: int = 0  # requests the forge refused over its rate (each sent again)
     waited_s: float = 0.0
-    landed: list[float] = field(default_factory=list)  # when each push ended (clock time)
+    # When each push ended (clock time), the last HISTORY of them.
+    landed: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
 
 
 def _alive(pid: int) -> bool:
@@ -163,7 +166,7 @@ class PushLedger:
         for push in data["pushes"]:
             at = float(push["at"])
             if "pid" in push and not _alive(int(push["pid"])):
-                push.pop("pid")  # its process is gone: landed, at the latest, when it started
+                push.pop("pid")  # its process is gone: taken to have landed when it started
             if "pid" in push:
                 under_way += 1
             elif at > now - self.window:
