@@ -22,6 +22,8 @@ process exit code and whose ``status`` is the word ``--json`` output carries::
     ├── Unavailable (69)           forge or model unreachable after retries; nothing lost
     │   ├── ForgeUnavailable (69)
     │   │   ├── TransportError     git could not reach the forge (assay.plumbing)
+    │   │   ├── PushThrottled      the forge refused a push over its push rate, HTTP 429
+    │   │   │                      (assay.plumbing; a push ledger sends it again)
     │   │   ├── Unreachable        an in-process ref read could not connect (assay.forge.lsrefs)
     │   │   └── WriteUncertain     a create GitHub may have made, not sent twice (assay.github.rest)
     │   └── NoSpace                a local disk (forge cache, work tree) is full (assay.plumbing)

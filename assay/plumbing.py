@@ -32,7 +32,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from tenacity import (
     RetryCallState,
@@ -72,6 +72,37 @@ class GitError(Internal):
 
 class TransportError(ForgeUnavailable):
     """One attempt could not reach the remote; retried, then re-raised as unavailable."""
+
+
+class PushThrottled(ForgeUnavailable):
+    """The forge refused a push over its push rate (HTTP 429): nothing moved. Not retried
+    by ``with_retries``; a push gate (``assay.forge.pushledger``) backs off and sends it
+    again, else it is the forge's ``ForgeUnavailable`` (69)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """An HTTP ``Retry-After`` in seconds (None when absent or not a number of seconds)."""
+    try:
+        seconds = float(value or "")
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds <= 3600 else None
+
+
+class PushGate(Protocol):
+    """What every push request is sent through: ``gate(send)`` calls ``send()`` (once, or
+    again after a ``PushThrottled``) and returns its answer. ``send_now`` is no gate."""
+
+    def __call__(self, send: Callable[[], T]) -> T: ...
+
+
+def send_now(send: Callable[[], T]) -> T:
+    """No push budget: send at once."""
+    return send()
 
 
 # ---------------------------------------------------------------------------- identity
@@ -875,12 +906,15 @@ def push(
     atomic: bool = True,
     config: Mapping[str, str] | None = None,
     policy: RetryPolicy | None = None,
+    gate: PushGate = send_now,
 ) -> PushResult:
     """Push ``updates`` as compare-and-swaps; retry only transport failures.
 
     An attempt whose reply is lost in transport may already have been applied; its retry
     then finds the ref at exactly our new value, which git reports as up to date (an ok
-    outcome) whatever the lease said, so the push still counts as ours.
+    outcome) whatever the lease said, so the push still counts as ours. Every attempt goes
+    through ``gate`` (a forge's push budget); a push the forge refused over its rate
+    (``HTTP 429``) is ``PushThrottled``, for the gate to send again.
     """
     if not updates:
         raise GitError("push needs at least one ref update")
@@ -891,8 +925,15 @@ def push(
     args.append(url)
     args += [u.refspec() for u in updates]
 
-    def call() -> PushResult:
+    def send() -> subprocess.CompletedProcess[bytes]:
         done = run_git(args, git_dir=git_dir, config=config, check=False)
+        said = done.stderr.decode("utf-8", "replace")
+        if done.returncode != 0 and _THROTTLED.search(said):
+            raise PushThrottled(f"push {url}: the forge refused the push over its rate")
+        return done
+
+    def call() -> PushResult:
+        done = gate(send)
         out_of_space(args, done)
         lines = parse_porcelain(done.stdout.decode("utf-8", "replace"))
         if not lines:
@@ -907,6 +948,10 @@ def push(
         return PushResult(outcome=overall, refs=per_ref, detail=detail)
 
     return with_retries(f"push {url}", call, policy=policy)
+
+
+# git's words for a smart-HTTP answer of 429 Too Many Requests (curl's, then remote-curl's).
+_THROTTLED = re.compile(r"returned error: 429|HTTP 429")
 
 
 def _refs(updates: Sequence[RefUpdate]) -> list[str]:

@@ -12,6 +12,10 @@ journal had recorded at that renewal, pushed or not (a desk in ``window`` or ``e
 durability holds calls the forge has not seen; the next holder, resuming from the forge
 after the machine was lost, knows from it how many it pays for again).
 
+And, only when the holder took the claim inside a GitHub Actions job,
+``"workflow_run": 123456``: that job's workflow run (``GITHUB_RUN_ID``), from whose status
+a sweep on GitHub judges the holder alive once its lease lapsed (``assay.sweep.engine``).
+
 Every read validates every field; a record that fails is ``Corrupt`` naming the ref.
 """
 
@@ -21,6 +25,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -63,7 +68,17 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "journal_head": (str, type(None)),
     "note": (str,),
 }
-_OPTIONAL: dict[str, tuple[type, ...]] = {"calls": (int,)}
+_OPTIONAL: dict[str, tuple[type, ...]] = {"calls": (int,), "workflow_run": (int,)}
+
+
+def workflow_run_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """The GitHub Actions workflow run this process runs in (``GITHUB_RUN_ID`` when
+    ``GITHUB_ACTIONS`` is ``true``), else 0."""
+    env = os.environ if environ is None else environ
+    run = env.get("GITHUB_RUN_ID", "").strip()
+    if env.get("GITHUB_ACTIONS") != "true" or not run.isdigit():
+        return 0
+    return int(run) if int(run) <= MAX_COUNTER else 0
 
 
 def claim_ref(brief: str) -> str:
@@ -136,6 +151,7 @@ class ClaimRecord:
     journal_head: str | None = None
     note: str = ""
     calls: int = 0  # model calls in the holder's local journal at its last renewal
+    workflow_run: int = 0  # the holder's GitHub Actions run (GITHUB_RUN_ID), 0: none
     v: int = FORMAT_VERSION
     sha: str = field(default="", compare=False)  # the commit holding it; not in the JSON
 
@@ -175,6 +191,7 @@ class ClaimRecord:
     def to_json(self) -> dict[str, Any]:
         return {
             **({"calls": self.calls} if self.calls else {}),
+            **({"workflow_run": self.workflow_run} if self.workflow_run else {}),
             "v": self.v,
             "brief": self.brief,
             "desk": self.desk,
@@ -262,6 +279,7 @@ def validate(data: Any) -> ClaimRecord:
         journal_head=data["journal_head"],
         note=data["note"],
         calls=data.get("calls", 0),
+        workflow_run=data.get("workflow_run", 0),
     )
 
 

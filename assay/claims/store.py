@@ -35,6 +35,7 @@ from assay.claims.record import (
     now_utc,
     parse_record,
     skew_from_env,
+    workflow_run_from_env,
 )
 from assay.errors import AssayError, BadInput, Busy, Corrupt, Fenced
 from assay.forge.base import Forge
@@ -233,6 +234,7 @@ class ClaimStore:
             since=stamp,
             renewed_at=stamp,
             lease_s=float(lease_s),
+            workflow_run=workflow_run_from_env(),
         )
         message = f"claim {brief}: acquired by {desk}"
         if isinstance(seen, _Unseen):

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from assay.closing import Closing
@@ -30,6 +30,7 @@ from assay.forge.batch import GitBatch
 from assay.plumbing import (
     GitError,
     Identity,
+    PushGate,
     PushResult,
     RefUpdate,
     RetryPolicy,
@@ -43,6 +44,7 @@ from assay.plumbing import (
     merged_into,
     read_blobs,
     run_git,
+    send_now,
     tree_modes,
     tree_paths,
     write_commit,
@@ -529,6 +531,7 @@ class Forge(Closing):
                 display_url=self.display_url,
                 hidden=lambda: self._fetched_below(updates),
                 policy=self._retry,
+                gate=self.push_gate,
             )
         except sendpack.NeedsGit:
             result = None  # nothing moved; git reads the refs and negotiates what to send
@@ -547,7 +550,13 @@ class Forge(Closing):
                 "a push names a commit this machine wrote or fetched)"
             )
         return git_push(
-            git_dir, self.url, updates, atomic=atomic, config=self._config, policy=self._retry
+            git_dir,
+            self.url,
+            updates,
+            atomic=atomic,
+            config=self._config,
+            policy=self._retry,
+            gate=self.push_gate,
         )
 
     def _fetched_below(self, updates: Sequence[RefUpdate]) -> list[str]:
@@ -559,6 +568,18 @@ class Forge(Closing):
 
         names = [f"{self.namespace}/{ref}" for ref in [*(u.ref for u in updates), MAIN]]
         return sorted({sha for name in names if (sha := read_ref(self._cache, name))})
+
+    def running(self, workflow_runs: Collection[int]) -> frozenset[int]:
+        """Of these CI workflow runs (named by claims whose lease lapsed), the ones the
+        forge says still run: none on a forge without CI runs, where leases alone judge."""
+        return frozenset()
+
+    @property
+    def push_gate(self) -> PushGate:
+        """What every push request to this forge is sent through: at once here; a forge
+        with a push budget its client keeps to (GitHub) returns its ledger
+        (:mod:`assay.forge.pushledger`)."""
+        return send_now
 
     @property
     def git_config(self) -> dict[str, str]:

@@ -22,7 +22,9 @@ bytes arrive and a waited push is never taken for a dead one.
 
 The window is 60 s; ``ASSAY_FORGE_BUDGET_WINDOW_SECONDS`` (read by the server when it
 starts) sets another, for tests that run a minute's budget in a second or two: the budget
-is then N pushes per that window.
+is then N pushes per that window. It is the one window setting of every push budget: a
+``github:`` client's ledger (``assay.forge.pushledger``) and the fake GitHub of the tests
+read it too.
 """
 
 from __future__ import annotations

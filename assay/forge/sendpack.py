@@ -61,8 +61,10 @@ from assay.plumbing import (
     STALL_S,
     UNCHECKED,
     ZERO_SHA,
+    PushGate,
     PushOutcome,
     PushResult,
+    PushThrottled,
     RefUpdate,
     RetryPolicy,
     TransportError,
@@ -70,7 +72,9 @@ from assay.plumbing import (
     failure,
     git_env,
     overall_outcome,
+    retry_after_seconds,
     run_git,
+    send_now,
     with_retries,
 )
 
@@ -110,10 +114,14 @@ def push(
     display_url: str,
     hidden: Callable[[], Iterable[str]] = tuple,
     policy: RetryPolicy | None = None,
+    gate: PushGate = send_now,
 ) -> PushResult | None:
     """Push CAS ``updates`` of commits in ``git_dir`` in process; None when this is not a
     push this module makes (the caller runs git). ``hidden()`` lists commits the forge holds
     (asked only when the push is made here).
+
+    Every request goes through ``gate`` (a forge's push budget). An HTTP 429 is
+    ``PushThrottled`` (nothing moved), which the gate may send again.
 
     Raises :class:`NeedsGit` when the forge's answer needs git's own push.
     """
@@ -134,7 +142,7 @@ def push(
     def attempt() -> PushResult:
         nonlocal tries
         tries += 1
-        report = _parse_report(send.request(body), where)
+        report = _parse_report(gate(lambda: send.request(body)), where)
         return judge(
             updates,
             report,
@@ -232,6 +240,12 @@ def _post(base: str, body: bytes, *, headers: Mapping[str, str], where: str) -> 
 def _read_reply(reply: Any, where: str) -> bytes:
     if reply.status_code >= 500:  # a server that failed, not one that refused: retried
         raise TransportError(f"push {where}: the forge answered HTTP {reply.status_code}")
+    if reply.status_code == 429:  # over the forge's push rate: nothing moved
+        said = _printable(reply.read()[:300].decode("utf-8", "replace")).strip()
+        raise PushThrottled(
+            f"push {where}: the forge refused the push over its rate: {said or 'HTTP 429'}",
+            retry_after=retry_after_seconds(reply.headers.get("Retry-After")),
+        )
     return read_reply(reply, kind=RESULT, limit=MAX_REPORT, where=where)
 
 

@@ -52,6 +52,7 @@ class ClaimInfo:
     sha: str = ""
     record: Any = None  # the claims module's own record, passed back to ``mark_stuck``
     problem: str = ""  # why the claims decoder refused the record (state ``invalid``)
+    workflow_run: int = 0  # the holder's GitHub Actions run, 0: not in one
 
     def expired(self, now: datetime, skew_s: float) -> bool:
         """A held claim whose lease (plus skew) ran out; other states hold no lease clock."""
@@ -75,6 +76,7 @@ class ClaimInfo:
             attempt=record.attempt,
             sha=record.sha,
             record=record,
+            workflow_run=record.workflow_run,
         )
 
     def live(self, now: datetime, skew_s: float) -> bool:

@@ -207,6 +207,24 @@ class GitHubApi:
         found = self.rest.get(f"{self.base}/actions/runs/{int(run_id)}")
         return found if isinstance(found, dict) else {}
 
+    def runs_in_progress(self) -> frozenset[int]:
+        """The ids of the repository's workflow runs GitHub says are in progress: one
+        conditional call (a quiet repository's second ask is a free 304), one more per 100
+        runs past the first hundred."""
+        found: set[int] = set()
+        page = 1
+        while True:
+            body = self.rest.get(
+                f"{self.base}/actions/runs",
+                params={"status": "in_progress", "per_page": 100, "page": page},
+            )
+            runs = body.get("workflow_runs", []) if isinstance(body, dict) else []
+            found.update(int(r["id"]) for r in runs if isinstance(r, dict) and "id" in r)
+            total = body.get("total_count", 0) if isinstance(body, dict) else 0
+            if len(runs) < 100 or page * 100 >= int(total) or page >= 10:
+                return frozenset(found)
+            page += 1
+
     def dispatch(self, workflow: str, *, ref: str = "main", inputs: dict[str, str]) -> None:
         """``workflow_dispatch``: the one way a GITHUB_TOKEN run can start another workflow.
 

@@ -5,18 +5,29 @@ embedded forge (``Forge``), against GitHub's git endpoint, so they cost no REST 
 API layer (``GitHubForge.api``) is the REST client for what only GitHub has: issues as
 briefs, the claim mirror, draft pull requests, check runs, comments as events, dispatches.
 ``open_forge("github:OWNER/REPO")`` lands in ``open_github_forge``.
+
+GitHub recommends at most :data:`PUSHES_PER_MINUTE` pushes a minute per repository and
+refuses (the fake GitHub) or slows what goes over: every push of a ``GitHubForge`` goes
+through the host's push ledger (``push_gate``, :mod:`assay.forge.pushledger`), shared by
+every desk on the host that pushes to the repository.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from assay.briefs import Brief
 from assay.errors import AssayError
 from assay.forge import Forge
+from assay.forge.budget import window_from_env
+from assay.forge.pushledger import PushLedger
 from assay.github.api import GitHubApi
 from assay.github.rest import RestClient
 from assay.github.target import GitHubTarget, resolve_target
+
+# GitHub's published repository limits: at most 6 pushes a minute per repository.
+PUSHES_PER_MINUTE = 6
 
 
 class GitHubForge(Forge):
@@ -44,6 +55,26 @@ class GitHubForge(Forge):
         etags = self.state_dir.parent / f"{self.state_dir.name}.github-etags.json"
         self.rest = rest or RestClient(target.api_url, target.token, etag_cache=etags)
         self.api = GitHubApi(self.rest, target.owner, target.repo)
+        self.push_ledger = PushLedger(
+            self.state_dir.parent / f"{self.state_dir.name}.push-ledger.json",
+            limit=PUSHES_PER_MINUTE,
+            window=window_from_env(),
+            name=target.spec,
+            max_wait_s=self.rest.max_total_wait_s,
+        )
+
+    def running(self, workflow_runs: Collection[int]) -> frozenset[int]:
+        """Of these workflow runs, those GitHub says are in progress (one conditional REST
+        call, :meth:`GitHubApi.runs_in_progress`): a desk in an Actions job whose lease
+        lapsed is alive while its run is, an external signal that costs no push."""
+        if not workflow_runs:
+            return frozenset()
+        return self.api.runs_in_progress() & frozenset(workflow_runs)
+
+    @property
+    def push_gate(self) -> PushLedger:
+        """The host's push ledger for this repository: every push waits for room in it."""
+        return self.push_ledger
 
     def extra_briefs(self) -> tuple[dict[str, Brief], dict[str, AssayError]]:
         """Briefs from open issues labelled ``assay`` (one conditional REST call), and the

@@ -7,6 +7,11 @@ per claim, so a desk that renewed meanwhile wins and the sweep re-plans), the br
 status as a record on ``refs/assay/status/<brief>``, and the whole sweep as one record on
 ``refs/assay/sweeps/log`` naming who swept, when, and each action with its outcome.
 A sweep that finds nothing to do writes nothing, which is what makes it idempotent.
+
+A holder whose lease lapsed may still be alive by a signal that costs no push: on GitHub
+a desk in an Actions job names its workflow run in its claim, and the sweep asks the forge
+once (``Forge.running``: one conditional REST call on GitHub, none elsewhere) which of the
+lapsed holders' runs still run; those claims are not marked stuck.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from assay.forgestate.source import read_snapshot
 from assay.forgestate.times import iso
 from assay.ids import check_id
 from assay.sweep.apply import apply_plan, planned_outcomes
-from assay.sweep.plan import Action, plan
+from assay.sweep.plan import Action, lapsed_runs, plan
 from assay.sweep.policy import SweepPolicy, WakerPolicy
 
 SWEEP_LOG = refs.SWEEP_LOG
@@ -127,11 +132,23 @@ def run_sweep(
     moment = now or datetime.now(UTC)
     dispatched: set[str] = set()
     trips = 0
+    running: dict[int, bool] = {}  # workflow run -> still running, asked once per sweep
     for _attempt in range(_ATTEMPTS):
         snapshot = take_snapshot(forge, only_brief=only_brief)
         trips += snapshot.round_trips
         reported = _orphans_reported(snapshot, forge)
-        actions = plan(snapshot, policies, moment, fix=fix, reported_orphans=reported)
+        unasked = lapsed_runs(snapshot, moment) - set(running)
+        if unasked:
+            alive = forge.running(unasked)
+            running.update({run: run in alive for run in unasked})
+        actions = plan(
+            snapshot,
+            policies,
+            moment,
+            fix=fix,
+            reported_orphans=reported,
+            running=frozenset(run for run, alive in running.items() if alive),
+        )
         if only_brief is not None:
             actions = [a for a in actions if a.brief == only_brief and a.kind != "orphans"]
         report = SweepReport(

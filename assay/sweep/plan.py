@@ -82,11 +82,32 @@ def _act(policy: SweepPolicy, action: str, brief: str, note: str, **rest: Any) -
     )
 
 
-def plan_stuck(snapshot: ForgeSnapshot, policy: StuckClaimsPolicy, now: datetime) -> list[Action]:
+def lapsed_runs(snapshot: ForgeSnapshot, now: datetime) -> frozenset[int]:
+    """The workflow runs of holders whose lease lapsed (at no skew: every policy's
+    superset), whose status the forge is asked once per sweep (``Forge.running``)."""
+    return frozenset(
+        claim.workflow_run
+        for claim in snapshot.claims.values()
+        if claim.workflow_run and claim.expired(now, 0.0)
+    )
+
+
+def plan_stuck(
+    snapshot: ForgeSnapshot,
+    policy: StuckClaimsPolicy,
+    now: datetime,
+    *,
+    running: frozenset[int] = frozenset(),
+) -> list[Action]:
+    """Mark stuck every held claim whose lease (plus skew) lapsed, unless its work reached
+    main or its holder's workflow run is among ``running`` (the forge says it still runs:
+    a holder alive by an external signal, whose renewals wait on the push budget)."""
     actions = []
     for brief, claim in sorted(snapshot.claims.items()):
         if not claim.expired(now, policy.skew_s) or snapshot.is_merged(brief):
             continue  # live, or its work already reached main: nothing to resume
+        if claim.workflow_run and claim.workflow_run in running:
+            continue  # its workflow run is still in progress: the holder is alive
         journal = snapshot.journals.get(brief)
         last = journal.last_step if journal and journal.last_step else "(no step recorded)"
         last_at = journal.last_step_at if journal else None
@@ -263,9 +284,11 @@ def plan_honest_status(
     now: datetime,
     *,
     already: frozenset[str] = frozenset(),
+    running: frozenset[int] = frozenset(),
 ) -> list[Action]:
     """Status records saying "working" whose claim is not live; ``already``: briefs another
-    action of this sweep writes a status for."""
+    action of this sweep writes a status for; ``running``: as for :func:`plan_stuck` (a
+    held claim whose workflow run still runs is working, whatever its lease says)."""
     actions = []
     for brief, status in sorted(snapshot.statuses.items()):
         if brief in already or str(status.get("state", "")) not in WORKING_WORDS:
@@ -273,6 +296,8 @@ def plan_honest_status(
         claim = snapshot.claims.get(brief)
         if claim is not None and claim.live(now, policy.skew_s):
             continue
+        if claim is not None and claim.state == "held" and claim.workflow_run in running:
+            continue  # its holder is alive by its workflow run: the status is true
         # What the status now says is the brief's state in the one vocabulary: what the
         # board and ``assay status`` show for it.
         truth = state_of(snapshot, brief, now=now, skew_s=policy.skew_s).value
@@ -303,8 +328,10 @@ def plan(
     *,
     fix: bool = False,
     reported_orphans: frozenset[str] = frozenset(),
+    running: frozenset[int] = frozenset(),
 ) -> list[Action]:
-    """Every action of one sweep (disabled policies skipped).
+    """Every action of one sweep (disabled policies skipped). ``running``: the workflow
+    runs (of :func:`lapsed_runs`) the forge says still run.
 
     Kinds run in a fixed order whatever the files are called: stuck claims first, so that
     honest-status, last, knows which status records this sweep already rewrites.
@@ -315,7 +342,7 @@ def plan(
         if not policy.enabled:
             continue
         if isinstance(policy, StuckClaimsPolicy):
-            actions += plan_stuck(snapshot, policy, now)
+            actions += plan_stuck(snapshot, policy, now, running=running)
         elif isinstance(policy, WakerPolicy):
             actions += plan_wake(snapshot, policy, now)
         elif isinstance(policy, OrphansPolicy):
@@ -324,5 +351,5 @@ def plan(
             actions += plan_budgets(snapshot, policy, now)
         elif isinstance(policy, HonestStatusPolicy):
             written = frozenset(a.brief for a in actions if a.status is not None)
-            actions += plan_honest_status(snapshot, policy, now, already=written)
+            actions += plan_honest_status(snapshot, policy, now, already=written, running=running)
     return actions

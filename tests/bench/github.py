@@ -24,10 +24,11 @@ import httpx
 from assay.branch import BranchSync
 from assay.claims import ClaimStore
 from assay.forge import Identity, open_forge
+from assay.forge.budget import WINDOW_ENV
 from assay.github.events import collect_events
 from assay.github.forge import GitHubForge
 from assay.github.mirror import GitHubMirror, review_body
-from tests.github.fake_github import BOT, FakeGitHub
+from tests.github.fake_github import BOT, TEST_WINDOW_S, FakeGitHub
 
 
 def _lifecycle(
@@ -93,6 +94,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="assay-bench-github-") as tmp:
         root = Path(tmp)
+        # The push budget's minute shortened as in the tests: lifecycles back to back.
+        os.environ[WINDOW_ENV] = TEST_WINDOW_S
         with FakeGitHub(root / "gh") as fake:
             fake.seed_main(
                 {

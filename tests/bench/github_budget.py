@@ -37,15 +37,18 @@ def measure(*, briefs: int = 3) -> dict[str, Any]:
         import httpx
 
         from assay.forge import open_forge
+        from assay.forge.budget import WINDOW_ENV
         from assay.github.events import collect_events
         from assay.github.issues import load_issue_briefs
         from tests.bench.github import _lifecycle
-        from tests.github.fake_github import BOT, FakeGitHub
+        from tests.github.fake_github import BOT, TEST_WINDOW_S, FakeGitHub
     except ImportError as missing:
         return {"error": f"the GitHub adapter is not available on this branch: {missing}"}
     saved = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="assay-bench-github-") as tmp:
         root = Path(tmp)
+        # The push budget's minute shortened as in the tests: lifecycles back to back.
+        os.environ[WINDOW_ENV] = TEST_WINDOW_S
         with FakeGitHub(root / "github", rate_limit=100_000) as fake:
             try:
                 os.environ.update(

@@ -20,13 +20,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import os
 import re
 import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ from urllib.parse import unquote
 import jsonschema
 import yaml
 
+from assay.forge.budget import PushBudget, window_from_env
+from assay.github.forge import PUSHES_PER_MINUTE
 from tests.github.contract import Contract, ContractViolation, contract
 from tests.github.fake_core import (
     API_PREFIX,
@@ -62,8 +65,10 @@ _SLASHED = re.compile(
     r"(?<=/git/ref/)(.+)|(?<=/git/matching-refs/)(.+)|(?<=/commits/)(.+)(?=/check-runs)"
 )
 
-
-PUSHES_PER_MINUTE = 6
+PUSH_THROTTLED = "too many pushes to this repository"  # what a refused push's body starts with
+# The budget's minute in the tests of tests/github (their conftest sets it): a lifecycle
+# GitHub spreads over minutes runs in seconds, and still keeps to 6 pushes a window.
+TEST_WINDOW_S = "0.5"
 
 
 @dataclass
@@ -72,15 +77,19 @@ class Limits:
 
     Content-creating requests (REST POSTs and GraphQL mutations) per user: 80 a minute and
     500 an hour, answered with a 403 secondary rate limit and ``retry-after``. Pushes per
-    repository: 6 a minute, refused with a 429 — only when a test asks for it
-    (``pushes_per_minute=PUSHES_PER_MINUTE``): one brief's lifecycle pushes claims, journal
-    checkpoints, events and mirror records far more often than that. Tests scale the
-    numbers down and move ``FakeGitHub``'s clock instead of sleeping.
+    repository: 6 a minute, always (``pushes_per_minute=None`` lifts it, for a test about
+    something else that must push more), counted when receive-pack is asked and refused
+    over the budget with a 429, ``Retry-After`` and a body saying so (docs/github.md,
+    "Forge budget", says why a refusal). The push budget's minute is
+    ``ASSAY_FORGE_BUDGET_WINDOW_SECONDS`` (``assay.forge.budget``), the setting the client
+    reads too, so a test that shortens it shortens both. Tests scale the numbers down and
+    move ``FakeGitHub``'s clock instead of sleeping.
     """
 
     creates_per_minute: int = 80
     creates_per_hour: int = 500
-    pushes_per_minute: int | None = None
+    pushes_per_minute: int | None = PUSHES_PER_MINUTE
+    push_window_s: float = field(default_factory=window_from_env)
 
 
 @dataclass
@@ -139,7 +148,10 @@ class FakeGitHub(PullsMixin):
         self.limits = Limits() if limits is None else limits
         self.clock = clock
         self._creates: dict[str, list[float]] = {}  # user -> when each create was asked
-        self._pushes: list[float] = []
+        self._pushes: list[float] = []  # admitted pushes still inside the window
+        self.pushes: list[float] = []  # every admitted push, on ``clock``: the fake's push log
+        self.throttled_pushes: list[float] = []  # every push refused over the budget
+        self.forced_throttles = 0  # the next pushes refused whatever the count (a test's)
         self.remaining: dict[str, int] = {}
         self.reset_at = int(time.time()) + 3600
         self.lock = threading.RLock()
@@ -326,6 +338,7 @@ class FakeGitHub(PullsMixin):
             ("POST", repo + r"/check-runs", self._checks_create),
             ("PATCH", repo + r"/check-runs/(?P<cid>\d+)", self._checks_update),
             ("GET", repo + r"/commits/(?P<ref>.+)/check-runs", self._checks_list),
+            ("GET", repo + r"/actions/runs", self._workflow_runs_list),
             ("GET", repo + r"/actions/runs/(?P<rid>\d+)", self._workflow_run),
             ("GET", repo + r"/collaborators/(?P<username>[^/]+)/permission", self._permission),
             (
@@ -809,6 +822,27 @@ class FakeGitHub(PullsMixin):
         }
         return uid
 
+    def finish_workflow_run(self, run_id: int, conclusion: str = "success") -> None:
+        """The run ended (its job exited, or the runner was lost and GitHub gave up)."""
+        with self.lock:
+            run = self.workflow_runs[run_id]
+            run.update(status="completed", conclusion=conclusion, updated_at=now())
+
+    def _workflow_runs_list(self, *, query: dict[str, str], **_: Any) -> Reply:
+        # GitHub: newest first; ``status`` is a status or a conclusion.
+        wanted = query.get("status", "")
+        found = []
+        for run in sorted(self.workflow_runs.values(), key=lambda r: -r["id"]):
+            if wanted and wanted not in (run["status"], run["conclusion"]):
+                continue
+            view = self.contract.skeleton("workflow-run")
+            view.update(run)
+            found.append(view)
+        per_page = min(int(query.get("per_page", 30)), 100)
+        page = int(query.get("page", 1))
+        chunk = found[(page - 1) * per_page : page * per_page]
+        return Reply(200, {"total_count": len(found), "workflow_runs": chunk})
+
     def _workflow_run(self, *, rid: str, **_: Any) -> Reply:
         run = self.workflow_runs.get(int(rid))
         if run is None:
@@ -882,16 +916,9 @@ class FakeGitHub(PullsMixin):
             message = f"Permission to {self.slug}.git denied to {user}.\n".encode()
             return 403, {"Content-Type": "text/plain"}, message
         if method == "POST" and path.endswith("/git-receive-pack"):
-            with self.lock:
-                at = self.clock()
-                self._pushes = [t for t in self._pushes if at - t < 60]
-                limit = self.limits.pushes_per_minute
-                if limit is not None and len(self._pushes) >= limit:
-                    self.calls.append(Call(method, "git:" + path, 429, user, time.monotonic()))
-                    message = b"too many pushes to this repository: at most "
-                    message += f"{limit} a minute\n".encode()
-                    return 429, {"Content-Type": "text/plain", "Retry-After": "60"}, message
-                self._pushes.append(at)
+            refused = self._push_budget(user, path)
+            if refused is not None:
+                return refused
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "GIT_PROJECT_ROOT": str(self.root),
@@ -924,6 +951,39 @@ class FakeGitHub(PullsMixin):
         with self.lock:
             self.calls.append(Call(method, "git:" + path, status, user, time.monotonic()))
         return status, out, body
+
+    def _push_budget(self, user: str, path: str) -> tuple[int, dict[str, str], bytes] | None:
+        """Count one push against the repository's budget; the 429 that refuses it when the
+        window already holds the budget's pushes (a refused push is not counted)."""
+        with self.lock:
+            at, limit = self.clock(), self.limits.pushes_per_minute
+            window = self.limits.push_window_s
+            self._pushes = [t for t in self._pushes if at - t < window]
+            forced = self.forced_throttles > 0
+            self.forced_throttles -= forced
+            if forced or (limit is not None and len(self._pushes) >= limit):
+                self.throttled_pushes.append(at)
+                self.calls.append(Call("POST", "git:" + path, 429, user, time.monotonic()))
+                oldest = self._pushes[0] if self._pushes else at
+                wait = max(1, math.ceil(oldest + window - at))
+                message = f"{PUSH_THROTTLED}: at most {limit} pushes in {window:g} s; "
+                message += f"try again in {wait} s\n"
+                headers = {"Content-Type": "text/plain", "Retry-After": str(wait)}
+                return 429, headers, message.encode()
+            self._pushes.append(at)
+            self.pushes.append(at)
+        return None
+
+    def throttle_next_pushes(self, count: int) -> None:
+        """Refuse the next ``count`` pushes as over the rate, whatever the window holds (as
+        GitHub may, counting pushes Assay cannot see)."""
+        with self.lock:
+            self.forced_throttles += count
+
+    def most_pushes_in_window(self) -> int:
+        """The most admitted pushes any one budget window of the push log held."""
+        with self.lock:
+            return PushBudget(window=self.limits.push_window_s).count_in_window(self.pushes)
 
 
 def _check_output(output: dict[str, Any] | None) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import Any
 OPERATIONS = (
     "actions/create-workflow-dispatch",
     "actions/get-workflow-run",
+    "actions/list-workflow-runs-for-repo",
     "checks/create",
     "checks/list-for-ref",
     "checks/update",

@@ -179,6 +179,8 @@ def test_a_whole_brief_lifecycle_within_the_rest_budget(
     store.release(claim, done=True)
     assert spent() == 12 <= LIFECYCLE_BUDGET
     assert forge.rest.stats.charged == spent()
+    # Every push of it kept to GitHub's 6 a window: the fake never had to refuse one.
+    assert fake_github.throttled_pushes == [] and fake_github.most_pushes_in_window() <= 6
 
     # What GitHub now shows.
     assert fake_github.pulls[pull]["merged"] is True

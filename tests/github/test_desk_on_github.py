@@ -24,6 +24,7 @@ from assay.claims import ClaimStore
 from assay.desks.records.review import read_review
 from assay.errors import BadInput
 from assay.forge import open_forge
+from assay.github.forge import PUSHES_PER_MINUTE
 from assay.journal import load_packed, read_journal
 from tests.conftest import AssayRunner, assay_argv, assay_env
 from tests.github.fake_github import BOT, Call, FakeGitHub
@@ -96,6 +97,7 @@ class DeskPass:
     forge: list[str]
     tip: str
     tree: Path
+    pushes: list[float]  # the fake's push log when the pass had finished
 
     @property
     def journal_dir(self) -> Path:
@@ -160,7 +162,19 @@ def make_desk_pass(fake_github: FakeGitHub, tmp_path: Path) -> DeskPass:
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     calls = list(fake_github.calls)
-    return DeskPass(fake_github, calls, number, bad, brief, done, env, forge, tip, tree)
+    return DeskPass(
+        fake_github,
+        calls,
+        number,
+        bad,
+        brief,
+        done,
+        env,
+        forge,
+        tip,
+        tree,
+        list(fake_github.pushes),
+    )
 
 
 def test_an_assay_issue_is_claimed_and_run_by_desk_run_once(
@@ -193,6 +207,12 @@ def test_an_assay_issue_is_claimed_and_run_by_desk_run_once(
     )
     assert named.returncode == BadInput.code, named.stdout + named.stderr
     assert f"issue #{desk_pass.bad}" in named.stderr and "verify" in named.stderr
+
+
+def test_a_desk_pass_fits_in_one_minute_of_the_push_budget(desk_pass: DeskPass) -> None:
+    """In ``window`` durability (GitHub's default) the whole pass, claim to settled review,
+    pushes no more than GitHub's 6 a minute: on GitHub it never waits for the budget."""
+    assert 3 <= len(desk_pass.pushes) <= PUSHES_PER_MINUTE
 
 
 def test_desk_run_reports_its_rest_calls(desk_pass: DeskPass) -> None:

@@ -319,7 +319,7 @@ def test_content_creating_requests_meet_the_secondary_limits(tmp_path: Path) -> 
     assert not fake.violations
 
 
-def test_pushes_per_minute_are_limited_when_a_test_asks(tmp_path: Path) -> None:
+def test_pushes_over_the_budget_are_refused_until_the_window_passes(tmp_path: Path) -> None:
     clock = Clock()
     limits = Limits(pushes_per_minute=2)
     with FakeGitHub(tmp_path / "gh", limits=limits, clock=clock) as fake:

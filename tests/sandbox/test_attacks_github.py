@@ -18,8 +18,9 @@ import httpx
 import pytest
 import yaml
 
+from assay.forge.budget import WINDOW_ENV
 from tests.conftest import AssayRunner
-from tests.github.fake_github import BOT, FakeGitHub
+from tests.github.fake_github import BOT, TEST_WINDOW_S, FakeGitHub
 from tests.sandbox.probe import (
     CANARIES,
     assert_clean_report,
@@ -51,8 +52,10 @@ def _open_issue(fake: FakeGitHub, body: str) -> int:
 
 @pytest.mark.slow
 def test_the_github_token_is_nowhere_the_agent_can_look(
-    tmp_path: Path, run_assay: AssayRunner
+    tmp_path: Path, run_assay: AssayRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The heartbeat pushes every second: GitHub's minute of 6 pushes, shortened to keep pace.
+    monkeypatch.setenv(WINDOW_ENV, TEST_WINDOW_S)
     outside = [str(tmp_path / "escaped-from-probe"), str(HERE / "escaped-from-probe")]
     state = tmp_path / "state"
     with (
