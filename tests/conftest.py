@@ -16,6 +16,13 @@ pytest_plugins = ["tests.forge_fixtures"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# The suite is the same wherever it runs: settings a CI runner or a developer's shell may
+# carry (a GitHub Actions job's GITHUB_RUN_ID would stamp every claim with a workflow run,
+# an exported ASSAY_GATE_PUBLIC_KEY would change which key every reader trusts) never reach
+# the tests or the processes they start. A test that wants one sets it itself.
+for _name in [n for n in os.environ if n.startswith(("GITHUB_", "ASSAY_", "RUNNER_"))]:
+    del os.environ[_name]
+
 AssayRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
