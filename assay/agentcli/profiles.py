@@ -28,7 +28,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
@@ -74,20 +74,39 @@ class CliProfile:
         prompt: str,
         tools: Sequence[str],
         mcp_url: str | None,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, str] | None = None,
     ) -> Launch:
+        """How to start the CLI: the profile's command, variables and config files, then the
+        desk's own ``cli.env`` and ``cli.files`` over them, each with its placeholders
+        filled (``fill_placeholders``; the token never on the command line)."""
         base = list(command) if command else list(self.default_command)
         if not base or not all(isinstance(arg, str) for arg in base):
             raise BadInput(
                 f"cli.command: the {self.name} profile needs a command (a list of strings)"
             )
         url = gateway_url.rstrip("/")
-        # The prompt goes into the command before the profile adds its options, so a
+        values = {
+            "prompt": prompt,
+            "gateway_url": url,
+            "mcp_url": mcp_url or "",
+            "home": str(home),
+            "workdir": str(workdir),
+            "model": model,
+        }
+        for index, arg in enumerate(base):
+            check_command_arg(arg, where=f"cli.command[{index}]")
+        # The placeholders go into the command before the profile adds its options, so a
         # "{prompt}" in a model name or a path is never replaced.
-        base = [arg.replace(PROMPT, prompt) for arg in base]
+        base = [fill_placeholders(arg, values) for arg in base]
         argv = self.arguments(base, home=home, model=model, tools=tools, mcp_url=mcp_url)
-        env = self.environment(url=url, home=home, token=token, workdir=workdir)
-        files = self.config_files(url=url, home=home, token=token, model=model, mcp_url=mcp_url)
-        return Launch(argv=argv, env=env, files=files)
+        environ = self.environment(url=url, home=home, token=token, workdir=workdir)
+        written = self.config_files(url=url, home=home, token=token, model=model, mcp_url=mcp_url)
+        secret = {**values, "token": token}
+        environ.update({name: fill_placeholders(v, secret) for name, v in (env or {}).items()})
+        for relative, text in (files or {}).items():
+            written[home / check_home_path(relative)] = fill_placeholders(text, secret).encode()
+        return Launch(argv=argv, env=environ, files=written)
 
     # -- what each profile says ---------------------------------------------------------
 
@@ -320,6 +339,44 @@ class GenericProfile(CliProfile):
             "ANTHROPIC_API_KEY": token,
             "OPENAI_API_KEY": token,
         }
+
+
+# What a desk's cli.command, cli.env and cli.files may name: filled in at launch. The token
+# only in env and files: a command line is readable by every process on the machine.
+PLACEHOLDERS = ("prompt", "gateway_url", "mcp_url", "home", "workdir", "model", "token")
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def fill_placeholders(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with each ``{name}`` of ``values`` replaced, in one pass (a value that
+    holds a placeholder's spelling is not filled again); other braces are left as they are
+    (a JSON config file is full of them)."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+
+def check_command_arg(arg: str, *, where: str) -> None:
+    """``BadInput`` when a command argument would carry the gateway's token."""
+    if "{token}" in arg:
+        raise BadInput(
+            f"{where}: {{token}} may not be on a command line (every process on the machine "
+            "can read one): pass it in cli.env and let the CLI read it from there"
+        )
+
+
+def check_env_name(name: str, *, where: str) -> None:
+    if not _ENV_NAME.fullmatch(name):
+        raise BadInput(f"{where}: {name!r} is not an environment variable name")
+
+
+def check_home_path(relative: str, *, where: str = "cli.files") -> str:
+    """``relative`` when it names a file inside the CLI's private HOME, else ``BadInput``."""
+    parts = PurePosixPath(relative).parts
+    if not relative or relative.startswith("/") or ".." in parts or not parts:
+        raise BadInput(
+            f"{where}: {relative!r} must be a path inside the CLI's HOME (relative, no '..')"
+        )
+    return relative
 
 
 def _items(value: Any) -> list[Any]:

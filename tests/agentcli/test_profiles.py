@@ -195,3 +195,27 @@ def test_a_work_trees_claude_hooks_do_not_run_unless_the_desk_opts_in(tmp_path: 
 def test_a_claude_tool_name_cannot_smuggle_a_second_grant(tool: str, tmp_path: Path) -> None:
     with pytest.raises(BadInput, match=r"tools: .* is not a Claude Code tool name"):
         launch("claude-code", tmp_path, tools=["Write", tool])
+
+
+def test_a_prompt_that_spells_a_placeholder_never_gets_the_token() -> None:
+    """A brief's text is anyone's: one pass fills the desk's placeholders, so a prompt that
+    says ``{token}`` reaches the CLI as those seven characters, never as the token."""
+    launch = get_profile("generic").launch(
+        command=["my-cli", "{prompt}"],
+        workdir=Path("/work"),
+        home=Path("/home/cli"),
+        gateway_url="http://127.0.0.1:9/",
+        token="secret-token-123",
+        model="m",
+        prompt="print {token} and {home}",
+        tools=[],
+        mcp_url=None,
+        env={"MY_KEY": "{token}", "MY_TASK": "{prompt}"},
+        files={"cfg/x.json": '{"url": "{gateway_url}", "task": "{prompt}"}'},
+    )
+    assert launch.argv == ["my-cli", "print {token} and {home}"]
+    assert launch.env["MY_KEY"] == "secret-token-123"
+    assert launch.env["MY_TASK"] == "print {token} and {home}"
+    text = launch.files[Path("/home/cli/cfg/x.json")].decode()
+    assert text == '{"url": "http://127.0.0.1:9", "task": "print {token} and {home}"}'
+    assert "secret-token-123" not in " ".join(launch.argv)

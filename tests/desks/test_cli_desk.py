@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.desks.cli_helpers import (
+    AGENT,
     KEY,
     SCRIPT,
     add_cli_desk,
@@ -155,3 +157,59 @@ def test_an_unsandboxed_cli_desk_runs(world: World, upstream_key: None) -> None:
         assert fake.count == 3 and "hello.txt" in world.tree("plain")
     (start,) = [e for e in world.journal("plain").entries if e["kind"] == "start"]
     assert start["sandbox"]["sandboxed"] is False  # recorded as unsandboxed
+
+
+def test_a_cli_with_a_config_of_its_own_is_set_up_from_the_desks_env_and_files(
+    world: World, upstream_key: None
+) -> None:
+    """A CLI with no profile, as docs/agent-clis.md says to set one up: it reads its base URL
+    from a file in its HOME and its key from a variable it names, nothing the generic
+    profile sets (``--config`` makes the test client ignore those)."""
+    world.add_briefs(brief_text("greet", body="Write hello.txt."))
+    config = '{"base_url": "{gateway_url}", "key_env": "MY_CLI_KEY", "mcp": "{mcp_url}"}'
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(
+            world,
+            fake,
+            cli={
+                "command": [
+                    sys.executable,
+                    str(AGENT),
+                    "--api",
+                    "openai-chat",
+                    "--config",
+                    "{home}/.my-cli/config.json",
+                    "{prompt}",
+                ],
+                "env": {"MY_CLI_KEY": "{token}"},
+                "files": {".my-cli/config.json": config},
+            },
+        )
+        done = world.desk("cli", "--once")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert fake.count == 3  # every call reached the upstream through the gateway
+    assert world.tree("greet").keys() >= {"hello.txt"}
+
+
+@pytest.mark.parametrize(
+    ("cli", "field", "says"),
+    [
+        ({"command": ["my-cli", "--key={token}"]}, "cli.command[1]", "may not be on a command"),
+        ({"env": {"MY KEY": "{token}"}}, "cli.env", "'MY KEY' is not an environment variable"),
+        ({"files": {"../x.json": "{}"}}, "cli.files", "'../x.json' must be a path inside"),
+        ({"files": {"/etc/x": "{}"}}, "cli.files", "'/etc/x' must be a path inside the CLI's"),
+    ],
+    ids=["token-in-argv", "bad-env-name", "file-outside-home", "absolute-file"],
+)
+def test_a_desks_cli_setup_that_would_leak_or_escape_is_refused_naming_the_field(
+    world: World, upstream_key: None, cli: dict[str, object], field: str, says: str
+) -> None:
+    world.add_briefs(brief_text("greet"))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake, cli=cli)
+        done = world.desk("cli", "--once")
+        assert fake.count == 0
+    assert done.returncode == 65, done.stdout + done.stderr
+    assert "cli.yaml line" in done.stderr and field in done.stderr, done.stderr
+    assert says in done.stderr
+    assert world.claim("greet") is None  # refused before anything was claimed

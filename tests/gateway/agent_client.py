@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,9 +258,11 @@ def request_body(api: str, model: str, items: list[Any], stream: bool) -> dict[s
 
 
 def main(argv: list[str]) -> int:
-    """``agent_client.py [--api API] [--stream] [--side WHEN] [PROMPT]``; the base URL and key
-    from ``AGENT_BASE_URL``/``AGENT_KEY`` or the variables the generic profile sets."""
-    env = os.environ
+    """``agent_client.py [--api API] [--stream] [--side WHEN] [--config FILE] [PROMPT]``; the
+    base URL and key from ``AGENT_BASE_URL``/``AGENT_KEY`` or the variables the generic
+    profile sets, or with ``--config`` only from that file (a CLI with a config of its own:
+    ``{"base_url": ..., "key_env": "NAME"}``, the key in the variable it names)."""
+    env: Mapping[str, str] = os.environ
     api = env.get("AGENT_API", "anthropic")
     stream = env.get("AGENT_STREAM") == "1"
     side = env.get("AGENT_SIDE", "")
@@ -273,6 +276,9 @@ def main(argv: list[str]) -> int:
             stream = True
         elif arg == "--side":
             side = args.pop(0)
+        elif arg == "--config":
+            config = json.loads(Path(args.pop(0)).read_text(encoding="utf-8"))
+            env = {"AGENT_BASE_URL": config["base_url"], "AGENT_KEY": env[config["key_env"]]}
         else:
             prompt = arg
     anthropic = api == "anthropic"

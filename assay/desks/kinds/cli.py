@@ -413,6 +413,8 @@ class CliRun:
             prompt=brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else ""),
             tools=list(self.desk.tools),
             mcp_url=gateway.mcp_url,
+            env=self.desk.cli.env,
+            files=self.desk.cli.files,
         )
         return launch_cli(
             launch,

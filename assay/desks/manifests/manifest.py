@@ -161,6 +161,10 @@ class CliSpec(StrictModel):
     timeout_s: Seconds = 3600.0
     # patterns of what changes from run to run in the CLI's tool output, beside the profile's
     volatile_output: list[str] = Field(default_factory=list)
+    # variables and files (paths in the CLI's private HOME) the desk adds to the profile's,
+    # with placeholders ({gateway_url}, {mcp_url}, {token}, ...) filled at launch
+    env: dict[str, str] = Field(default_factory=dict)
+    files: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("command")
     @classmethod
@@ -423,6 +427,26 @@ def _check_cli(manifest: DeskManifest, doc: YamlDoc) -> None:
             raise doc.bad(
                 ["cli", "volatile_output", index], exc.message.split(": ", 1)[-1]
             ) from None
+    _check_cli_launch(manifest.cli, doc)
+
+
+def _check_cli_launch(cli: CliSpec, doc: YamlDoc) -> None:
+    """The desk's command, variables and files as the launch will fill them: no token on a
+    command line, variable names the environment takes, files inside the CLI's HOME."""
+    from assay.agentcli.profiles import check_command_arg, check_env_name, check_home_path
+
+    def refuse(loc: list[str | int], check: Callable[..., object], value: str) -> None:
+        try:
+            check(value, where=".".join(str(part) for part in loc[:2]))
+        except BadInput as exc:  # the check's own words, at the field's line
+            raise doc.bad(loc, exc.message.split(": ", 1)[-1]) from None
+
+    for index, arg in enumerate(cli.command or []):
+        refuse(["cli", "command", index], check_command_arg, arg)
+    for name in cli.env:
+        refuse(["cli", "env", name], check_env_name, name)
+    for path in cli.files:
+        refuse(["cli", "files", path], check_home_path, path)
 
 
 def split_desks(directory: Path) -> tuple[dict[str, DeskManifest], dict[str, BadInput]]:
