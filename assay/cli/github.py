@@ -103,10 +103,10 @@ def github_group() -> None:
 @json_option
 def briefs_command(forge: str | None, token_env: str | None, as_json: bool) -> None:
     """List the briefs in open issues labelled `assay` (one conditional REST call)."""
-    from assay.github.issues import load_issue_briefs
+    from assay.github.issues import issue_briefs
 
     with _open(forge, token_env) as opened:
-        found = load_issue_briefs(opened.api)
+        found = issue_briefs(opened)
     rows = [
         {"brief": key, "issue": value.number, "title": value.brief.title, "url": value.url}
         for key, value in sorted(found.briefs.items())

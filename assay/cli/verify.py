@@ -126,12 +126,31 @@ def verify_command(
             )
         finally:
             status.stop()
+        published = _publish_on_forge(handle, report)
     if as_json:
-        print_result(report.to_json())
+        print_result({**report.to_json(), **published})
     else:
         _print_report(report)
     if not report.passed:
         _exit_failed()
+
+
+def _publish_on_forge(handle: object, report: VerifyReport) -> dict[str, object]:
+    """On GitHub each verify publishes its verdict as the gate's signed check run at once
+    (``assay.github.gatecheck``), with the evidence tip it has just written: nothing is
+    read back from a ref a desk could have moved in between. Elsewhere nothing."""
+    if getattr(handle, "kind", None) != "github":
+        return {}  # assay.github is imported only for a GitHub forge
+    from assay.evidence.keys import gate_key
+    from assay.github.forge import GitHubForge
+    from assay.github.mirror import GitHubMirror
+    from assay.github.sync import publish_verified
+
+    assert isinstance(handle, GitHubForge)
+    key = gate_key()
+    if key is None:  # the insecure mode: nothing a merge could accept
+        return {"published": []}
+    return {"published": publish_verified(GitHubMirror(handle), report.decision, key=key)}
 
 
 @click.command("merge")

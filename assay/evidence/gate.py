@@ -230,10 +230,12 @@ def _decision(
     insecure: bool = False,
     allow_unsandboxed: bool = False,
     rows_only: bool = False,
+    tip: str | None = None,
 ) -> MergeDecision:
     """The rule's decision; ``rows_only``: verify's verdict on the rows it ran, without the
-    brief-level conditions only a merge checks (its approval), as the review's state."""
-    return decide(
+    brief-level conditions only a merge checks (its approval), as the review's state.
+    ``tip``: the evidence tip ``records`` end at (default: the one the context read)."""
+    decision = decide(
         brief=ctx.view.brief,
         rows=ctx.all_rows,
         records=records,
@@ -246,6 +248,7 @@ def _decision(
         allow_unsandboxed=allow_unsandboxed,
         approval=None if rows_only else ctx.approval,
     )
+    return dataclasses.replace(decision, evidence_tip=tip or ctx.log.tip)
 
 
 def _update_review_table(forge: Forge, view: ForgeView, decision: MergeDecision) -> bool:
@@ -350,6 +353,7 @@ def verify(
         insecure=insecure,
         allow_unsandboxed=unsandboxed,
         rows_only=True,
+        tip=log.tip,
     )
     with _timed(timings, "review"):
         updated = head == ctx.view.head and _update_review_table(forge, ctx.view, decision)
@@ -661,8 +665,10 @@ def merge_decision(
     key: PublicKey | None = None,
     insecure: bool = False,
     allow_unsandboxed: bool = False,
+    rows_only: bool = False,
 ) -> MergeDecision:
-    """The merge rule at the review's current head, after every integrity check.
+    """The merge rule at the review's current head, after every integrity check
+    (``rows_only``: without the approval, as the evidence check run shows it).
 
     ``key`` defaults to the key the forge vouches for (``assay.evidence.trust``); with none
     at hand (a desk or a sync showing the table on a forge that records no key), a record's
@@ -670,9 +676,14 @@ def merge_decision(
     """
     if key is None and not insecure:
         key = reader_key(forge)
-    return _judge(forge, brief_id, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed)[
-        1
-    ]
+    return _judge(
+        forge,
+        brief_id,
+        key=key,
+        insecure=insecure,
+        allow_unsandboxed=allow_unsandboxed,
+        rows_only=rows_only,
+    )[1]
 
 
 def _judge(
@@ -682,6 +693,7 @@ def _judge(
     key: PublicKey | None,
     insecure: bool = False,
     allow_unsandboxed: bool = False,
+    rows_only: bool = False,
 ) -> tuple[_Context, MergeDecision]:
     ctx = _context(forge, brief_id, key)
     head = ctx.view.head
@@ -700,6 +712,7 @@ def _judge(
         key,
         insecure=insecure,
         allow_unsandboxed=allow_unsandboxed,
+        rows_only=rows_only,
     )
     review = ctx.view.review
     if review is None:

@@ -138,9 +138,21 @@ def make_desk_pass(fake_github: FakeGitHub, tmp_path: Path) -> DeskPass:
         "GITHUB_TOKEN": TOKEN,
         "ASSAY_VISIBLE": "visible-value",
         "ASSAY_STATE": str(tmp_path / "state"),
+        "ASSAY_GATE_STATE": str(tmp_path / "gate-state"),
         "ASSAY_GITHUB_WRITE_SPACING": "0",
     }
     forge = ["--forge", f"github:{fake_github.slug}", "--desks", str(desks)]
+    # The events job: the maintainer's labels fix both issues' texts as briefs.
+    accepted = subprocess.run(
+        assay_argv("github", "events", "--json", *forge[:2]),
+        cwd=tmp_path,
+        env=assay_env({**env, "ASSAY_STATE": str(tmp_path / "events-state")}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert set(json.loads(accepted.stdout)["accepted"]) == {str(number), str(bad)}, accepted.stderr
+    fake_github.calls.clear()  # what the desk pass below calls
     done = subprocess.run(
         assay_argv("desk", "run", "coder", "--once", "--json", *forge),
         cwd=tmp_path,

@@ -20,7 +20,7 @@ from assay.github.mirror import GitHubMirror
 from assay.plumbing import Identity
 from tests.github import test_adapter
 from tests.github.fake_github import FakeGitHub
-from tests.github.test_adapter import BRIEF, comment, open_issue
+from tests.github.test_adapter import BRIEF, comment, open_brief_issue, open_issue
 
 # The adapter tests' fixtures: a GitHub forge on the fake, as the bot.
 github_env = test_adapter.github_env
@@ -44,7 +44,7 @@ def _forge_an_approval(forge: GitHubForge, *, sig: str = "") -> None:
 
 def _a_maintainer_approves(fake: FakeGitHub, forge: GitHubForge) -> None:
     """The brief waits for approval on its issue, and a maintainer comments /assay approve."""
-    issue = open_issue(fake)
+    issue = open_brief_issue(fake, forge)
     store = ClaimStore(forge)
     claim = store.set_waiting(store.acquire(BRIEF, "example", lease_s=60), "approval")
     GitHubMirror(forge).claim(BRIEF, claim.record, issue=issue)
