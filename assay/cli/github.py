@@ -108,7 +108,15 @@ def briefs_command(forge: str | None, token_env: str | None, as_json: bool) -> N
     with _open(forge, token_env) as opened:
         found = issue_briefs(opened)
     rows = [
-        {"brief": key, "issue": value.number, "title": value.brief.title, "url": value.url}
+        {
+            "brief": key,
+            "issue": value.number,
+            "title": value.brief.title,
+            "url": value.url,
+            # The rows of the text a writer accepted; "changed": the issue says otherwise now.
+            "text": "accepted" if value.current else "changed",
+            "verify": [{"id": row.id, "run": row.run} for row in value.brief.verify],
+        }
         for key, value in sorted(found.briefs.items())
     ]
     problems = [error.message for error in found.errors]

@@ -185,6 +185,7 @@ def desk_push(scene: Scene, ref: str, sha: str | None) -> None:
     assert scene.fake.ref(ref) == sha
 
 
+@pytest.mark.slow
 def test_the_gates_own_run_is_the_one_a_merge_reads(scene: Scene) -> None:
     verified = scene.verify()
     assert verified["passed"] is True and verified["published"] == ["check+"]
@@ -226,6 +227,7 @@ def test_a_fail_after_a_pass_at_the_same_head_turns_the_check_red(scene: Scene) 
     assert scene.gate_runs()[-1]["conclusion"] == "success"
 
 
+@pytest.mark.slow
 def test_a_rollback_past_a_failing_record_is_caught_with_a_cold_cache(scene: Scene) -> None:
     ref = f"refs/assay/evidence/{BRIEF}"
     passed = scene.fake.ref(ref)
