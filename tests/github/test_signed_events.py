@@ -117,3 +117,19 @@ def test_a_signed_approval_copied_onto_another_briefs_log_does_not_count(
     other = EventLog(forge, "another-brief")
     assert other.read() == []
     assert "not signed by the gate key" in other.skipped[0]
+
+
+def test_a_forged_mirror_record_cannot_send_an_approval_to_another_brief(
+    fake_github: FakeGitHub, forge: GitHubForge
+) -> None:
+    """Which brief an issue belongs to comes from GitHub (the accepted issue briefs), not
+    from the mirror records any job may push: one naming this issue for another brief
+    gets nothing."""
+    issue = open_brief_issue(fake_github, forge)
+    RefLog(forge, "refs/assay/github/another-brief", kind="github-mirror").append(
+        {"brief": "another-brief", "issue": issue}, author=Identity("github-actions[bot]", "b@x")
+    )
+    comment(fake_github, issue, "/assay approve", "ghp-maintainer")
+    report = collect_events(forge)
+    assert [(e["brief"], e["kind"]) for e in report.appended] == [(BRIEF, "approve")]
+    assert EventLog(forge, "another-brief").read() == []
