@@ -148,21 +148,21 @@ def gate_check_problems(
 ) -> list[str]:
     """Why the gate's own check run does not let ``brief`` merge at ``head_sha`` with the
     evidence ref at ``tip`` (empty: it does); see the module docstring."""
-    where = f"{CHECK_NAME} at {head_sha[:12]}"
+    where = f"{CHECK_NAME} check run at {head_sha[:12]}"
     if key is None:
         return [f"no gate public key to check the {where} check run with"]
     found = newest_gate_run(api, key, brief=brief, head_sha=head_sha)
     if found is None:
-        return [f"no {where} check run from the gate ({EXPECTED_APP})"]
+        return [f"no {where} from the gate ({EXPECTED_APP})"]
     proof, number = found.proof, found.id
     if proof is None:
         return [
-            f"the newest {where} check run ({number}) carries no gate signature for {brief}: "
+            f"the newest {where} ({number}) carries no gate signature for {brief}: "
             "any job with the same app token could have made it"
         ]
     if proof.verdict != "pass" or found.run.get("conclusion") != "success":
         return [
-            f"the gate's newest {where} check run ({number}) is {proof.verdict} "
+            f"the gate's newest {where} ({number}) is {proof.verdict} "
             f"({found.run.get('conclusion')})"
         ]
     if proof.tip is not None and not _descends(forge, tip, from_tip=proof.tip):

@@ -252,7 +252,7 @@ def test_a_rollback_past_a_failing_record_is_caught_with_a_cold_cache(scene: Sce
         scene.fake, "ghs-other", head_sha=scene.head, conclusion="success", external_id=copied
     )
     assert patch_check(scene.fake, "ghs-other", red["id"], conclusion="success").status_code == 403
-    refused(scene, f"the gate's newest {CHECK_NAME} at {scene.head[:12]} check run", "is fail")
+    refused(scene, f"the gate's newest {CHECK_NAME} check run at {scene.head[:12]}", "is fail")
 
     # Verified again, passing: the check names the new tip; a rollback behind it is seen
     # although every record left on the ref passes.
@@ -265,6 +265,7 @@ def test_a_rollback_past_a_failing_record_is_caught_with_a_cold_cache(scene: Sce
     desk_push(scene, ref, newest)
 
 
+@pytest.mark.slow
 def test_forged_and_deleted_records_refuse_the_merge_and_then_it_merges(scene: Scene) -> None:
     mirror = f"refs/assay/github/{BRIEF}"
     record = scene.fake.ref(mirror)
