@@ -258,6 +258,16 @@ def test_an_issue_brief_is_no_orphan_and_the_gate_verifies_it(
     assert swept.returncode == 0, swept.stdout + swept.stderr
     orphans = [a for a in json.loads(swept.stdout)["actions"] if a["kind"] == "orphans"]
     assert all(desk_pass.brief not in json.dumps(action) for action in orphans), orphans
+    # The desk job's token rewrites the issue's rows after the pass: the gate verifies the
+    # rows the maintainer's label accepted, not these.
+    with httpx.Client(
+        base_url=desk_pass.fake.api_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
+    ) as gh:
+        cheat = "---\nverify:\n  - id: cheat\n    run: 'true'\n---\nx\n"
+        edited = gh.patch(
+            f"/repos/{desk_pass.fake.slug}/issues/{desk_pass.number}", json={"body": cheat}
+        )
+        assert edited.status_code == 200, edited.text
     verified = run_assay(
         "verify", desk_pass.brief, "--json", *desk_pass.forge[:2], env=desk_pass.env
     )
