@@ -136,11 +136,13 @@ def verify_command(
 
 
 def _publish_on_forge(handle: object, report: VerifyReport) -> dict[str, object]:
-    """On GitHub each verify publishes its verdict as the gate's signed check run at once
-    (``assay.github.gatecheck``), with the evidence tip it has just written: nothing is
-    read back from a ref a desk could have moved in between. Elsewhere nothing."""
+    """On GitHub each verify publishes the merge rule's verdict as the gate's signed check
+    run at once (``assay.github.gatecheck``). The rule is read back with this process's
+    cache, which remembers the evidence tip it has just written: a desk that moved the ref
+    back in between makes the read corrupt, and nothing is published. Elsewhere nothing."""
     if getattr(handle, "kind", None) != "github":
         return {}  # assay.github is imported only for a GitHub forge
+    from assay.evidence.gate import merge_decision
     from assay.evidence.keys import gate_key
     from assay.github.forge import GitHubForge
     from assay.github.mirror import GitHubMirror
@@ -150,7 +152,8 @@ def _publish_on_forge(handle: object, report: VerifyReport) -> dict[str, object]
     key = gate_key()
     if key is None:  # the insecure mode: nothing a merge could accept
         return {"published": []}
-    return {"published": publish_verified(GitHubMirror(handle), report.decision, key=key)}
+    decision = merge_decision(handle, report.brief, key=key.public)
+    return {"published": publish_verified(GitHubMirror(handle), decision, key=key)}
 
 
 @click.command("merge")

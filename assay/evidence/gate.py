@@ -665,10 +665,8 @@ def merge_decision(
     key: PublicKey | None = None,
     insecure: bool = False,
     allow_unsandboxed: bool = False,
-    rows_only: bool = False,
 ) -> MergeDecision:
-    """The merge rule at the review's current head, after every integrity check
-    (``rows_only``: without the approval, as the evidence check run shows it).
+    """The merge rule at the review's current head, after every integrity check.
 
     ``key`` defaults to the key the forge vouches for (``assay.evidence.trust``); with none
     at hand (a desk or a sync showing the table on a forge that records no key), a record's
@@ -676,14 +674,9 @@ def merge_decision(
     """
     if key is None and not insecure:
         key = reader_key(forge)
-    return _judge(
-        forge,
-        brief_id,
-        key=key,
-        insecure=insecure,
-        allow_unsandboxed=allow_unsandboxed,
-        rows_only=rows_only,
-    )[1]
+    return _judge(forge, brief_id, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed)[
+        1
+    ]
 
 
 def _judge(
@@ -693,7 +686,6 @@ def _judge(
     key: PublicKey | None,
     insecure: bool = False,
     allow_unsandboxed: bool = False,
-    rows_only: bool = False,
 ) -> tuple[_Context, MergeDecision]:
     ctx = _context(forge, brief_id, key)
     head = ctx.view.head
@@ -712,7 +704,6 @@ def _judge(
         key,
         insecure=insecure,
         allow_unsandboxed=allow_unsandboxed,
-        rows_only=rows_only,
     )
     review = ctx.view.review
     if review is None:

@@ -145,14 +145,14 @@ def _sync_review(
 
 def _publish_evidence(mirror: GitHubMirror, brief: str) -> list[str]:
     """The gate's ``assay/evidence`` check run at the review's head (``check+`` when a run
-    was written), from the rows alone (an approval is the merge's to check). Only a holder
-    of the gate's key publishes: an unproven run would only stand in the gate's way (the
-    merge reads the newest run), so a sync without the key (a desk's) leaves it alone."""
+    was written), with the merge rule's verdict (an approval included: a ruleset that
+    requires the check must not let a brief merge before it). Only a holder of the gate's
+    key publishes: an unproven run would only stand in the gate's way (the merge reads the
+    newest run), so a sync without the key (a desk's) leaves it alone."""
     key = gate_key()
     if key is None:
         return []
-    decision = merge_decision(mirror.forge, brief, key=key.public, rows_only=True)
-    return publish_verified(mirror, decision, key=key)
+    return publish_verified(mirror, merge_decision(mirror.forge, brief, key=key.public), key=key)
 
 
 def publish_verified(mirror: GitHubMirror, decision: MergeDecision, *, key: GateKey) -> list[str]:
