@@ -31,6 +31,8 @@ HOLDOUT = ASSAY + "holdout/"  # refs/assay/holdout/<brief>: rows sealed to the g
 RUNS = ASSAY + "runs/"  # refs/assay/runs/<brief>/<attempt>: a merged run's branch, kept
 # Where ``assay github events`` has read GitHub's comments up to (one repository-wide record).
 GITHUB_EVENTS_CURSOR = ASSAY + "github-events/cursor"
+# refs/assay/github-issues/<number>: the issue text a writer accepted, signed by the gate key.
+GITHUB_ISSUES = ASSAY + "github-issues/"
 
 # Everything the board and the sweepers read, in one fetch.
 FETCH_ALL = (HEADS, ASSAY)

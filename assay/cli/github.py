@@ -103,12 +103,20 @@ def github_group() -> None:
 @json_option
 def briefs_command(forge: str | None, token_env: str | None, as_json: bool) -> None:
     """List the briefs in open issues labelled `assay` (one conditional REST call)."""
-    from assay.github.issues import load_issue_briefs
+    from assay.github.issues import issue_briefs
 
     with _open(forge, token_env) as opened:
-        found = load_issue_briefs(opened.api)
+        found = issue_briefs(opened)
     rows = [
-        {"brief": key, "issue": value.number, "title": value.brief.title, "url": value.url}
+        {
+            "brief": key,
+            "issue": value.number,
+            "title": value.brief.title,
+            "url": value.url,
+            # The rows of the text a writer accepted; "changed": the issue says otherwise now.
+            "text": "accepted" if value.current else "changed",
+            "verify": [{"id": row.id, "run": row.run} for row in value.brief.verify],
+        }
         for key, value in sorted(found.briefs.items())
     ]
     problems = [error.message for error in found.errors]

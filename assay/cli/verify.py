@@ -126,12 +126,34 @@ def verify_command(
             )
         finally:
             status.stop()
+        published = _publish_on_forge(handle, report)
     if as_json:
-        print_result(report.to_json())
+        print_result({**report.to_json(), **published})
     else:
         _print_report(report)
     if not report.passed:
         _exit_failed()
+
+
+def _publish_on_forge(handle: object, report: VerifyReport) -> dict[str, object]:
+    """On GitHub each verify publishes the merge rule's verdict as the gate's signed check
+    run at once (``assay.github.gatecheck``). The rule is read back with this process's
+    cache, which remembers the evidence tip it has just written: a desk that moved the ref
+    back in between makes the read corrupt, and nothing is published. Elsewhere nothing."""
+    if getattr(handle, "kind", None) != "github":
+        return {}  # assay.github is imported only for a GitHub forge
+    from assay.evidence.gate import merge_decision
+    from assay.evidence.keys import gate_key
+    from assay.github.forge import GitHubForge
+    from assay.github.mirror import GitHubMirror
+    from assay.github.sync import publish_verified
+
+    assert isinstance(handle, GitHubForge)
+    key = gate_key()
+    if key is None:  # the insecure mode: nothing a merge could accept
+        return {"published": []}
+    decision = merge_decision(handle, report.brief, key=key.public)
+    return {"published": publish_verified(GitHubMirror(handle), decision, key=key)}
 
 
 @click.command("merge")

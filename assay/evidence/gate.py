@@ -230,10 +230,12 @@ def _decision(
     insecure: bool = False,
     allow_unsandboxed: bool = False,
     rows_only: bool = False,
+    tip: str | None = None,
 ) -> MergeDecision:
     """The rule's decision; ``rows_only``: verify's verdict on the rows it ran, without the
-    brief-level conditions only a merge checks (its approval), as the review's state."""
-    return decide(
+    brief-level conditions only a merge checks (its approval), as the review's state.
+    ``tip``: the evidence tip ``records`` end at (default: the one the context read)."""
+    decision = decide(
         brief=ctx.view.brief,
         rows=ctx.all_rows,
         records=records,
@@ -246,6 +248,7 @@ def _decision(
         allow_unsandboxed=allow_unsandboxed,
         approval=None if rows_only else ctx.approval,
     )
+    return dataclasses.replace(decision, evidence_tip=tip or ctx.log.tip)
 
 
 def _update_review_table(forge: Forge, view: ForgeView, decision: MergeDecision) -> bool:
@@ -350,6 +353,7 @@ def verify(
         insecure=insecure,
         allow_unsandboxed=unsandboxed,
         rows_only=True,
+        tip=log.tip,
     )
     with _timed(timings, "review"):
         updated = head == ctx.view.head and _update_review_table(forge, ctx.view, decision)

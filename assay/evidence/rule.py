@@ -80,6 +80,9 @@ class MergeDecision:
     head_sha: str
     rows: list[RowStatus]
     problems: list[str] = field(default_factory=list)
+    # The evidence ref's tip the records were read at (None: no log), for a reader that
+    # checks it against what only the gate can write (the GitHub gate's check run).
+    evidence_tip: str | None = None
 
     @property
     def allowed(self) -> bool:

@@ -99,6 +99,10 @@ class GitHubApi:
             params["since"] = since
         return self.rest.get_all(f"{self.base}/issues/comments", params=params, limit=limit)
 
+    def timeline(self, number: int) -> list[dict[str, Any]]:
+        """Issue ``number``'s timeline, oldest first (its ``labeled`` events name who)."""
+        return self.rest.get_all(f"{self.base}/issues/{int(number)}/timeline")
+
     def reviews(self, pull: int) -> list[dict[str, Any]]:
         return self.rest.get_all(f"{self.base}/pulls/{pull}/reviews")
 
@@ -133,6 +137,10 @@ class GitHubApi:
         )
         return found[0] if found else None
 
+    def open_pulls(self) -> list[dict[str, Any]]:
+        """Every open pull request of the repository (conditional pages)."""
+        return self.rest.get_all(f"{self.base}/pulls", params={"state": "open"})
+
     def update_pull_body(self, number: int, body: str) -> None:
         self.rest.patch(f"{self.base}/pulls/{number}", {"body": body})
 
@@ -162,7 +170,7 @@ class GitHubApi:
         *,
         name: str,
         head_sha: str,
-        conclusion: str,
+        conclusion: str | None,
         title: str,
         summary: str,
         text: str,
@@ -179,19 +187,29 @@ class GitHubApi:
                     return run
             return None
 
+        # Without a conclusion the run is created in progress, to be completed with
+        # ``update_check_run`` (the gate signs over the run's id, known only then).
+        state: dict[str, Any] = (
+            {"status": "completed", "conclusion": conclusion}
+            if conclusion is not None
+            else {"status": "in_progress"}
+        )
         made = self.rest.post(
             f"{self.base}/check-runs",
             {
                 "name": name,
                 "head_sha": head_sha,
-                "status": "completed",
-                "conclusion": conclusion,
+                **state,
                 "external_id": external_id,
                 "output": {"title": title, "summary": summary[:65535], "text": text[:65535]},
             },
             reconcile=made_already,
         )
         return int(made["id"])
+
+    def update_check_run(self, check_run_id: int, fields: dict[str, Any]) -> None:
+        """PATCH a check run (GitHub lets only the app that made it do so)."""
+        self.rest.patch(f"{self.base}/check-runs/{int(check_run_id)}", fields)
 
     def check_runs(self, head_sha: str, *, name: str) -> list[dict[str, Any]]:
         """The check runs named ``name`` on commit ``head_sha``."""

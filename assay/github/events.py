@@ -34,23 +34,28 @@ become events on ``refs/assay/events/<brief>``, the same log the embedded forge'
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import assay.refs as refs
 from assay.desks.records.events import EventLog
-from assay.errors import BadInput
+from assay.errors import AssayError, BadInput
 from assay.evidence.keys import GateKey, gate_key
 from assay.forge import RefLog
+from assay.github.accept import TextAcceptance
 from assay.github.forge import GitHubForge
-from assay.github.mirror import GitHubMirror, MirrorState
+from assay.github.pins import IssuePin
+from assay.ids import check_id
 from assay.plumbing import Identity
 
 # The verb ends where a word would: not before a letter, digit, ``_`` or ``-``.
-_COMMAND = re.compile(r"\A[ \t]*/assay[ \t]+(approve|reject|steer|cancel)(?![\w-])[ \t]*([^\n]*)")
+_COMMAND = re.compile(
+    r"\A[ \t]*/assay[ \t]+(approve|reject|steer|cancel|accept)(?![\w-])[ \t]*([^\n]*)"
+)
 KINDS = {"approve": "approve", "reject": "reject", "steer": "signal", "cancel": "cancel"}
+ACCEPT = "accept"  # ``/assay accept [DIGEST]``: a writer accepts an issue's text (no event)
 REVIEW_KINDS = {"APPROVED": "approve", "CHANGES_REQUESTED": "reject"}
 
 
@@ -147,6 +152,8 @@ class EventsReport:
     ignored: list[Ignored] = field(default_factory=list)
     remembered: list[str] = field(default_factory=list)  # refused before: not checked again
     since: str | None = None  # the cursor after this collection
+    accepted: dict[int, str] = field(default_factory=dict)  # issue -> the act fixing its text
+    noted: list[int] = field(default_factory=list)  # issues told their text is not accepted
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -155,6 +162,8 @@ class EventsReport:
             "ignored": [item.to_json() for item in self.ignored],
             "remembered": self.remembered,
             "since": self.since,
+            "accepted": {str(number): via for number, via in self.accepted.items()},
+            "noted": self.noted,
         }
 
 
@@ -166,7 +175,7 @@ def parse_command(body: str) -> tuple[str, str] | None:
     verb, text = match[1], match[2].strip()
     if verb == "steer" and not text:
         return None  # steering without words says nothing
-    return KINDS[verb], text
+    return KINDS.get(verb, verb), text
 
 
 class _Collector:
@@ -179,6 +188,20 @@ class _Collector:
         # The events this job writes are signed with the gate's key, read once and only
         # when an event is written: readers trust no event a desk job could have pushed.
         self._signer: GateKey | None = None
+
+    def signer(self) -> GateKey:
+        if self._signer is None:
+            self._signer = gate_key(create=True)
+        assert self._signer is not None  # created when missing
+        return self._signer
+
+    def refusal(self, actor: str) -> str | None:
+        """Why ``actor``'s command is not honoured (None: a person with write permission)."""
+        if actor.endswith("[bot]"):
+            return f"{actor} is a bot: desks act as one"
+        if not self.api.can_write(actor):
+            return f"{actor} has {self.api.permission(actor)} permission, not write"
+        return None
 
     def known(self, brief: str) -> set[str]:
         if brief not in self._seen:
@@ -202,55 +225,79 @@ class _Collector:
         if stamp and self.cursor.ignored.get(event_id) == stamp:
             self.report.remembered.append(event_id)
             return
-        if actor.endswith("[bot]"):
-            self.report.ignored.append(
-                Ignored(brief, event_id, actor, f"{actor} is a bot: desks act as one")
-            )
+        why = self.refusal(actor)
+        if why is not None:
+            self.report.ignored.append(Ignored(brief, event_id, actor, why))
             if stamp:
                 self.cursor.ignored[event_id] = stamp
             return
-        if not self.api.can_write(actor):
-            permission = self.api.permission(actor)
-            self.report.ignored.append(
-                Ignored(brief, event_id, actor, f"{actor} has {permission} permission, not write")
-            )
-            if stamp:
-                self.cursor.ignored[event_id] = stamp
-            return
-        if self._signer is None:
-            self._signer = gate_key(create=True)
         event = EventLog(self.forge, brief).append(
-            kind, text=text, actor=actor, data=data, event_id=event_id, signer=self._signer
+            kind, text=text, actor=actor, data=data, event_id=event_id, signer=self.signer()
         )
         self.known(brief).add(event_id)
         self.report.appended.append({"brief": brief, **event.to_json()})
 
 
-def collect_events(
-    forge: GitHubForge,
-    *,
-    reviews_for: Iterable[str] = (),
-    states: dict[str, MirrorState] | None = None,
-) -> EventsReport:
+def brief_numbers(
+    forge: GitHubForge, pins: Mapping[int, IssuePin]
+) -> tuple[dict[int, str], dict[str, int]]:
+    """Which brief each issue and pull request number belongs to, as GitHub itself says:
+    an issue brief's number (``load_issue_briefs``), and the open pull request from
+    ``assay/<brief>``. Never from the mirror records, which any job may push: a forged one
+    would send a maintainer's ``/assay approve`` to another brief. Two conditional calls,
+    free when nothing changed. Returns ``(brief by number, pull request by brief)``."""
+    from assay.github.issues import load_issue_briefs
+
+    by_number: dict[int, str] = {}
+    pulls: dict[str, int] = {}
+    for brief, found in load_issue_briefs(forge.api, pins=pins).briefs.items():
+        by_number[found.number] = brief
+    for pull in forge.api.open_pulls():
+        head = str((pull.get("head") or {}).get("ref") or "")
+        if not head.startswith(refs.BRANCH_PREFIX):
+            continue
+        try:
+            brief = check_id(head[len(refs.BRANCH_PREFIX) :])
+        except AssayError:
+            continue  # a branch under assay/ that names no brief
+        by_number[int(pull["number"])] = brief
+        pulls[brief] = int(pull["number"])
+    return by_number, pulls
+
+
+def _accept(
+    texts: TextAcceptance, report: EventsReport, number: int, comment: dict[str, Any], text: str
+) -> None:
+    why = texts.accept(number, comment, text)
+    if why is not None:
+        actor = str((comment.get("user") or {}).get("login") or "")
+        report.ignored.append(
+            Ignored(f"issue #{number}", f"github-comment-{comment['id']}", actor, why)
+        )
+
+
+def collect_events(forge: GitHubForge, *, reviews_for: Iterable[str] = ()) -> EventsReport:
     """Turn new ``/assay`` comments (and reviews on the pull requests of ``reviews_for``)
     into events on the forge; see the module docstring for who, once and cost."""
     report = EventsReport()
-    states = GitHubMirror(forge).states() if states is None else states
-    by_number: dict[int, str] = {}
-    for brief, state in states.items():
-        for number in (state.issue, state.pull):
-            if number is not None:
-                by_number[number] = brief
     before = read_cursor(forge)
     cursor = EventsCursor(since=before.since, ignored=dict(before.ignored))
     collector = _Collector(forge, report, cursor)
-    if by_number:
+    texts = TextAcceptance(
+        forge, writer=collector.refusal, signer=collector.signer, remembered=cursor.ignored
+    )
+    texts.from_labels()
+    by_number, pulls = brief_numbers(forge, texts.pins)
+    if by_number or texts.issues:
         for comment in forge.api.comments_since(_rewound(cursor.since)):  # oldest first
             stamp = str(comment.get("updated_at") or "")
             if _STAMP.fullmatch(stamp) and (cursor.since is None or stamp > cursor.since):
                 cursor.since = stamp
             parsed = parse_command(str(comment.get("body") or ""))
             number = int(str(comment.get("issue_url", "")).rsplit("/", 1)[-1] or 0)
+            if parsed is not None and parsed[0] == ACCEPT:
+                _accept(texts, report, number, comment, parsed[1])
+                continue
             if parsed is None or number not in by_number:
                 continue
             kind, text = parsed
@@ -264,10 +311,9 @@ def collect_events(
                 data={"source": "github", "comment": comment["id"], "url": comment.get("html_url")},
             )
     for brief in reviews_for:
-        mirrored = states.get(brief)
-        if mirrored is None or mirrored.pull is None:
+        if brief not in pulls:
             continue
-        for review in forge.api.reviews(mirrored.pull):
+        for review in forge.api.reviews(pulls[brief]):
             verdict = REVIEW_KINDS.get(str(review.get("state")))
             if verdict is None or review.get("user") is None:
                 continue
@@ -280,6 +326,9 @@ def collect_events(
                 actor=str(review["user"]["login"]),
                 data={"source": "github", "review": review["id"], "url": review.get("html_url")},
             )
+    texts.report()
+    report.accepted = dict(texts.done.fixed)
+    report.noted = list(texts.done.noted)
     after = cursor.pruned()
     if after != before:
         _cursor_log(forge).append(

@@ -80,9 +80,9 @@ class GitHubForge(Forge):
         """Briefs from open issues labelled ``assay`` (one conditional REST call), and the
         malformed ones keyed by their source (``issue #N``): the shape of the desk view's
         ``briefs`` and ``bad``, for readers that add them to the briefs on main."""
-        from assay.github.issues import load_issue_briefs
+        from assay.github.issues import issue_briefs
 
-        found = load_issue_briefs(self.api)
+        found = issue_briefs(self)
         bad: dict[str, AssayError] = {
             str(
                 error.details.get("source") or error.message.split(" line ")[0].split(":")[0]

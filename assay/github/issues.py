@@ -12,10 +12,12 @@ reported (``BadInput`` naming ``issue #N``, the line and the field) without hidi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -23,18 +25,25 @@ from assay.briefs import Brief, parse_brief
 from assay.briefs.yamldoc import load_yaml
 from assay.errors import BadInput
 from assay.github.api import GitHubApi
+from assay.github.pins import IssuePin, body_digest, read_pins
+
+if TYPE_CHECKING:
+    from assay.github.forge import GitHubForge as Forge
 
 BRIEF_LABEL = "assay"
 _PRIORITY = re.compile(r"priority:(-?\d+)")
+_NUMBERED = re.compile(r"issue-(\d+)")
 
 
 @dataclass(frozen=True)
 class IssueBrief:
-    """A brief and the issue it came from."""
+    """A brief, the issue it came from, and whether the issue still says what a writer
+    accepted (``current``: the live body's digest is the accepted one)."""
 
     brief: Brief
     number: int
     url: str
+    current: bool = True
 
 
 @dataclass
@@ -45,18 +54,44 @@ class IssueBriefs:
     errors: list[BadInput] = field(default_factory=list)
 
 
-def load_issue_briefs(api: GitHubApi, *, label: str = BRIEF_LABEL) -> IssueBriefs:
+def load_issue_briefs(
+    api: GitHubApi, *, pins: Mapping[int, IssuePin], label: str = BRIEF_LABEL
+) -> IssueBriefs:
     """One conditional list call; a 304 costs nothing against the rate limit.
 
-    GitHub lists the newest issue first; the oldest issue naming an id keeps it, so a new
-    issue reusing a brief's id cannot take that brief over (it is reported instead).
+    Each brief is built from the text a writer accepted (``pins``, see
+    ``assay.github.pins``), never from the live body; an issue with none is reported.
+    Ids are the repository's: ``issue-<M>`` belongs to issue #M alone, and the oldest
+    issue naming any other id keeps it (GitHub lists the newest first, so a new issue
+    reusing a brief's id cannot take that brief over): the newer one is reported.
     """
     result = IssueBriefs()
     for issue in sorted(api.open_issues(label), key=lambda item: int(item["number"])):
+        number = int(issue["number"])
+        pin = pins.get(number)
+        if pin is None:
+            result.errors.append(
+                BadInput(
+                    f"issue #{number}: no text of it was accepted by a person with write "
+                    f"permission (label it {label!r}, or comment `/assay accept`)",
+                    source=f"issue #{number}",
+                )
+            )
+            continue
         try:
-            found = brief_from_issue(issue, label=label)
+            found = brief_from_issue({**issue, "body": pin.body}, label=label)
         except BadInput as exc:
             result.errors.append(exc)
+            continue
+        owner = _NUMBERED.fullmatch(found.brief.id)
+        if owner is not None and int(owner[1]) != number:
+            result.errors.append(
+                BadInput(
+                    f"issue #{number}: brief id {found.brief.id!r} is issue #{owner[1]}'s: "
+                    f"an id of the form issue-N names issue #N alone",
+                    source=f"issue #{number}",
+                )
+            )
             continue
         if found.brief.id in result.briefs:
             first = result.briefs[found.brief.id].number
@@ -68,8 +103,16 @@ def load_issue_briefs(api: GitHubApi, *, label: str = BRIEF_LABEL) -> IssueBrief
                 )
             )
             continue
-        result.briefs[found.brief.id] = found
+        current = body_digest(issue.get("body")) == pin.digest
+        result.briefs[found.brief.id] = dataclasses.replace(found, current=current)
     return result
+
+
+def issue_briefs(forge: Forge, *, label: str = BRIEF_LABEL) -> IssueBriefs:
+    """``load_issue_briefs`` with the accepted texts the forge's trusted gate key signed."""
+    from assay.evidence.trust import reader_key
+
+    return load_issue_briefs(forge.api, pins=read_pins(forge, reader_key(forge)), label=label)
 
 
 def brief_from_issue(issue: dict[str, Any], *, label: str = BRIEF_LABEL) -> IssueBrief:

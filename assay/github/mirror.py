@@ -18,7 +18,6 @@ so a desk on a fresh runner edits the same comment and never opens a second pull
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -26,9 +25,12 @@ from typing import Any
 import assay.refs as refs
 from assay.claims import ClaimRecord
 from assay.errors import BadInput
+from assay.evidence.keys import GateKey
 from assay.forge import RefLog
 from assay.github.api import GitHubApi, Mutation
 from assay.github.forge import GitHubForge
+from assay.github.gatecheck import CHECK_NAME as CHECK_NAME
+from assay.github.gatecheck import failing_rows, publish_gate_check
 from assay.ids import check_id
 from assay.plumbing import Identity
 from assay.states import CLAIM_STATES
@@ -36,20 +38,6 @@ from assay.states import CLAIM_STATES
 MIRROR_PREFIX = refs.GITHUB
 MIRROR_KIND = "github-mirror"
 CLAIM_LABEL = "assay:claimed"
-CHECK_NAME = "assay/evidence"
-GATE_WORKFLOW = ".github/workflows/assay-gate.yml"
-
-
-def gate_external_id(brief: str, environ: Mapping[str, str] | None = None) -> str:
-    """``<brief>:<workflow run id>``: which run of which workflow published the check run.
-
-    ``merge`` looks the run up and accepts the check only from a run of the gate workflow,
-    so a look-alike ``assay/evidence`` check made by any other workflow never counts.
-    """
-    run_id = (os.environ if environ is None else environ).get("GITHUB_RUN_ID", "").strip()
-    return f"{brief}:{run_id}" if run_id.isdigit() else brief
-
-
 MIRROR_IDENTITY = Identity(name="assay github mirror", email="github-mirror@assay.invalid")
 _INTS = ("issue", "comment_id", "pull")
 _STRS = (
@@ -320,37 +308,39 @@ class GitHubMirror:
         head_sha: str,
         rows: Sequence[Mapping[str, Any]],
         passed: bool | None = None,
+        tip: str | None = None,
+        key: GateKey | None = None,
     ) -> int:
-        """The gate's rows as the check run ``assay/evidence`` on ``head_sha`` (once per sha).
+        """The gate's rows as the check run ``assay/evidence`` on ``head_sha``, signed with
+        ``key`` over the verdict and the evidence ``tip`` (``assay.github.gatecheck``).
 
+        What is already published is re-read from GitHub, not from this record (a desk can
+        write it): an unchanged verdict writes nothing, a changed one publishes a newer run.
         ``passed`` is the merge rule's verdict; by default every row must be verified ``pass``.
         """
-        state = self.state(brief)
-        if head_sha in state.check_runs:
-            return state.check_runs[head_sha]
         if passed is None:
             passed = bool(rows) and all(row.get("verified") == "pass" for row in rows)
-        failing = [
-            str(row.get("row"))
-            for row in rows
-            if (row.get("verdict") or row.get("verified")) != "pass"
-        ]
+        failing = failing_rows(rows)
         summary = (
             f"{len(rows)} of {len(rows)} rows verified passing at {head_sha[:12]}"
             if passed
             else f"rows not verified passing at {head_sha[:12]}: {', '.join(failing) or 'none run'}"
         )
-        run_id = self.api.create_check_run(
-            name=CHECK_NAME,
+        run_id, written = publish_gate_check(
+            self.api,
+            brief=brief,
             head_sha=head_sha,
-            conclusion="success" if passed else "failure",
+            passed=passed,
+            tip=tip,
             title=f"{brief}: {'verified' if passed else 'not verified'}",
             summary=summary,
             text=evidence_table(rows),
-            external_id=gate_external_id(brief),
+            key=key,
         )
-        state.check_runs[head_sha] = run_id
-        self._save(state, f"mirror evidence of {brief} at {head_sha[:12]}")
+        if written:
+            state = self.state(brief)
+            state.check_runs[head_sha] = run_id  # for people reading the record; never read back
+            self._save(state, f"mirror evidence of {brief} at {head_sha[:12]}")
         return run_id
 
     # -- merge ---------------------------------------------------------------------------------

@@ -18,22 +18,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import assay.refs as refs
 from assay.claims import ClaimRecord, ClaimStore
 from assay.desks.records.review import Review, read_review
 from assay.errors import Failed
 from assay.evidence.gate import merge_decision
-from assay.evidence.keys import KEY_ENV, PUBLIC_KEY_ENV, gate_key, public_key_from_env
+from assay.evidence.keys import KEY_ENV, PUBLIC_KEY_ENV, GateKey, gate_key, public_key_from_env
 from assay.evidence.rule import MergeDecision
 from assay.evidence.trust import merge_key
 from assay.github.forge import GitHubForge
-from assay.github.issues import load_issue_briefs
-from assay.github.mirror import (
-    CHECK_NAME,
-    GATE_WORKFLOW,
-    GitHubMirror,
-    MirrorState,
-    review_body,
-)
+from assay.github.gatecheck import gate_check_problems
+from assay.github.issues import issue_briefs
+from assay.github.mirror import GitHubMirror, MirrorState, mirror_ref, review_body
 
 PARTS = ("claims", "reviews", "evidence")
 
@@ -89,7 +85,7 @@ def sync(
                 gate_workflow=gate_workflow,
             )
         if "evidence" in wanted and decision is not None and any(r.get("verified") for r in rows):
-            actions += _publish_evidence(mirror, brief, decision, rows)
+            actions += _publish_evidence(mirror, brief)
         report.actions[brief] = actions
     return report
 
@@ -104,7 +100,7 @@ class _IssueNumbers:
 
     def get(self, brief: str) -> int | None:
         if self._numbers is None:
-            found = load_issue_briefs(self._forge.api).briefs
+            found = issue_briefs(self._forge).briefs
             self._numbers = {key: value.number for key, value in found.items()}
         return self._numbers.get(brief)
 
@@ -147,38 +143,32 @@ def _sync_review(
     return actions
 
 
-def _publish_evidence(
-    mirror: GitHubMirror, brief: str, decision: MergeDecision, rows: list[dict[str, Any]]
-) -> list[str]:
-    """The ``assay/evidence`` check run at the decision's head (``check+`` when new)."""
-    before = dict(mirror.state(brief).check_runs)
-    mirror.publish_evidence(brief, head_sha=decision.head_sha, rows=rows, passed=decision.allowed)
-    return ["check+"] if decision.head_sha not in before else []
+def _publish_evidence(mirror: GitHubMirror, brief: str) -> list[str]:
+    """The gate's ``assay/evidence`` check run at the review's head (``check+`` when a run
+    was written), with the merge rule's verdict (an approval included: a ruleset that
+    requires the check must not let a brief merge before it). Only a holder of the gate's
+    key publishes: an unproven run would only stand in the gate's way (the merge reads the
+    newest run), so a sync without the key (a desk's) leaves it alone."""
+    key = gate_key()
+    if key is None:
+        return []
+    return publish_verified(mirror, merge_decision(mirror.forge, brief, key=key.public), key=key)
 
 
-def gate_check_problems(forge: GitHubForge, brief: str, head_sha: str) -> list[str]:
-    """Why ``head_sha`` lacks an ``assay/evidence`` check run from the gate workflow.
-
-    The name alone proves nothing (any workflow can make a check run called that): the run
-    must be a success whose ``external_id`` names a workflow run of ``GATE_WORKFLOW``, as
-    GitHub itself reports that run.
-    """
-    seen: list[str] = []
-    for check in forge.api.check_runs(head_sha, name=CHECK_NAME):
-        external = str(check.get("external_id") or "")
-        named, _, run_id = external.rpartition(":")
-        if named != brief or not run_id.isdigit():
-            seen.append(f"check run {check.get('id')} names no gate workflow run")
-            continue
-        run = forge.api.workflow_run(int(run_id))
-        if run.get("path") != GATE_WORKFLOW:
-            seen.append(f"check run {check.get('id')} came from {run.get('path') or 'no workflow'}")
-            continue
-        if check.get("conclusion") == "success":
-            return []
-        seen.append(f"the gate's check run {check.get('id')} is {check.get('conclusion')}")
-    detail = f" ({'; '.join(seen)})" if seen else ""
-    return [f"no successful {CHECK_NAME} check run from {GATE_WORKFLOW} at {head_sha[:12]}{detail}"]
+def publish_verified(mirror: GitHubMirror, decision: MergeDecision, *, key: GateKey) -> list[str]:
+    """Publish ``decision`` (its rows, verdict and evidence tip) as the gate's check run;
+    what each ``assay verify`` on GitHub does with the records it has just written."""
+    brief = decision.brief
+    before = mirror.state(brief).check_runs.get(decision.head_sha)
+    made = mirror.publish_evidence(
+        brief,
+        head_sha=decision.head_sha,
+        rows=[row.to_json() for row in decision.rows],
+        passed=decision.allowed,
+        tip=decision.evidence_tip,
+        key=key,
+    )
+    return ["check+"] if made != before else []
 
 
 def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
@@ -195,23 +185,71 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
             f"only the gate job reads) nor its public key ({PUBLIC_KEY_ENV}, a repository "
             "variable) is set here, so no evidence signature can be checked"
         )
-    decision = merge_decision(forge, brief, key=merge_key(forge, key, insecure=False))
+    trusted = merge_key(forge, key, insecure=False)
+    decision = merge_decision(forge, brief, key=trusted)
     blocking = decision.blocking()
     if decision.allowed:
-        blocking += gate_check_problems(forge, brief, decision.head_sha)
+        blocking += gate_check_problems(
+            forge,
+            forge.api,
+            trusted,
+            brief=brief,
+            head_sha=decision.head_sha,
+            tip=decision.evidence_tip,
+        )
+    mirror = GitHubMirror(forge)
+    state = mirror.state(brief)
+    record = ClaimStore(forge).get(brief)
+    if not blocking:
+        blocking += _record_problems(forge, brief, state, claimed=record is not None)
     if blocking:
         raise Failed(
             f"{brief}: merge refused at {decision.head_sha[:12]}: " + "; ".join(blocking),
             blocking=blocking,
         )
-    mirror = GitHubMirror(forge)
-    state = mirror.state(brief)
     review = read_review(forge, brief)
     summary = review.body if review is not None else ""
     rows = [row.to_json() for row in decision.rows]
     body = review_body(brief, issue=state.issue, summary=summary, rows=rows)
-    record = ClaimStore(forge).get(brief)
     done = dataclasses.replace(record, state="done") if record is not None else None
     if state.pull_state == "draft":
         mirror.finish_review(brief, body=body)
     return decision.head_sha, mirror.merge(brief, head_sha=decision.head_sha, body=body, claim=done)
+
+
+def _record_problems(
+    forge: GitHubForge, brief: str, state: MirrorState, *, claimed: bool
+) -> list[str]:
+    """Why the refs any job may write do not hold what a merge needs (fail closed).
+
+    The claim must still be there (a deleted one proves nothing about who did the work).
+    The mirror record says which pull request to merge and which issue it closes, and any
+    job may push it: it must exist and agree with what GitHub itself says (the open pull
+    request from ``assay/<brief>``, the issue the brief came from)."""
+    problems: list[str] = []
+    if not claimed:
+        problems.append(
+            f"the claim {refs.claim_ref(brief)} is gone: a merge needs the claim the brief "
+            "was worked under"
+        )
+    if state.pull is None:
+        return [*problems, f"the mirror record {mirror_ref(brief)} names no pull request"]
+    found = forge.api.find_pull(f"assay/{brief}")
+    if found is None or (int(found["number"]), str(found["node_id"])) != (
+        state.pull,
+        state.pull_node,
+    ):
+        actual = f"#{found['number']}" if found is not None else "none"
+        problems.append(
+            f"the mirror record {mirror_ref(brief)} names pull request #{state.pull}, and "
+            f"GitHub's open pull request from assay/{brief} is {actual}"
+        )
+    if state.issue is not None:
+        issues = issue_briefs(forge).briefs
+        number = issues[brief].number if brief in issues else None
+        if number != state.issue:
+            problems.append(
+                f"the mirror record {mirror_ref(brief)} names issue #{state.issue}, and the "
+                f"brief's issue is {'#' + str(number) if number is not None else 'none'}"
+            )
+    return problems

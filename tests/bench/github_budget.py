@@ -39,7 +39,7 @@ def measure(*, briefs: int = 3) -> dict[str, Any]:
         from assay.forge import open_forge
         from assay.forge.budget import WINDOW_ENV
         from assay.github.events import collect_events
-        from assay.github.issues import load_issue_briefs
+        from assay.github.issues import issue_briefs
         from tests.bench.github import _lifecycle
         from tests.github.fake_github import BOT, TEST_WINDOW_S, FakeGitHub
     except ImportError as missing:
@@ -76,10 +76,10 @@ def measure(*, briefs: int = 3) -> dict[str, Any]:
                         for c in fake.calls[calls_before:]
                         if c.method != "GET" and not c.path.startswith("git:") and c.user == BOT
                     ]
-                    load_issue_briefs(forge.api)  # warm the ETag cache, as a running poller has
+                    issue_briefs(forge)  # warm the ETag cache, as a running poller has
                     collect_events(forge)
                     before = fake.charged(BOT)
-                    load_issue_briefs(forge.api)
+                    issue_briefs(forge)
                     collect_events(forge)
                     poll = int(fake.charged(BOT) - before)
                 violations = list(fake.violations)

@@ -50,6 +50,10 @@ from tests.github.fake_core import Handler as Handler
 from tests.github.fake_pulls import PullsMixin
 
 BOT = "github-actions[bot]"
+OTHER_APP = "other-app[bot]"  # another GitHub App installed on the repository
+# The app a bot login acts for (``<slug>[bot]``): check runs belong to an app, and only
+# that app may update them. Desk jobs and the gate both act as ``github-actions``.
+APPS = {BOT: "github-actions", OTHER_APP: "other-app"}
 SECONDARY_MESSAGE = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
 )
@@ -142,8 +146,14 @@ class FakeGitHub(PullsMixin):
             "ghs-bot": BOT,
             "ghp-maintainer": "maintainer",
             "ghp-stranger": "stranger",
+            "ghs-other": OTHER_APP,
         }
-        self.permissions = permissions or {BOT: "write", "maintainer": "admin", "stranger": "read"}
+        self.permissions = permissions or {
+            BOT: "write",
+            "maintainer": "admin",
+            "stranger": "read",
+            OTHER_APP: "write",
+        }
         self.rate_limit = rate_limit
         self.limits = Limits() if limits is None else limits
         self.clock = clock
@@ -164,6 +174,7 @@ class FakeGitHub(PullsMixin):
         self.comments: dict[int, dict[str, Any]] = {}
         self.reviews: dict[int, list[dict[str, Any]]] = {}
         self.check_runs: dict[int, dict[str, Any]] = {}
+        self.timeline: dict[int, list[dict[str, Any]]] = {}  # issue -> labeled/unlabeled events
         self.workflow_runs: dict[int, dict[str, Any]] = {}
         self.dispatches: list[dict[str, Any]] = []
         self._ids = 1000
@@ -323,6 +334,7 @@ class FakeGitHub(PullsMixin):
             ("GET", repo + r"/issues/(?P<n>\d+)", self._issues_get),
             ("PATCH", repo + r"/issues/(?P<n>\d+)", self._issues_update),
             ("GET", repo + r"/issues/(?P<n>\d+)/comments", self._comments_list),
+            ("GET", repo + r"/issues/(?P<n>\d+)/timeline", self._timeline_list),
             ("POST", repo + r"/issues/(?P<n>\d+)/comments", self._comments_create),
             ("POST", repo + r"/issues/(?P<n>\d+)/labels", self._labels_add),
             ("DELETE", repo + r"/issues/(?P<n>\d+)/labels/(?P<name>[^/]+)", self._labels_remove),
@@ -626,7 +638,32 @@ class FakeGitHub(PullsMixin):
             "_labels": list(dict.fromkeys(labels)),
         }
         self.issues[number] = issue
+        for name in issue["_labels"]:
+            self._label_event(issue, "labeled", name, user)
         return issue
+
+    def _label_event(self, issue: dict[str, Any], event: str, name: str, user: str) -> None:
+        """A ``labeled``/``unlabeled`` timeline event; GitHub bumps the issue's updated_at."""
+        view = self.contract.skeleton("labeled-issue-event")
+        uid = self._next_id()
+        view.update(
+            id=uid,
+            node_id=f"LE_{uid}",
+            url=f"{self.api_url}/repos/{self.slug}/issues/events/{uid}",
+            actor=self._user(user),
+            event=event,
+            created_at=now(),
+            label={"name": name, "color": "ededed"},
+        )
+        self.timeline.setdefault(issue["number"], []).append(view)
+        issue["updated_at"] = now()
+
+    def _timeline_list(self, *, n: str, query: dict[str, str], **_: Any) -> Reply:
+        """The issue's timeline, oldest first. The fake keeps label events only (GitHub's
+        also holds comments, references and more, which Assay does not read from it)."""
+        issue = self._issue(n)
+        events = list(self.timeline.get(issue["number"], []))
+        return self._page(events, query, f"/repos/{self.slug}/issues/{n}/timeline")
 
     def _issues_get(self, *, n: str, **_: Any) -> Reply:
         return Reply(200, self._issue_view(self._issue(n)))
@@ -639,7 +676,14 @@ class FakeGitHub(PullsMixin):
             if key in body:
                 issue[key] = body[key]
         if "labels" in body and self._can_triage(user):
-            issue["_labels"] = [str(x) for x in body["labels"]]
+            wanted = [str(x) for x in body["labels"]]
+            for name in issue["_labels"]:
+                if name not in wanted:
+                    self._label_event(issue, "unlabeled", name, user)
+            for name in wanted:
+                if name not in issue["_labels"]:
+                    self._label_event(issue, "labeled", name, user)
+            issue["_labels"] = wanted
         if body.get("state") in ("open", "closed"):
             issue["state"] = body["state"]
             issue["closed_at"] = now() if body["state"] == "closed" else None
@@ -690,6 +734,8 @@ class FakeGitHub(PullsMixin):
             "_issue": number,
         }
         self.comments[uid] = comment
+        if number in self.issues:
+            self.issues[number]["updated_at"] = comment["created_at"]  # as GitHub does
         return comment
 
     def _comments_update(self, *, user: str, cid: str, body: dict[str, Any], **_: Any) -> Reply:
@@ -709,6 +755,7 @@ class FakeGitHub(PullsMixin):
         for name in names:
             if name not in issue["_labels"]:
                 issue["_labels"].append(str(name))
+                self._label_event(issue, "labeled", str(name), user)
         return Reply(200, [self._label(name) for name in issue["_labels"]])
 
     def _labels_remove(self, *, user: str, n: str, name: str, **_: Any) -> Reply:
@@ -718,6 +765,7 @@ class FakeGitHub(PullsMixin):
         if name not in issue["_labels"]:
             raise HttpError(404, "Label does not exist")
         issue["_labels"].remove(name)
+        self._label_event(issue, "unlabeled", name, user)
         return Reply(200, [self._label(label) for label in issue["_labels"]])
 
     def _ref_view(self, ref: str, sha: str) -> dict[str, Any]:
@@ -753,8 +801,17 @@ class FakeGitHub(PullsMixin):
         view.update(run)
         return view
 
+    def _app_view(self, user: str) -> dict[str, Any]:
+        slug = APPS[user]
+        app = self.contract.skeleton("nullable-integration")
+        digest = int(hashlib.sha256(slug.encode()).hexdigest()[:6], 16)
+        app.update(id=digest, slug=slug, node_id=f"A_{digest}", name=slug)
+        return app
+
     def _checks_create(self, *, user: str, body: dict[str, Any], **_: Any) -> Reply:
         self._need_write(user)
+        if user not in APPS:  # a person's token (OAuth, PAT) cannot make check runs
+            raise HttpError(403, "You must authenticate via a GitHub App.")
         sha = body["head_sha"]
         if self._git("cat-file", "-t", sha, check=False) != "commit":
             raise HttpError(422, f"No commit found for SHA: {sha}")
@@ -771,6 +828,7 @@ class FakeGitHub(PullsMixin):
             "started_at": body.get("started_at", now()),
             "completed_at": body.get("completed_at"),
             "output": _check_output(body.get("output")),
+            "app": self._app_view(user),
         }
         if run["conclusion"] is not None:
             run["status"] = "completed"
@@ -783,6 +841,8 @@ class FakeGitHub(PullsMixin):
         run = self.check_runs.get(int(cid))
         if run is None:
             raise HttpError(404, "Not Found")
+        if user not in APPS or run["app"]["slug"] != APPS[user]:
+            raise HttpError(403, "Only the GitHub App that created a check run may update it.")
         for key in ("status", "conclusion", "completed_at", "external_id", "name"):
             if key in body:
                 run[key] = body[key]

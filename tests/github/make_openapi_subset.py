@@ -36,6 +36,7 @@ OPERATIONS = (
     "issues/get",
     "issues/list-comments",
     "issues/list-comments-for-repo",
+    "issues/list-events-for-timeline",
     "issues/list-for-repo",
     "issues/remove-label",
     "issues/update",
@@ -72,6 +73,21 @@ def _strip(node: Any, *, in_properties: bool = False) -> Any:
         return result
     if isinstance(node, list):
         return [_strip(item) for item in node]
+    return node
+
+
+def _null_in_enums(node: Any) -> Any:
+    """``nullable`` with an ``enum`` admits null only when the enum lists it (OpenAPI
+    3.0.3), and GitHub's description leaves it out (a check run in progress has
+    ``conclusion: null``): list it, so the validator accepts what GitHub sends."""
+    if isinstance(node, dict):
+        result = {key: _null_in_enums(value) for key, value in node.items()}
+        enum = result.get("enum")
+        if result.get("nullable") is True and isinstance(enum, list) and None not in enum:
+            result["enum"] = [*enum, None]
+        return result
+    if isinstance(node, list):
+        return [_null_in_enums(item) for item in node]
     return node
 
 
@@ -115,7 +131,7 @@ def subset(full: dict[str, Any], *, source: str) -> dict[str, Any]:
         components.setdefault(kind, {})[name] = body
         pending |= _refs(body) - seen
     for kind in components:
-        components[kind] = dict(sorted(components[kind].items()))
+        components[kind] = _null_in_enums(dict(sorted(components[kind].items())))
     return {
         "openapi": full["openapi"],
         "info": {

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from assay.claims import ClaimStore
+from assay.github.events import collect_events
 from assay.github.forge import open_github_forge
 from assay.github.init import starter_files
 from assay.github.mirror import GitHubMirror
@@ -30,17 +31,14 @@ def setup_waiting_brief(fake: FakeGitHub, tmp_path: Path) -> int:
                 json={"title": "Tidy", "body": ISSUE, "labels": ["assay"]},
             ).json()["number"]
         )
-        for token in ("ghp-stranger", "ghp-maintainer"):
-            gh.post(
-                f"/repos/acme/widgets/issues/{number}/comments",
-                json={"body": "/assay approve"},
-                headers={"Authorization": f"Bearer {token}"},
-            )
     forge = open_github_forge("github:acme/widgets", cache_dir=tmp_path / "setup-cache")
     with forge:
+        assert number in collect_events(forge).accepted  # the maintainer's label fixes the text
         store = ClaimStore(forge)
         claim = store.set_waiting(store.acquire("tidy", "example", lease_s=60), "approval")
         GitHubMirror(forge).claim("tidy", claim.record, issue=number)
+    for user in ("stranger", "maintainer"):
+        fake.add_comment(number, "/assay approve", user)
     return number
 
 
@@ -75,8 +73,9 @@ def test_events_command_honours_writers_reports_others_and_dispatches(
             "user": "github-actions[bot]",
         }
     ]
-    # comments list + two permission checks + the dispatch
-    assert report["rest"]["charged"] == 4
+    # which brief each number is (open issues, open pull requests), comments list, two
+    # permission checks, the dispatch
+    assert report["rest"]["charged"] == 6
     again = json.loads(run_assay("github", "events", "--json", env=env).stdout)
     # Read again or not (the cursor is inclusive), nothing is appended or checked twice.
     assert again["appended"] == [] and again["ignored"] == []
@@ -84,8 +83,13 @@ def test_events_command_honours_writers_reports_others_and_dispatches(
 
 
 def test_briefs_command_lists_issue_briefs_with_rest_counts(
-    fake_github: FakeGitHub, run_assay: AssayRunner, tmp_path: Path
+    fake_github: FakeGitHub,
+    run_assay: AssayRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("GITHUB_API_URL", fake_github.api_url)
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs-bot")
     with httpx.Client(
         base_url=fake_github.api_url,
         headers={"Authorization": "Bearer ghp-maintainer", "User-Agent": "person"},
@@ -99,6 +103,8 @@ def test_briefs_command_lists_issue_briefs_with_rest_counts(
         "MY_TOKEN": "ghs-bot",
         "ASSAY_STATE": str(tmp_path / "state"),
     }
+    with open_github_forge("github:acme/widgets", cache_dir=tmp_path / "events") as forge:
+        collect_events(forge)  # the events job: the maintainer's label fixes the text
     briefs = ("github", "briefs", "--forge", "github:acme/widgets", "--token-env", "MY_TOKEN")
     done = run_assay(*briefs, "--json", env=env)
     assert done.returncode == 0, done.stderr

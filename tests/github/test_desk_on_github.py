@@ -140,9 +140,21 @@ def make_desk_pass(fake_github: FakeGitHub, tmp_path: Path) -> DeskPass:
         "GITHUB_TOKEN": TOKEN,
         "ASSAY_VISIBLE": "visible-value",
         "ASSAY_STATE": str(tmp_path / "state"),
+        "ASSAY_GATE_STATE": str(tmp_path / "gate-state"),
         "ASSAY_GITHUB_WRITE_SPACING": "0",
     }
     forge = ["--forge", f"github:{fake_github.slug}", "--desks", str(desks)]
+    # The events job: the maintainer's labels fix both issues' texts as briefs.
+    accepted = subprocess.run(
+        assay_argv("github", "events", "--json", *forge[:2]),
+        cwd=tmp_path,
+        env=assay_env({**env, "ASSAY_STATE": str(tmp_path / "events-state")}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert set(json.loads(accepted.stdout)["accepted"]) == {str(number), str(bad)}, accepted.stderr
+    fake_github.calls.clear()  # what the desk pass below calls
     done = subprocess.run(
         assay_argv("desk", "run", "coder", "--once", "--json", *forge),
         cwd=tmp_path,
@@ -266,6 +278,16 @@ def test_an_issue_brief_is_no_orphan_and_the_gate_verifies_it(
     assert swept.returncode == 0, swept.stdout + swept.stderr
     orphans = [a for a in json.loads(swept.stdout)["actions"] if a["kind"] == "orphans"]
     assert all(desk_pass.brief not in json.dumps(action) for action in orphans), orphans
+    # The desk job's token rewrites the issue's rows after the pass: the gate verifies the
+    # rows the maintainer's label accepted, not these.
+    with httpx.Client(
+        base_url=desk_pass.fake.api_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
+    ) as gh:
+        cheat = "---\nverify:\n  - id: cheat\n    run: 'true'\n---\nx\n"
+        edited = gh.patch(
+            f"/repos/{desk_pass.fake.slug}/issues/{desk_pass.number}", json={"body": cheat}
+        )
+        assert edited.status_code == 200, edited.text
     verified = run_assay(
         "verify", desk_pass.brief, "--json", *desk_pass.forge[:2], env=desk_pass.env
     )

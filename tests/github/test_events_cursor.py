@@ -16,7 +16,7 @@ import pytest
 
 import assay.refs as refs
 from assay.claims import ClaimStore
-from assay.github.events import parse_command
+from assay.github.events import collect_events, parse_command
 from assay.github.forge import open_github_forge
 from assay.github.init import starter_files
 from assay.github.mirror import GitHubMirror
@@ -53,9 +53,11 @@ def waiting_brief(fake: FakeGitHub, tmp_path: Path) -> int:
         )
         number = int(made.json()["number"])
     with open_github_forge(f"github:{fake.slug}", cache_dir=tmp_path / "setup") as forge:
+        assert number in collect_events(forge).accepted  # the maintainer's label fixes the text
         store = ClaimStore(forge)
         claim = store.set_waiting(store.acquire("tidy", "example", lease_s=60), "approval")
         GitHubMirror(forge).claim("tidy", claim.record, issue=number)
+    fake.calls.clear()  # what the tests count is what the runs below do
     return number
 
 

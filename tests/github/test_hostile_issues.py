@@ -79,6 +79,8 @@ def test_a_deep_issue_wedges_no_command(
         "ASSAY_GITHUB_WRITE_SPACING": "0",
         "ASSAY_FORGE": f"github:{fake_github.slug}",
     }
+    accepted = run_assay("github", "events", "--json", env=env)  # the labels fix the texts
+    assert set(json.loads(accepted.stdout)["accepted"]) == {str(good), str(deep)}, accepted.stderr
     listed = run_assay("github", "briefs", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
     report = json.loads(listed.stdout)
@@ -127,7 +129,9 @@ def test_a_newer_issue_reusing_an_id_does_not_take_the_brief(
         "GITHUB_TOKEN": "ghs-bot",
         "ASSAY_STATE": str(tmp_path / "state"),
     }
-    done = run_assay("github", "briefs", "--json", "--forge", f"github:{fake_github.slug}", env=env)
+    spec = ["--forge", f"github:{fake_github.slug}"]
+    assert run_assay("github", "events", *spec, env=env).returncode == 0  # fixes both texts
+    done = run_assay("github", "briefs", "--json", *spec, env=env)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert [(b["brief"], b["issue"]) for b in report["briefs"]] == [("tidy", first)]

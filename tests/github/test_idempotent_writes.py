@@ -17,6 +17,7 @@ import pytest
 from assay.claims import ClaimStore
 from assay.errors import ForgeUnavailable
 from assay.github.api import GitHubApi
+from assay.github.events import collect_events
 from assay.github.forge import open_github_forge
 from assay.github.init import starter_files
 from assay.github.mirror import GitHubMirror
@@ -68,6 +69,7 @@ def test_a_502_after_the_claim_comment_was_made_leaves_one_comment(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     with open_github_forge(f"github:{fake_github.slug}", cache_dir=tmp_path / "setup") as forge:
+        assert number in collect_events(forge).accepted  # the maintainer's label: a brief
         store = ClaimStore(forge)
         store.acquire("tidy", "example", lease_s=600)
     fake_github.inject(502, method="POST", path_contains="/comments", after=True)

@@ -86,9 +86,10 @@ def test_init_then_a_desk_pass_and_the_gate_on_github(
     gate_run = fake_github.add_workflow_run(".github/workflows/assay-gate.yml")
     env["GITHUB_RUN_ID"] = str(gate_run)
     verified = assay("verify", gate["inputs"]["brief"], "--sha", gate["inputs"]["sha"])
-    assert verified["passed"] is True
+    assert verified["passed"] is True and verified["published"] == ["check+"]
 
-    # A look-alike: another workflow posts a green `assay/evidence` check on the head.
+    # A look-alike: another workflow of the same app (every GITHUB_TOKEN is github-actions)
+    # posts a green `assay/evidence` check on the head, newer than the gate's.
     evil_run = fake_github.add_workflow_run(".github/workflows/evil.yml", event="pull_request")
     posted = httpx.post(
         f"{fake_github.api_url}/repos/acme/widgets/check-runs",
@@ -105,24 +106,26 @@ def test_init_then_a_desk_pass_and_the_gate_on_github(
     assert posted.status_code == 201, posted.text
     fooled = run_assay("github", "merge", BRIEF, cwd=repo, env=env)
     assert fooled.returncode == 1, fooled.stdout + fooled.stderr
-    assert "evil.yml" in fooled.stderr and "assay-gate.yml" in fooled.stderr
+    assert "carries no gate signature" in fooled.stderr
     assert pull["merged"] is False
 
+    # The gate's publishing step sees its run is no longer the newest and publishes again:
+    # the runs re-read, one made, one completed with the signature over its id.
     published = assay("github", "sync", "--only", "evidence")
     assert published["actions"] == {BRIEF: ["check+"]}
-    assert published["rest"]["charged"] == 1
-    (check,) = [
+    assert published["rest"]["writes"] == 2
+    *_, check = [
         c
-        for c in fake_github.check_runs.values()
+        for c in sorted(fake_github.check_runs.values(), key=lambda c: c["id"])
         if c["external_id"] != posted.json()["external_id"]
     ]
     assert (check["name"], check["conclusion"]) == ("assay/evidence", "success")
     assert check["head_sha"] == verified["head_sha"]
-    assert check["external_id"] == f"{BRIEF}:{gate_run}"
+    assert check["external_id"].startswith(f"{BRIEF}:{gate_run}:pass:")
     del env["GITHUB_RUN_ID"]
 
     quiet = assay("github", "sync", "--only", "evidence")
-    assert quiet["actions"] == {BRIEF: []} and quiet["rest"]["calls"] == 0
+    assert quiet["actions"] == {BRIEF: []} and quiet["rest"]["writes"] == 0
 
     merged = assay("github", "merge", BRIEF)
     assert merged["head_sha"] == verified["head_sha"]

@@ -21,7 +21,7 @@ from assay.github.mirror import GitHubMirror
 from assay.plumbing import Identity
 from tests.github import test_adapter
 from tests.github.fake_github import FakeGitHub
-from tests.github.test_adapter import BRIEF, comment, open_issue
+from tests.github.test_adapter import BRIEF, comment, open_brief_issue, open_issue
 
 # The adapter tests' fixtures: a GitHub forge on the fake, as the bot.
 github_env = test_adapter.github_env
@@ -45,7 +45,7 @@ def _forge_an_approval(forge: GitHubForge, *, sig: str = "") -> None:
 
 def _a_maintainer_approves(fake: FakeGitHub, forge: GitHubForge) -> None:
     """The brief waits for approval on its issue, and a maintainer comments /assay approve."""
-    issue = open_issue(fake)
+    issue = open_brief_issue(fake, forge)
     store = ClaimStore(forge)
     claim = store.set_waiting(store.acquire(BRIEF, "example", lease_s=60), "approval")
     GitHubMirror(forge).claim(BRIEF, claim.record, issue=issue)
@@ -124,3 +124,19 @@ def test_a_signed_approval_copied_onto_another_briefs_log_does_not_count(
     other = EventLog(forge, "another-brief")
     assert other.read() == []
     assert "not signed by the gate key" in other.skipped[0]
+
+
+def test_a_forged_mirror_record_cannot_send_an_approval_to_another_brief(
+    fake_github: FakeGitHub, forge: GitHubForge
+) -> None:
+    """Which brief an issue belongs to comes from GitHub (the accepted issue briefs), not
+    from the mirror records any job may push: one naming this issue for another brief
+    gets nothing."""
+    issue = open_brief_issue(fake_github, forge)
+    RefLog(forge, "refs/assay/github/another-brief", kind="github-mirror").append(
+        {"brief": "another-brief", "issue": issue}, author=Identity("github-actions[bot]", "b@x")
+    )
+    comment(fake_github, issue, "/assay approve", "ghp-maintainer")
+    report = collect_events(forge)
+    assert [(e["brief"], e["kind"]) for e in report.appended] == [(BRIEF, "approve")]
+    assert EventLog(forge, "another-brief").read() == []

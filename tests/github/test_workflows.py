@@ -132,7 +132,7 @@ def test_desk_runs_one_concurrency_group_per_desk_and_brief() -> None:
 
 def test_event_payload_text_reaches_scripts_only_through_env() -> None:
     events = load(WORKFLOWS / "assay-events.yml")
-    assert set(events[True]) == {"issue_comment", "pull_request_review"}
+    assert set(events[True]) == {"issue_comment", "issues", "pull_request_review"}
     step = events["jobs"]["wake"]["steps"][-1]
     assert "assay github events --dispatch assay-desk.yml" in step["run"]
     assert not any(

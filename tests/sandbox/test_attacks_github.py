@@ -108,6 +108,15 @@ def test_the_github_token_is_nowhere_the_agent_can_look(
             "ASSAY_STATE": str(state),
             "ASSAY_GITHUB_WRITE_SPACING": "0",
         }
+        # The events job: the maintainer's label fixes the text as the brief.
+        accepted = run_assay(
+            "github",
+            "events",
+            "--forge",
+            f"github:{fake.slug}",
+            env={**env, "ASSAY_STATE": str(tmp_path / "events-state")},
+        )
+        assert accepted.returncode == 0, accepted.stdout + accepted.stderr
         done = run_assay(
             "desk",
             "run",

@@ -1,0 +1,244 @@
+"""The gate's own ``assay/evidence`` check run: what each verify publishes, and what a merge
+on GitHub accepts.
+
+On GitHub a desk job's token is the same app as the gate's (``github-actions``): it may
+create check runs named ``assay/evidence`` on any commit and update any run that app made.
+What it cannot make is the gate's signature, so the gate puts one in the check run's
+``external_id``:
+
+    <brief>:<workflow run id>:<pass|fail>:<evidence tip or ->:<ed25519 signature>
+
+signed over the brief, the head sha, the verdict, the evidence ref's tip and the check
+run's own id (``proof_payload``). The id binding matters: a desk that kept an old passing
+proof cannot paste it onto a newer run, and runs cannot be deleted by a token.
+
+- Publishing (``publish_gate_check``): the check runs at the head are re-read from GitHub,
+  never from the desk-writable mirror record. When the newest run the gate proved says
+  what this verify found (verdict and evidence tip), nothing is written. Otherwise a new run
+  is created, then completed with the proof bound to its id: a fail after a pass at the
+  same head makes the newest run (the one GitHub shows) red. Old runs are not updated in
+  place, because the desk's token, being the same app, could put an old proof back.
+- Reading (``gate_check_problems``): among the runs of the expected app at the head, the
+  newest one that is not another brief's proven run must carry a valid proof for this
+  brief, at this head, bound to its id, with verdict ``pass`` and conclusion ``success``;
+  a run by any other app is ignored (it cannot block or pass), and a newer unproven run
+  of the expected app refuses the merge (fail closed: a desk can delay its own merge, not
+  make one). The proof's evidence tip must be the tip the merge read, or an ancestor of
+  it: a desk that force-pushed the evidence ref back past the gate's records is caught by
+  a gate with a cold cache, from what only the gate can write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from assay.errors import AssayError
+from assay.evidence.keys import GateKey, PublicKey, split_signature
+from assay.forge import Forge
+from assay.github.api import GitHubApi
+
+CHECK_NAME = "assay/evidence"
+GATE_WORKFLOW = ".github/workflows/assay-gate.yml"
+EXPECTED_APP = "github-actions"  # the app every workflow's GITHUB_TOKEN acts as
+PROOF_KIND = "github-gate-check"
+VERDICTS = ("pass", "fail")
+
+
+def proof_payload(*, brief: str, head_sha: str, verdict: str, tip: str | None, check: int) -> bytes:
+    """The bytes the gate signs for one check run."""
+    body = {
+        "v": 1,
+        "kind": PROOF_KIND,
+        "brief": brief,
+        "head": head_sha,
+        "verdict": verdict,
+        "tip": tip,
+        "check": check,
+    }
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class GateProof:
+    """The proof in a gate check run's ``external_id`` (see the module docstring)."""
+
+    brief: str
+    run: str  # the workflow run that published it ("" outside Actions)
+    verdict: str
+    tip: str | None
+    sig: str
+
+    @property
+    def external_id(self) -> str:
+        return f"{self.brief}:{self.run}:{self.verdict}:{self.tip or '-'}:{self.sig}"
+
+    @classmethod
+    def parse(cls, text: str) -> GateProof | None:
+        parts = text.split(":", 4)
+        if len(parts) != 5 or parts[2] not in VERDICTS or not parts[4]:
+            return None
+        brief, run, verdict, tip, sig = parts
+        return cls(brief, run, verdict, None if tip == "-" else tip, sig)
+
+    def signed_by(self, key: PublicKey, *, head_sha: str, check: int) -> bool:
+        try:
+            _, signature = split_signature(self.sig, source="check run external_id")
+        except AssayError:
+            return False
+        payload = proof_payload(
+            brief=self.brief, head_sha=head_sha, verdict=self.verdict, tip=self.tip, check=check
+        )
+        return key.verifies(signature, payload)
+
+
+@dataclass(frozen=True)
+class GateRun:
+    """One check run of the expected app, and its proof when it carries a valid one."""
+
+    run: dict[str, Any]
+    proof: GateProof | None
+
+    @property
+    def id(self) -> int:
+        return int(self.run["id"])
+
+
+def app_runs(api: GitHubApi, head_sha: str) -> list[dict[str, Any]]:
+    """The ``assay/evidence`` runs the expected app made at ``head_sha``, oldest first."""
+    runs = [
+        run
+        for run in api.check_runs(head_sha, name=CHECK_NAME)
+        if str((run.get("app") or {}).get("slug") or "") == EXPECTED_APP
+    ]
+    return sorted(runs, key=lambda run: int(run.get("id") or 0))
+
+
+def _proven(run: Mapping[str, Any], key: PublicKey | None, head_sha: str) -> GateProof | None:
+    proof = GateProof.parse(str(run.get("external_id") or ""))
+    if proof is None or key is None:
+        return None
+    return proof if proof.signed_by(key, head_sha=head_sha, check=int(run["id"])) else None
+
+
+def newest_gate_run(
+    api: GitHubApi, key: PublicKey | None, *, brief: str, head_sha: str
+) -> GateRun | None:
+    """The newest run of the expected app at ``head_sha`` that is not another brief's
+    proven run (None: there is none); its ``proof`` is None unless the gate signed it."""
+    for run in reversed(app_runs(api, head_sha)):
+        proof = _proven(run, key, head_sha)
+        if proof is not None and proof.brief != brief:
+            continue  # the gate's run of another brief at the same commit
+        return GateRun(dict(run), proof)
+    return None
+
+
+def gate_check_problems(
+    forge: Forge,
+    api: GitHubApi,
+    key: PublicKey | None,
+    *,
+    brief: str,
+    head_sha: str,
+    tip: str | None,
+) -> list[str]:
+    """Why the gate's own check run does not let ``brief`` merge at ``head_sha`` with the
+    evidence ref at ``tip`` (empty: it does); see the module docstring."""
+    where = f"{CHECK_NAME} check run at {head_sha[:12]}"
+    if key is None:
+        return [f"no gate public key to check the {where} check run with"]
+    found = newest_gate_run(api, key, brief=brief, head_sha=head_sha)
+    if found is None:
+        return [f"no {where} from the gate ({EXPECTED_APP})"]
+    proof, number = found.proof, found.id
+    if proof is None:
+        return [
+            f"the newest {where} ({number}) carries no gate signature for {brief}: "
+            "any job with the same app token could have made it"
+        ]
+    if proof.verdict != "pass" or found.run.get("conclusion") != "success":
+        return [
+            f"the gate's newest {where} ({number}) is {proof.verdict} "
+            f"({found.run.get('conclusion')})"
+        ]
+    if proof.tip is not None and not _descends(forge, tip, from_tip=proof.tip):
+        return [
+            f"evidence rollback: the gate's check run {number} names evidence tip "
+            f"{proof.tip[:12]}, and the evidence ref is at {(tip or 'nothing')[:12]}, "
+            "which does not descend from it"
+        ]
+    return []
+
+
+def _descends(forge: Forge, tip: str | None, *, from_tip: str) -> bool:
+    """Whether the evidence ``tip`` is ``from_tip`` or a descendant of it (a commit this
+    cache never fetched is no ancestor of a tip it did)."""
+    if tip == from_tip:
+        return True
+    return tip is not None and forge.has_commit(from_tip) and forge.is_ancestor(from_tip, tip)
+
+
+def publish_gate_check(
+    api: GitHubApi,
+    *,
+    brief: str,
+    head_sha: str,
+    passed: bool,
+    tip: str | None,
+    title: str,
+    summary: str,
+    text: str,
+    key: GateKey | None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[int, bool]:
+    """Publish this verify's verdict at ``head_sha`` (see the module docstring); returns
+    ``(check run id, whether a run was written)``. Without the gate's private key the run
+    is published unproven: people see it, and no merge accepts it."""
+    verdict = "pass" if passed else "fail"
+    conclusion = "success" if passed else "failure"
+    public = key.public if key is not None else None
+    current = newest_gate_run(api, public, brief=brief, head_sha=head_sha)
+    if (
+        current is not None
+        and current.proof is not None
+        and (current.proof.verdict, current.proof.tip) == (verdict, tip)
+        and current.run.get("conclusion") == conclusion
+    ):
+        return current.id, False
+    run_id = (os.environ if environ is None else environ).get("GITHUB_RUN_ID", "").strip()
+    run = run_id if run_id.isdigit() else ""
+    pending = f"{brief}:{run}"
+    output = {"title": title, "summary": summary[:65535], "text": text[:65535]}
+    number = api.create_check_run(
+        name=CHECK_NAME,
+        head_sha=head_sha,
+        conclusion=None if key is not None else conclusion,
+        title=title,
+        summary=summary,
+        text=text,
+        external_id=pending,
+    )
+    if key is None:
+        return number, True
+    payload = proof_payload(brief=brief, head_sha=head_sha, verdict=verdict, tip=tip, check=number)
+    proof = GateProof(brief, run, verdict, tip, key.sign(payload))
+    api.update_check_run(
+        number,
+        {
+            "status": "completed",
+            "conclusion": conclusion,
+            "external_id": proof.external_id,
+            "output": output,
+        },
+    )
+    return number, True
+
+
+def failing_rows(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [
+        str(row.get("row")) for row in rows if (row.get("verdict") or row.get("verified")) != "pass"
+    ]
