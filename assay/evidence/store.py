@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import assay.refs as refs
-from assay.errors import Busy, Corrupt
+from assay.errors import Corrupt
 from assay.evidence.keys import GateKey, PublicKey
 from assay.evidence.records import (
     RECORD_FILE,
@@ -31,8 +31,9 @@ from assay.evidence.records import (
     seal,
 )
 from assay.forge import Forge
+from assay.forge.records import cas_write
 from assay.ids import check_id
-from assay.plumbing import GitError, Identity, RefUpdate
+from assay.plumbing import Identity
 
 EVIDENCE_PREFIX = refs.EVIDENCE
 VERIFIER_ENV = "ASSAY_VERIFIER"
@@ -159,14 +160,17 @@ def append_records(
     public = key.public if key is not None else None
     if not records:
         return log if log is not None else fetch_log(forge, brief, key=public)
-    ref = evidence_ref(brief)
-    current = log
-    for _attempt in range(_APPEND_ATTEMPTS):
-        if current is None:
+    current: EvidenceLog | None = log
+    sealed: list[EvidenceRecord] = []
+
+    def build(again: bool) -> tuple[str | None, str]:
+        """The records chained and sealed after the log's tip (read again after a lost
+        race: another gate appended first, so they chain after its records)."""
+        nonlocal current
+        if again or current is None:
             current = fetch_log(forge, brief, key=public)
-        prev = current.last_digest
-        parent = current.tip
-        sealed: list[EvidenceRecord] = []
+        prev, parent = current.last_digest, current.tip
+        sealed.clear()
         for record in records:
             stamped = seal(record, prev=prev, key=key)
             author = Identity(name=_identity_name(stamped.verifier), email="gate@assay.invalid")
@@ -180,14 +184,12 @@ def append_records(
             sealed.append(stamped)
             prev = stamped.digest
         assert parent is not None
-        result = forge.push([RefUpdate(ref, parent, expected=current.tip)])
-        if result.ok:
-            _remember(forge, brief, parent)
-            return EvidenceLog(brief=brief, tip=parent, records=[*current.records, *sealed])
-        if not result.lost:
-            raise GitError(f"push of {ref} refused: {result.detail}")
-        current = None  # another gate appended first: re-read and chain after it
-    raise Busy(f"{ref}: lost {_APPEND_ATTEMPTS} races to append evidence; try again")
+        return current.tip, parent
+
+    tip = cas_write(forge, evidence_ref(brief), build, attempts=_APPEND_ATTEMPTS, what="evidence")
+    _remember(forge, brief, tip)
+    assert current is not None
+    return EvidenceLog(brief=brief, tip=tip, records=[*current.records, *sealed])
 
 
 def _identity_name(verifier: str) -> str:

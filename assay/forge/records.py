@@ -137,6 +137,31 @@ class RecordCodec:
         return full, payload
 
 
+def cas_write(
+    forge: RecordBackend,
+    ref: str,
+    build: Callable[[bool], tuple[str | None, str]],
+    *,
+    attempts: int,
+    what: str = "append",
+) -> str:
+    """The record layer's one lost-race policy: push what ``build`` made as a compare-and-
+    swap of ``ref``; when another writer moved it first, build again and push again.
+
+    ``build(again)`` returns ``(expected tip, new tip)``: the commit(s) written on the tip
+    the writer believes (``again``: a race was just lost, so read the ref afresh first).
+    A push refused for any other reason is ``GitError``; ``attempts`` races lost in a row
+    are ``Busy``. A writer never replaces a record another wrote: it rebuilds on top."""
+    for attempt in range(attempts):
+        expected, new = build(attempt > 0)
+        result = forge.push([RefUpdate(ref, new, expected=expected)])
+        if result.ok:
+            return new
+        if not result.lost:
+            raise GitError(f"{ref}: {what} refused: {result.detail}")
+    raise Busy(f"{ref}: lost {attempts} {what} races in a row; try again")
+
+
 @dataclass(frozen=True)
 class LogEntry:
     """One record of a log and the commit that holds it."""
@@ -270,19 +295,14 @@ class RefLog:
         """Append one record (``v`` and ``kind`` are filled in); return it with its commit."""
         full, payload = self.codec.encode(record)
         summary = message or f"{self.kind} {self.ref.rsplit('/', 1)[-1]}"
-        tip = self.head(fetch=False)
-        for _ in range(max_attempts):
+
+        def build(again: bool) -> tuple[str | None, str]:
+            tip = self.head(fetch=again)
             commit = self.forge.commit(
-                {self.path: payload},
-                parents=[tip] if tip else [],
-                message=summary,
-                author=author,
+                {self.path: payload}, parents=[tip] if tip else [], message=summary, author=author
             )
-            result = self.forge.push([RefUpdate(self.ref, commit, expected=tip)])
-            if result.ok:
-                self._tip, self._known = commit, True
-                return LogEntry(commit, full)
-            if not result.lost:
-                raise GitError(f"{self.ref}: append refused: {result.detail}")
-            tip = self.head(fetch=True)
-        raise Busy(f"{self.ref}: lost {max_attempts} append races in a row")
+            return tip, commit
+
+        commit = cas_write(self.forge, self.ref, build, attempts=max_attempts)
+        self._tip, self._known = commit, True
+        return LogEntry(commit, full)
