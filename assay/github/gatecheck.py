@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,9 +236,3 @@ def publish_gate_check(
         },
     )
     return number, True
-
-
-def failing_rows(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    return [
-        str(row.get("row")) for row in rows if (row.get("verdict") or row.get("verified")) != "pass"
-    ]

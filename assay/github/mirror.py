@@ -18,7 +18,7 @@ so a desk on a fresh runner edits the same comment and never opens a second pull
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,11 +26,13 @@ import assay.refs as refs
 from assay.claims import ClaimRecord
 from assay.errors import BadInput
 from assay.evidence.keys import GateKey
+from assay.evidence.rule import MergeDecision, Verdict
+from assay.evidence.table import render_markdown, with_table
 from assay.forge import RefLog
 from assay.github.api import GitHubApi, Mutation
 from assay.github.forge import GitHubForge
 from assay.github.gatecheck import CHECK_NAME as CHECK_NAME
-from assay.github.gatecheck import failing_rows, publish_gate_check
+from assay.github.gatecheck import publish_gate_check
 from assay.ids import check_id
 from assay.plumbing import Identity
 from assay.states import CLAIM_STATES
@@ -133,41 +135,17 @@ def claim_comment(brief: str, record: ClaimRecord | None, *, note: str = "") -> 
     return f"{marker}\n**Assay** · {line}\n"
 
 
-def evidence_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Markdown: one line per row, claimed (desk) beside verified (gate)."""
-    if not rows:
-        return "_No evidence rows yet._\n"
-    lines = [
-        "| row | claimed | verified | verdict | exit | seconds |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for row in rows:
-        lines.append(
-            "| {row} | {claimed} | {verified} | {verdict} | {exit} | {seconds} |".format(
-                row=_cell(row.get("row", "?")),
-                claimed=_cell(row.get("claimed") or "-"),
-                verified=_cell(row.get("verified") or "pending"),
-                verdict=_cell(row.get("verdict") or row.get("verified") or "pending"),
-                exit=_cell("" if row.get("exit") is None else row["exit"]),
-                seconds=_cell("" if row.get("seconds") is None else row["seconds"]),
-            )
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")[:200]
-
-
 def review_body(
-    brief: str, *, issue: int | None, summary: str, rows: Sequence[Mapping[str, Any]]
+    brief: str, *, issue: int | None, summary: str, decision: MergeDecision | None
 ) -> str:
-    """The pull request body: the desk's summary and the claimed/verified evidence table."""
+    """The pull request body: the review's own body with its evidence block replaced by the
+    gate's table as things stand (``assay.evidence.table``, the one renderer of the verdict);
+    left as the review has it when nothing could be judged."""
     parts = [f"<!-- assay:review brief={brief} -->"]
     if issue is not None:
         parts.append(f"Closes #{issue}")
-    parts.append(summary.strip() or f"Work on brief `{brief}`.")
-    parts.append("### Evidence\n\n" + evidence_table(rows))
+    text = summary.strip() or f"Work on brief `{brief}`."
+    parts.append(text if decision is None else with_table(text, render_markdown(decision)))
     return "\n\n".join(parts)
 
 
@@ -305,22 +283,18 @@ class GitHubMirror:
         self,
         brief: str,
         *,
-        head_sha: str,
-        rows: Sequence[Mapping[str, Any]],
-        passed: bool | None = None,
-        tip: str | None = None,
+        decision: MergeDecision,
         key: GateKey | None = None,
     ) -> int:
-        """The gate's rows as the check run ``assay/evidence`` on ``head_sha``, signed with
-        ``key`` over the verdict and the evidence ``tip`` (``assay.github.gatecheck``).
+        """The merge rule's ``decision`` as the check run ``assay/evidence`` on its head,
+        signed with ``key`` over the verdict and the evidence tip (``assay.github.gatecheck``);
+        its text is the review's table (``assay.evidence.table``).
 
         What is already published is re-read from GitHub, not from this record (a desk can
         write it): an unchanged verdict writes nothing, a changed one publishes a newer run.
-        ``passed`` is the merge rule's verdict; by default every row must be verified ``pass``.
         """
-        if passed is None:
-            passed = bool(rows) and all(row.get("verified") == "pass" for row in rows)
-        failing = failing_rows(rows)
+        head_sha, rows, passed = decision.head_sha, decision.rows, decision.allowed
+        failing = [status.row for status in rows if status.verdict is not Verdict.PASS]
         summary = (
             f"{len(rows)} of {len(rows)} rows verified passing at {head_sha[:12]}"
             if passed
@@ -331,10 +305,10 @@ class GitHubMirror:
             brief=brief,
             head_sha=head_sha,
             passed=passed,
-            tip=tip,
+            tip=decision.evidence_tip,
             title=f"{brief}: {'verified' if passed else 'not verified'}",
             summary=summary,
-            text=evidence_table(rows),
+            text=render_markdown(decision),
             key=key,
         )
         if written:

@@ -73,18 +73,22 @@ def sync(
             actions += mirror.claim(brief, claims.get(brief), issue=issue)
             state = mirror.state(brief)
         review = read_review(forge, brief) if wanted & {"reviews", "evidence"} else None
-        decision, rows = _judged_rows(forge, brief, review, report)
+        decision = _judged(forge, brief, review, report)
         if "reviews" in wanted and review is not None:
             actions += _sync_review(
                 mirror,
                 brief,
                 review,
                 state,
-                rows,
+                decision,
                 claim=claims.get(brief),
                 gate_workflow=gate_workflow,
             )
-        if "evidence" in wanted and decision is not None and any(r.get("verified") for r in rows):
+        if (
+            "evidence" in wanted
+            and decision is not None
+            and any(status.verified for status in decision.rows)
+        ):
             actions += _publish_evidence(mirror, brief)
         report.actions[brief] = actions
     return report
@@ -105,18 +109,17 @@ class _IssueNumbers:
         return self._numbers.get(brief)
 
 
-def _judged_rows(
+def _judged(
     forge: GitHubForge, brief: str, review: Review | None, report: SyncReport
-) -> tuple[MergeDecision | None, list[dict[str, Any]]]:
-    """The merge rule's decision and its rows as JSON (none without a review)."""
+) -> MergeDecision | None:
+    """The merge rule's decision (none without a review, or when it cannot be judged)."""
     if review is None:
-        return None, []
+        return None
     try:
-        decision = merge_decision(forge, brief)
+        return merge_decision(forge, brief)
     except Exception as exc:  # a sync reports evidence it cannot judge; it goes on
         report.problems[brief] = f"{type(exc).__name__}: {exc}"
-        return None, []
-    return decision, [row.to_json() for row in decision.rows]
+        return None
 
 
 def _sync_review(
@@ -124,14 +127,14 @@ def _sync_review(
     brief: str,
     review: Review,
     state: MirrorState,
-    rows: list[dict[str, Any]],
+    decision: MergeDecision | None,
     *,
     claim: ClaimRecord | None,
     gate_workflow: str | None,
 ) -> list[str]:
     """Open, regenerate or ready the pull request; dispatch the gate for a ready head."""
     actions: list[str] = []
-    body = review_body(brief, issue=state.issue, summary=review.body, rows=rows)
+    body = review_body(brief, issue=state.issue, summary=review.body, decision=decision)
     if state.pull is None:
         actions += mirror.open_review(brief, title=review.title, branch=review.branch, body=body)
     if review.state == "ready":
@@ -160,14 +163,7 @@ def publish_verified(mirror: GitHubMirror, decision: MergeDecision, *, key: Gate
     what each ``assay verify`` on GitHub does with the records it has just written."""
     brief = decision.brief
     before = mirror.state(brief).check_runs.get(decision.head_sha)
-    made = mirror.publish_evidence(
-        brief,
-        head_sha=decision.head_sha,
-        rows=[row.to_json() for row in decision.rows],
-        passed=decision.allowed,
-        tip=decision.evidence_tip,
-        key=key,
-    )
+    made = mirror.publish_evidence(brief, decision=decision, key=key)
     return ["check+"] if made != before else []
 
 
@@ -209,8 +205,7 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
         )
     review = read_review(forge, brief)
     summary = review.body if review is not None else ""
-    rows = [row.to_json() for row in decision.rows]
-    body = review_body(brief, issue=state.issue, summary=summary, rows=rows)
+    body = review_body(brief, issue=state.issue, summary=summary, decision=decision)
     done = dataclasses.replace(record, state="done") if record is not None else None
     if state.pull_state == "draft":
         mirror.finish_review(brief, body=body)

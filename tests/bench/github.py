@@ -12,6 +12,7 @@ heartbeats (0), the wall time of each phase, and the cost of quiet polls (ETag 3
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import tempfile
@@ -23,6 +24,7 @@ import httpx
 
 from assay.branch import BranchSync
 from assay.claims import ClaimStore
+from assay.evidence.rule import MergeDecision, RowStatus, Verdict
 from assay.forge import Identity, open_forge
 from assay.forge.budget import WINDOW_ENV
 from assay.github.events import collect_events
@@ -60,14 +62,17 @@ def _lifecycle(
     sync = BranchSync(forge, brief, workdir=work / brief, identity=Identity("bench", "b@x"))
     (sync.checkout() / f"{brief}.txt").write_text("work\n")
     head = sync.sync("work")
-    rows = [{"row": "unit", "claimed": "pass"}]
-    body = review_body(brief, issue=issue, summary="Bench work.", rows=rows)
+    row = RowStatus("unit", "true", "pass", None, None, Verdict.MISSING)
+    body = review_body(
+        brief, issue=issue, summary="Bench work.", decision=MergeDecision(brief, head, [row])
+    )
     mirror.open_review(brief, title=f"Bench {index}", branch=f"assay/{brief}", body=body)
     claim = store.set_waiting(claim, "approval")
     mirror.finish_review(brief, body=body, claim=claim.record)
     forge.api.dispatch("assay-gate.yml", inputs={"brief": brief, "sha": head})
-    verified = [{**rows[0], "verified": "pass", "exit": 0, "seconds": 0.1}]
-    mirror.publish_evidence(brief, head_sha=head, rows=verified)
+    passing = dataclasses.replace(row, verified="pass", at=head, verdict=Verdict.PASS)
+    verified = MergeDecision(brief, head, [passing])
+    mirror.publish_evidence(brief, decision=verified)
     timings["mirror+review+evidence s"] = time.perf_counter() - mark
 
     pull = mirror.state(brief).pull
@@ -78,7 +83,7 @@ def _lifecycle(
 
     mark = time.perf_counter()
     claim = store.acquire(brief, "bench", lease_s=60, allow_waiting=True)
-    final = review_body(brief, issue=issue, summary="Bench work.", rows=verified)
+    final = review_body(brief, issue=issue, summary="Bench work.", decision=verified)
     mirror.merge(brief, head_sha=head, body=final, claim=claim.record)
     store.release(claim, done=True)
     timings["merge s"] = time.perf_counter() - mark

@@ -24,6 +24,8 @@ from assay.claims import ClaimStore
 from assay.desks.records.events import EventLog
 from assay.errors import BadInput
 from assay.evidence.keys import gate_key
+from assay.evidence.rule import MergeDecision, RowStatus, Verdict
+from assay.evidence.table import render_markdown
 from assay.forge import Identity, open_forge
 from assay.github.events import collect_events, parse_command
 from assay.github.forge import GitHubForge
@@ -100,6 +102,15 @@ def comment(fake: FakeGitHub, number: int, text: str, token: str) -> int:
         return int(made.json()["id"])
 
 
+def judged(head: str, *, verified: str | None, verdict: Verdict) -> MergeDecision:
+    """The merge rule's standing of the brief's one row (the gate's side is not under test
+    here: what GitHub is sent of it is)."""
+    row = RowStatus(
+        "unit", "python -m pytest -q", "pass", verified, head if verified else None, verdict
+    )
+    return MergeDecision(BRIEF, head, [row])
+
+
 def test_a_whole_brief_lifecycle_within_the_rest_budget(
     fake_github: FakeGitHub, forge: GitHubForge, tmp_path: Path
 ) -> None:
@@ -143,8 +154,9 @@ def test_a_whole_brief_lifecycle_within_the_rest_budget(
         "def median(xs):\n    s = sorted(xs)\n    return s[len(s) // 2]\n"
     )
     head = sync.sync("add median")
-    claimed = [{"row": "unit", "claimed": "pass"}]
-    body = review_body(BRIEF, issue=issue, summary="Added median().", rows=claimed)
+    claimed = judged(head, verified=None, verdict=Verdict.MISSING)
+    body = review_body(BRIEF, issue=issue, summary="Added median().", decision=claimed)
+    assert "| unit | `python -m pytest -q` | pass | — | — | missing |" in body
     assert mirror.open_review(BRIEF, title=brief.title, branch=f"assay/{BRIEF}", body=body) == [
         "pull+"
     ]
@@ -163,14 +175,15 @@ def test_a_whole_brief_lifecycle_within_the_rest_budget(
 
     # The gate's rows as the check run on the head commit: what is there is re-read (1),
     # a run made (1) and completed with the gate's signature over its id (1).
-    verified = [{"row": "unit", "claimed": "pass", "verified": "pass", "exit": 0, "seconds": 0.4}]
+    verified = judged(head, verified="pass", verdict=Verdict.PASS)
     key = gate_key(create=True)
-    run_id = mirror.publish_evidence(BRIEF, head_sha=head, rows=verified, key=key)
+    run_id = mirror.publish_evidence(BRIEF, decision=verified, key=key)
     assert spent() == 8
     check = fake_github.check_runs[run_id]
     assert (check["name"], check["conclusion"], check["head_sha"]) == (CHECK_NAME, "success", head)
-    assert "| unit | pass | pass |" in check["output"]["text"]
-    assert mirror.publish_evidence(BRIEF, head_sha=head, rows=verified, key=key) == run_id
+    # The check run's text is the review's table, from the one renderer of the verdict.
+    assert check["output"]["text"] == render_markdown(verified)
+    assert mirror.publish_evidence(BRIEF, decision=verified, key=key) == run_id
     assert spent() == 9  # a re-read of the runs, and nothing written
 
     # A maintainer approves on the pull request; the comment becomes one event.
@@ -194,7 +207,7 @@ def test_a_whole_brief_lifecycle_within_the_rest_budget(
 
     # Merge at the verified head; the claim comment says done; the label goes.
     claim = store.acquire(BRIEF, "example", lease_s=60, allow_waiting=True)
-    final = review_body(BRIEF, issue=issue, summary="Added median().", rows=verified)
+    final = review_body(BRIEF, issue=issue, summary="Added median().", decision=verified)
     finished = dataclasses.replace(claim.record, state="done")
     merged = mirror.merge(BRIEF, head_sha=head, body=final, claim=finished)
     assert merged == ["updatePullRequest", "mergePullRequest", "updateIssueComment", "label-"]
