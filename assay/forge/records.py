@@ -298,11 +298,23 @@ class RefLog:
 
         def build(again: bool) -> tuple[str | None, str]:
             tip = self.head(fetch=again)
-            commit = self.forge.commit(
-                {self.path: payload}, parents=[tip] if tip else [], message=summary, author=author
-            )
-            return tip, commit
+            return tip, self._commit(payload, on=tip, message=summary, author=author)
 
         commit = cas_write(self.forge, self.ref, build, attempts=max_attempts)
         self._tip, self._known = commit, True
         return LogEntry(commit, full)
+
+    def stage(
+        self, record: dict[str, Any], *, on: str | None, author: Identity, message: str
+    ) -> LogEntry:
+        """Write the commit that appends ``record`` on tip ``on`` (None: the log's first)
+        without pushing it, checked and encoded as ``append`` does: for a writer that
+        carries it in a push of its own with other refs (a sweep's one atomic push), whose
+        lost race is the whole push's."""
+        full, payload = self.codec.encode(record)
+        return LogEntry(self._commit(payload, on=on, message=message, author=author), full)
+
+    def _commit(self, payload: bytes, *, on: str | None, message: str, author: Identity) -> str:
+        return self.forge.commit(
+            {self.path: payload}, parents=[on] if on else [], message=message, author=author
+        )

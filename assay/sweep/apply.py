@@ -15,12 +15,13 @@ The claim commit is the one ``ClaimStore.stuck_commit`` writes: ``ClaimRecord.ev
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import assay.refs as refs
+from assay.errors import BadInput, Corrupt
+from assay.forge.records import RecordCodec, RefLog
 from assay.forgestate.snapshot import ForgeSnapshot
 from assay.forgestate.times import iso
 from assay.sweep.plan import Action
@@ -51,9 +52,27 @@ def status_record(action: Action, *, by: str, at: str, sweep: str) -> dict[str, 
     }
 
 
-def encode_record(record: Mapping[str, Any]) -> bytes:
-    # RefLog's own encoding of a record (sorted keys, compact), so RefLog reads it back.
-    return json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+# The sweep's own logs: one record per sweep, and the refs reported as orphans so far.
+SWEEP_LOG_CODEC = RecordCodec(refs.SWEEP_LOG, "sweep")
+ORPHANS_CODEC = RecordCodec(
+    refs.ORPHAN_LOG,
+    "orphans",
+    validate=lambda record: _strings(record, "refs"),
+)
+
+
+def _strings(record: Mapping[str, Any], name: str) -> None:
+    value = record.get(name)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise BadInput(f"field {name!r} must be a list of strings")
+
+
+def _log(forge: Any, ref: str) -> RefLog:
+    if ref == refs.SWEEP_LOG:
+        return RefLog.of(forge, SWEEP_LOG_CODEC)
+    if ref == refs.ORPHAN_LOG:
+        return RefLog.of(forge, ORPHANS_CODEC)
+    return RefLog.for_brief(forge, "status", refs.brief_of(ref, STATUS_PREFIX))
 
 
 @dataclass
@@ -72,15 +91,22 @@ def _record_commit(
     author: Any,
     message: str,
 ) -> None:
-    from assay.forge.records import RECORD_PATH
+    """Chain ``record`` on ``ref``'s tip (as the snapshot read it, or as this sweep left
+    it), checked and encoded by the log's own codec."""
+    on = tips.get(ref, snapshot.refs.get(ref))
+    tips[ref] = _log(forge, ref).stage(dict(record), on=on, author=author, message=message).commit
 
-    parent = tips.get(ref, snapshot.refs.get(ref))
-    tips[ref] = forge.commit(
-        {RECORD_PATH: encode_record(record)},
-        parents=[parent] if parent else [],
-        message=message,
-        author=author,
-    )
+
+def reported_orphans(forge: Any, tip: str | None) -> frozenset[str]:
+    """The refs the orphans record at ``tip`` lists (none when there is none, or when it
+    does not decode: they are reported again, which is harmless)."""
+    if not tip:
+        return frozenset()
+    try:
+        record = RefLog.of(forge, ORPHANS_CODEC).assume(tip).latest(fetch=False)
+    except Corrupt:
+        return frozenset()
+    return frozenset(record["refs"]) if record else frozenset()
 
 
 def planned_outcomes(actions: list[Action], dispatched: Mapping[int, str]) -> list[str]:

@@ -32,7 +32,7 @@ from assay.forgestate.snapshot import ForgeSnapshot
 from assay.forgestate.source import read_snapshot
 from assay.forgestate.times import iso
 from assay.ids import check_id
-from assay.sweep.apply import apply_plan, planned_outcomes
+from assay.sweep.apply import apply_plan, planned_outcomes, reported_orphans
 from assay.sweep.plan import Action, lapsed_runs, plan
 from assay.sweep.policy import SweepPolicy, WakerPolicy
 
@@ -98,20 +98,6 @@ def take_snapshot(forge: Any, *, only_brief: str | None = None) -> ForgeSnapshot
     return read_snapshot(forge, only_brief=only_brief)
 
 
-def _orphans_reported(snapshot: ForgeSnapshot, forge: Any) -> frozenset[str]:
-    tip = snapshot.refs.get(ORPHAN_LOG)
-    if not tip:
-        return frozenset()
-    import json
-
-    blob = forge.read_blob(tip, "record.json")
-    try:
-        refs = json.loads(blob)["refs"] if blob else []
-    except (ValueError, KeyError, TypeError):
-        refs = []
-    return frozenset(str(ref) for ref in refs)
-
-
 def run_sweep(
     forge: Any,
     policies: Sequence[SweepPolicy],
@@ -136,7 +122,7 @@ def run_sweep(
     for _attempt in range(_ATTEMPTS):
         snapshot = take_snapshot(forge, only_brief=only_brief)
         trips += snapshot.round_trips
-        reported = _orphans_reported(snapshot, forge)
+        reported = reported_orphans(forge, snapshot.refs.get(ORPHAN_LOG))
         unasked = lapsed_runs(snapshot, moment) - set(running)
         if unasked:
             alive = forge.running(unasked)

@@ -145,3 +145,24 @@ def test_the_codec_refuses_each_malformed_field(
     broken = json.dumps({**full, name: value}).encode()
     with pytest.raises(Corrupt, match=f"field '{name}'"):
         CODEC.parse("0" * 40, broken)
+
+
+def test_a_staged_record_lands_only_with_the_push_that_carries_it(
+    backend: RecordBackend,
+) -> None:
+    # A sweep's writer stages its records and pushes them in one atomic push with other refs;
+    # the record is checked and encoded by the log's codec either way.
+    log = _log(backend)
+    tip = log.append({"n": 1}, author=WRITER).commit
+    staged = log.stage({"n": 2}, on=tip, author=WRITER, message="staged")
+    assert staged.record == {"n": 2, "v": 1, "kind": "status"}
+    assert [r["n"] for r in _log(backend).read()] == [1]  # nothing moved yet
+    other = "refs/assay/status/b2"
+    pushed = backend.push(
+        [RefUpdate(REF, staged.commit, expected=tip), RefUpdate(other, staged.commit)]
+    )
+    assert pushed.ok
+    assert [r["n"] for r in _log(backend).read()] == [1, 2]
+    with pytest.raises(BadInput, match="field 'n'"):
+        log.stage({"n": -1}, on=staged.commit, author=WRITER, message="bad")
+    assert _log(backend).head() == staged.commit
