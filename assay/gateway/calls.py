@@ -38,15 +38,16 @@ from assay.runtime.wire import WireReply, WireRequest, WireSession
 
 STEERING_PREFIX = "Steering from {actor}: "
 Normaliser = Callable[[str, dict[str, Any]], dict[str, Any]]
-MCP_PREFIXES = ("mcp__assay__", "assay__", "assay.", "assay/")
+MCP_PREFIXES = ("mcp__assay__", "assay__", "assay_", "assay.", "assay/")
 
 
 def tool_allowed(name: str, declared: Iterable[str], mcp_tools: Iterable[str]) -> bool:
     """A tool the desk declares: one of its ``tools``, or one of Assay's MCP tools under
-    the names CLIs give MCP tools (``mcp__assay__finish``, ``assay__finish``)."""
-    if name in set(declared):
-        return True
+    the names CLIs give MCP tools (Claude Code's ``mcp__assay__finish``, OpenCode's
+    ``assay_finish``, ``assay__finish``, or Gemini CLI's bare ``finish``)."""
     offered = set(mcp_tools)
+    if name in set(declared) or name in offered:
+        return True
     return any(name.startswith(p) and name[len(p) :] in offered for p in MCP_PREFIXES)
 
 
