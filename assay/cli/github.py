@@ -142,12 +142,21 @@ def briefs_command(forge: str | None, token_env: str | None, as_json: bool) -> N
     metavar="WORKFLOW",
     help="workflow_dispatch this workflow (e.g. assay-desk.yml) for each woken brief.",
 )
+@click.option(
+    "--dispatch-gate",
+    "gate_workflow",
+    default=None,
+    metavar="WORKFLOW",
+    help="workflow_dispatch the gate (e.g. assay-gate.yml) again for each ready review an "
+    "approval or rejection answered, so its check run shows the verdict the answer moved.",
+)
 @forge_option
 @token_env_option
 @json_option
 def events_command(
     reviews: bool,
     dispatch_workflow: str | None,
+    gate_workflow: str | None,
     forge: str | None,
     token_env: str | None,
     as_json: bool,
@@ -159,6 +168,7 @@ def events_command(
     """
     from assay.claims import ClaimStore
     from assay.github.events import collect_events
+    from assay.github.sync import ANSWERS, dispatch_answered
 
     with _open(forge, token_env) as opened:
         claims = {record.brief: record for record in ClaimStore(opened).list()}
@@ -171,6 +181,10 @@ def events_command(
                     dispatch_workflow,
                     inputs={"desk": claims[brief].desk, "brief": brief},
                 )
+        answered = [e["brief"] for e in report.appended if e["kind"] in ANSWERS]
+        regated = (
+            dispatch_answered(opened, answered, workflow=gate_workflow) if gate_workflow else []
+        )
     for item in report.ignored:
         err.print(
             f"assay: denied: ignored {item.source} on {item.brief}: {item.reason}",
@@ -178,13 +192,15 @@ def events_command(
             highlight=False,
         )
     if as_json:
-        _emit({**report.to_json(), "woken": woken})
+        _emit({**report.to_json(), "woken": woken, "gated": regated})
         return
     cells = [
         (str(event["brief"]), str(event["kind"]), str(event["actor"]), str(event["id"]))
         for event in report.appended
     ]
     out.print(fitted_table(("brief", "event", "actor", "id"), cells))
+    for brief in regated:
+        out.print(f"{brief}: the gate dispatched again for the answered review", markup=False)
 
 
 @github_group.command("sync")

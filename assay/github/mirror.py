@@ -267,10 +267,13 @@ class GitHubMirror:
         self._save(state, f"mirror review of {brief}: ready for review")
         return [m.name for m in mutations]
 
-    def dispatch_gate(self, brief: str, *, workflow: str, head_sha: str) -> list[str]:
-        """Start the gate for ``head_sha`` once (GITHUB_TOKEN pushes start no workflow)."""
+    def dispatch_gate(
+        self, brief: str, *, workflow: str, head_sha: str, again: bool = False
+    ) -> list[str]:
+        """Start the gate for ``head_sha`` once (GITHUB_TOKEN pushes start no workflow), or
+        ``again`` when something the verdict counts besides the rows changed (an answer)."""
         state = self.state(brief)
-        if state.gate_sha == head_sha:
+        if state.gate_sha == head_sha and not again:
             return []
         self.api.dispatch(workflow, inputs={"brief": brief, "sha": head_sha})
         state.gate_sha = head_sha

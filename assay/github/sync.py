@@ -167,6 +167,27 @@ def publish_verified(mirror: GitHubMirror, decision: MergeDecision, *, key: Gate
     return ["check+"] if made != before else []
 
 
+ANSWERS = ("approve", "reject")
+
+
+def dispatch_answered(forge: GitHubForge, briefs: Iterable[str], *, workflow: str) -> list[str]:
+    """Dispatch the gate again for each of ``briefs`` whose ready review an approval or a
+    rejection has just answered; returns the briefs dispatched.
+
+    The merge rule's verdict counts the answer, and only the gate publishes a verdict (its
+    signed check run, which a merge on GitHub requires): without this, a brief verified
+    before its approval kept a failing check run at a head nothing would judge again."""
+    mirror = GitHubMirror(forge)
+    sent: list[str] = []
+    for brief in sorted(set(briefs)):
+        review = read_review(forge, brief)
+        if review is None or review.state != "ready":
+            continue
+        mirror.dispatch_gate(brief, workflow=workflow, head_sha=review.head_sha, again=True)
+        sent.append(brief)
+    return sent
+
+
 def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
     """Merge ``brief``'s pull request when the merge rule allows it at the current head.
 
