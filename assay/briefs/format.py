@@ -15,6 +15,7 @@ env: {python: "3.11", lock: requirements.lock, tools: [pytest]}
 budget: {steps: 40, model_calls: 20, usd: 0.5}
 approval: true
 protect: ["tests/**"]       # restored from main before the rows run (default: what they name)
+holdout: [edge-cases]       # holdout rows sealed for the gate (assay holdout add): required
 ---
 Markdown body: what to do and why.
 ```
@@ -228,6 +229,10 @@ class FrontMatter(StrictModel):
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     objective: Objective | None = None
     approval: bool = False  # wait for ``assay approve`` before ``finish`` takes effect
+    # The ids of the holdout rows the author sealed (``assay holdout add``): the gate refuses
+    # while one is not on the holdout ref, which a desk job can delete or roll back where
+    # custom refs are unprotected (GitHub).
+    holdout: TextList = Field(default_factory=list)
 
     @field_validator("id")
     @classmethod
@@ -261,6 +266,15 @@ class FrontMatter(StrictModel):
         if value is None:
             return None
         return [_relative_path(item) for item in value]
+
+    @field_validator("holdout")
+    @classmethod
+    def _check_holdout(cls, value: list[str]) -> list[str]:
+        for row in value:
+            _safe_id(row, "holdout row id")
+        if len(set(value)) != len(value):
+            raise ValueError("a holdout row is listed twice")
+        return value
 
     @field_validator("depends_on")
     @classmethod

@@ -16,7 +16,7 @@ import click
 
 import assay.refs as refs
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import out
+from assay.console import err, out
 from assay.errors import BadInput
 from assay.evidence.spec import DEFAULT_ROW_TIMEOUT_S
 from assay.ids import check_id
@@ -129,6 +129,13 @@ def add_command(
         print_result({"status": "ok", "code": 0, "brief": brief, "rows": [r.id for r in rows]})
     else:
         out.print(f"{brief}: holdout row {row} sealed ({len(rows)} in all)", markup=False)
+        err.print(
+            f"assay: name it in the brief's front matter (holdout: [{row}]) so the gate "
+            "refuses while it is missing: a desk job can delete the holdout ref where custom "
+            "refs are unprotected (GitHub)",
+            markup=False,
+            highlight=False,
+        )
 
 
 @holdout_group.command("list")

@@ -169,11 +169,23 @@ class _Context:
     approval: list[Event] | None = None  # the brief's events when it needs approval
     title: str = ""  # the brief's title: the squash commit's subject
     holdout: list[SealedRow] = field(default_factory=list)  # rows the desk never sees
+    declared_holdout: tuple[str, ...] = ()  # the holdout row ids the brief requires
 
     @property
     def all_rows(self) -> list[RowSpec]:
         """The brief's rows and its holdout rows, as the merge rule judges them."""
         return [*self.rows, *(row.spec() for row in self.holdout)]
+
+    def holdout_problems(self) -> list[str]:
+        """One line per holdout row the brief requires that the holdout ref does not hold."""
+        present = {row.id for row in self.holdout}
+        where = holdout_ref(self.view.brief)
+        return [
+            f"holdout row {row!r}, which the brief requires, is not on {where}: "
+            "deleted, rolled back or never sealed (`assay holdout add`)"
+            for row in self.declared_holdout
+            if row not in present
+        ]
 
 
 def _context(forge: Forge, brief_id: str, key: PublicKey | None) -> _Context:
@@ -198,6 +210,7 @@ def _context(forge: Forge, brief_id: str, key: PublicKey | None) -> _Context:
             else None
         ),
         holdout=read_holdout(forge, brief_id, known=_known(holdout_ref(brief_id), view.holdout)),
+        declared_holdout=tuple(brief.holdout),
     )
 
 
@@ -248,6 +261,7 @@ def _decision(
         allow_unsandboxed=allow_unsandboxed,
         approval=None if rows_only else ctx.approval,
     )
+    decision.problems.extend(ctx.holdout_problems())
     return dataclasses.replace(decision, evidence_tip=tip or ctx.log.tip)
 
 

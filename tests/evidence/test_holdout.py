@@ -22,7 +22,7 @@ from assay.evidence.holdout import HoldoutPublicKey, add_row, open_rows, read_ro
 from assay.forge import open_forge
 from assay.plumbing import Identity
 from tests.conftest import AssayRunner
-from tests.evidence.gatekit import BRIEF, Scene, git
+from tests.evidence.gatekit import BRIEF, BRIEF_TEXT, Scene, git
 from tests.gatekeys import key_for
 
 CANARY = "canary-holdout-5e1f0c9a"
@@ -69,11 +69,16 @@ def _author(
 
 
 def _in_review(
-    tmp_path: Path, run_assay: AssayRunner, calc: str | dict[str, str], **author: Any
+    tmp_path: Path,
+    run_assay: AssayRunner,
+    calc: str | dict[str, str],
+    *,
+    brief_text: str = BRIEF_TEXT,
+    **author: Any,
 ) -> Scene:
     """A brief with a holdout row, and a desk's ``calc.py`` in review, every row claimed
     (``author``: the holdout row, as ``_author`` takes it; ``calc`` may be a dict of files)."""
-    scene = Scene(tmp_path)
+    scene = Scene(tmp_path, brief_text=brief_text)
     _author(tmp_path, scene, run_assay, **author)
     files = calc if isinstance(calc, dict) else {"calc.py": calc}
     head = scene.desk_commit(files, claims={"unit": "pass", "lint": "pass"})
@@ -138,6 +143,30 @@ def test_a_working_desk_merges_with_the_holdout_passing(
     # The squash holds the desk's code, never the holdout file.
     listing = git("--git-dir", str(scene.forge), "ls-tree", "-r", "--name-only", "main")
     assert f"hidden_{CANARY}.py" not in listing
+
+
+def test_a_holdout_row_the_brief_requires_refuses_the_merge_once_its_ref_is_gone(
+    tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    # On GitHub custom refs are unprotected: a desk job can delete (or roll back) the holdout
+    # ref, and a gate that finds no holdout row would judge the visible rows alone. A brief
+    # that names its holdout rows is refused while one of them is missing.
+    requiring = BRIEF_TEXT.replace("---\n", "---\nholdout: [hidden]\n", 1)
+    scene = _in_review(tmp_path, run_assay, GOOD, brief_text=requiring)
+    verified = run_assay("verify", BRIEF, "--forge", str(scene.forge), "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    git("--git-dir", str(scene.forge), "update-ref", "-d", f"refs/assay/holdout/{BRIEF}")
+    before = scene.main_sha()
+    merged = run_assay("merge", BRIEF, "--forge", str(scene.forge), "--json")
+    assert merged.returncode == 1, merged.stdout + merged.stderr
+    assert "holdout row 'hidden', which the brief requires, is not on" in merged.stdout
+    assert scene.main_sha() == before
+    again = run_assay("verify", BRIEF, "--forge", str(scene.forge), "--json")
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert json.loads(again.stdout)["decision"]["problems"] == [
+        f"holdout row 'hidden', which the brief requires, is not on refs/assay/holdout/{BRIEF}: "
+        "deleted, rolled back or never sealed (`assay holdout add`)"
+    ]
 
 
 @pytest.mark.parametrize(
