@@ -100,18 +100,37 @@ def _check_extends_seen(forge: Forge, brief: str, tip: str | None, *, source: st
         )
 
 
-def _linear_history(forge: Forge, tip: str, *, source: str) -> list[str]:
-    """The commits from the root to ``tip``; ``Corrupt`` unless each has one parent."""
-    commits: list[str] = []
-    for index, (sha, parents) in enumerate(forge.parent_lists(tip)):
-        expected = [commits[-1]] if commits else []
-        if parents != expected:
+def decode_records(
+    brief: str,
+    commits: Sequence[tuple[str, Sequence[str]]],
+    blobs: Sequence[bytes | None],
+    *,
+    key: PublicKey | None,
+) -> list[EvidenceRecord]:
+    """The evidence log's one walker: ``commits`` (``(sha, parents)``, oldest first) and
+    their ``record.json`` blobs, checked and decoded, for the gate's read and the forge's
+    read model alike. ``Corrupt`` unless each commit is the single-parent child of the one
+    before it, holds a record the evidence decoder accepts (its digest, and ``key``'s
+    signature when given) for this brief, and chains to the record before it."""
+    source = evidence_ref(brief)
+    records: list[EvidenceRecord] = []
+    previous: str | None = None
+    for index, ((sha, parents), data) in enumerate(zip(commits, blobs, strict=True)):
+        if list(parents) != ([previous] if previous else []):
             raise Corrupt(
                 f"{source}: evidence commit {sha[:12]} (record {index}) is not a single-parent "
                 "child of the record before it: the evidence history was edited"
             )
-        commits.append(sha)
-    return commits
+        previous = sha
+        where = f"{source} record {index} ({sha[:12]})"
+        if data is None:
+            raise Corrupt(f"{where}: commit holds no {RECORD_FILE}")
+        record = decode(data, source=where, key=key)
+        if record.brief != brief:
+            raise Corrupt(f"{where}: record names brief {record.brief!r}, not {brief!r}")
+        records.append(record)
+    check_chain(records, source=source)
+    return records
 
 
 def read_log(
@@ -123,17 +142,9 @@ def read_log(
     log = EvidenceLog(brief=brief, tip=tip)
     if tip is None:
         return log
-    commits = _linear_history(forge, tip, source=source)
-    blobs = forge.read_blobs([(sha, RECORD_FILE) for sha in commits])
-    for index, (sha, data) in enumerate(zip(commits, blobs, strict=True)):
-        where = f"{source} record {index} ({sha[:12]})"
-        if data is None:
-            raise Corrupt(f"{where}: commit holds no {RECORD_FILE}")
-        record = decode(data, source=where, key=key)
-        if record.brief != brief:
-            raise Corrupt(f"{where}: record names brief {record.brief!r}, not {brief!r}")
-        log.records.append(record)
-    check_chain(log.records, source=source)
+    commits = forge.parent_lists(tip)
+    blobs = forge.read_blobs([(sha, RECORD_FILE) for sha, _ in commits])
+    log.records.extend(decode_records(brief, commits, blobs, key=key))
     _remember(forge, brief, tip)
     return log
 

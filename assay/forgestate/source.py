@@ -234,30 +234,30 @@ def _templates(batch: GitBatch, main: str) -> dict[str, str]:
 
 
 def _evidence(batch: GitBatch, sha: str, brief: str, key: PublicKey | None) -> list[EvidenceInfo]:
-    """Every record on the brief's evidence ref, oldest first, each checked by the evidence
-    package's own decoder (digest, and the gate's signature when there is a ``key``): a
-    record it refuses is ``Corrupt``, and the brief is shown ``invalid``."""
+    """Every record on the brief's evidence ref, oldest first, read by the evidence log's
+    own walker (``decode_records``: a linear history, each record's digest, brief and
+    chain, and the gate's signature when there is a ``key``), as the gate reads it: a log
+    it refuses is ``Corrupt``, and the brief is shown ``invalid``."""
     # Imported here: the waker reads snapshots too, and never evidence.
-    from assay.evidence.records import decode
+    from assay.evidence.records import RECORD_FILE
+    from assay.evidence.store import decode_records
 
-    records: list[EvidenceInfo] = []
+    commits: list[tuple[str, tuple[str, ...]]] = []
     for commit in history(batch, sha):
-        source = f"{EVIDENCE}{brief} {commit[:12]}"
-        data = batch.blob(f"{commit}:record.json")
-        if data is None:
-            raise Corrupt(f"{source}: the commit holds no record.json")
-        record = decode(data, source=source, key=key)
-        records.append(
-            EvidenceInfo(
-                row=record.row,
-                passed=record.passed,
-                head_sha=record.head_sha,
-                at=record.at,
-                record=record,
-            )
+        found = read_commit(batch, commit)
+        commits.append((commit, found.parents if found else ()))
+    commits.reverse()
+    blobs = [batch.blob(f"{commit}:{RECORD_FILE}") for commit, _ in commits]
+    return [
+        EvidenceInfo(
+            row=record.row,
+            passed=record.passed,
+            head_sha=record.head_sha,
+            at=record.at,
+            record=record,
         )
-    records.reverse()
-    return records
+        for record in decode_records(brief, commits, blobs, key=key)
+    ]
 
 
 def _claim(batch: GitBatch, ref: str, sha: str) -> ClaimInfo:

@@ -7,6 +7,7 @@ row's current command; a record at an older head or for an older command is stal
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from assay.board.collect import collect_board
 from assay.claims import ClaimStore
-from assay.evidence.records import EvidenceRecord
+from assay.evidence.records import EvidenceRecord, encode, seal
 from assay.evidence.store import append_records
 from assay.forge import Forge, open_forge
 from assay.forgestate.briefs import EvidenceCounts
@@ -157,3 +158,30 @@ def test_without_a_branch_the_review_record_names_the_head(
             ]
         ).ok
         assert _counts(forge).verified == 1
+
+
+def test_the_board_reads_the_evidence_log_as_the_gate_does(forge_path: Path) -> None:
+    # One walker for the evidence log: a log the gate refuses (a signed record of another
+    # brief chained in, or a history that is not linear) the board shows as invalid, never
+    # as evidence.
+    forge, main, head = _scene(forge_path)
+    key = key_for("the gate")
+    ref = "refs/assay/evidence/calc"
+    good = append_records(forge, "calc", [_record("unit", "python3 check.py", head)], key=key)
+    other = dataclasses.replace(_record("lint", "test -f calc.py", head), brief="other")
+    misnamed = forge.commit(
+        {"record.json": encode(seal(other, prev=good.last_digest, key=key))},
+        parents=[good.tip] if good.tip else [],
+        message="a record of another brief",
+        author=ASSAY_IDENTITY,
+    )
+    merged = forge.commit(
+        {"record.json": b"{}"}, parents=[good.tip or "", main], message="m", author=ASSAY_IDENTITY
+    )
+    for bad, why in ((misnamed, "names brief 'other'"), (merged, "not a single-parent child")):
+        current = forge.refresh([ref]).get(ref)
+        assert forge.push([RefUpdate(ref, bad, expected=current)]).ok
+        state, _ = collect_board(forge)
+        (row,) = [r for r in state.rows if r.id == "calc"]
+        assert row.state == "invalid", why
+        assert why in row.status_note, row.status_note
