@@ -22,7 +22,7 @@ from typing import Any
 
 from assay.board.model import BoardState, BriefRow
 from assay.errors import AssayError, BadInput
-from assay.forgestate.snapshot import ForgeSnapshot
+from assay.forgestate.snapshot import EvidenceInfo, ForgeSnapshot
 from assay.ids import check_id
 from assay.runtime.timeline import Row, Timeline, build_timeline
 
@@ -139,28 +139,28 @@ def _evidence(snapshot: ForgeSnapshot, brief: str, tip: str) -> tuple[EvidenceLi
     """Each acceptance row (the brief's on main, then any other a record names): the gate's
     latest record of it, and the desk's claim when its journal made one."""
     info = snapshot.briefs.get(brief)
-    latest: dict[str, Any] = {}
+    latest: dict[str, EvidenceInfo] = {}
     for record in snapshot.evidence.get(brief, ()):  # oldest first: the last one stands
         latest[record.row] = record
     journal = snapshot.journals.get(brief)
     claimed: Mapping[str, str] = journal.claimed if journal is not None else {}
-    holdout = {row for row, _ in snapshot.holdout.get(brief, ())}
+    holdout = [row for row, _ in snapshot.holdout.get(brief, ())]
     names = _ordered([*(info.rows if info else ()), *holdout, *latest, *claimed])
     found = []
     for name in names:
-        record = latest.get(name)
-        if record is None:
+        gate = latest.get(name)
+        if gate is None:
             found.append(EvidenceLine(name, "not run", "gate"))
         else:
             found.append(
                 EvidenceLine(
                     name,
-                    "pass" if record.passed else "fail",
+                    "pass" if gate.passed else "fail",
                     "gate",
-                    head=record.head_sha[:12],
-                    at=record.at,
-                    by=str(getattr(record.record, "verifier", "") or ""),
-                    current=bool(tip) and record.head_sha == tip,
+                    head=gate.head_sha[:12],
+                    at=gate.at,
+                    by=str(getattr(gate.record, "verifier", "") or ""),
+                    current=bool(tip) and gate.head_sha == tip,
                 )
             )
         if name in claimed:

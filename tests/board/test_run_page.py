@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from assay.board.collect import collect_snapshot
+from assay.board.render import render_run_pages
+from assay.board.runs import RunPage, build_run_pages
+from assay.forge import open_forge
 from tests.board.chromium import Browser
 from tests.board.runs_forge import SCRIPT, build_watched_forge
 from tests.conftest import assay_argv, assay_env
@@ -35,6 +40,13 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     report = json.loads(done.stdout)
     assert report["runs"] == 1 and report["html"] == "out/board.html"
     return root / "out"
+
+
+def _pages(forge_path: Path) -> tuple[list[RunPage], dict[str, str]]:
+    with open_forge(str(forge_path)) as forge, tempfile.TemporaryDirectory() as scratch:
+        snapshot, state = collect_snapshot(forge)
+        pages = build_run_pages(forge, snapshot, state, Path(scratch))
+    return pages, render_run_pages(pages, state, board_href="board.html")
 
 
 def test_the_board_links_each_run_to_a_page_that_tells_the_whole_run(written: Path) -> None:
@@ -130,3 +142,28 @@ def test_run_page_and_board_fit_the_window_and_show_markup_as_text(
         assert str(found["said"]).startswith(f"{SCRIPT} I will write the file first.")
     assert board_at["over"] == [] and board_at["page"] == board_at["width"], board_at
     assert float(str(board_at["table"])) <= float(str(board_at["width"]))
+
+
+def test_a_run_page_is_the_same_bytes_each_time(written: Path) -> None:
+    forge = written.parent / "forge.git"
+    first, second = _pages(forge), _pages(forge)
+    assert list(first[1]) == ["runs/watch.html"] and first[1] == second[1]
+
+
+def test_a_journal_that_fails_its_check_gets_a_page_saying_why(forge_path: Path) -> None:
+    from assay.plumbing import ASSAY_IDENTITY, RefUpdate
+
+    build_watched_forge(forge_path)
+    ref, path = "refs/heads/assay/watch", ".assay/journal/watch/000001.jsonl"
+    with open_forge(str(forge_path)) as forge:
+        tip = forge.fetch(ref)[ref]
+        original = forge.read_blob(tip, path)
+        assert original is not None and b"asking for approval" in original
+        edited = original.replace(b"asking for approval", b"asking for APPROVAL")
+        commit = forge.commit({path: edited}, parents=[tip], message="edit", author=ASSAY_IDENTITY)
+        assert forge.push([RefUpdate(ref, commit, expected=tip)]).ok
+    [page], html = _pages(forge_path)
+    assert "checksum mismatch" in page.problem and page.lines == ()
+    shown = html["runs/watch.html"]
+    assert "The journal could not be read:" in shown and "checksum mismatch" in shown
+    assert "no journal entries" in shown and "APPROVAL" not in shown
