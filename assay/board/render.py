@@ -65,7 +65,7 @@ def lines(value: Any) -> Markup:
 
 
 def stamp(moment: datetime | str | None) -> Markup:
-    """``when`` for HTML, with a line-break opportunity after the date: ``2026-03-01T<wbr>…``
+    """``when`` for HTML, with the one line-break opportunity after the date (``…T<wbr>…``)
     (a journal's time as written is read first; one that is no time is shown as it is)."""
     if isinstance(moment, str):
         parsed = parse_time(moment)
@@ -73,7 +73,12 @@ def stamp(moment: datetime | str | None) -> Markup:
             return Markup("{}").format(moment)
         moment = parsed
     date, sep, clock = when(moment).partition("T")
-    return Markup("{}{}<wbr>{}").format(date, sep, clock) if sep else Markup("{}").format(date)
+    if not sep:
+        return Markup("{}").format(date)
+    # Each half kept whole (class ``nw``: nowrap), so a cell breaks there and nowhere else.
+    return Markup('<span class="nw">{}{}</span><wbr><span class="nw">{}</span>').format(
+        date, sep, clock
+    )
 
 
 def money(usd: float) -> str:
