@@ -200,7 +200,14 @@ def _describe(entry: Mapping[str, Any]) -> str:
     if kind == "diverged":
         return f"{entry.get('recorded')} -> {entry.get('requested')}"
     if kind == "takeover":
-        return f"fence {entry.get('prev_fence')} -> {entry.get('fence')}"
+        repaid = entry.get("repaid")
+        again = (
+            f"; {repaid} model call(s) paid again: made past the checkpoint it resumed from, "
+            "lost with their machine"
+            if isinstance(repaid, int) and not isinstance(repaid, bool) and repaid > 0
+            else ""
+        )
+        return f"fence {entry.get('prev_fence')} -> {entry.get('fence')}{again}"
     if kind == "denied":
         return f"{entry.get('name', '')}: {shorten(str(entry.get('reason') or ''))}"
     if kind == "compensate":

@@ -1,7 +1,8 @@
 """A forge holding one watched run, built in one ``git fast-import`` (as ``bulk.py`` is).
 
 Brief ``watch`` ran on a desk that was killed while a model call was in flight: the next
-holder took over at fence 2, sent that request upstream again, waited for an approval
+holder took over at fence 2 (its takeover says one call the lost machine had made was
+paid again: ``repaid``), sent the request in flight upstream again, waited for an approval
 (``approve`` by ann), claimed its evidence and finished. The model's answers and the
 tools' output are hostile markup (``<script>``, an ``onerror`` image, a 3,000-character
 word); brief ``quiet`` is queued and has no branch, so no run page.
@@ -99,7 +100,7 @@ def _journal(start: datetime) -> bytes:
             },
         ),
         (1, intent(3, "model", "model", 5)),  # in flight when the process was killed
-        (2, {"kind": "takeover", "prev_fence": 1, "t": at(300)}),
+        (2, {"kind": "takeover", "prev_fence": 1, "repaid": 1, "t": at(300)}),
         (2, {"kind": "start", "in": {"value": {"brief": "watch"}}, "t": at(300)}),
         (
             2,

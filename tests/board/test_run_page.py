@@ -71,6 +71,7 @@ def test_the_board_links_each_run_to_a_page_that_tells_the_whole_run(written: Pa
     assert kinds.count("wait") == 1 and kinds.count("wake") == 1 and kinds.count("evidence") == 2
     assert "in flight: model at 3" in page
     assert '<tr class="entry resumed" data-kind="takeover">' in page  # fence 1 -> 2
+    assert "fence 1 -&gt; 2; 1 model call(s) paid again" in page
     assert "for approval: approve by ann" in page
     # What each call cost, and the run's counts: the request in flight was paid twice.
     assert page.count("1,500 tok $0.0042") == 2
