@@ -238,7 +238,9 @@ def _agent_tools(timeline: Timeline, entry: Mapping[str, Any], at: int | None) -
             shown = f"{shorten(asked, SHORT // 2)} -> {shorten(output, SHORT // 2)}"
         status = "error" if tool.get("error") else "ok"
         shown = shorten(shown)
-        found.append(Row("", where, "agent", shown, status, full=_full(full, shown)))
+        whole = shorten(f"{asked} -> {output}" if output else asked, len(full) + 4)
+        full = _full(full, shown) if shown != whole else ""  # nothing was cut
+        found.append(Row("", where, "agent", shown, status, full=full))
     if at is None:
         timeline.rows.extend(found)
     else:
