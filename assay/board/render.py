@@ -37,14 +37,14 @@ def when(moment: datetime | None) -> str:
     return "-" if moment is None else iso(moment)
 
 
-# After these a long id, ref or step label may wrap; a run of 20 other characters may too.
-_BREAK_AFTER = frozenset("/:._-@,;=+")
-_LONGEST_RUN = 20
+# After these a long id, ref or step label may wrap; a run of 12 other characters may too.
+_BREAK_AFTER = frozenset("/:._-@,;=+>")
+_LONGEST_RUN = 12
 
 
 def breakable(value: Any) -> Markup:
     """Escaped text with a line-break opportunity (``<wbr>``) after each separator and in
-    every run of 20 characters: a table cell can wrap an id, a ref, a step label or a
+    every run of 12 characters: a table cell can wrap an id, a ref, a step label or a
     hostile 500-character word instead of pushing the table past the window's edge."""
     text = "" if value is None else str(value)
     chunks: list[str] = []

@@ -127,6 +127,11 @@ def test_run_page_and_board_fit_the_window_and_show_markup_as_text(
     with Browser(tmp_path / "profile") as browser:
         at = {width: _measure(browser, run_page, width) for width in (1280, 800)}
         board_at = _measure(browser, board, 1280)
+        narrow_board = _measure(browser, board, 800)
+        hidden = browser.evaluate(
+            "Array.from(document.querySelectorAll('#briefs thead th'))"
+            ".filter(th => th.getBoundingClientRect().width === 0).map(th => th.textContent)"
+        )
         # The check sees what it looks for: a page wider than the window fails it.
         browser.evaluate(
             "document.body.insertAdjacentHTML('beforeend', '<div style=\"width:3000px\">w</div>')"
@@ -143,6 +148,9 @@ def test_run_page_and_board_fit_the_window_and_show_markup_as_text(
         assert str(found["said"]).startswith(f"{SCRIPT} I will write the file first.")
     assert board_at["over"] == [] and board_at["page"] == board_at["width"], board_at
     assert float(str(board_at["table"])) <= float(str(board_at["width"]))
+    # At 800 pixels the board leaves out what `assay status` leaves out first, and fits.
+    assert narrow_board["page"] == narrow_board["width"], narrow_board
+    assert hidden == ["lease age", "at", "tokens", "run age", "held"]
 
 
 def test_a_run_page_is_the_same_bytes_each_time(written: Path) -> None:
