@@ -8,11 +8,15 @@ every text is XML-escaped here. No script, no external asset: the SVG is plain m
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape, quoteattr
 
 from assay.board.model import BoardState, BriefRow
-from assay.forgestate.times import iso
+from assay.forgestate.times import iso, parse_time
 from assay.states import COLOURS, FINISHED
+
+if TYPE_CHECKING:
+    from assay.board.runs import RunPage
 
 STATE_COLOURS: dict[str, str] = {state.value: colour for state, colour in COLOURS.items()}
 
@@ -121,5 +125,66 @@ def timeline(state: BoardState) -> str:
     note = f"{shown} of {total} runs shown (most recently active)" if total > shown else ""
     if note:
         parts.append(f'<text x="0" y="{height - 6}" font-size="11">{escape(note)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+STEP_COLOURS = {"model": "#1f77b4", "tool": "#2ca02c"}  # any other step: grey
+STOP_COLOUR = "#d62728"
+
+
+def run_strip(page: RunPage, as_of: datetime) -> str:
+    """One run on one line: its wall-clock span (pale), the sessions a process held it
+    (solid), a tick per finished step (model blue, tool green) and a red mark where a
+    process stopped without closing the run."""
+    row = page.row
+    height = 44
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="run-strip" role="img" '
+        f'width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}">',
+        "<title>The run: sessions held, steps and where a process stopped</title>",
+    ]
+    if row.run_started is None:
+        parts.append('<text x="0" y="20" font-size="13">no run yet</text></svg>')
+        return "".join(parts)
+    start = row.run_started
+    finished = row.state in FINISHED and row.run_last is not None
+    end = row.run_last if finished and row.run_last else max(as_of, row.run_last or start)
+    span = max(1.0, (end - start).total_seconds())
+    scale = (WIDTH - 20) / span
+
+    def x_of(moment: datetime) -> float:
+        return 10 + max(0.0, min(span, (moment - start).total_seconds())) * scale
+
+    parts.append(
+        f'<rect x="10" y="14" width="{_f(WIDTH - 20)}" height="14" fill="#999999" '
+        f'fill-opacity="0.2"><title>{escape(f"{iso(start)} to {iso(end)}")}</title></rect>'
+        f'<text x="10" y="10" font-size="10">{escape(iso(start))}</text>'
+        f'<text x="{WIDTH - 10}" y="10" font-size="10" text-anchor="end">'
+        f"{escape(iso(end))}</text>"
+    )
+    for session in row.sessions:
+        title = f"process held {session.seconds:.1f}s (fence {session.fence})"
+        parts.append(
+            f'<rect class="held" x="{_f(x_of(session.start))}" y="14" '
+            f'width="{_f(max(1.0, x_of(session.end) - x_of(session.start)))}" height="14" '
+            f'fill="#999999" fill-opacity="0.6"><title>{escape(title)}</title></rect>'
+        )
+    for line in page.lines:
+        moment = parse_time(line.row.time)
+        if moment is None:
+            continue
+        x = _f(x_of(moment))
+        if line.row.kind == "stopped":
+            parts.append(
+                f'<rect class="stop" x="{x}" y="8" width="3" height="26" '
+                f'fill="{STOP_COLOUR}"><title>{escape(line.row.what)}</title></rect>'
+            )
+        elif line.row.kind == "step" and line.row.seq and line.row.status not in {"", "started"}:
+            colour = STEP_COLOURS.get(line.row.what.split(":", 1)[0].split(" ", 1)[0], "#555555")
+            parts.append(
+                f'<rect class="step" x="{x}" y="30" width="2" height="8" fill="{colour}">'
+                f"<title>{escape(f'{line.row.seq}: {line.row.what}')}</title></rect>"
+            )
     parts.append("</svg>")
     return "".join(parts)

@@ -111,10 +111,17 @@ def collect_board(
 
     Leases are judged with the claims' own skew (``skew_s``, else ``ASSAY_CLAIM_SKEW``,
     else 30 s), as the desks judge them."""
+    snapshot, state = collect_snapshot(forge, now=now, skew_s=skew_s)
+    return state, dict(snapshot.templates)
+
+
+def collect_snapshot(
+    forge: Any, *, now: datetime | None = None, skew_s: float | None = None
+) -> tuple[ForgeSnapshot, BoardState]:
+    """``collect_board``, with the snapshot it was drawn from (the run pages read the
+    branch tips and evidence records it holds)."""
     from assay.claims.record import skew_from_env
     from assay.forgestate.source import read_snapshot
 
-    skew_s = skew_from_env(skew_s)
-
     snapshot = read_snapshot(forge)
-    return board_from_snapshot(snapshot, now=now, skew_s=skew_s), dict(snapshot.templates)
+    return snapshot, board_from_snapshot(snapshot, now=now, skew_s=skew_from_env(skew_s))

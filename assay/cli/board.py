@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,15 @@ def board(
     forge: str | None,
     as_json: bool,
 ) -> None:
-    """Render BOARD.md and an HTML page (board.html) from main, claims, journals and evidence."""
-    from assay.board.collect import collect_board
-    from assay.board.render import render_html, render_markdown
+    """Render BOARD.md and an HTML page (board.html) from main, claims, journals and evidence.
+
+    Beside the HTML page, runs/<brief>.html for every brief with a branch: its run as a
+    timeline (each model call with what the model said, each tool step with its output and
+    what it cost, where a process stopped and resumed, the evidence), linked from the board.
+    """
+    from assay.board.collect import collect_snapshot
+    from assay.board.render import render_html, render_markdown, render_run_pages
+    from assay.board.runs import RUNS_DIR, RunPage, build_run_pages
     from assay.forge import open_forge
 
     if no_html and html_path:
@@ -76,16 +83,38 @@ def board(
     if not no_html and html_path is None:
         html_path = str(Path(out_path).with_name("board.html"))
 
-    state, main_templates = collect_board(open_forge(forge), now=_now(now))
     template_dir = Path(templates) if templates else None
+    runs: list[RunPage] = []
+    pages: dict[str, str] = {}
+    with open_forge(forge) as handle:
+        snapshot, state = collect_snapshot(handle, now=_now(now))
+        main_templates = dict(snapshot.templates)
+        if html_path:
+            with tempfile.TemporaryDirectory(prefix="assay-board-") as scratch:
+                runs = build_run_pages(handle, snapshot, state, Path(scratch))
+            pages = render_run_pages(
+                runs,
+                state,
+                board_href=Path(html_path).name,
+                templates=template_dir,
+                main_templates=main_templates,
+            )
     markdown = render_markdown(state, templates=template_dir, main_templates=main_templates)
     html = (
-        render_html(state, templates=template_dir, main_templates=main_templates)
+        render_html(
+            state,
+            templates=template_dir,
+            main_templates=main_templates,
+            runs={page.row.id: page.href for page in runs},
+        )
         if html_path
         else None
     )
     _write(Path(out_path), markdown)
     if html_path and html is not None:
+        beside = Path(html_path).parent
+        for name, text in pages.items():
+            _write(beside / name, text)
         _write(Path(html_path), html)
     totals = state.totals()
     if as_json:
@@ -95,12 +124,16 @@ def board(
                 "code": 0,
                 "out": out_path,
                 "html": html_path,
+                "runs": len(pages),
                 "briefs": totals.briefs,
                 "as_of": state.to_json()["as_of"],
             }
         )
     else:
         written = f"{out_path}" + (f" and {html_path}" if html_path else "")
+        if pages:
+            folder = Path(html_path or "").parent / RUNS_DIR
+            written += f" (and {len(pages)} run page(s) in {folder})"
         out.print(f"wrote {written}: {totals.briefs} brief(s)", markup=False, highlight=False)
 
 

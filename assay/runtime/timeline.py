@@ -8,7 +8,9 @@ session (killed, its lease lost, or gone on an error it gave the brief back for)
 ``stopped`` row naming what it had in flight; where
 the resuming process sent that request upstream again, a ``repeated`` row; each wake with
 the event that ended the wait (an approval names its approver); and each evidence row the
-run claimed. Rows shorten what they show; ``lines()`` carries it in full, for ``--json``.
+run claimed. Rows shorten what they show and carry it in full (``full``, up to ``FULL``
+characters: the run page's unfolded text); ``entries`` carry it in full, for ``--json``. A
+step's row carries what it cost (tokens, dollars, seconds), for the board's run page.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from assay.journal import Journal
 from assay.journal.fold import CLAIM_STEP, Interruption, RunFacts, fold, step_label
 
 SHORT = 120  # characters of an answer's text or a tool's input or output in a row
+FULL = 64 * 1024  # characters of it a row keeps for the run page (the journal has it all)
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,10 @@ class Row:
     what: str
     status: str = ""
     time: str = ""
+    full: str = ""  # ``what`` unshortened (up to FULL characters) when ``what`` was cut
+    tokens: int = 0  # a step's tokens in and out, its dollars and its seconds
+    usd: float = 0.0
+    seconds: float | None = None
 
 
 @dataclass
@@ -70,6 +77,37 @@ def shorten(text: str, limit: int = SHORT) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def _full(text: str, shown: str) -> str:
+    """``text`` for a row's ``full``: "" when ``shown`` already is all of it."""
+    if shown == text:
+        return ""
+    if len(text) <= FULL:
+        return text
+    return text[:FULL] + f"\n[... {len(text) - FULL} more characters in the journal]"
+
+
+def _text_row(where: str, kind: str, text: str, status: str = "") -> Row:
+    shown = shorten(text)
+    return Row("", where, kind, shown, status, full=_full(text, shown))
+
+
+def _cost(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """What a finished step cost: its tokens, dollars and seconds, as its line records."""
+    usage = entry.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
+    tokens = sum(
+        value
+        for value in (usage.get("in_tokens"), usage.get("out_tokens"))
+        if isinstance(value, int) and not isinstance(value, bool)
+    )
+    usd, ms = _number(usage.get("usd")), _number(entry.get("ms"))
+    return {"tokens": tokens, "usd": usd or 0.0, "seconds": None if ms is None else ms / 1000}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def build_timeline(journal: Journal) -> Timeline:
     """The timeline of ``journal`` (its blobs are read for the model's answers)."""
     facts = fold(journal.entries)
@@ -88,7 +126,18 @@ def build_timeline(journal: Journal) -> Timeline:
         if kind == "step" and entry.get("status") == "started" and isinstance(pos, int):
             intents[pos] = entry
             intent_row[pos] = len(rows)
-        rows.append(Row(str(seq), where, kind, _describe(entry), _status(entry), _time(entry)))
+        finished = kind == "step" and entry.get("status") != "started"
+        rows.append(
+            Row(
+                str(seq),
+                where,
+                kind,
+                _describe(entry),
+                _status(entry),
+                _time(entry),
+                **(_cost(entry) if finished else {}),
+            )
+        )
         if seq in resumes:
             entry["resumed"] = _stop_json(resumes[seq])
         if kind == "step" and entry.get("status") != "started":
@@ -110,7 +159,7 @@ def build_timeline(journal: Journal) -> Timeline:
                         )
                     )
             elif entry.get("step") == "tool":
-                rows.append(Row("", where, "output", shorten(_output(journal, entry))))
+                rows.append(_text_row(where, "output", _output(journal, entry)))
             if entry.get("name") == CLAIM_STEP:
                 rows.extend(_evidence_rows(where, entry))
         if seq in stops:
@@ -151,7 +200,14 @@ def _describe(entry: Mapping[str, Any]) -> str:
     if kind == "diverged":
         return f"{entry.get('recorded')} -> {entry.get('requested')}"
     if kind == "takeover":
-        return f"fence {entry.get('prev_fence')} -> {entry.get('fence')}"
+        repaid = entry.get("repaid")
+        again = (
+            f"; {repaid} model call(s) paid again: made past the checkpoint it resumed from, "
+            "lost with their machine"
+            if isinstance(repaid, int) and not isinstance(repaid, bool) and repaid > 0
+            else ""
+        )
+        return f"fence {entry.get('prev_fence')} -> {entry.get('fence')}{again}"
     if kind == "denied":
         return f"{entry.get('name', '')}: {shorten(str(entry.get('reason') or ''))}"
     if kind == "compensate":
@@ -175,12 +231,16 @@ def _agent_tools(timeline: Timeline, entry: Mapping[str, Any], at: int | None) -
     for tool in entry.get("tools") or []:
         if not isinstance(tool, Mapping):
             continue
-        shown = f"{tool.get('name')} {tool.get('input', '')}".strip()
+        asked = f"{tool.get('name')} {tool.get('input', '')}".strip()
         output = str(tool.get("output") or "")
+        shown, full = asked, f"{asked}\n-> {output}" if output else asked
         if output:
-            shown = f"{shorten(shown, SHORT // 2)} -> {shorten(output, SHORT // 2)}"
+            shown = f"{shorten(asked, SHORT // 2)} -> {shorten(output, SHORT // 2)}"
         status = "error" if tool.get("error") else "ok"
-        found.append(Row("", where, "agent", shorten(shown), status))
+        shown = shorten(shown)
+        whole = shorten(f"{asked} -> {output}" if output else asked, len(full) + 4)
+        full = _full(full, shown) if shown != whole else ""  # nothing was cut
+        found.append(Row("", where, "agent", shown, status, full=full))
     if at is None:
         timeline.rows.extend(found)
     else:
@@ -216,11 +276,11 @@ def _said(
 def _said_rows(where: str, said: Mapping[str, Any]) -> list[Row]:
     rows = []
     if said.get("text"):
-        rows.append(Row("", where, "said", shorten(str(said["text"]))))
+        rows.append(_text_row(where, "said", str(said["text"])))
     for call in said.get("tool_calls") or []:
         arguments = call.get("arguments")
         shown = arguments if isinstance(arguments, str) else _json(arguments)
-        rows.append(Row("", where, "asks", shorten(f"{call.get('name')} {shown}")))
+        rows.append(_text_row(where, "asks", f"{call.get('name')} {shown}"))
     return rows
 
 

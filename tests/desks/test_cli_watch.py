@@ -99,6 +99,15 @@ def test_history_shows_answers_tools_the_kill_and_the_repeated_request(
     for page in (board, html):
         text = page.read_text(encoding="utf-8")
         assert "3 +1 repeated" in text and "6 +1 repeated" in text  # the row, the totals
+    # Each run has its page beside the board's, linked from it: the same timeline.
+    assert '<a href="runs/watch.html">watch</a>' in html.read_text(encoding="utf-8")
+    run_page = (world.root / "runs" / "watch.html").read_text(encoding="utf-8")
+    assert run_page.count('data-kind="stopped"') == 1 and 'data-kind="repeated"' in run_page
+    assert "in flight: model:wire" in run_page and "all done" in run_page
+    assert (
+        "cat hello.txt" in run_page
+        and '<tr class="entry resumed" data-kind="takeover">' in run_page
+    )
 
 
 WIDE = {"COLUMNS": "160"}
