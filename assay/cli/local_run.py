@@ -139,10 +139,15 @@ def _exit(code: int) -> None:
 
 
 def _history_journal(
-    journal_dir: Path | None, brief: str | None, forge: str | None, scratch: Path
+    journal_dir: Path | None,
+    brief: str | None,
+    forge: str | None,
+    scratch: Path,
+    *,
+    verb: str = "history",
 ) -> Journal:
     if (journal_dir is None) == (brief is None):
-        raise BadInput("history: give exactly one of --journal DIR or --brief ID (with --forge)")
+        raise BadInput(f"{verb}: give exactly one of --journal DIR or --brief ID (with --forge)")
     if journal_dir is not None:
         return read_journal(journal_dir)
     assert brief is not None
@@ -204,16 +209,53 @@ def history_command(
 
 
 @click.command("replay")
-@_journal_option
-@click.argument("target", metavar="PATH.py:FUNCTION")
+@journal_option("A run's journal directory.")
+@click.option(
+    "--brief",
+    default=None,
+    metavar="ID",
+    help="The journal of the brief's run on --forge (checked as history checks it).",
+)
+@forge_option
+@click.option(
+    "--desk",
+    "desk_file",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="A cli desk's manifest: check each recorded model call against the matching a "
+    "resume under this desk's profile and cli.volatile_output would use, instead of "
+    "replaying desk code.",
+)
+@click.argument("target", metavar="[PATH.py:FUNCTION]", required=False)
 @json_option
-def replay_command(journal_dir: Path, target: str, as_json: bool) -> None:
-    """Replay a run's journal against current code; report the first divergence (exit 5)."""
-    fn = load_target(target)
-    journal = read_journal(journal_dir)
-    if not journal.entries:
-        raise BadInput(f"{journal_dir}: no journal entries to replay", journal=str(journal_dir))
-    result = Replayer(fn).replay(journal)
+def replay_command(
+    journal_dir: Path | None,
+    brief: str | None,
+    forge: str | None,
+    desk_file: Path | None,
+    target: str | None,
+    as_json: bool,
+) -> None:
+    """Replay a run's journal against current code; report the first divergence (exit 5).
+
+    With PATH.py:FUNCTION, the desk code is replayed against the journal. With --desk
+    FILE (a cli run), each recorded model call is rebuilt as it was sent and normalised as
+    a resume under that desk would normalise it now: a call that would not match names
+    where a resumed CLI would diverge.
+    """
+    if (target is None) == (desk_file is None):
+        raise BadInput("replay: give exactly one of PATH.py:FUNCTION or --desk FILE")
+    with tempfile.TemporaryDirectory(prefix="assay-replay-") as scratch:
+        journal = _history_journal(journal_dir, brief, forge, Path(scratch), verb="replay")
+        if not journal.entries:
+            where = journal_dir or f"brief {brief}"
+            raise BadInput(f"{where}: no journal entries to replay", journal=str(where))
+        if desk_file is not None:
+            _replay_cli(journal, desk_file, as_json=as_json)
+            return
+        assert target is not None
+        result = Replayer(load_target(target)).replay(journal)
     if as_json:
         print_json(result.to_json())
         if result.failure is not None:
@@ -226,6 +268,39 @@ def replay_command(journal_dir: Path, target: str, as_json: bool) -> None:
     how = "to its end" if result.finished else "to the end of the journal"
     out.print(
         f"matches: replayed {result.positions} positions {how} ({len(result.history)} entries)",
+        markup=False,
+        highlight=False,
+    )
+
+
+def _replay_cli(journal: Journal, desk_file: Path, *, as_json: bool) -> None:
+    from assay.agentcli.replay import replay_cli
+    from assay.desks.kinds.cli import cli_profile, output_masks
+    from assay.desks.manifests.manifest import parse_manifest
+    from assay.gateway.calls import matching_body
+
+    try:
+        text = desk_file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"{desk_file}: cannot read the desk: {exc.strerror or exc}") from None
+    desk = parse_manifest(text, source=str(desk_file), base_dir=desk_file.parent)
+    if desk.kind != "cli":
+        raise BadInput(f"{desk_file}: kind is {desk.kind!r}: --desk replays a cli desk's run")
+    masks, profile = output_masks(desk), cli_profile(desk)
+    result = replay_cli(
+        journal,
+        normal=lambda api, body: matching_body(api, body, masks=masks, extra=profile.normalise),
+    )
+    if as_json:
+        print_json(result.to_json())
+        if result.failure is not None:
+            _exit(result.failure.code)
+        return
+    if result.failure is not None:
+        raise result.failure
+    out.print(
+        f"matches: every one of {result.calls} recorded model calls would be matched by a "
+        f"resume under {desk_file}",
         markup=False,
         highlight=False,
     )
