@@ -29,8 +29,11 @@ EXAMPLE_BRIEF = "briefs/example-add-function.md"
 _RENAMED = {"workflows": ".github/workflows"}
 CLI_DESKS = ("claude-code", "codex")  # templates/cli/<profile>.yaml, written with --cli
 # The ruleset a repository needs beside the workflows: main cannot be deleted or rewound,
-# and a pull request merges only with the gate's check green. (Rulesets do not cover
-# custom refs; the gate fails closed when one of them is deleted: docs/github.md.)
+# and a pull request merges (or a push lands) only with the gate's check green, from the
+# GitHub Actions app: a look-alike `assay/evidence` check another app installed on the
+# repository makes does not count. (Rulesets do not cover custom refs; the gate fails
+# closed when one of them is deleted: docs/github.md.)
+GITHUB_ACTIONS_APP_ID = 15368
 MAIN_RULESET: dict[str, object] = {
     "name": "assay: main needs the gate",
     "target": "branch",
@@ -43,7 +46,9 @@ MAIN_RULESET: dict[str, object] = {
             "type": "required_status_checks",
             "parameters": {
                 "strict_required_status_checks_policy": False,
-                "required_status_checks": [{"context": "assay/evidence"}],
+                "required_status_checks": [
+                    {"context": "assay/evidence", "integration_id": GITHUB_ACTIONS_APP_ID}
+                ],
             },
         },
     ],

@@ -83,6 +83,8 @@ class Handler(BaseHTTPRequestHandler):
         git_root = f"/{fake.owner}/{fake.repo}.git"
         if url.path.startswith(git_root + "/"):
             status, out, body = fake.handle_git(self.command, url.path, url.query, headers, raw)
+        elif url.path == "/_fake/rules" and self.command == "POST":  # fake_rules.RULES_PATH
+            status, out, body = fake.handle_rules(raw)
         elif url.path == GRAPHQL_PATH:
             status, out, body = fake.handle_graphql(headers, raw)
         elif url.path.startswith(API_PREFIX + "/"):

@@ -48,6 +48,7 @@ from tests.github.fake_core import (
 )
 from tests.github.fake_core import Handler as Handler
 from tests.github.fake_pulls import PullsMixin
+from tests.github.fake_rules import GITHUB_ACTIONS_APP_ID, RulesMixin
 
 BOT = "github-actions[bot]"
 OTHER_APP = "other-app[bot]"  # another GitHub App installed on the repository
@@ -121,7 +122,7 @@ class Call:
     at: float
 
 
-class FakeGitHub(PullsMixin):
+class FakeGitHub(PullsMixin, RulesMixin):
     """The fake; use as a context manager or call ``start()`` and ``close()``."""
 
     def __init__(
@@ -135,8 +136,10 @@ class FakeGitHub(PullsMixin):
         rate_limit: int = 1000,
         limits: Limits | None = None,
         clock: Callable[[], float] = time.monotonic,
+        rulesets: list[dict[str, Any]] | None = None,
     ) -> None:
         self.root = root
+        self.rulesets = list(rulesets or [])  # GitHub's rulesets API shape (fake_rules.py)
         self.owner, self.repo = owner, repo
         self.bare = root / owner / f"{repo}.git"
         self.bare.parent.mkdir(parents=True, exist_ok=True)
@@ -195,7 +198,14 @@ class FakeGitHub(PullsMixin):
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+        if self.rulesets:
+            self.install_rules_hook(self.base)
         return self
+
+    def protect(self, ruleset: dict[str, Any]) -> None:
+        """Add a ruleset (``assay init``'s, say) to the running fake, as an admin would."""
+        self.rulesets.append(ruleset)
+        self.install_rules_hook(self.base)
 
     def close(self) -> None:
         if self._server is not None:
@@ -805,7 +815,8 @@ class FakeGitHub(PullsMixin):
         slug = APPS[user]
         app = self.contract.skeleton("nullable-integration")
         digest = int(hashlib.sha256(slug.encode()).hexdigest()[:6], 16)
-        app.update(id=digest, slug=slug, node_id=f"A_{digest}", name=slug)
+        number = GITHUB_ACTIONS_APP_ID if slug == "github-actions" else digest
+        app.update(id=number, slug=slug, node_id=f"A_{number}", name=slug)
         return app
 
     def _checks_create(self, *, user: str, body: dict[str, Any], **_: Any) -> Reply:

@@ -216,6 +216,7 @@ class PullsMixin:
         parents = ["-p", base] if method == "squash" else ["-p", base, "-p", head]
         message = title or f"Merge pull request #{pull['number']}"
         commit = self._git("commit-tree", tree, *parents, "-m", message)
+        self.refuse_merge(f"refs/heads/{pull['_base']}", base=base, commit=commit, head=head)
         self._git("update-ref", f"refs/heads/{pull['_base']}", commit, base)
         pull.update(merged=True, merged_at=now(), merge_commit_sha=commit, _head_sha=head)
         pull["merged_by"] = self._user(user)

@@ -118,7 +118,8 @@ def test_init_prints_the_ruleset_that_makes_main_need_the_gate(
     kinds = {rule["type"]: rule for rule in ruleset["rules"]}
     assert {"deletion", "non_fast_forward", "required_status_checks"} <= set(kinds)
     checks = kinds["required_status_checks"]["parameters"]["required_status_checks"]
-    assert checks == [{"context": "assay/evidence"}]
+    # Pinned to the GitHub Actions app: another app's look-alike check does not count.
+    assert checks == [{"context": "assay/evidence", "integration_id": 15368}]
     shown = run_assay("init", str(tmp_path / "other"))
     assert "gh api -X POST repos/OWNER/REPO/rulesets --input - <<'JSON'\n" in shown.stdout
     assert json.loads(shown.stdout.split("<<'JSON'\n")[1].split("\nJSON")[0]) == ruleset
