@@ -844,7 +844,10 @@ def merge(
             return MergeResult(
                 brief_id, head, view.main, new_main, MergeOutcome.UP_TO_DATE, decision
             )
-        result = forge.push(updates, atomic=True)
+        if outcome is MergeOutcome.UP_TO_DATE:
+            result = forge.push(updates, atomic=True)
+        else:  # a merge: within the forge's merge budget
+            result = forge.merge_gate(functools.partial(forge.push, updates, atomic=True))
         if result.ok:
             return MergeResult(brief_id, head, view.main, new_main, outcome, decision, run)
         if not result.lost and result.outcome.value != "rejected":

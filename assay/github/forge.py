@@ -26,8 +26,10 @@ from assay.github.api import GitHubApi
 from assay.github.rest import RestClient
 from assay.github.target import GitHubTarget, resolve_target
 
-# GitHub's published repository limits: at most 6 pushes a minute per repository.
+# GitHub's published repository limits: at most 6 pushes a minute per repository, and at
+# most one merged pull request a minute (each merge re-checks every open one's mergeability).
 PUSHES_PER_MINUTE = 6
+MERGES_PER_MINUTE = 1
 
 
 class GitHubForge(Forge):
@@ -70,6 +72,10 @@ class GitHubForge(Forge):
         if not workflow_runs:
             return frozenset()
         return self.api.runs_in_progress() & frozenset(workflow_runs)
+
+    def merges_per_minute(self) -> int:
+        """One merge a minute (GitHub's guidance), unless the settings record sets another."""
+        return super().merges_per_minute() or MERGES_PER_MINUTE
 
     @property
     def push_gate(self) -> PushLedger:
