@@ -1,0 +1,93 @@
+"""Batched merges against the fake GitHub: one merge a window, however many briefs it carries.
+
+GitHub recommends at most one merged pull request a minute per repository. A ``github:``
+forge's gate keeps to it by default (``GitHubForge.merges_per_minute``: one, over the
+budget's window, shortened here): a batch is one push to main that
+carries every brief's squash commit, and the next batch waits for the window. The fleet is
+made and verified on a local bare repository (``tests.evidence.batchkit``), then its refs
+are fetched into the fake's repository, as if the desks had pushed them there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from assay.evidence.batch import BatchOutcome, merge_batch
+from assay.forge import open_forge
+from assay.forge.budget import WINDOW_ENV
+from assay.github.forge import MERGES_PER_MINUTE, GitHubForge
+from tests.evidence.batchkit import Fleet
+from tests.evidence.gatekit import git
+from tests.github.fake_github import TEST_WINDOW_S, FakeGitHub
+
+# The gate's window here: longer than the fake's push window (TEST_WINDOW_S), so that the
+# second batch, ready well within it, must wait for it.
+WINDOW = 2.0
+assert float(TEST_WINDOW_S) < WINDOW
+BRIEFS = [f"g{n:02d}" for n in range(1, 11)]
+# Logs every ref a push moved, with the time the push landed.
+MOVES_HOOK = (
+    '#!/bin/sh\nat=$(date +%s.%N)\nwhile read -r old new ref; do\n  echo "$at $old $new $ref"'
+    ' >> "{log}"\ndone\n'
+)
+
+
+@pytest.fixture
+def github_env(fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_API_URL", fake_github.api_url)
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs-bot")
+    monkeypatch.setenv("ASSAY_GITHUB_WRITE_SPACING", "0")
+    monkeypatch.delenv("ASSAY_GITHUB_GIT_URL", raising=False)
+    monkeypatch.delenv("ASSAY_GITHUB_TOKEN_ENV", raising=False)
+
+
+def _main_moves(log: Path) -> list[tuple[float, str, str]]:
+    moves = []
+    for line in log.read_text().splitlines() if log.exists() else []:
+        at, old, new, ref = line.split()
+        if ref == "refs/heads/main":
+            moves.append((float(at), old, new))
+    return moves
+
+
+def test_ten_briefs_land_in_one_merge_and_the_next_batch_waits_for_the_window(
+    fake_github: FakeGitHub, github_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet = Fleet(tmp_path / "fleet", [*BRIEFS, "g11"])
+    fleet.verify_all()
+    git("--git-dir", str(fake_github.bare), "fetch", "--quiet", str(fleet.forge), "+refs/*:refs/*")
+    log = tmp_path / "moves.log"
+    hook = fake_github.bare / "hooks" / "post-receive"
+    hook.write_text(MOVES_HOOK.format(log=log))
+    hook.chmod(0o755)
+    before = fake_github.ref("refs/heads/main")
+
+    monkeypatch.setenv(WINDOW_ENV, str(WINDOW))  # the client's window; the fake's stays
+    opened = open_forge("github:acme/widgets", cache_dir=tmp_path / "gate")
+    assert isinstance(opened, GitHubForge)
+    with opened as forge:
+        assert forge.merges_per_minute() == MERGES_PER_MINUTE == 1
+        first = merge_batch(forge, BRIEFS)
+        second = merge_batch(forge, ["g11"])
+        ledger = forge.merge_ledger
+    assert [e.outcome for e in first.entries] == [BatchOutcome.SQUASHED] * 10
+    assert [e.outcome for e in second.entries] == [BatchOutcome.SQUASHED]
+
+    # Ten squash commits in one push to main, then one more in a second push a window on.
+    moves = _main_moves(log)
+    assert [(old, new) for _, old, new in moves] == [
+        (before, first.main_after),
+        (first.main_after, second.main_after),
+    ]
+    assert moves[1][0] - moves[0][0] >= WINDOW
+    shas = git("--git-dir", str(fake_github.bare), "rev-list", f"{before}..main").split()
+    assert len(shas) == 11
+    subjects = git("--git-dir", str(fake_github.bare), "log", "--format=%s", f"{before}..main")
+    assert subjects.splitlines() == [f"Add {name}" for name in reversed([*BRIEFS, "g11"])]
+    # The client waited for the merge window; the fake never had to refuse a push.
+    assert ledger is not None and ledger.stats.waits == 1 and ledger.stats.throttled == 0
+    assert fake_github.throttled_pushes == []
+    for name in [*BRIEFS, "g11"]:
+        assert fake_github.ref(f"refs/assay/runs/{name}/1") == fleet.heads[name]
