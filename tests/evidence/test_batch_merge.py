@@ -250,3 +250,49 @@ def test_the_note_is_replaced_and_removed() -> None:
     again = with_note(body, "second")
     assert again.count(NOTE_BEGIN) == 1 and "second" in again and "first" not in again
     assert with_note(again, None) == "Adds calc.\n"
+
+
+def test_a_branch_moved_during_the_batch_is_refused_stale_and_the_rest_land(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """A hostile desk pushes its branch after the gate judged it, just before the batch's
+    push: the branch pin makes the whole push lose, the batch is judged again, and the moved
+    brief (its evidence now stale) stays out while the others land. A brief that does not
+    exist is refused, named, without stopping the batch."""
+    forge = fleet.copy_to(tmp_path / "forge.git")
+    desk = tmp_path / "desk"
+    git("clone", "--quiet", "--branch", "assay/b02", str(forge), str(desk))
+    moved: list[str] = []
+
+    def the_desk_pushes_late(text: str) -> None:
+        if text.startswith("pushing") and not moved:
+            (desk / "b02.py").write_text("def f():\n    return 3\n")
+            git("commit", "--quiet", "-am", "late change", cwd=desk)
+            git("push", "--quiet", "origin", "assay/b02", cwd=desk)
+            moved.append(git("rev-parse", "HEAD", cwd=desk))
+
+    before = ref(forge, "refs/heads/main")
+    assert before is not None
+    with open_forge(str(forge), cache_dir=tmp_path / "cache") as handle:
+        result = merge_batch(
+            handle, ["b01", "b02", "nosuch", "b03"], on_progress=the_desk_pushes_late
+        )
+    outcomes = {entry.brief: entry for entry in result.entries}
+    assert result.attempts == 2 and result.merged and not result.ok
+    assert outcomes["b02"].outcome is BatchOutcome.REFUSED
+    assert outcomes["b02"].head_sha == moved[0]
+    assert any("stale" in reason for reason in outcomes["b02"].reasons)
+    assert outcomes["nosuch"].outcome is BatchOutcome.REFUSED
+    assert "nosuch" in outcomes["nosuch"].reasons[0]
+    assert [outcomes[n].outcome for n in ("b01", "b03")] == [BatchOutcome.SQUASHED] * 2
+    assert [s["Assay-Brief"] for s in _squashes(forge, before)] == ["b01", "b03"]
+    assert ref(forge, "refs/assay/runs/b02/1") is None
+    assert review(forge, "b02")["state"] == "ready"
+
+
+def test_the_cli_refuses_a_batch_it_cannot_make(run_assay: AssayRunner, tmp_path: Path) -> None:
+    forge = str(tmp_path / "nowhere.git")
+    nothing = run_assay("merge", "--forge", forge)
+    assert nothing.returncode == 2 and "--ready" in nothing.stderr
+    both = run_assay("merge", "b01", "b02", "--ff-only", "--forge", forge)
+    assert both.returncode == 2 and "--ff-only" in both.stderr
