@@ -14,17 +14,20 @@ every desk on the host that pushes to the repository.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from pathlib import Path
 
 from assay.briefs import Brief
-from assay.errors import AssayError
+from assay.errors import AssayError, Corrupt
 from assay.forge import Forge
 from assay.forge.budget import window_from_env
 from assay.forge.pushledger import PushLedger
 from assay.github.api import GitHubApi
 from assay.github.rest import RestClient
 from assay.github.target import GitHubTarget, resolve_target
+
+LOG = logging.getLogger("assay.github.forge")
 
 # GitHub's published repository limits: at most 6 pushes a minute per repository, and at
 # most one merged pull request a minute (each merge re-checks every open one's mergeability).
@@ -74,8 +77,15 @@ class GitHubForge(Forge):
         return self.api.runs_in_progress() & frozenset(workflow_runs)
 
     def merges_per_minute(self) -> int:
-        """One merge a minute (GitHub's guidance), unless the settings record sets another."""
-        return super().merges_per_minute() or MERGES_PER_MINUTE
+        """One merge a minute (GitHub's guidance), unless the settings record sets another.
+
+        Any job with ``contents: write`` can write ``refs/assay/config`` here, so a record
+        that does not read (``Corrupt``) keeps the default rather than stop every merge."""
+        try:
+            return super().merges_per_minute() or MERGES_PER_MINUTE
+        except Corrupt as corrupt:
+            LOG.warning("merge budget: %s; keeping one merge a minute", corrupt.message)
+            return MERGES_PER_MINUTE
 
     @property
     def push_gate(self) -> PushLedger:

@@ -10,6 +10,7 @@ are fetched into the fake's repository, as if the desks had pushed them there.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,32 @@ def test_ten_briefs_land_in_one_merge_and_the_next_batch_waits_for_the_window(
     assert fake_github.throttled_pushes == []
     for name in [*BRIEFS, "g11"]:
         assert fake_github.ref(f"refs/assay/runs/{name}/1") == fleet.heads[name]
+
+
+def _config(fake: FakeGitHub, record: dict[str, object]) -> None:
+    """Write ``refs/assay/config`` in the fake's repository, as any job with contents:
+    write could."""
+    gd = ["--git-dir", str(fake.bare)]
+    blob = git(*gd, "hash-object", "-w", "--stdin", input=json.dumps(record).encode())
+    tree = git(*gd, "mktree", input=f"100644 blob {blob}\trecord.json\n".encode())
+    old = fake.ref("refs/assay/config")
+    commit = git(*gd, "commit-tree", tree, "-m", "config", *(["-p", old] if old else []))
+    git(*gd, "update-ref", "refs/assay/config", commit)
+
+
+def test_a_github_merge_budget_is_one_a_minute_unless_set_and_a_bad_record_keeps_it(
+    fake_github: FakeGitHub, github_env: None, tmp_path: Path
+) -> None:
+    fake_github.seed_main({"README.md": "widgets\n"})
+    for n, (record, expected) in enumerate(
+        [
+            ({}, 1),
+            ({"v": 1, "kind": "forge-config", "merges_per_minute": 3}, 3),
+            ({"v": 1, "kind": "forge-config", "merges_per_minute": "lots"}, 1),
+        ]
+    ):
+        if record:
+            _config(fake_github, record)
+        opened = open_forge("github:acme/widgets", cache_dir=tmp_path / f"gate-{n}")
+        with opened as forge:
+            assert forge.merges_per_minute() == expected, record
