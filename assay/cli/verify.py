@@ -297,12 +297,27 @@ def _merge_batch(
             )
         finally:
             status.stop()
+        github = _mirror_batch(handle, result)
     if as_json:
-        print_result(result.to_json())
+        print_result({**result.to_json(), **github})
     else:
         _print_batch(result)
     if not result.ok:
         _exit_failed()
+
+
+def _mirror_batch(handle: object, result: BatchResult) -> dict[str, object]:
+    """On GitHub the batch moved main over git: its pull requests are then closed, each
+    claim comment naming the brief's squash commit (``assay.github.sync.mirror_batch``).
+    Elsewhere nothing."""
+    if getattr(handle, "kind", None) != "github" or not result.merged:
+        return {}
+    from assay.github.forge import GitHubForge
+    from assay.github.sync import mirror_batch
+
+    assert isinstance(handle, GitHubForge)
+    landed = [(entry.brief, entry.commit) for entry in result.squashed if entry.commit]
+    return {"github": mirror_batch(handle, landed)}
 
 
 def _print_batch(result: BatchResult) -> None:

@@ -15,13 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from assay.claims import ClaimStore
 from assay.evidence.batch import BatchOutcome, merge_batch
 from assay.forge import open_forge
 from assay.forge.budget import WINDOW_ENV
 from assay.github.forge import MERGES_PER_MINUTE, GitHubForge
+from assay.github.mirror import GitHubMirror
+from tests.conftest import AssayRunner
 from tests.evidence.batchkit import Fleet
 from tests.evidence.gatekit import git
-from tests.github.fake_github import TEST_WINDOW_S, FakeGitHub
+from tests.github.fake_github import BOT, TEST_WINDOW_S, FakeGitHub
 
 # The gate's window here: longer than the fake's push window (TEST_WINDOW_S), so that the
 # second batch, ready well within it, must wait for it.
@@ -121,3 +124,46 @@ def test_a_github_merge_budget_is_one_a_minute_unless_set_and_a_bad_record_keeps
         opened = open_forge("github:acme/widgets", cache_dir=tmp_path / f"gate-{n}")
         with opened as forge:
             assert forge.merges_per_minute() == expected, record
+
+
+def test_a_batch_on_github_closes_its_pull_requests_and_issues_naming_each_commit(
+    fake_github: FakeGitHub, github_env: None, tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    names = ["p1", "p2"]
+    fleet = Fleet(tmp_path / "fleet", names)
+    fleet.verify_all()
+    git("--git-dir", str(fake_github.bare), "fetch", "--quiet", str(fleet.forge), "+refs/*:refs/*")
+    issues = {name: int(fake_github._new_issue(BOT, name, "x", [])["number"]) for name in names}
+    with open_forge("github:acme/widgets", cache_dir=tmp_path / "desk") as forge:
+        assert isinstance(forge, GitHubForge)
+        mirror = GitHubMirror(forge)
+        claims = {record.brief: record for record in ClaimStore(forge).list()}
+        for name in names:
+            mirror.claim(name, claims[name], issue=issues[name])
+            mirror.open_review(name, title=f"Add {name}", branch=f"assay/{name}", body="b")
+            mirror.finish_review(name, body="b")
+        pulls = {name: mirror.state(name).pull for name in names}
+    graphql_before = sum(call.path.endswith("/graphql") for call in fake_github.calls)
+
+    done = run_assay("merge", "--ready", "--forge", "github:acme/widgets", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    commits = {entry["brief"]: entry["commit"] for entry in report["briefs"]}
+    assert report["github"] == {
+        name: ["updatePullRequest", "updateIssueComment", "label-", "issue-"] for name in names
+    }
+    # One GraphQL request closed both pull requests and edited both claim comments.
+    graphql = sum(call.path.endswith("/graphql") for call in fake_github.calls)
+    assert graphql - graphql_before == 1
+    for name in names:
+        pull = pulls[name]
+        assert pull is not None and fake_github.issues[pull]["state"] == "closed"
+        issue = fake_github.issues[issues[name]]
+        assert issue["state"] == "closed" and "assay:claimed" not in issue["_labels"]
+        [comment] = [c for c in fake_github.comments.values() if c["_issue"] == issues[name]]
+        assert f"Merged as {commits[name][:12]} in a batch." in comment["body"]
+    with open_forge("github:acme/widgets", cache_dir=tmp_path / "reader") as forge:
+        assert isinstance(forge, GitHubForge)
+        states = GitHubMirror(forge).states()
+    assert {name: states[name].pull_state for name in names} == dict.fromkeys(names, "merged")
+    assert {name: states[name].merged_sha for name in names} == commits
