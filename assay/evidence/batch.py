@@ -39,15 +39,15 @@ from typing import Any
 
 from assay.errors import BadInput, Busy, Corrupt, Failed
 from assay.evidence.gate import (
-    _MERGE_ATTEMPTS,
     ASSAY_FOLDER,
+    MERGE_ATTEMPTS,
+    GateContext,
     MergeOutcome,
-    _Checks,
-    _Context,
-    _judge,
-    _run_rows,
-    _squash_message,
-    _squashed_main,
+    RowChecks,
+    judge_for_merge,
+    run_row_specs,
+    squash_message,
+    squashed_main,
 )
 from assay.evidence.keys import GateKey, PublicKey
 from assay.evidence.pinning import apply_pins, plan_for
@@ -151,7 +151,7 @@ Progress = Callable[[str], None]
 class _Candidate:
     """A brief the rule allows, with what the batch needs of it."""
 
-    ctx: _Context
+    ctx: GateContext
     decision: MergeDecision
     head: str
     rows: tuple[EvidenceRecord, ...] = ()
@@ -165,7 +165,7 @@ class _Plan:
     main: str | None
     entries: dict[str, BatchEntry] = field(default_factory=dict)  # decided (not in the stack)
     stack: list[_Candidate] = field(default_factory=list)
-    dropped: dict[str, tuple[_Context, tuple[str, ...], tuple[EvidenceRecord, ...]]] = field(
+    dropped: dict[str, tuple[GateContext, tuple[str, ...], tuple[EvidenceRecord, ...]]] = field(
         default_factory=dict
     )  # left out: its context, reasons and rows (for its review's note)
 
@@ -194,7 +194,7 @@ def merge_batch(
     trusted = merge_key(forge, key, insecure=insecure)
     sandbox = gate_sandbox(unsandboxed=unsandboxed)
     wanted = list(dict.fromkeys(briefs))
-    for attempt in range(1, _MERGE_ATTEMPTS + 1):
+    for attempt in range(1, MERGE_ATTEMPTS + 1):
         plan = _judge_all(
             forge, wanted, key=trusted, insecure=insecure, allow_unsandboxed=allow_unsandboxed
         )
@@ -245,7 +245,7 @@ def _judge_all(
     candidates: list[_Candidate] = []
     for brief in briefs:
         try:
-            ctx, decision = _judge(
+            ctx, decision = judge_for_merge(
                 forge, brief, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed
             )
         except (Failed, Corrupt, BadInput) as problem:
@@ -261,7 +261,7 @@ def _judge_all(
                 brief, BatchOutcome.REFUSED, head_sha=head, reasons=tuple(decision.blocking())
             )
             continue
-        _, outcome = _squashed_main(forge, ctx, head, ff_only=False, brief=brief)
+        _, outcome = squashed_main(forge, ctx, head, ff_only=False, brief=brief)
         if outcome is MergeOutcome.UP_TO_DATE:
             refused[brief] = BatchEntry(brief, BatchOutcome.UP_TO_DATE, head_sha=head)
             continue
@@ -336,7 +336,7 @@ def _stack(forge: Forge, plan: _Plan, *, say: Progress) -> None:
         candidate.commit = forge.commit_tree(
             forge.tree_keeping(tree, ASSAY_FOLDER, like=tip),
             parents=[tip] if tip is not None else [],
-            message=_squash_message(ctx, head),
+            message=squash_message(ctx, head),
             author=GATE_IDENTITY,
         )
         tip = candidate.commit
@@ -346,7 +346,7 @@ def _stack(forge: Forge, plan: _Plan, *, say: Progress) -> None:
 
 def _rows_on(
     forge: Forge,
-    ctx: _Context,
+    ctx: GateContext,
     top: str,
     main: str | None,
     *,
@@ -389,7 +389,7 @@ def _rows_on(
         )
         if pins is not None:
             apply_pins(forge, tree, pins)
-        ran = _run_rows(
+        ran = run_row_specs(
             ctx.rows,
             tree=tree,
             site=Path(site),
@@ -397,7 +397,7 @@ def _rows_on(
             sandbox=sandbox,
             template=template,
             key=key,
-            checks=_Checks(forge, pins, Path(reports), workdir=workdir),
+            checks=RowChecks(forge, pins, Path(reports), workdir=workdir),
             on_start=None,
             on_row=None,
         )
