@@ -42,12 +42,11 @@ from assay.evidence.gate import (
     ASSAY_FOLDER,
     MERGE_ATTEMPTS,
     GateContext,
-    MergeOutcome,
     RowChecks,
+    already_merged,
     judge_for_merge,
     run_row_specs,
     squash_message,
-    squashed_main,
 )
 from assay.evidence.keys import GateKey, PublicKey
 from assay.evidence.pinning import apply_pins, plan_for
@@ -261,8 +260,7 @@ def _judge_all(
                 brief, BatchOutcome.REFUSED, head_sha=head, reasons=tuple(decision.blocking())
             )
             continue
-        _, outcome = squashed_main(forge, ctx, head, ff_only=False, brief=brief)
-        if outcome is MergeOutcome.UP_TO_DATE:
+        if already_merged(forge, ctx, head):
             refused[brief] = BatchEntry(brief, BatchOutcome.UP_TO_DATE, head_sha=head)
             continue
         candidates.append(_Candidate(ctx, decision, head))

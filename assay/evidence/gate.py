@@ -751,6 +751,17 @@ def review_table(forge: Forge, brief_id: str, *, key: PublicKey | None = None) -
     return render_markdown(decision)
 
 
+def already_merged(forge: Forge, ctx: GateContext, head: str) -> bool:
+    """Whether main already holds ``head``'s work: the head itself (merged whole, as before
+    squashes), or a review marked merged at this very head."""
+    main, review = ctx.view.main, ctx.view.review
+    if main is None:
+        return False
+    if main == head or is_ancestor(forge, head, main):
+        return True
+    return review is not None and review.state == "merged" and review.head_sha == head
+
+
 def squashed_main(
     forge: Forge, ctx: GateContext, head: str, *, ff_only: bool, brief: str
 ) -> tuple[str, MergeOutcome]:
@@ -758,12 +769,9 @@ def squashed_main(
     main merged with the head, with main's own ``.assay/`` (none on a new forge) in place
     of the run's, so the journal and every checkpoint commit stay on the branch and the
     run ref. ``UP_TO_DATE`` when main already holds the head's work."""
-    main, review = ctx.view.main, ctx.view.review
-    if main is not None:
-        if main == head or is_ancestor(forge, head, main):
-            return main, MergeOutcome.UP_TO_DATE  # merged whole, as before squashes
-        if review is not None and review.state == "merged" and review.head_sha == head:
-            return main, MergeOutcome.UP_TO_DATE
+    main = ctx.view.main
+    if main is not None and already_merged(forge, ctx, head):
+        return main, MergeOutcome.UP_TO_DATE
     if main is None:
         tree = head
     elif ff_only and not is_ancestor(forge, main, head):

@@ -10,6 +10,8 @@ verifies the fleet once.
 Two roles make a combined tree fail where each branch alone passes: the ``victim``'s
 module reads ``shared.BASE`` (1 on main), and the ``breaker`` changes ``shared.py`` to
 ``BASE = 2``; stacked together, the victim's row fails and the breaker's still passes.
+Briefs named ``clash…`` each rewrite ``README.md``: the second of two does not merge onto
+the first.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tests.evidence.gatekit import GIT_ENV, append_claimed, git
 
 VICTIM = "victim"
 BREAKER = "breaker"
+CLASH = "clash"  # briefs named clash*: each rewrites README.md, so two of them conflict
 # A post-receive hook that logs each push: its ref lines, then a line "--".
 PUSH_LOG_HOOK = '#!/bin/sh\ncat >> "{log}"\necho -- >> "{log}"\n'
 
@@ -85,6 +88,8 @@ class Fleet:
         files = {f"{name}.py": module_text(name)}
         if name == BREAKER:
             files["shared.py"] = "BASE = 2\n"
+        if name.startswith(CLASH):
+            files["README.md"] = f"fleet, as {name} has it\n"
         _write(desk, files)
         journal = desk / ".assay" / "journal" / name
         writer = JournalWriter.open(journal, run_id=f"run-{name}")

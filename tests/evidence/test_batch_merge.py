@@ -296,3 +296,29 @@ def test_the_cli_refuses_a_batch_it_cannot_make(run_assay: AssayRunner, tmp_path
     assert nothing.returncode == 2 and "--ready" in nothing.stderr
     both = run_assay("merge", "b01", "b02", "--ff-only", "--forge", forge)
     assert both.returncode == 2 and "--ff-only" in both.stderr
+
+
+def test_a_brief_that_conflicts_with_the_batch_is_left_out_and_the_rest_land(
+    tmp_path: Path, gate_state: Path
+) -> None:
+    clash = Fleet(tmp_path / "clash", ["clash1", "clash2", "b01"])
+    clash.verify_all()
+    before = ref(clash.forge, "refs/heads/main")
+    assert before is not None
+    with open_forge(str(clash.forge), cache_dir=tmp_path / "cache") as handle:
+        result = merge_batch(handle, ["clash1", "clash2", "b01"])
+    outcomes = {entry.brief: entry for entry in result.entries}
+    assert outcomes["clash2"].outcome is BatchOutcome.LEFT_OUT
+    assert "does not merge cleanly onto the batch" in outcomes["clash2"].reasons[0]
+    assert outcomes["clash1"].outcome is outcomes["b01"].outcome is BatchOutcome.SQUASHED
+    assert [s["Assay-Brief"] for s in _squashes(clash.forge, before)] == ["clash1", "b01"]
+    assert "does not merge cleanly" in review(clash.forge, "clash2")["body"]
+    # Alone, on the main the batch made, it conflicts with main itself: still left out,
+    # named, and the batch ends without moving main (nothing else in it).
+    after = ref(clash.forge, "refs/heads/main")
+    with open_forge(str(clash.forge), cache_dir=tmp_path / "cache2") as handle:
+        alone = merge_batch(handle, ["clash2"])
+    [entry] = alone.entries
+    assert entry.outcome is BatchOutcome.LEFT_OUT and not alone.merged
+    assert "does not merge cleanly" in entry.reasons[0]
+    assert ref(clash.forge, "refs/heads/main") == after

@@ -56,6 +56,7 @@ def _main_moves(log: Path) -> list[tuple[float, str, str]]:
     return moves
 
 
+@pytest.mark.slow
 def test_ten_briefs_land_in_one_merge_and_the_next_batch_waits_for_the_window(
     fake_github: FakeGitHub, github_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
