@@ -38,12 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from assay.errors import BadInput, Busy, Corrupt, Failed
+from assay.evidence.fingerprint import declaration_problems, diff_fingerprints
 from assay.evidence.gate import (
     ASSAY_FOLDER,
     MERGE_ATTEMPTS,
     GateContext,
     RowChecks,
     already_merged,
+    gate_fingerprint,
     judge_for_merge,
     run_row_specs,
     squash_message,
@@ -53,7 +55,7 @@ from assay.evidence.pinning import apply_pins, plan_for
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.reviews import GATE_IDENTITY, next_version, reviews_ref
 from assay.evidence.rule import MergeDecision
-from assay.evidence.runner import gate_sandbox, row_environment, shield_gate_process
+from assay.evidence.runner import gate_sandbox, shield_gate_process
 from assay.evidence.source import MAIN_REF, CleanTree, branch_ref
 from assay.evidence.table import render_markdown, with_table
 from assay.evidence.trust import merge_key
@@ -154,6 +156,7 @@ class _Candidate:
     decision: MergeDecision
     head: str
     rows: tuple[EvidenceRecord, ...] = ()
+    env_problems: tuple[str, ...] = ()
     commit: str | None = None
 
 
@@ -290,15 +293,19 @@ def _settle_stack(
         for index, candidate in enumerate(plan.stack, start=1):
             brief = candidate.ctx.view.brief
             say(f"running {brief}'s rows on the batch's tree ({index}/{len(plan.stack)})")
-            candidate.rows = _rows_on(
-                forge, candidate.ctx, top, plan.main, sandbox=sandbox, workdir=workdir, key=key
+            found = _rows_on(
+                forge, candidate, top, plan.main, sandbox=sandbox, workdir=workdir, key=key
             )
-            if not all(record.passed for record in candidate.rows):
+            candidate.rows, candidate.env_problems = found.rows, found.env_problems
+            if not found.passed:
                 failing.append(candidate)
         if not failing:
             return
         for candidate in failing:
-            reasons = tuple(_failure(record, top) for record in candidate.rows if not record.passed)
+            reasons = tuple(
+                f"the environment on the batch's combined tree {top[:12]} differs: {line}"
+                for line in candidate.env_problems
+            ) + tuple(_failure(record, top) for record in candidate.rows if not record.passed)
             plan.dropped[candidate.ctx.view.brief] = (candidate.ctx, reasons, candidate.rows)
             say(f"left {candidate.ctx.view.brief} out: {reasons[0]}")
         plan.stack = [c for c in plan.stack if c not in failing]
@@ -342,42 +349,47 @@ def _stack(forge: Forge, plan: _Plan, *, say: Progress) -> None:
     plan.stack = kept
 
 
+@dataclass(frozen=True)
+class _OnTree:
+    """What one brief's rows did on the combined tree, and what its environment said."""
+
+    rows: tuple[EvidenceRecord, ...]
+    env_problems: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.env_problems and all(record.passed for record in self.rows)
+
+
 def _rows_on(
     forge: Forge,
-    ctx: GateContext,
+    candidate: _Candidate,
     top: str,
     main: str | None,
     *,
     sandbox: SandboxSpec,
     workdir: Path | None,
     key: GateKey | None,
-) -> tuple[EvidenceRecord, ...]:
+) -> _OnTree:
     """The brief's rows run on the combined tree ``top`` as ``verify`` runs them: in a
     clean checkout with the brief's acceptance set pinned from main, in the sandbox, each
-    runner's own report read. Nothing is recorded on the evidence ref (the records speak
-    of the review's head); the batch's entry and the review's note carry them."""
-    template = EvidenceRecord(
-        brief=ctx.view.brief,
-        row="",
-        command="",
-        exit=0,
-        timed_out=False,
-        seconds=0.0,
-        output_sha256="",
-        output_bytes=0,
-        output_tail="",
-        head_sha=top,
-        env_fingerprint={},
-        verifier="gate:batch",
-        journal_head="",
-        at="",
-        sandboxed=sandbox.sandboxed,
-    )
+    runner's own report read, the environment fingerprinted there and held to the brief's
+    declaration and to what verify saw at the head (another brief's lock file change is a
+    difference). Nothing is recorded on the evidence ref (the records speak of the
+    review's head); the batch's entry and the review's note carry them."""
+    ctx = candidate.ctx
     with (
         CleanTree(forge, top, parent=workdir) as tree,
         tempfile.TemporaryDirectory(prefix="assay-site-", dir=workdir) as site,
         tempfile.TemporaryDirectory(prefix="assay-reports-", dir=workdir) as reports,
     ):
+        environ, fp = gate_fingerprint(ctx, tree, sandbox)
+        problems = [f"declaration: {line}" for line in declaration_problems(ctx.env, fp)]
+        verified = [r for r in ctx.log.records if r.head_sha == candidate.head]
+        if verified:
+            problems += diff_fingerprints(
+                verified[-1].env_fingerprint, fp, left="verified", right="batch"
+            )
         pins = plan_for(
             forge,
             head=top,
@@ -387,11 +399,28 @@ def _rows_on(
         )
         if pins is not None:
             apply_pins(forge, tree, pins)
+        template = EvidenceRecord(
+            brief=ctx.view.brief,
+            row="",
+            command="",
+            exit=0,
+            timed_out=False,
+            seconds=0.0,
+            output_sha256="",
+            output_bytes=0,
+            output_tail="",
+            head_sha=top,
+            env_fingerprint=fp,
+            verifier="gate:batch",
+            journal_head="",
+            at="",
+            sandboxed=sandbox.sandboxed,
+        )
         ran = run_row_specs(
             ctx.rows,
             tree=tree,
             site=Path(site),
-            environ=row_environment(),
+            environ=environ,
             sandbox=sandbox,
             template=template,
             key=key,
@@ -399,7 +428,7 @@ def _rows_on(
             on_start=None,
             on_row=None,
         )
-    return tuple(ran)
+    return _OnTree(tuple(ran), tuple(problems))
 
 
 def with_note(body: str, note: str | None) -> str:

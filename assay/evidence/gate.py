@@ -425,7 +425,7 @@ def _inspect_head(
     _check_journal(forge, ctx, journal, head, brief_id=brief_id)
     claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
     with _timed(timings, "fingerprint"):
-        environ, fp = _gate_fingerprint(ctx, tree, sandbox)
+        environ, fp = gate_fingerprint(ctx, tree, sandbox)
     desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
     problems = _env_problems(ctx, fp, desk_fp)
     plan, changed = _pin_tree(forge, ctx, tree, head)
@@ -445,7 +445,7 @@ def _what_to_verify(
     return ctx, head
 
 
-def _gate_fingerprint(
+def gate_fingerprint(
     ctx: GateContext, tree: Path, sandbox: SandboxSpec
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The rows' environment and the fingerprint the gate takes in ``tree`` of what a row

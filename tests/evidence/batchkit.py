@@ -11,7 +11,8 @@ Two roles make a combined tree fail where each branch alone passes: the ``victim
 module reads ``shared.BASE`` (1 on main), and the ``breaker`` changes ``shared.py`` to
 ``BASE = 2``; stacked together, the victim's row fails and the breaker's still passes.
 Briefs named ``clash…`` each rewrite ``README.md``: the second of two does not merge onto
-the first.
+the first. The ``envy`` brief declares ``requirements.lock`` in its env, and ``locker``
+changes that file: on their combined tree envy's environment is not the one it verified in.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.claims import ClaimStore
+from assay.evidence.fingerprint import fingerprint
 from assay.evidence.gate import verify
 from assay.forge import open_forge
 from assay.journal import JournalWriter, read_journal
@@ -32,14 +34,17 @@ from tests.evidence.gatekit import GIT_ENV, append_claimed, git
 VICTIM = "victim"
 BREAKER = "breaker"
 CLASH = "clash"  # briefs named clash*: each rewrites README.md, so two of them conflict
+ENVY = "envy"  # declares the lock file requirements.lock in its env
+LOCKER = "locker"  # changes requirements.lock: the fingerprint envy verified at moves
 # A post-receive hook that logs each push: its ref lines, then a line "--".
 PUSH_LOG_HOOK = '#!/bin/sh\ncat >> "{log}"\necho -- >> "{log}"\n'
 
 
 def brief_text(name: str) -> str:
+    env = "env: {lock: requirements.lock}\n" if name == ENVY else ""
     return (
         f"---\nid: {name}\ntitle: Add {name}\nverify:\n  - id: unit\n"
-        f"    run: python3 check_{name}.py\n---\nAdd {name}.py with f() == 2.\n"
+        f"    run: python3 check_{name}.py\n{env}---\nAdd {name}.py with f() == 2.\n"
     )
 
 
@@ -66,7 +71,11 @@ class Fleet:
         author = root / "author"
         git("clone", "--quiet", str(self.forge), str(author))
         git("checkout", "--quiet", "-b", "main", cwd=author)
-        files = {"shared.py": "BASE = 1\n", "README.md": "fleet\n"}
+        files = {
+            "shared.py": "BASE = 1\n",
+            "README.md": "fleet\n",
+            "requirements.lock": "pytest==8.0\n",
+        }
         for name in self.names:
             files[f"briefs/{name}.md"] = brief_text(name)
             files[f"check_{name}.py"] = check_text(name)
@@ -88,6 +97,8 @@ class Fleet:
         files = {f"{name}.py": module_text(name)}
         if name == BREAKER:
             files["shared.py"] = "BASE = 2\n"
+        if name == LOCKER:
+            files["requirements.lock"] = "pytest==8.1\n"
         if name.startswith(CLASH):
             files["README.md"] = f"fleet, as {name} has it\n"
         _write(desk, files)
@@ -95,7 +106,9 @@ class Fleet:
         writer = JournalWriter.open(journal, run_id=f"run-{name}")
         try:
             writer.append({"kind": "start", "desk": "coder"})
-            append_claimed(writer, {"unit": "pass"}, {})
+            # The desk's own fingerprint, which a brief declaring an env must record.
+            fp = fingerprint({"lock": "requirements.lock"}, desk) if name == ENVY else {}
+            append_claimed(writer, {"unit": "pass"}, fp)
         finally:
             writer.close()
         git("add", "-A", cwd=desk)

@@ -29,7 +29,17 @@ from assay.evidence.batch import (
 from assay.forge import open_forge
 from assay.forge.settings import read_settings, record_merge_budget
 from tests.conftest import AssayRunner
-from tests.evidence.batchkit import BREAKER, VICTIM, Fleet, log_pushes, pushes, ref, review
+from tests.evidence.batchkit import (
+    BREAKER,
+    ENVY,
+    LOCKER,
+    VICTIM,
+    Fleet,
+    log_pushes,
+    pushes,
+    ref,
+    review,
+)
 from tests.evidence.gatekit import git
 
 PLAIN = [f"b{n:02d}" for n in range(1, 11)]
@@ -298,23 +308,30 @@ def test_the_cli_refuses_a_batch_it_cannot_make(run_assay: AssayRunner, tmp_path
     assert both.returncode == 2 and "--ff-only" in both.stderr
 
 
-def test_a_brief_that_conflicts_with_the_batch_is_left_out_and_the_rest_land(
-    tmp_path: Path, gate_state: Path
+def test_a_brief_that_conflicts_or_whose_environment_moves_is_left_out_and_the_rest_land(
+    tmp_path: Path,
 ) -> None:
-    clash = Fleet(tmp_path / "clash", ["clash1", "clash2", "b01"])
+    names = ["clash1", "clash2", ENVY, LOCKER, "b01"]
+    clash = Fleet(tmp_path / "clash", names)
     clash.verify_all()
     before = ref(clash.forge, "refs/heads/main")
     assert before is not None
     with open_forge(str(clash.forge), cache_dir=tmp_path / "cache") as handle:
-        result = merge_batch(handle, ["clash1", "clash2", "b01"])
+        result = merge_batch(handle, names)
     outcomes = {entry.brief: entry for entry in result.entries}
     assert outcomes["clash2"].outcome is BatchOutcome.LEFT_OUT
     assert "does not merge cleanly onto the batch" in outcomes["clash2"].reasons[0]
-    assert outcomes["clash1"].outcome is outcomes["b01"].outcome is BatchOutcome.SQUASHED
-    assert [s["Assay-Brief"] for s in _squashes(clash.forge, before)] == ["clash1", "b01"]
+    assert outcomes[ENVY].outcome is BatchOutcome.LEFT_OUT
+    [reason] = outcomes[ENVY].reasons
+    assert "environment on the batch's combined tree" in reason
+    assert "lock:requirements.lock" in reason
+    landed = ["clash1", LOCKER, "b01"]
+    assert [outcomes[n].outcome for n in landed] == [BatchOutcome.SQUASHED] * 3
+    assert [s["Assay-Brief"] for s in _squashes(clash.forge, before)] == landed
     assert "does not merge cleanly" in review(clash.forge, "clash2")["body"]
-    # Alone, on the main the batch made, it conflicts with main itself: still left out,
-    # named, and the batch ends without moving main (nothing else in it).
+    assert "lock:requirements.lock" in review(clash.forge, ENVY)["body"]
+    # Alone, on the main the batch made, clash2 conflicts with main itself: still left
+    # out, named, and the batch ends without moving main (nothing else in it).
     after = ref(clash.forge, "refs/heads/main")
     with open_forge(str(clash.forge), cache_dir=tmp_path / "cache2") as handle:
         alone = merge_batch(handle, ["clash2"])
