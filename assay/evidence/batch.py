@@ -443,10 +443,15 @@ def with_note(body: str, note: str | None) -> str:
     return f"{body.rstrip()}\n\n{block}" if body.strip() else block
 
 
-def _left_out_note(reasons: Sequence[str], main: str | None) -> str:
+def _left_out_note(reasons: Sequence[str], main: str | None, merged: Sequence[str]) -> str:
+    """Why the brief was left out, and which briefs merged in its stead (one of them may be
+    what broke it)."""
     lines = [f"**Left out of a batched merge** onto main {str(main)[:12]}:", ""]
     lines += [f"- {reason}" for reason in reasons]
-    lines += ["", "The other briefs of the batch merged; the next batch tries this one again."]
+    lines.append("")
+    if merged:
+        lines.append(f"Merged in that batch: {', '.join(merged)}.")
+    lines.append("The next batch tries this brief again.")
     return "\n".join(lines)
 
 
@@ -479,7 +484,8 @@ def _updates(forge: Forge, plan: _Plan) -> list[RefUpdate]:
         review = ctx.view.review
         if review is None:
             continue
-        body = with_note(review.body, _left_out_note(reasons, plan.main))
+        merged = [candidate.ctx.view.brief for candidate in plan.stack]
+        body = with_note(review.body, _left_out_note(reasons, plan.main, merged))
         if body == review.body:
             continue
         _, commit = next_version(

@@ -151,6 +151,7 @@ def test_a_brief_failing_on_the_combined_tree_is_left_out_named_and_the_rest_lan
     left = review(forge, VICTIM)
     assert left["state"] == "ready"
     assert NOTE_BEGIN in left["body"] and "fails on the batch's combined tree" in left["body"]
+    assert f"Merged in that batch: {', '.join(sorted(outcomes))}." in left["body"]
     [push] = pushes(log)
     assert f"refs/assay/reviews/{VICTIM}" in push and "refs/heads/main" in push
 
