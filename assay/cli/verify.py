@@ -14,7 +14,7 @@ from rich.text import Text
 
 from assay.cli.options import forge_option, json_option, print_result
 from assay.console import err, fitted_table, out, printable
-from assay.errors import UsageError
+from assay.errors import AssayError, UsageError
 from assay.evidence.gate import MergeRefused, VerifyReport, merge, verify
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.rule import describe
@@ -317,7 +317,11 @@ def _mirror_batch(handle: object, result: BatchResult) -> dict[str, object]:
 
     assert isinstance(handle, GitHubForge)
     landed = [(entry.brief, entry.commit) for entry in result.squashed if entry.commit]
-    return {"github": mirror_batch(handle, landed)}
+    try:
+        return {"github": mirror_batch(handle, landed)}
+    except AssayError as exc:  # main has moved: say what GitHub still shows, do not hide it
+        err.print(Text(f"assay: the batch merged, but closing its pull requests failed: {exc}"))
+        return {"github": {}, "github_problem": str(exc)}
 
 
 def _print_batch(result: BatchResult) -> None:
