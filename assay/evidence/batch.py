@@ -13,9 +13,11 @@ rule as ``assay.evidence.gate.merge`` for each brief:
    onto the stack is left out (``LEFT_OUT``);
 3. each brief's rows are run again by the gate on the stack's top, the batch's combined
    tree (the gate's own runner and sandbox, the acceptance set pinned from main as
-   ``verify`` pins it, a structured runner's report read as ``verify`` reads it). A brief
-   with a failing row is left out, the stack is made again without it, and the rows of
-   those still in run again, until every brief in the batch passes on its tree;
+   ``verify`` pins it, a structured runner's report read as ``verify`` reads it, the
+   environment's fingerprint held to the declaration and to verify's at the head). A
+   brief with a failing row or a moved environment is left out, the stack is made again
+   without it, and the rows of those still in run again, until every brief in the batch
+   passes on its tree;
 4. one atomic push moves main to the top of the stack and, for every brief in it, creates
    its run ref (``refs/assay/runs/<brief>/<attempt>``), pins its branch at the judged head
    and marks its review merged; the review of each brief left out by steps 2 and 3 gets
