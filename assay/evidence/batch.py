@@ -399,8 +399,8 @@ def _rows_on(
             commands=[row.command for row in ctx.rows],
             protect=ctx.protect,
         )
-        if pins is not None:
-            apply_pins(forge, tree, pins)
+        # The batch's other briefs may have edited this one's acceptance set: main's runs.
+        changed = apply_pins(forge, tree, pins) if pins is not None else []
         template = EvidenceRecord(
             brief=ctx.view.brief,
             row="",
@@ -416,6 +416,8 @@ def _rows_on(
             verifier="gate:batch",
             journal_head="",
             at="",
+            pinned=tuple(pins.pinned) if pins is not None else (),
+            notes=tuple(changed),
             sandboxed=sandbox.sandboxed,
         )
         ran = run_row_specs(

@@ -34,6 +34,7 @@ from tests.evidence.gatekit import GIT_ENV, append_claimed, git
 VICTIM = "victim"
 BREAKER = "breaker"
 CLASH = "clash"  # briefs named clash*: each rewrites README.md, so two of them conflict
+CHEATER = "cheater"  # rewrites the victim's check file to pass whatever it imports
 ENVY = "envy"  # declares the lock file requirements.lock in its env
 LOCKER = "locker"  # changes requirements.lock: the fingerprint envy verified at moves
 # A post-receive hook that logs each push: its ref lines, then a line "--".
@@ -97,6 +98,8 @@ class Fleet:
         files = {f"{name}.py": module_text(name)}
         if name == BREAKER:
             files["shared.py"] = "BASE = 2\n"
+        if name == CHEATER:
+            files[f"check_{VICTIM}.py"] = "print('ok')\n"
         if name == LOCKER:
             files["requirements.lock"] = "pytest==8.1\n"
         if name.startswith(CLASH):

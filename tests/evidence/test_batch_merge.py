@@ -31,6 +31,7 @@ from assay.forge.settings import read_settings, record_merge_budget
 from tests.conftest import AssayRunner
 from tests.evidence.batchkit import (
     BREAKER,
+    CHEATER,
     ENVY,
     LOCKER,
     VICTIM,
@@ -340,3 +341,23 @@ def test_a_brief_that_conflicts_or_whose_environment_moves_is_left_out_and_the_r
     assert entry.outcome is BatchOutcome.LEFT_OUT and not alone.merged
     assert "does not merge cleanly" in entry.reasons[0]
     assert ref(clash.forge, "refs/heads/main") == after
+
+
+def test_a_branch_that_rewrites_another_briefs_check_cannot_carry_it_through(
+    tmp_path: Path,
+) -> None:
+    """A hostile branch in the batch rewrites the victim's check file to pass: on the
+    combined tree the victim's acceptance set is pinned from main, as verify pins it, so
+    the victim (broken by the breaker) still fails there and is left out."""
+    names = [VICTIM, BREAKER, CHEATER]
+    fleet = Fleet(tmp_path / "cheat", names)
+    fleet.verify_all()
+    with open_forge(str(fleet.forge), cache_dir=tmp_path / "cache") as handle:
+        result = merge_batch(handle, names)
+    outcomes = {entry.brief: entry for entry in result.entries}
+    assert outcomes[VICTIM].outcome is BatchOutcome.LEFT_OUT
+    assert "victim is wrong" in outcomes[VICTIM].reasons[0]
+    [row] = outcomes[VICTIM].rows
+    assert row.pinned == (f"check_{VICTIM}.py",)
+    assert f"check_{VICTIM}.py: edited by the desk; main's version ran" in row.notes
+    assert outcomes[BREAKER].outcome is outcomes[CHEATER].outcome is BatchOutcome.SQUASHED
