@@ -69,6 +69,7 @@ PUBLIC = [
     "load_desks",
     "load_target",
     "merge",
+    "merge_batch",
     "merge_decision",
     "open_forge",
     "parse_brief",

@@ -18,7 +18,12 @@ from assay.forge import open_forge, principals
 from assay.forge.connections import IDLE_TIMEOUT_S, MAX_CONNECTIONS
 from assay.forge.embedded import init_forge, is_forge
 from assay.forge.serve import ForgeServer
-from assay.forge.settings import MAX_PUSHES_PER_MINUTE, read_settings, record_push_budget
+from assay.forge.settings import (
+    MAX_PUSHES_PER_MINUTE,
+    read_settings,
+    record_merge_budget,
+    record_push_budget,
+)
 
 _pushes_option = click.option(
     "--pushes-per-minute",
@@ -30,6 +35,16 @@ _pushes_option = click.option(
     "more wait their turn (0: unlimited, the default).",
 )
 
+_merges_option = click.option(
+    "--merges-per-minute",
+    "merges_per_minute",
+    type=click.IntRange(min=0, max=MAX_PUSHES_PER_MINUTE),
+    default=None,
+    metavar="N",
+    help="The merge budget the gate keeps to: merges into main a minute, a batch being "
+    "one; more wait their turn (0: unlimited, the default).",
+)
+
 
 @click.group("forge")
 def forge_group() -> None:
@@ -39,21 +54,28 @@ def forge_group() -> None:
 @forge_group.command("init")
 @click.argument("path", type=click.Path(path_type=Path))
 @_pushes_option
+@_merges_option
 @json_option
-def init_command(path: Path, pushes_per_minute: int | None, as_json: bool) -> None:
+def init_command(
+    path: Path, pushes_per_minute: int | None, merges_per_minute: int | None, as_json: bool
+) -> None:
     """Create an embedded forge at PATH: main with briefs/ and .gitattributes.
 
     Also makes the gate's signing key pair, outside the forge, in the gate's state
     directory ($ASSAY_GATE_STATE, else ~/.local/state/assay-gate; mode 0700), unless one is
     there already, and records its public half in the forge's config, so that anyone
     reading the forge can check evidence and only the gate can sign it.
-    --pushes-per-minute records a push budget there too (see `assay forge settings`).
+    --pushes-per-minute and --merges-per-minute record a push and a merge budget there too
+    (see `assay forge settings`).
     """
     made = init_forge(path)
     key_file, public = _record_gate_key(made, replace=False)
-    if pushes_per_minute is not None:
+    if pushes_per_minute is not None or merges_per_minute is not None:
         with open_forge(str(made)) as local:
-            record_push_budget(local, pushes_per_minute)
+            if pushes_per_minute is not None:
+                record_push_budget(local, pushes_per_minute)
+            if merges_per_minute is not None:
+                record_merge_budget(local, merges_per_minute)
     if as_json:
         print_json(
             {
@@ -65,6 +87,7 @@ def init_command(path: Path, pushes_per_minute: int | None, as_json: bool) -> No
                 "gate_public_key": public.text,
                 "gate_key_fingerprint": public.fingerprint,
                 "pushes_per_minute": pushes_per_minute or 0,
+                "merges_per_minute": merges_per_minute or 0,
             }
         )
     else:
@@ -90,14 +113,19 @@ def _record_gate_key(forge: Path, *, replace: bool) -> tuple[Path, PublicKey]:
 @forge_group.command("settings")
 @click.argument("path", type=click.Path(path_type=Path))
 @_pushes_option
+@_merges_option
 @json_option
-def settings_command(path: Path, pushes_per_minute: int | None, as_json: bool) -> None:
-    """Show the settings record of the embedded forge at PATH; set its push budget.
+def settings_command(
+    path: Path, pushes_per_minute: int | None, merges_per_minute: int | None, as_json: bool
+) -> None:
+    """Show the settings record of the embedded forge at PATH; set its push and merge budgets.
 
     The record (refs/assay/config) is written by the forge's admin, through the local
     filesystem. With --pushes-per-minute N, `assay forge serve` takes at most N pushes that
     move refs in any minute; a push over the budget waits for its turn (it is not refused),
-    and a server already running reads the new budget at its next push.
+    and a server already running reads the new budget at its next push. With
+    --merges-per-minute N, the gate (`assay merge`) moves main at most N times a minute; a
+    batch of briefs merged together is one.
     """
     if not is_forge(path):
         raise BadInput(f"{path}: not a local embedded forge (assay forge init makes one)")
@@ -105,15 +133,18 @@ def settings_command(path: Path, pushes_per_minute: int | None, as_json: bool) -
         changed = False
         if pushes_per_minute is not None:
             changed = record_push_budget(local, pushes_per_minute)
+        if merges_per_minute is not None:
+            changed = record_merge_budget(local, merges_per_minute) or changed
         current = read_settings(local)
     if as_json:
         print_json({"status": "ok", "code": 0, "changed": changed, **current.to_json()})
         return
     key = current.gate_public_key
-    budget = current.pushes_per_minute
+    budget, merges = current.pushes_per_minute, current.merges_per_minute
     for line in (
         f"gate key: {key.fingerprint if key else '(none)'}",
         f"push budget: {f'{budget} a minute' if budget else 'unlimited'}",
+        f"merge budget: {f'{merges} a minute' if merges else 'unlimited'}",
     ):
         out.print(line, markup=False, highlight=False)
 

@@ -7,11 +7,14 @@ review's head and 1 naming each missing, failing or stale row when the rule refu
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from rich.text import Text
 
 from assay.cli.options import forge_option, json_option, print_result
-from assay.console import err, out, printable
+from assay.console import err, fitted_table, out, printable
+from assay.errors import AssayError, UsageError
 from assay.evidence.gate import MergeRefused, VerifyReport, merge, verify
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.rule import describe
@@ -19,6 +22,11 @@ from assay.evidence.spec import RowSpec
 from assay.evidence.table import render_rich
 from assay.forge import open_forge
 from assay.ids import check_id
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from assay.evidence.batch import BatchResult
 
 
 def _exit_failed() -> None:
@@ -157,7 +165,12 @@ def _publish_on_forge(handle: object, report: VerifyReport) -> dict[str, object]
 
 
 @click.command("merge")
-@click.argument("brief")
+@click.argument("briefs", metavar="[BRIEF]...", nargs=-1)
+@click.option(
+    "--ready",
+    is_flag=True,
+    help="Merge every brief whose review is ready, together, in one push to main.",
+)
 @click.option("--ff-only", is_flag=True, help="Refuse unless main can fast-forward to the head.")
 @insecure_option
 @click.option(
@@ -167,13 +180,22 @@ def _publish_on_forge(handle: object, report: VerifyReport) -> dict[str, object]
     help="Accept rows the gate ran on the host (verify --insecure-unsandboxed-rows); "
     "without it their records block the merge.",
 )
+@click.option(
+    "--insecure-unsandboxed-rows",
+    "unsandboxed",
+    is_flag=True,
+    help="A batch: run the rows on the batch's combined tree on the host instead of in "
+    "the bubblewrap sandbox.",
+)
 @forge_option
 @json_option
 def merge_command(
-    brief: str,
+    briefs: tuple[str, ...],
+    ready: bool,
     ff_only: bool,
     insecure: bool,
     allow_unsandboxed: bool,
+    unsandboxed: bool,
     forge: str | None,
     as_json: bool,
 ) -> None:
@@ -181,8 +203,31 @@ def merge_command(
 
     Exit 1 naming each missing, failing, stale or unsandboxed row, or a missing approval
     (a brief with approval: true), otherwise; main is left unchanged.
+
+    With several BRIEFs, or --ready, the briefs merge as one batch: one push to main
+    carrying each brief's own squash commit, after the gate runs each brief's rows again
+    on the batch's combined tree. A brief the rule refuses, that conflicts, or that fails
+    there is left out (named, its reason on its review) and the rest merge; exit 1 when
+    any was left out.
     """
-    check_id(brief, where="BRIEF")
+    for brief in briefs:
+        check_id(brief, where="BRIEF")
+    if ready or len(briefs) > 1:
+        if ff_only:
+            raise UsageError("--ff-only merges one brief; a batch stacks its squash commits")
+        _merge_batch(
+            briefs,
+            ready=ready,
+            insecure=insecure,
+            allow_unsandboxed=allow_unsandboxed,
+            unsandboxed=unsandboxed,
+            forge=forge,
+            as_json=as_json,
+        )
+        return
+    if not briefs:
+        raise UsageError("name a BRIEF to merge, several, or --ready")
+    (brief,) = briefs
     with open_forge(forge) as handle:
         try:
             result = merge(
@@ -213,6 +258,98 @@ def merge_command(
                 f"{result.main_after[:12]} ({result.outcome.value})"
             )
         )
+
+
+def _merge_batch(
+    briefs: tuple[str, ...],
+    *,
+    ready: bool,
+    insecure: bool,
+    allow_unsandboxed: bool,
+    unsandboxed: bool,
+    forge: str | None,
+    as_json: bool,
+) -> None:
+    """``assay merge B1 B2 ...`` / ``--ready``: one batch, a live status line, a table."""
+    from assay.evidence.batch import merge_batch, ready_briefs
+    from assay.sandbox.shield import make_undumpable
+
+    make_undumpable()  # the gate runs branch code: it must not reach our environ
+    status = err.status("")
+
+    def progress(text: str) -> None:
+        if not as_json:
+            status.update(Text(printable(text)))
+            status.start()
+
+    with open_forge(forge) as handle:
+        wanted = list(briefs)
+        if ready:
+            wanted += [b for b in ready_briefs(handle) if b not in wanted]
+        try:
+            result = merge_batch(
+                handle,
+                wanted,
+                insecure=insecure,
+                allow_unsandboxed=allow_unsandboxed,
+                unsandboxed=unsandboxed,
+                on_progress=progress,
+            )
+        finally:
+            status.stop()
+        github = _mirror_batch(handle, result)
+    if as_json:
+        print_result({**result.to_json(), **github})
+    else:
+        _print_batch(result)
+    if not result.ok:
+        _exit_failed()
+
+
+def _mirror_batch(handle: object, result: BatchResult) -> dict[str, object]:
+    """On GitHub the batch moved main over git: its pull requests are then closed, each
+    claim comment naming the brief's squash commit (``assay.github.sync.mirror_batch``).
+    Elsewhere nothing."""
+    if getattr(handle, "kind", None) != "github" or not result.merged:
+        return {}
+    from assay.github.forge import GitHubForge
+    from assay.github.sync import mirror_batch
+
+    assert isinstance(handle, GitHubForge)
+    landed = [(entry.brief, entry.commit) for entry in result.squashed if entry.commit]
+    try:
+        return {"github": mirror_batch(handle, landed)}
+    except AssayError as exc:  # main has moved: say what GitHub still shows, do not hide it
+        err.print(Text(f"assay: the batch merged, but closing its pull requests failed: {exc}"))
+        return {"github": {}, "github_problem": str(exc)}
+
+
+def _print_batch(result: BatchResult) -> None:
+    for part in batch_report(result, width=out.width):
+        out.print(part)
+
+
+def batch_report(result: BatchResult, *, width: int) -> list[Table | Text]:
+    """One row per brief (what the batch did, its squash commit, why it was left out),
+    fitted to ``width``, then a line saying what moved main."""
+    if not result.entries:
+        return [Text("no brief to merge: no review is ready")]
+    rows = [
+        [
+            entry.brief,
+            entry.outcome.value.replace("_", " "),
+            (entry.commit or "")[:12],
+            "; ".join(entry.reasons),
+        ]
+        for entry in result.entries
+    ]
+    table = fitted_table(["brief", "outcome", "commit", "why"], rows, drop=("commit",), width=width)
+    before, after = (result.main_before or "(none)")[:12], (result.main_after or "(none)")[:12]
+    if result.merged:
+        line = f"merged {len(result.squashed)} brief(s) in one push: main {before} -> {after}"
+    else:
+        line = f"nothing merged: main stays at {before}"
+    return [table, Text(line)]
 
 
 def register(root: click.Group) -> None:

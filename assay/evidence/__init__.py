@@ -2,11 +2,13 @@
 
 Nothing merges on an agent's own account: ``verify`` re-runs a brief's acceptance rows on
 the review's head commit and records what happened; ``merge`` lets a head into main only
-when every row is verified passing there, in the declared environment (docs/evidence.md).
+when every row is verified passing there, in the declared environment; ``merge_batch`` lets
+several in with one push to main (docs/evidence.md).
 """
 
 from __future__ import annotations
 
+from assay.evidence.batch import BatchEntry, BatchOutcome, BatchResult, merge_batch
 from assay.evidence.claimed import Claimed, ClaimedRow, claimed_from_entries, journal_anchors
 from assay.evidence.fingerprint import (
     declaration_problems,
@@ -32,6 +34,9 @@ from assay.evidence.store import EvidenceLog, append_records, evidence_ref, fetc
 from assay.evidence.table import render_markdown, render_rich, with_table
 
 __all__ = [
+    "BatchEntry",
+    "BatchOutcome",
+    "BatchResult",
     "Claimed",
     "ClaimedRow",
     "EnvDecl",
@@ -61,6 +66,7 @@ __all__ = [
     "fingerprint_digest",
     "journal_anchors",
     "merge",
+    "merge_batch",
     "merge_decision",
     "render_markdown",
     "render_rich",

@@ -72,7 +72,7 @@ from assay.runtime.types import Event
 from assay.sandbox import SandboxSpec
 from assay.sandbox.environ import process_environment
 
-_MERGE_ATTEMPTS = 5
+MERGE_ATTEMPTS = 5  # a merge (or a batch) judged again after this many lost races: Busy
 
 
 def _now() -> str:
@@ -158,7 +158,11 @@ def check_journal_anchors(
 
 
 @dataclass(frozen=True)
-class _Context:
+class GateContext:
+    """What the gate reads of one brief before it judges or runs anything: its refs, its
+    rows and environment from main, its desks, evidence log, claim anchors and holdout rows
+    (``merge`` and ``assay.evidence.batch`` share it)."""
+
     view: ForgeView
     rows: list[RowSpec]
     env: EnvDecl
@@ -188,14 +192,14 @@ class _Context:
         ]
 
 
-def _context(forge: Forge, brief_id: str, key: PublicKey | None) -> _Context:
+def _context(forge: Forge, brief_id: str, key: PublicKey | None) -> GateContext:
     view = fetch_view(forge, brief_id)
     brief = load_brief(forge, view.main, brief_id)
     source = brief.source or f"briefs/{brief_id}.md"
     rows = row_specs(brief.verify, source=source)
     env = env_decl(brief.env, source=source)
     log = read_log(forge, brief_id, tip=view.evidence, key=key)
-    return _Context(
+    return GateContext(
         view=view,
         rows=rows,
         env=env,
@@ -220,7 +224,7 @@ def _known(ref: str, tip: str | None) -> dict[str, str]:
 
 
 def _check_journal(
-    forge: Forge, ctx: _Context, journal: Journal, head: str, *, brief_id: str
+    forge: Forge, ctx: GateContext, journal: Journal, head: str, *, brief_id: str
 ) -> None:
     """Both anchor checks: the gate's own records and the claim history (``Corrupt``).
 
@@ -234,7 +238,7 @@ def _check_journal(
 
 
 def _decision(
-    ctx: _Context,
+    ctx: GateContext,
     records: Sequence[EvidenceRecord],
     head: str,
     claimed: Claimed,
@@ -325,7 +329,7 @@ def verify(
             brief_id, head, at, verifier=verifier, sandboxed=sandbox.sandboxed
         )
         run_rows = functools.partial(
-            _run_rows,
+            run_row_specs,
             tree=tree,
             site=Path(site),
             environ=at.environ,
@@ -335,7 +339,7 @@ def verify(
         )
         ran = run_rows(
             ctx.rows,
-            checks=_Checks(forge, at.plan, Path(reports), workdir=workdir),
+            checks=RowChecks(forge, at.plan, Path(reports), workdir=workdir),
             on_start=on_start,
             on_row=on_row,
         )
@@ -345,7 +349,7 @@ def verify(
         opened, hidden_plan = _holdout_in_tree(forge, ctx, key, tree, head)
         hidden = run_rows(
             [row.spec() for row in opened],
-            checks=_Checks(forge, hidden_plan, Path(reports), workdir=workdir),
+            checks=RowChecks(forge, hidden_plan, Path(reports), workdir=workdir),
             on_start=None,
             on_row=None,
         )
@@ -421,7 +425,7 @@ class _AtHead:
 
 def _inspect_head(
     forge: Forge,
-    ctx: _Context,
+    ctx: GateContext,
     tree: Path,
     head: str,
     *,
@@ -435,7 +439,7 @@ def _inspect_head(
     _check_journal(forge, ctx, journal, head, brief_id=brief_id)
     claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
     with _timed(timings, "fingerprint"):
-        environ, fp = _gate_fingerprint(ctx, tree, sandbox)
+        environ, fp = gate_fingerprint(ctx, tree, sandbox)
     desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
     problems = _env_problems(ctx, fp, desk_fp)
     plan, changed = _pin_tree(forge, ctx, tree, head)
@@ -444,7 +448,7 @@ def _inspect_head(
 
 def _what_to_verify(
     forge: Forge, brief_id: str, sha: str | None, key: PublicKey | None
-) -> tuple[_Context, str]:
+) -> tuple[GateContext, str]:
     """The brief's context and the commit to verify: ``sha`` when given, else the review's
     head; ``Failed`` when there is none or it is not on the forge."""
     ctx = _context(forge, brief_id, key)
@@ -455,8 +459,8 @@ def _what_to_verify(
     return ctx, head
 
 
-def _gate_fingerprint(
-    ctx: _Context, tree: Path, sandbox: SandboxSpec
+def gate_fingerprint(
+    ctx: GateContext, tree: Path, sandbox: SandboxSpec
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The rows' environment and the fingerprint the gate takes in ``tree`` of what a row
     started in ``sandbox`` really gets (its ``PATH`` as the sandbox sets it)."""
@@ -464,7 +468,9 @@ def _gate_fingerprint(
     return environ, fingerprint(ctx.env, tree, run_env=process_environment(sandbox, environ))
 
 
-def _env_problems(ctx: _Context, fp: dict[str, str], desk_fp: dict[str, str] | None) -> list[str]:
+def _env_problems(
+    ctx: GateContext, fp: dict[str, str], desk_fp: dict[str, str] | None
+) -> list[str]:
     """The brief's declaration against the gate's fingerprint, then the desk's against it."""
     problems = [f"declaration: {p}" for p in declaration_problems(ctx.env, fp)]
     if desk_fp is not None:
@@ -473,7 +479,7 @@ def _env_problems(ctx: _Context, fp: dict[str, str], desk_fp: dict[str, str] | N
 
 
 def _pin_tree(
-    forge: Forge, ctx: _Context, tree: Path, head: str
+    forge: Forge, ctx: GateContext, tree: Path, head: str
 ) -> tuple[PinPlan | None, list[str]]:
     """Pin the tree's acceptance set to main's (``assay.evidence.pinning``), if any applies;
     with one line per file of it the branch had changed."""
@@ -492,7 +498,7 @@ def _pin_tree(
 def _record_template(
     brief_id: str, head: str, at: _AtHead, *, verifier: str, sandboxed: bool
 ) -> EvidenceRecord:
-    """What every row's record shares; ``_run_rows`` fills in the row's own fields."""
+    """What every row's record shares; ``run_rows`` fills in the row's own fields."""
     return EvidenceRecord(
         brief=brief_id,
         row="",
@@ -514,7 +520,7 @@ def _record_template(
     )
 
 
-class _Checks:
+class RowChecks:
     """The structured verdict of each row (``assay.evidence.results``): which runners it
     reads, a fresh report folder per run, and main's outcomes at the base, measured once."""
 
@@ -549,7 +555,7 @@ class _Checks:
         return tests
 
 
-def _run_rows(
+def run_row_specs(
     rows: Sequence[RowSpec],
     *,
     tree: Path,
@@ -558,7 +564,7 @@ def _run_rows(
     sandbox: SandboxSpec,
     template: EvidenceRecord,
     key: GateKey | None,
-    checks: _Checks,
+    checks: RowChecks,
     on_start: Callable[[RowSpec], None] | None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
 ) -> list[EvidenceRecord]:
@@ -616,7 +622,7 @@ def _run_rows(
 
 
 def _holdout_in_tree(
-    forge: Forge, ctx: _Context, key: GateKey | None, tree: Path, head: str
+    forge: Forge, ctx: GateContext, key: GateKey | None, tree: Path, head: str
 ) -> tuple[list[OpenedRow], PinPlan | None]:
     """The brief's holdout rows, opened, with their pin plan: after the public rows ran in
     the clean tree, it is pinned to main for the holdout commands too (a branch's
@@ -703,19 +709,22 @@ def merge_decision(
     """
     if key is None and not insecure:
         key = reader_key(forge)
-    return _judge(forge, brief_id, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed)[
-        1
-    ]
+    return judge_for_merge(
+        forge, brief_id, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed
+    )[1]
 
 
-def _judge(
+def judge_for_merge(
     forge: Forge,
     brief_id: str,
     *,
     key: PublicKey | None,
     insecure: bool = False,
     allow_unsandboxed: bool = False,
-) -> tuple[_Context, MergeDecision]:
+) -> tuple[GateContext, MergeDecision]:
+    """The brief's context and the merge rule's decision at the review's current head,
+    after the journal's integrity checks (``Corrupt``), with a missing or unready review
+    among its problems: what ``merge`` and a batch judge a brief by."""
     ctx = _context(forge, brief_id, key)
     head = ctx.view.head
     if head is None:
@@ -756,19 +765,27 @@ def review_table(forge: Forge, brief_id: str, *, key: PublicKey | None = None) -
     return render_markdown(decision)
 
 
-def _squashed_main(
-    forge: Forge, ctx: _Context, head: str, *, ff_only: bool, brief: str
+def already_merged(forge: Forge, ctx: GateContext, head: str) -> bool:
+    """Whether main already holds ``head``'s work: the head itself (merged whole, as before
+    squashes), or a review marked merged at this very head."""
+    main, review = ctx.view.main, ctx.view.review
+    if main is None:
+        return False
+    if main == head or is_ancestor(forge, head, main):
+        return True
+    return review is not None and review.state == "merged" and review.head_sha == head
+
+
+def squashed_main(
+    forge: Forge, ctx: GateContext, head: str, *, ff_only: bool, brief: str
 ) -> tuple[str, MergeOutcome]:
     """Main after merging ``head``: one new commit whose parent is main and whose tree is
     main merged with the head, with main's own ``.assay/`` (none on a new forge) in place
     of the run's, so the journal and every checkpoint commit stay on the branch and the
     run ref. ``UP_TO_DATE`` when main already holds the head's work."""
-    main, review = ctx.view.main, ctx.view.review
-    if main is not None:
-        if main == head or is_ancestor(forge, head, main):
-            return main, MergeOutcome.UP_TO_DATE  # merged whole, as before squashes
-        if review is not None and review.state == "merged" and review.head_sha == head:
-            return main, MergeOutcome.UP_TO_DATE
+    main = ctx.view.main
+    if main is not None and already_merged(forge, ctx, head):
+        return main, MergeOutcome.UP_TO_DATE
     if main is None:
         tree = head
     elif ff_only and not is_ancestor(forge, main, head):
@@ -789,13 +806,13 @@ def _squashed_main(
     commit = forge.commit_tree(
         forge.tree_keeping(tree, ASSAY_FOLDER, like=main),
         parents=[main] if main is not None else [],
-        message=_squash_message(ctx, head),
+        message=squash_message(ctx, head),
         author=GATE_IDENTITY,
     )
     return commit, MergeOutcome.CREATED if main is None else MergeOutcome.SQUASHED
 
 
-def _squash_message(ctx: _Context, head: str) -> str:
+def squash_message(ctx: GateContext, head: str) -> str:
     """The squash commit's message: the brief's title, then trailers naming the brief, the
     head it was judged at, the evidence log's newest record and the kept run."""
     brief = ctx.view.brief
@@ -826,15 +843,15 @@ def merge(
     the host; without it their records block the merge. Signatures are checked with the
     key the forge vouches for (no private key needed), else with this gate's own."""
     trusted = merge_key(forge, key, insecure=insecure)
-    for _attempt in range(_MERGE_ATTEMPTS):
-        ctx, decision = _judge(
+    for _attempt in range(MERGE_ATTEMPTS):
+        ctx, decision = judge_for_merge(
             forge, brief_id, key=trusted, insecure=insecure, allow_unsandboxed=allow_unsandboxed
         )
         if not decision.allowed:
             raise MergeRefused(decision)
         head = decision.head_sha
         view = ctx.view
-        new_main, outcome = _squashed_main(forge, ctx, head, ff_only=ff_only, brief=brief_id)
+        new_main, outcome = squashed_main(forge, ctx, head, ff_only=ff_only, brief=brief_id)
         updates: list[RefUpdate] = []
         run = None
         if outcome is not MergeOutcome.UP_TO_DATE:
@@ -858,7 +875,10 @@ def merge(
             return MergeResult(
                 brief_id, head, view.main, new_main, MergeOutcome.UP_TO_DATE, decision
             )
-        result = forge.push(updates, atomic=True)
+        if outcome is MergeOutcome.UP_TO_DATE:
+            result = forge.push(updates, atomic=True)
+        else:  # a merge: within the forge's merge budget
+            result = forge.merge_gate(functools.partial(forge.push, updates, atomic=True))
         if result.ok:
             return MergeResult(brief_id, head, view.main, new_main, outcome, decision, run)
         if not result.lost and result.outcome.value != "rejected":

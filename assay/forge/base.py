@@ -21,8 +21,9 @@ import tempfile
 import threading
 import uuid
 import weakref
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from assay.closing import Closing
 from assay.errors import Internal
@@ -54,6 +55,9 @@ from assay.plumbing import (
 from assay.plumbing import fetch as git_fetch
 from assay.plumbing import push as git_push
 from assay.refs import MAIN
+
+if TYPE_CHECKING:
+    from assay.forge.pushledger import PushLedger
 
 CACHE_NAMESPACE = "refs/assay-cache"
 MAX_NEGOTIATION_GLOBS = 32  # more refs than this are offered by folder (negotiation_tips)
@@ -580,6 +584,43 @@ class Forge(Closing):
         with a push budget its client keeps to (GitHub) returns its ledger
         (:mod:`assay.forge.pushledger`)."""
         return send_now
+
+    # A merge waits at most this many budget windows for its turn (then ForgeUnavailable).
+    MERGE_WAIT_WINDOWS = 10
+
+    def merges_per_minute(self) -> int:
+        """The merges the gate makes a minute on this forge (0: unlimited): its settings
+        record's ``merges_per_minute`` (a ``github:`` forge: one a minute unless set)."""
+        from assay.forge.settings import read_settings
+
+        return read_settings(self).merges_per_minute
+
+    def merge_gate(self, send: Callable[[], PushResult]) -> PushResult:
+        """Send one merge push (``send()``: main moved, with what moves with it) within the
+        forge's merge budget: at once without one, else through the host's merge ledger
+        (:class:`~assay.forge.pushledger.PushLedger` in a file of its own), which waits for
+        room and gives the place back when the push moved nothing (a lost race)."""
+        limit = self.merges_per_minute()
+        if not limit:
+            return send()
+        from assay.forge.budget import window_from_env
+        from assay.forge.pushledger import PushLedger
+
+        window = window_from_env()
+        ledger = self.merge_ledger
+        if ledger is None or (ledger.limit, ledger.window) != (limit, window):
+            ledger = PushLedger(
+                self.state_dir.parent / f"{self.state_dir.name}.merge-ledger.json",
+                limit=limit,
+                window=window,
+                name=self.display_url,
+                max_wait_s=window * self.MERGE_WAIT_WINDOWS,
+                noun="merge",
+            )
+            self.merge_ledger = ledger
+        return ledger(send, counts=lambda result: result.ok)
+
+    merge_ledger: PushLedger | None = None  # this handle's merge ledger (its stats), if any
 
     @property
     def git_config(self) -> dict[str, str]:

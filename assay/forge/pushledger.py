@@ -22,6 +22,11 @@ The window is the embedded forge's setting (``assay.forge.budget.window_from_env
 forge's minute and this ledger's alike. One push waits at most ``max_wait_s`` in all;
 past it, ``ForgeUnavailable`` (69) and nothing was pushed.
 
+The same ledger, in a file of its own, is the gate's merge budget (``Forge.merge_gate``:
+GitHub recommends at most one merged pull request a minute per repository): each merge push
+is one entry, and a merge push that moved nothing (a lost race) gives its place back
+(``counts``), so its retry from the new main does not wait a window.
+
 The file is JSON (``{"v": 1, "pushes": [...], "until": t}``) written whole under a lock
 file (``fcntl.flock``: threads and processes alike); one that cannot be read is started
 afresh, which costs at most one throttled push.
@@ -87,8 +92,11 @@ class PushLedger:
         max_wait_s: float,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        noun: str = "push",
     ) -> None:
         self.path = path
+        self.noun = noun  # what it counts, for log lines and errors: "push" or "merge"
+        self.nouns = "pushes" if noun == "push" else f"{noun}s"
         self.limit = limit
         self.window = window
         self.name = name  # the forge, for log lines and errors
@@ -97,10 +105,11 @@ class PushLedger:
         self.sleep = sleep
         self.stats = LedgerStats()
 
-    def __call__(self, send: Callable[[], T]) -> T:
+    def __call__(self, send: Callable[[], T], *, counts: Callable[[T], bool] | None = None) -> T:
         """Send one push request (``send()``) within the budget: wait for room, send, and
         send again after each refusal over the forge's rate (the ``PushGate`` of
-        :mod:`assay.forge.base`)."""
+        :mod:`assay.forge.base`). ``counts(answer)`` False: the request moved nothing the
+        budget counts, and its place is given back."""
         started = time.monotonic()
         while True:
             ticket = self._admit(started)
@@ -121,6 +130,9 @@ class PushLedger:
             except BaseException:
                 self._land(ticket)  # it may have reached the forge: it counts
                 raise
+            if counts is not None and not counts(answer):
+                self._drop(ticket, 0.0)
+                return answer
             self._land(ticket)
             return answer
 
@@ -140,18 +152,19 @@ class PushLedger:
             waited = time.monotonic() - started
             if waited + wait > self.max_wait_s:
                 raise ForgeUnavailable(
-                    f"push to {self.name}: the push budget ({self.limit} pushes in "
-                    f"{self.window:g} s) had no room for {self.max_wait_s:g} s; nothing was "
-                    "pushed"
+                    f"{self.noun} to {self.name}: the {self.noun} budget ({self.limit} "
+                    f"{self.nouns} in {self.window:g} s) had no room for "
+                    f"{self.max_wait_s:g} s; nothing was pushed"
                 )
             if not logged and wait > POLL_S:
                 logged = True
                 self.stats.waits += 1
                 LOG.warning(
-                    "push budget: %s; waiting %.1f s",
+                    "%s budget: %s; waiting %.1f s",
+                    self.noun,
                     f"backing off after a refused push to {self.name}"
                     if backing_off
-                    else f"{self.limit} pushes in {self.window:g} s to {self.name}",
+                    else f"{self.limit} {self.nouns} in {self.window:g} s to {self.name}",
                     wait,
                 )
             self.sleep(wait)

@@ -9,8 +9,10 @@ there. A forge whose custom refs any writer may move (GitHub: rulesets do not co
 read as trusted (``assay.evidence.trust`` decides which key a reader trusts).
 
 It also holds the forge's push budget (``pushes_per_minute``: 0 or absent is unlimited),
-which ``assay forge serve`` enforces (:mod:`assay.forge.budget`). Every record is the whole
-settings: a writer of one field carries the others over (:func:`write_settings`).
+which ``assay forge serve`` enforces (:mod:`assay.forge.budget`), and its merge budget
+(``merges_per_minute``: 0 or absent is unlimited on the embedded forge, GitHub's one a minute
+on a ``github:`` forge), which the gate keeps to (``Forge.merge_gate``). Every record is the
+whole settings: a writer of one field carries the others over (:func:`write_settings`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ if TYPE_CHECKING:
 SETTINGS_KIND = "forge-config"
 # Who writes the settings record: the forge's admin, through the local filesystem.
 ADMIN = Identity(name="assay-admin", email="admin@assay.invalid")
-_KNOWN = {"v", "kind", "gate_public_key", "holdout_public_key", "pushes_per_minute"}
+_KNOWN = {
+    "v",
+    "kind",
+    "gate_public_key",
+    "holdout_public_key",
+    "pushes_per_minute",
+    "merges_per_minute",
+}
 MAX_PUSHES_PER_MINUTE = 100_000
 
 
@@ -49,6 +58,7 @@ def _validate(record: dict[str, Any]) -> None:
     if not isinstance(record.get("holdout_public_key", ""), str):
         raise BadInput("field 'holdout_public_key' must be a string")
     check_pushes_per_minute(record.get("pushes_per_minute", 0), "field 'pushes_per_minute'")
+    check_pushes_per_minute(record.get("merges_per_minute", 0), "field 'merges_per_minute'")
 
 
 def _public_key(text: str, source: str) -> PublicKey:
@@ -59,7 +69,7 @@ def _public_key(text: str, source: str) -> PublicKey:
 
 
 def check_pushes_per_minute(value: Any, where: str) -> int:
-    """``value`` as a push budget (0: unlimited), or ``BadInput`` naming ``where``."""
+    """``value`` as a push or merge budget (0: unlimited), or ``BadInput`` naming ``where``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadInput(f"{where} must be a whole number, not {value!r}")
     if not 0 <= value <= MAX_PUSHES_PER_MINUTE:
@@ -78,6 +88,8 @@ class ForgeSettings:
     holdout_public_key: str = ""
     # Pushes that move refs the embedded forge's server takes a minute (0: unlimited).
     pushes_per_minute: int = 0
+    # Merges the gate makes a minute (0: unlimited here; a github: forge's default is one).
+    merges_per_minute: int = 0
 
     def to_json(self) -> dict[str, Any]:
         key = self.gate_public_key
@@ -85,6 +97,7 @@ class ForgeSettings:
             "gate_public_key": key.text if key else "",
             "holdout_public_key": self.holdout_public_key,
             "pushes_per_minute": self.pushes_per_minute,
+            "merges_per_minute": self.merges_per_minute,
         }
 
 
@@ -104,6 +117,7 @@ def _from_record(record: dict[str, Any] | None) -> ForgeSettings:
         _public_key(key, refs.CONFIG) if key else None,
         holdout_public_key=record.get("holdout_public_key", "") if key else "",
         pushes_per_minute=record.get("pushes_per_minute", 0),
+        merges_per_minute=record.get("merges_per_minute", 0),
     )
 
 
@@ -139,12 +153,15 @@ def write_settings(
     forge: Forge, settings: ForgeSettings, *, author: Identity = ADMIN, message: str
 ) -> None:
     """Append ``settings`` as the forge's whole settings record."""
+    record: dict[str, Any] = {
+        "gate_public_key": settings.gate_public_key.text if settings.gate_public_key else "",
+        "holdout_public_key": settings.holdout_public_key,
+        "pushes_per_minute": settings.pushes_per_minute,
+    }
+    if settings.merges_per_minute:  # absent when unset: older readers take the record
+        record["merges_per_minute"] = settings.merges_per_minute
     _log(forge).append(
-        {
-            "gate_public_key": settings.gate_public_key.text if settings.gate_public_key else "",
-            "holdout_public_key": settings.holdout_public_key,
-            "pushes_per_minute": settings.pushes_per_minute,
-        },
+        record,
         author=author,
         message=message,
     )
@@ -163,6 +180,23 @@ def record_push_budget(forge: Forge, per_minute: int, *, author: Identity = ADMI
         dataclasses.replace(settings, pushes_per_minute=per_minute),
         author=author,
         message=f"config: push budget {said}",
+    )
+    return True
+
+
+def record_merge_budget(forge: Forge, per_minute: int, *, author: Identity = ADMIN) -> bool:
+    """Record ``per_minute`` (0: unlimited) as the merges the gate makes a minute, the other
+    settings kept; False when it already was."""
+    check_pushes_per_minute(per_minute, "--merges-per-minute")
+    settings = read_settings(forge)
+    if settings.merges_per_minute == per_minute:
+        return False
+    said = f"{per_minute} a minute" if per_minute else "unlimited"
+    write_settings(
+        forge,
+        dataclasses.replace(settings, merges_per_minute=per_minute),
+        author=author,
+        message=f"config: merge budget {said}",
     )
     return True
 

@@ -60,6 +60,12 @@ class GitHubApi:
         with contextlib.suppress(GitHubNotFound):
             self.rest.delete(f"{self.base}/issues/{number}/labels/{quote(label, safe='')}")
 
+    def close_issue(self, number: int) -> None:
+        """Close issue ``number`` as completed (setting a state: sent twice, no harm)."""
+        self.rest.patch(
+            f"{self.base}/issues/{number}", {"state": "closed", "state_reason": "completed"}
+        )
+
     def create_comment(self, number: int, body: str) -> dict[str, Any]:
         """Comment on issue ``number``. After an answer that does not say whether it was made
         (a 502 after GitHub created it), the issue's comments are re-read and a comment with

@@ -14,11 +14,12 @@ every desk on the host that pushes to the repository.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from pathlib import Path
 
 from assay.briefs import Brief
-from assay.errors import AssayError
+from assay.errors import AssayError, Corrupt
 from assay.forge import Forge
 from assay.forge.budget import window_from_env
 from assay.forge.pushledger import PushLedger
@@ -26,8 +27,12 @@ from assay.github.api import GitHubApi
 from assay.github.rest import RestClient
 from assay.github.target import GitHubTarget, resolve_target
 
-# GitHub's published repository limits: at most 6 pushes a minute per repository.
+LOG = logging.getLogger("assay.github.forge")
+
+# GitHub's published repository limits: at most 6 pushes a minute per repository, and at
+# most one merged pull request a minute (each merge re-checks every open one's mergeability).
 PUSHES_PER_MINUTE = 6
+MERGES_PER_MINUTE = 1
 
 
 class GitHubForge(Forge):
@@ -70,6 +75,17 @@ class GitHubForge(Forge):
         if not workflow_runs:
             return frozenset()
         return self.api.runs_in_progress() & frozenset(workflow_runs)
+
+    def merges_per_minute(self) -> int:
+        """One merge a minute (GitHub's guidance), unless the settings record sets another.
+
+        Any job with ``contents: write`` can write ``refs/assay/config`` here, so a record
+        that does not read (``Corrupt``) keeps the default rather than stop every merge."""
+        try:
+            return super().merges_per_minute() or MERGES_PER_MINUTE
+        except Corrupt as corrupt:
+            LOG.warning("merge budget: %s; keeping one merge a minute", corrupt.message)
+            return MERGES_PER_MINUTE
 
     @property
     def push_gate(self) -> PushLedger:

@@ -8,7 +8,10 @@ it, paying REST calls for *changes*, never for polling:
 - review -> a draft pull request from ``assay/<brief>``; finishing it regenerates the body,
   marks it ready for review and updates the claim comment in one GraphQL request;
 - evidence -> the check run ``assay/evidence`` on the head commit, rows in its output;
-- merge -> one GraphQL request (final body, merge at the verified head, comment "done").
+- merge -> one GraphQL request (final body, merge at the verified head, comment "done");
+- a batch that landed on main over git (``assay merge --ready``) -> one GraphQL request
+  closing every brief's pull request and naming its squash commit in the claim comment,
+  then the label dropped and the issue closed per brief, the records in one push.
 
 What has been mirrored (issue, comment id, pull request, check runs, digests of what was
 last written) is a small record on ``refs/assay/github/<brief>``, appended over git (no REST),
@@ -17,6 +20,7 @@ so a desk on a fresh runner edits the same comment and never opens a second pull
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -34,7 +38,7 @@ from assay.github.forge import GitHubForge
 from assay.github.gatecheck import CHECK_NAME as CHECK_NAME
 from assay.github.gatecheck import publish_gate_check
 from assay.ids import check_id
-from assay.plumbing import Identity
+from assay.plumbing import Identity, RefUpdate
 from assay.states import CLAIM_STATES
 
 MIRROR_PREFIX = refs.GITHUB
@@ -363,3 +367,73 @@ class GitHubMirror:
             actions.append("label-")
         self._save(state, f"mirror merge of {brief} at {head_sha[:12]}")
         return actions
+
+    # -- a batch merged over git ----------------------------------------------------------------
+
+    def close_landed(
+        self, landed: Sequence[tuple[str, str]], *, claims: Mapping[str, ClaimRecord]
+    ) -> dict[str, list[str]]:
+        """After a batch moved main over git (``assay.evidence.batch``): each ``(brief,
+        squash commit)``'s pull request closed and its claim comment naming the commit, all in
+        one GraphQL request; then its label dropped and its issue closed (one REST call each),
+        and the mirror records written in one push. Briefs with no open pull request are left
+        alone; returns the actions per brief."""
+        states = self.states()
+        mutations: list[Mutation] = []
+        touched: list[MirrorState] = []
+        actions: dict[str, list[str]] = {}
+        for brief, commit in landed:
+            state = states.get(brief)
+            if state is None or state.pull_node is None or state.pull_state in _ENDED:
+                continue
+            mine = [
+                Mutation("updatePullRequest", {"pullRequestId": state.pull_node, "state": "CLOSED"})
+            ]
+            claim = claims.get(brief)
+            if claim is not None and state.comment_node:
+                done = dataclasses.replace(claim, state="done")
+                comment = claim_comment(brief, done, note=f"Merged as {commit[:12]} in a batch.")
+                mine.append(
+                    Mutation("updateIssueComment", {"id": state.comment_node, "body": comment})
+                )
+                state.claim_digest = _digest(comment)
+            mutations += mine
+            actions[brief] = [m.name for m in mine]
+            state.pull_state, state.merged_sha = "merged", commit
+            touched.append(state)
+        self.api.batch(mutations)
+        for state in touched:
+            if state.label and state.issue is not None:
+                self.api.remove_label(state.issue, CLAIM_LABEL)
+                state.label = False
+                actions[state.brief].append("label-")
+            if state.issue is not None:
+                self.api.close_issue(state.issue)
+                actions[state.brief].append("issue-")
+        self._save_all(touched, "mirror batch merge")
+        return actions
+
+    def _save_all(self, states: Sequence[MirrorState], message: str) -> None:
+        """Every state's record in one atomic push; on a lost race, one by one (each its own
+        compare-and-swap)."""
+        if not states:
+            return
+        tips = self.forge.refresh(MIRROR_PREFIX)
+        updates = []
+        for state in states:
+            log = self._log(state.brief)
+            _, payload = log.codec.encode(state.to_json())
+            tip = tips.get(log.ref)
+            commit = self.forge.commit(
+                {log.path: payload},
+                parents=[tip] if tip else [],
+                message=f"{message}: {state.brief}",
+                author=self.identity,
+            )
+            updates.append(RefUpdate(log.ref, commit, expected=tip))
+        if not self.forge.push(updates, atomic=True).ok:
+            for state in states:
+                self._save(state, f"{message}: {state.brief}")
+
+
+_ENDED = ("merged", "closed")

@@ -14,7 +14,7 @@ record says what was written last, so a sync with nothing new costs no REST call
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,6 +231,16 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
     if state.pull_state == "draft":
         mirror.finish_review(brief, body=body)
     return decision.head_sha, mirror.merge(brief, head_sha=decision.head_sha, body=body, claim=done)
+
+
+def mirror_batch(forge: GitHubForge, landed: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """After ``assay merge --ready`` moved main over git with ``landed`` (brief, squash
+    commit) pairs: their pull requests closed, claim comments naming the commits, labels
+    dropped and issues closed (:meth:`GitHubMirror.close_landed`)."""
+    if not landed:
+        return {}
+    claims = {record.brief: record for record in ClaimStore(forge).list()}
+    return GitHubMirror(forge).close_landed(landed, claims=claims)
 
 
 def _record_problems(

@@ -27,6 +27,7 @@ from assay.forge.settings import (
     read_local_settings,
     read_settings,
     record_gate_key,
+    record_merge_budget,
     record_push_budget,
     write_settings,
 )
@@ -319,3 +320,26 @@ def test_waiting_pushes_go_first_come_first_served() -> None:
         thread.join(timeout=30)
     assert order == ["b", "c", "d"]
     assert list(budget.landed) == []  # nothing moved, nothing counted
+
+
+def test_the_merge_budget_is_a_field_of_its_own(forge_path: Path, run_assay: AssayRunner) -> None:
+    with open_forge(str(forge_path)) as local:
+        assert local.merges_per_minute() == 0  # unlimited unless set
+        assert record_push_budget(local, 6) is True
+        assert record_merge_budget(local, 2) is True
+        assert record_merge_budget(local, 2) is False
+        assert read_settings(local) == ForgeSettings(None, "", 6, 2)
+        assert local.merges_per_minute() == 2
+        with pytest.raises(BadInput, match="--merges-per-minute"):
+            record_merge_budget(local, -1)
+    assert read_local_settings(forge_path, local_settings_tip(forge_path)).merges_per_minute == 2
+    shown = run_assay("forge", "settings", str(forge_path))
+    assert shown.returncode == 0, shown.stderr
+    assert "merge budget: 2 a minute" in shown.stdout and "push budget: 6" in shown.stdout
+    unset = run_assay("forge", "settings", str(forge_path), "--merges-per-minute", "0", "--json")
+    answer = json.loads(unset.stdout)
+    assert (answer["changed"], answer["merges_per_minute"], answer["pushes_per_minute"]) == (
+        True,
+        0,
+        6,
+    )

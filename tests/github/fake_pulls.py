@@ -320,6 +320,9 @@ class PullsMixin:
             for key in ("title", "body"):
                 if key in data:
                     issue[key] = data[key]
+            if data.get("state") in ("OPEN", "CLOSED") and not pull["merged"]:
+                issue["state"] = str(data["state"]).lower()
+                issue["closed_at"] = now() if data["state"] == "CLOSED" else None
             issue["updated_at"] = now()
         elif name == "mergePullRequest":
             self._merge(
