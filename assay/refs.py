@@ -28,6 +28,9 @@ ORPHAN_LOG = SWEEPS + "orphans"
 GITHUB = ASSAY + "github/"
 CONFIG = ASSAY + "config"  # the forge's settings record (the gate's public key): admin only
 HOLDOUT = ASSAY + "holdout/"  # refs/assay/holdout/<brief>: rows sealed to the gate
+# The commit a merge is about to move main to, pushed first where the forge judges a push
+# to main by that commit's checks (GitHub's required status checks): one ref, reused.
+MERGING = ASSAY + "merging"
 RUNS = ASSAY + "runs/"  # refs/assay/runs/<brief>/<attempt>: a merged run's branch, kept
 # Where ``assay github events`` has read GitHub's comments up to (one repository-wide record).
 GITHUB_EVENTS_CURSOR = ASSAY + "github-events/cursor"

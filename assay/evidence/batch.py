@@ -198,6 +198,7 @@ def merge_batch(
     trusted = merge_key(forge, key, insecure=insecure)
     sandbox = gate_sandbox(unsandboxed=unsandboxed)
     wanted = list(dict.fromkeys(briefs))
+    refused = ""  # the last push's refusal, for the message when every attempt lost
     for attempt in range(1, MERGE_ATTEMPTS + 1):
         plan = _judge_all(
             forge, wanted, key=trusted, insecure=insecure, allow_unsandboxed=allow_unsandboxed
@@ -215,14 +216,20 @@ def merge_batch(
             else "recording why briefs were left out"
         )
         if moves_main:
+            assert plan.top is not None
+            updates += forge.before_main_moves(plan.top, key=key)
             result = forge.merge_gate(functools.partial(forge.push, updates, atomic=True))
         else:
             result = forge.push(updates, atomic=True)
         if result.ok:
             return _result(plan, wanted, attempt, merged=moves_main)
         _check_lost(result)
+        refused = result.detail
         say("main, a branch or a review moved: judging the batch again from the new main")
-    raise Busy("main, a branch or a review kept moving; the batch was not merged")
+    raise Busy(
+        "main, a branch or a review kept moving, or the forge kept refusing the push; the "
+        f"batch was not merged (the last refusal: {refused or 'none'})"
+    )
 
 
 def _check_lost(result: PushResult) -> None:

@@ -23,7 +23,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from assay.closing import Closing
 from assay.errors import Internal
@@ -621,6 +621,12 @@ class Forge(Closing):
         return ledger(send, counts=lambda result: result.ok)
 
     merge_ledger: PushLedger | None = None  # this handle's merge ledger (its stats), if any
+
+    def before_main_moves(self, top: str, *, key: Any = None) -> list[RefUpdate]:
+        """What a push that moves main to ``top`` (a commit the gate built and verified)
+        needs first, and the updates to carry with it. Nothing here; a forge whose rules
+        judge such a push by the commit's own checks (GitHub) publishes them first."""
+        return []
 
     @property
     def git_config(self) -> dict[str, str]:

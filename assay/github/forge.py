@@ -17,7 +17,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
+import assay.refs as refs
 from assay.briefs import Brief
 from assay.errors import AssayError, Corrupt
 from assay.forge import Forge
@@ -26,6 +28,7 @@ from assay.forge.pushledger import PushLedger
 from assay.github.api import GitHubApi
 from assay.github.rest import RestClient
 from assay.github.target import GitHubTarget, resolve_target
+from assay.plumbing import GitError, RefUpdate
 
 LOG = logging.getLogger("assay.github.forge")
 
@@ -86,6 +89,34 @@ class GitHubForge(Forge):
         except Corrupt as corrupt:
             LOG.warning("merge budget: %s; keeping one merge a minute", corrupt.message)
             return MERGES_PER_MINUTE
+
+    def before_main_moves(self, top: str, *, key: Any = None) -> list[RefUpdate]:
+        """Give ``top`` the gate's ``assay/evidence`` check before main moves to it.
+
+        A ruleset requiring that check (the one ``assay init`` prints) judges a push to main
+        by the pushed commit's own check runs, and a batch's top is a commit nobody has
+        checked: so it is pushed first to ``refs/assay/merging`` (one ref, reused: the
+        objects must be on GitHub for a check run to name them), and the gate, which has
+        just verified the combined tree, publishes the check there (signed with ``key``
+        when it has one). The main push deletes the ref again, in the same atomic push."""
+        from assay.github.gatecheck import publish_gate_check
+
+        current = self.refresh([refs.MERGING]).get(refs.MERGING)
+        staged = self.push([RefUpdate(refs.MERGING, top, expected=current)])
+        if not staged.ok:
+            raise GitError(f"{refs.MERGING}: the batch's top was refused: {staged.detail}")
+        publish_gate_check(
+            self.api,
+            brief="batch",
+            head_sha=top,
+            passed=True,
+            tip=None,
+            title="batch: verified on the combined tree",
+            summary=f"every brief's rows verified passing on the batch's tree at {top[:12]}",
+            text="",
+            key=key,
+        )
+        return [RefUpdate(refs.MERGING, None, expected=top)]
 
     @property
     def push_gate(self) -> PushLedger:

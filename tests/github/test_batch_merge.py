@@ -17,9 +17,11 @@ import pytest
 
 from assay.claims import ClaimStore
 from assay.evidence.batch import BatchOutcome, merge_batch
+from assay.evidence.keys import gate_key
 from assay.forge import open_forge
 from assay.forge.budget import WINDOW_ENV
 from assay.github.forge import MERGES_PER_MINUTE, GitHubForge
+from assay.github.init import MAIN_RULESET
 from assay.github.mirror import GitHubMirror
 from tests.conftest import AssayRunner
 from tests.evidence.batchkit import Fleet
@@ -168,3 +170,25 @@ def test_a_batch_on_github_closes_its_pull_requests_and_issues_naming_each_commi
         states = GitHubMirror(forge).states()
     assert {name: states[name].pull_state for name in names} == dict.fromkeys(names, "merged")
     assert {name: states[name].merged_sha for name in names} == commits
+
+
+def test_a_batch_lands_on_a_main_the_printed_ruleset_protects(
+    fake_github: FakeGitHub, github_env: None, tmp_path: Path
+) -> None:
+    # The ruleset assay init prints judges a push to main by the pushed commit's own
+    # assay/evidence check, and a batch's top is a commit nobody checked: the gate pushes it
+    # to refs/assay/merging, publishes its check there, then moves main (and drops the ref).
+    fleet = Fleet(tmp_path / "fleet", ["r1", "r2"])
+    fleet.verify_all()
+    git("--git-dir", str(fake_github.bare), "fetch", "--quiet", str(fleet.forge), "+refs/*:refs/*")
+    fake_github.protect(MAIN_RULESET)
+    before = fake_github.ref("refs/heads/main")
+    with open_forge("github:acme/widgets", cache_dir=tmp_path / "gate") as forge:
+        result = merge_batch(forge, ["r1", "r2"], key=gate_key())  # the key verify used
+    assert [e.outcome for e in result.entries] == [BatchOutcome.SQUASHED] * 2
+    top = fake_github.ref("refs/heads/main")
+    assert top == result.main_after and top != before
+    [check] = [r for r in fake_github.check_runs.values() if r["head_sha"] == top]
+    assert (check["name"], check["conclusion"]) == ("assay/evidence", "success")
+    assert check["app"]["slug"] == "github-actions" and ":pass:-:ed25519:" in check["external_id"]
+    assert fake_github.ref("refs/assay/merging") is None
