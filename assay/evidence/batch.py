@@ -48,11 +48,13 @@ from assay.evidence.gate import (
     RowChecks,
     already_merged,
     gate_fingerprint,
+    holdout_in_tree,
     judge_for_merge,
     run_row_specs,
     squash_message,
 )
-from assay.evidence.keys import GateKey, PublicKey
+from assay.evidence.holdout import sealed_record
+from assay.evidence.keys import GateKey, PublicKey, gate_key
 from assay.evidence.pinning import apply_pins, plan_for
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.reviews import GATE_IDENTITY, next_version, reviews_ref
@@ -159,6 +161,7 @@ class _Candidate:
     head: str
     rows: tuple[EvidenceRecord, ...] = ()
     env_problems: tuple[str, ...] = ()
+    unjudged: tuple[str, ...] = ()  # why some of its rows could not run on the tree
     commit: str | None = None
 
 
@@ -196,6 +199,11 @@ def merge_batch(
     shield_gate_process()
     say = on_progress or (lambda _text: None)
     trusted = merge_key(forge, key, insecure=insecure)
+    # The gate's own key opens the briefs' holdout rows on the combined tree and signs the
+    # batch's check where the forge asks for one; a gate that has none leaves out every
+    # brief with holdout rows (they cannot be judged there).
+    if key is None and not insecure:
+        key = gate_key()
     sandbox = gate_sandbox(unsandboxed=unsandboxed)
     wanted = list(dict.fromkeys(briefs))
     refused = ""  # the last push's refusal, for the message when every attempt lost
@@ -306,15 +314,20 @@ def _settle_stack(
                 forge, candidate, top, plan.main, sandbox=sandbox, workdir=workdir, key=key
             )
             candidate.rows, candidate.env_problems = found.rows, found.env_problems
+            candidate.unjudged = found.unjudged
             if not found.passed:
                 failing.append(candidate)
         if not failing:
             return
         for candidate in failing:
-            reasons = tuple(
-                f"the environment on the batch's combined tree {top[:12]} differs: {line}"
-                for line in candidate.env_problems
-            ) + tuple(_failure(record, top) for record in candidate.rows if not record.passed)
+            reasons = (
+                candidate.unjudged
+                + tuple(
+                    f"the environment on the batch's combined tree {top[:12]} differs: {line}"
+                    for line in candidate.env_problems
+                )
+                + tuple(_failure(record, top) for record in candidate.rows if not record.passed)
+            )
             plan.dropped[candidate.ctx.view.brief] = (candidate.ctx, reasons, candidate.rows)
             say(f"left {candidate.ctx.view.brief} out: {reasons[0]}")
         plan.stack = [c for c in plan.stack if c not in failing]
@@ -364,10 +377,15 @@ class _OnTree:
 
     rows: tuple[EvidenceRecord, ...]
     env_problems: tuple[str, ...]
+    unjudged: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return not self.env_problems and all(record.passed for record in self.rows)
+        return (
+            not self.env_problems
+            and not self.unjudged
+            and all(record.passed for record in self.rows)
+        )
 
 
 def _rows_on(
@@ -439,7 +457,28 @@ def _rows_on(
             on_start=None,
             on_row=None,
         )
-    return _OnTree(tuple(ran), tuple(problems))
+        # The holdout rows too, by the same rules as verify runs them: a brief the batch's
+        # other briefs break where only a holdout row looks is left out like any other.
+        unjudged = (
+            ("its holdout rows cannot be run on the batch's tree: this gate holds no key",)
+            if ctx.holdout and key is None
+            else ()
+        )
+        opened, hidden_plan = holdout_in_tree(forge, ctx, key, tree, top)
+        hidden = run_row_specs(
+            [row.spec() for row in opened],
+            tree=tree,
+            site=Path(site),
+            environ=environ,
+            sandbox=sandbox,
+            template=template,
+            key=key,
+            checks=RowChecks(forge, hidden_plan, Path(reports), workdir=workdir),
+            on_start=None,
+            on_row=None,
+        )
+        ran += [sealed_record(record, row) for row, record in zip(opened, hidden, strict=True)]
+    return _OnTree(tuple(ran), tuple(problems), unjudged)
 
 
 def with_note(body: str, note: str | None) -> str:

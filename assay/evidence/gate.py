@@ -346,7 +346,7 @@ def verify(
         # Holdout rows run by the same rules (pinned, their runners' reports read), with no
         # progress line (it would show the command); their records say nothing of their
         # content.
-        opened, hidden_plan = _holdout_in_tree(forge, ctx, key, tree, head)
+        opened, hidden_plan = holdout_in_tree(forge, ctx, key, tree, head)
         hidden = run_rows(
             [row.spec() for row in opened],
             checks=RowChecks(forge, hidden_plan, Path(reports), workdir=workdir),
@@ -621,7 +621,7 @@ def run_row_specs(
     return ran
 
 
-def _holdout_in_tree(
+def holdout_in_tree(
     forge: Forge, ctx: GateContext, key: GateKey | None, tree: Path, head: str
 ) -> tuple[list[OpenedRow], PinPlan | None]:
     """The brief's holdout rows, opened, with their pin plan: after the public rows ran in

@@ -361,3 +361,32 @@ def test_a_branch_that_rewrites_another_briefs_check_cannot_carry_it_through(
     assert row.pinned == (f"check_{VICTIM}.py",)
     assert f"check_{VICTIM}.py: edited by the desk; main's version ran" in row.notes
     assert outcomes[BREAKER].outcome is outcomes[CHEATER].outcome is BatchOutcome.SQUASHED
+
+
+def test_a_brief_whose_holdout_row_fails_on_the_combined_tree_is_left_out(
+    tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    # "quiet"'s visible row checks only its own module; its holdout row also needs
+    # shared.BASE to be 1, which the breaker changes. Each passes alone; on their combined
+    # tree only the holdout row sees it, so it is run there too.
+    names = ["quiet", BREAKER]
+    made = Fleet(tmp_path / "holdout", names)
+    forge = str(made.forge)
+    assert run_assay("forge", "gate-key", forge, "--json").returncode == 0
+    files = tmp_path / "author-files"
+    files.mkdir()
+    (files / "hidden_quiet.py").write_text("import shared\nassert shared.BASE == 1\n")
+    added = run_assay(
+        "holdout", "add", "quiet", "--id", "base", "--run", "python3 hidden_quiet.py",
+        "--file", "hidden_quiet.py", "--forge", forge, cwd=files,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stdout + added.stderr
+    made.verify_all()  # the holdout row passes at quiet's own head
+    with open_forge(forge, cache_dir=tmp_path / "cache") as handle:
+        result = merge_batch(handle, names)
+    outcomes = {entry.brief: entry for entry in result.entries}
+    assert outcomes[BREAKER].outcome is BatchOutcome.SQUASHED
+    assert outcomes["quiet"].outcome is BatchOutcome.LEFT_OUT
+    [reason] = outcomes["quiet"].reasons
+    assert "row 'holdout:base' fails on the batch's combined tree" in reason
+    assert "hidden_quiet" not in json.dumps(result.to_json())  # still sealed
