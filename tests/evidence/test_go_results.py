@@ -1,0 +1,111 @@
+"""Attack: code under ``go test`` forges the runner's verdict instead of passing.
+
+Main holds a wrong ``Add`` and the tests that catch it, pinned. The desk leaves ``Add``
+wrong and makes the run look green from inside: an ``init`` that prints ``go test``'s own
+pass lines and exits 0 before any test runs, ``syscall.Exit(0)`` in the middle of a test
+(past ``go test``'s own check of ``os.Exit(0)``), an ``init`` that deselects every test
+through testing's flags, or a ``Ready`` that makes main's tests skip themselves. Each exits
+0 or is caught as it runs; the gate reads each test binary's status through its own
+``-exec`` program, which knows a binary that finished ``M.Run`` from one that stopped, and
+each is refused. The right code passes with no finding.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import AssayRunner
+from tests.evidence.gatekit import BRIEF
+from tests.evidence.test_acceptance_set import brief, gate_env, make_scene, refused, rows
+
+GO = shutil.which("go") or "go"  # .ci/install installs it (Debian's golang-go)
+ROW = f"{GO} test ./..."
+TEST = """package calc
+
+import "testing"
+
+func TestAdd(t *testing.T) {
+	if !Ready() {
+		t.Skip("not ready")
+	}
+	if got := Add(2, 2); got != 4 {
+		t.Fatalf("Add(2, 2) = %d", got)
+	}
+}
+
+func TestAddNegative(t *testing.T) {
+	if !Ready() {
+		t.Skip("not ready")
+	}
+	if got := Add(-1, -1); got != -2 {
+		t.Fatalf("Add(-1, -1) = %d", got)
+	}
+}
+"""
+WRONG = (
+    "package calc\n\nfunc Ready() bool { return true }\n\nfunc Add(a, b int) int { return a - b }\n"
+)
+RIGHT = WRONG.replace("a - b", "a + b")
+FAKE_PASS = WRONG.replace(
+    "package calc\n",
+    'package calc\n\nimport (\n\t"fmt"\n\t"os"\n)\n\nfunc init() {\n'
+    '\tfmt.Print("=== RUN   TestAdd\\n--- PASS: TestAdd (0.00s)\\n'
+    '=== RUN   TestAddNegative\\n--- PASS: TestAddNegative (0.00s)\\nPASS\\n")\n'
+    "\tos.Exit(0)\n}\n",
+)
+EXIT_MID_TEST = (
+    'package calc\n\nimport "syscall"\n\nfunc Ready() bool { return true }\n\n'
+    "func Add(a, b int) int {\n\tsyscall.Exit(0)\n\treturn a - b\n}\n"
+)
+DESELECT = WRONG.replace(
+    "package calc\n",
+    'package calc\n\nimport (\n\t"flag"\n\t"testing"\n)\n\n'
+    'func init() {\n\ttesting.Init()\n\tflag.Set("test.run", "^$")\n}\n',
+)
+NOT_READY = WRONG.replace("return true", "return false")
+FILES = {"go.mod": "module example.com/calc\n\ngo 1.19\n", "calc.go": WRONG, "calc_test.go": TEST}
+ENDED = "example.com/calc: the test binary ended before its tests did: reported error"
+
+
+@pytest.mark.parametrize(
+    ("calc", "exit", "finding"),
+    [
+        (FAKE_PASS, 0, ENDED),
+        (EXIT_MID_TEST, 0, ENDED),
+        (DESELECT, 1, "example.com/calc::TestAdd"),
+        (NOT_READY, 0, "ran 0 of main's 2 tests"),
+    ],
+    ids=["printed-pass-lines-then-exit", "syscall-exit-mid-test", "deselect-from-init", "skip"],
+)
+def test_code_that_forges_go_tests_verdict_is_refused(
+    tmp_path: Path, run_assay: AssayRunner, calc: str, exit: int, finding: str
+) -> None:
+    scene = make_scene(tmp_path, brief(ROW), FILES)
+    head = scene.desk_commit({"calc.go": calc})
+    scene.open_review(head)
+    report = refused(scene, run_assay)
+    status = rows(report)["r0"]
+    assert status["exit"] == exit and status["verdict"] == "failing", status
+    [record] = report["ran"]
+    assert record["runner"] == "go"
+    if exit == 0:  # a green exit: the reading of the runner's own status is what refused it
+        assert finding in status["reason"], status
+    else:  # the tests ran after all (testing's flags were set again on its command line)
+        assert "--- FAIL: TestAdd" in record["output_tail"]
+
+
+def test_the_right_code_passes_go_tests_structured_check(
+    tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    scene = make_scene(tmp_path, brief(ROW), FILES)
+    head = scene.desk_commit({"calc.go": RIGHT})
+    scene.open_review(head)
+    done = run_assay("verify", BRIEF, "--forge", str(scene.forge), "--json", env=gate_env(scene))
+    assert done.returncode == 0, done.stdout + done.stderr
+    [record] = json.loads(done.stdout)["ran"]
+    assert record["runner"] == "go" and "findings" not in record, record
+    assert "ok  \texample.com/calc" in record["output_tail"]  # go test's own output is shown
