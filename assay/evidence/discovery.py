@@ -13,10 +13,11 @@ rules name the files it would collect and the configuration it would read:
   module names, file paths, ``discover`` with its ``-s``/``-p``/``-t`` (default ``test*.py``
   from the working folder), and each package's ``__init__.py`` (``load_tests``);
 - **go test**: ``*_test.go`` and ``testdata/`` in the named packages (``./...`` recursive),
-  ``go.mod``;
+  ``go.mod``, ``go.work`` at every level;
 - **node** (``npm|yarn|pnpm test``, ``npx jest|vitest``, ``node --test``): ``*.test.*``,
   ``*.spec.*`` and ``__tests__/``, ``package.json`` at every level, jest, vitest and vite configs;
-- **cargo test**: ``tests/`` and ``Cargo.toml``;
+- **cargo test**: ``tests/`` and ``Cargo.toml``; ``.cargo/config.toml`` (or ``config``) and
+  ``rust-toolchain.toml`` (or ``rust-toolchain``) at every level;
 - **make** (``make [-C DIR] [-f FILE] [TARGET]``): the makefile, and the commands of the
   target's recipe (as main has them) discovered in turn; **tox** and **nox**: ``tox.ini`` /
   ``noxfile.py`` and the pytest rules.
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 PYTEST_CONFIG = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 PYTHON_CONFIG = (*PYTEST_CONFIG, "conftest.py", "noxfile.py")
 MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
+CARGO_CONFIG = (".cargo/config.toml", ".cargo/config", "rust-toolchain.toml", "rust-toolchain")
 NODE_CONFIG = tuple(
     f"{stem}.config.{ext}"
     for stem in ("jest", "vitest", "vite")
@@ -225,6 +227,11 @@ class Discovery:
         elif program == "cargo" and rest[:1] == ["test"]:
             self.found.runners.add("cargo")
             self.found.config.add(_in(cwd, "Cargo.toml"))
+            # cargo reads .cargo/config.toml at every level up from where it runs (its
+            # build target, rustflags, environment); rust-toolchain.toml picks the compiler
+            for level in _ancestors(_in(cwd, "x")):
+                for name in CARGO_CONFIG:
+                    self.found.config.add(_in(level, name))
             self.found.collect(_in(cwd, "tests") if cwd else "tests", lambda _p: True)
         elif program in ("npm", "yarn", "pnpm", "npx", "jest", "vitest", "node", "bun"):
             self.node(program, rest, cwd=cwd)
@@ -463,6 +470,8 @@ class Discovery:
     def go(self, args: list[str], *, cwd: str) -> None:
         self.found.runners.add("go")
         self.found.config.add(_in(cwd, "go.mod"))
+        for level in _ancestors(_in(cwd, "x")):  # a go.work above selects the modules
+            self.found.config.add(_in(level, "go.work"))
         packages = [a for a in args if not a.startswith("-")] or ["."]
         for package in packages:
             recursive = package.endswith("/...")

@@ -21,9 +21,11 @@ before its natural end (an explicit exit, a kill) is a test in error, and the tr
 be told by every file's process. ``go test`` starts each package's test binary through the
 gate's program (``-exec`` in ``GOFLAGS``), which reads its status lines and knows from a
 file ``testing`` writes only at the end of ``M.Run`` whether the binary finished; one that
-did not is a test in error (Go has no tripwire: see the program's docstring). A row whose
-runners the gate does not read (``make`` alone, ``npm test``, jest, a script) is judged by
-its exit code and marked ``unstructured``.
+did not is a test in error (Go has no tripwire: see the program's docstring). ``cargo
+test`` runs each test binary through the gate's runner, which lists the binary's tests and
+reads each outcome from libtest's log file; a listed test with no outcome there is one the
+run never finished. A row whose runners the gate does not read (``make`` alone, ``npm
+test``, jest, a script) is judged by its exit code and marked ``unstructured``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,14 +41,21 @@ from pathlib import Path
 
 from assay.evidence.reporters import REPORT_ENV
 
-STRUCTURED = ("pytest", "unittest", "node:test", "go")
+STRUCTURED = ("pytest", "unittest", "node:test", "go", "cargo")
 # Runners whose reports prove the run's end another way than the tripwire (go: the end of
-# testing's M.Run, told by the profile it writes only then).
-UNTRIPPED = ("go",)
+# testing's M.Run, told by the profile it writes only then; cargo: a line in libtest's log
+# file for every test the harness lists).
+UNTRIPPED = ("go", "cargo")
 PYTEST_PLUGIN = "assay_gate_pytest"
 NODE_REPORTER = "assay_gate_node.mjs"
 NODE_CHILD = "assay_gate_node_child.mjs"
 GO_EXEC = "assay_gate_go_exec"
+CARGO_RUNNER = "assay_gate_cargo_runner"
+# The host triples cargo may build for here (its runner variable is named by the triple).
+_CARGO_TRIPLES = tuple(
+    f"{platform.machine()}-unknown-linux-{libc}".upper().replace("-", "_")
+    for libc in ("gnu", "musl")
+)
 BASELINE_VERSION = 1
 MAX_FINDINGS = 12
 _SKIPPED = ("skipped",)
@@ -114,6 +124,8 @@ class ReportFolder:
         # -count=1: a result go test kept from an earlier run would run no binary to read.
         go = f"-count=1 -exec={site / GO_EXEC}"
         more["GOFLAGS"] = f"{go} {env.get('GOFLAGS', '')}".strip()
+        for triple in _CARGO_TRIPLES:
+            more[f"CARGO_TARGET_{triple}_RUNNER"] = str(site / CARGO_RUNNER)
         return more
 
     def read(self) -> Reports:

@@ -12,12 +12,14 @@ each is refused. The right code passes with no finding.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from assay.evidence.reporters import assay_gate_go_exec as go_exec
 from tests.conftest import AssayRunner
 from tests.evidence.gatekit import BRIEF
 from tests.evidence.test_acceptance_set import brief, gate_env, make_scene, refused, rows
@@ -109,3 +111,25 @@ def test_the_right_code_passes_go_tests_structured_check(
     [record] = json.loads(done.stdout)["ran"]
     assert record["runner"] == "go" and "findings" not in record, record
     assert "ok  \texample.com/calc" in record["output_tail"]  # go test's own output is shown
+
+
+def test_the_go_program_reads_status_lines_worst_first_and_framed_ones_only_when_framed() -> None:
+    lines = (
+        b"=== RUN   TestA\n--- PASS: TestA (0.00s)\n"  # printed by the code under test
+        b"--- SKIP: TestA (0.00s)\n"  # testing's own line
+        b"--- PASS: TestA (0.00s)\n"  # printed again, after it
+        b"=== RUN   TestB\n=== RUN   TestB/sub\n    --- FAIL: TestB/sub (0.01s)\n"
+        b"--- FAIL: TestB (0.01s)\n=== RUN   TestC\n"
+    )
+    out = io.BytesIO()
+    tests = go_exec.read_status(io.BytesIO(lines), out, "example.com/x", framed=False)
+    assert out.getvalue() == lines  # everything passes through to go test
+    assert tests == {
+        "example.com/x::TestA": "skipped",
+        "example.com/x::TestB": "failed",
+        "example.com/x::TestB/sub": "failed",
+        "example.com/x::TestC": "error",  # started, never told
+    }
+    framed = b"--- PASS: TestA (0.00s)\n\x16=== RUN   TestB\n\x16--- FAIL: TestB (0.00s)\n"
+    tests = go_exec.read_status(io.BytesIO(framed), io.BytesIO(), "x", framed=True)
+    assert tests == {"x::TestB": "failed"}

@@ -10,7 +10,9 @@ process into a folder whose random name the row learns only from its environment
   ``NODE_OPTIONS``), with ``assay_gate_node_child.mjs`` imported into each test file's
   process, where the tripwire runs once the file's tests are done;
 - ``assay_gate_go_exec``: the program ``go test`` starts each test binary through
-  (``-exec`` in ``GOFLAGS``), with the gate's interpreter on its first line.
+  (``-exec`` in ``GOFLAGS``), and ``assay_gate_cargo_runner``, the runner cargo starts each
+  test binary through (``CARGO_TARGET_<TRIPLE>_RUNNER``), each with the gate's interpreter
+  on its first line.
 
 Each Python and node reporter adds the gate's tripwire, a test known to fail with a random
 message, and reports it apart from the real tests; the exit status the runner would have
@@ -32,7 +34,10 @@ MODULES = (
 )
 # Programs a runner starts by path (no interpreter on its command line): written with the
 # gate's own interpreter, isolated from the rows' Python settings, as their first line.
-PROGRAMS = {"assay_gate_go_exec.py": "assay_gate_go_exec"}
+PROGRAMS = {
+    "assay_gate_go_exec.py": "assay_gate_go_exec",
+    "assay_gate_cargo_runner.py": "assay_gate_cargo_runner",
+}
 
 
 def install(folder: Path) -> None:

@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+from typing import IO
 
 if __package__:  # imported as a module of the package (a walk of assay/)
     from assay.evidence.reporters import assay_gate_report as shared
@@ -32,12 +33,17 @@ else:  # run as a program from the gate's folder, beside the module it shares
     import assay_gate_report as shared  # type: ignore[no-redef]
 
 RUNNER = "go"
-# testing's status lines; Go 1.20 and later frame them with ^V under -test.v=test2json.
-_STATUS = re.compile(
-    rb"^\x16?(?P<indent>(?:    )*)(?:=== RUN   (?P<run>\S.*)|--- (?P<result>PASS|FAIL|SKIP): "
+# testing's status lines; Go 1.20 and later frame them with ^V under -test.v=test2json
+# (a row that says -json), and then an unframed line is only printed text.
+_LINE = (
+    rb"(?:    )*(?:=== RUN   (?P<run>\S.*)|--- (?P<result>PASS|FAIL|SKIP): "
     rb"(?P<name>\S.*?)(?: \([0-9.]+s\))?)\r?$"
 )
+_STATUS = re.compile(rb"^" + _LINE)
+_FRAMED = re.compile(rb"^\x16" + _LINE)
+FRAMING = "-test.v=test2json"
 _OUTCOMES = {b"PASS": "passed", b"FAIL": "failed", b"SKIP": "skipped"}
+_RANK = {"running": 0, "passed": 1, "skipped": 2, "failed": 3}
 
 
 def import_path(folder: str) -> str:
@@ -66,21 +72,24 @@ def _has(args: list[str], flag: str) -> bool:
     return any(a == flag or a.startswith(f"{flag}=") for a in args)
 
 
-def read_status(stream: object, out: object, package: str) -> dict[str, str]:
+def read_status(stream: IO[bytes], out: IO[bytes], package: str, *, framed: bool) -> dict[str, str]:
     """Copy the binary's stdout to ``out`` line by line, and each test's outcome in it."""
     tests: dict[str, str] = {}
-    for line in iter(stream.readline, b""):  # type: ignore[attr-defined]
-        out.write(line)  # type: ignore[attr-defined]
-        out.flush()  # type: ignore[attr-defined]
-        found = _STATUS.match(line.rstrip(b"\n"))
+    status = _FRAMED if framed else _STATUS
+    for line in iter(stream.readline, b""):
+        out.write(line)
+        out.flush()
+        found = status.match(line.rstrip(b"\n"))
         if found is None:
             continue
         if found["run"] is not None:
             tests.setdefault(f"{package}::{found['run'].decode(errors='replace')}", "running")
             continue
         test = f"{package}::{found['name'].decode(errors='replace')}"
-        if tests.get(test) != "failed":  # a failure told once stays told
-            tests[test] = _OUTCOMES[found["result"]]
+        outcome = _OUTCOMES[found["result"]]
+        # The worst line told wins (a PASS printed after testing's SKIP or FAIL is not it).
+        if _RANK[outcome] >= _RANK.get(tests.get(test, "running"), 0):
+            tests[test] = outcome
     return {t: ("error" if o == "running" else o) for t, o in tests.items()}
 
 
@@ -95,12 +104,13 @@ def main(argv: list[str]) -> int:
     end = os.path.join(folder, f"{RUNNER}-{os.getpid()}-{os.urandom(8).hex()}.end")
     # Ours first: the row's own flags after them still win, and a positional argument
     # (after -args) cannot hide them from testing's flag parsing.
-    ours = [f"-test.memprofile={end}", "-test.run=", "-test.short=false"]
-    ours = [ours[0], *(f for f in ours[1:] if not _has(args, f.split("=")[0]))]
-    if not _has(args, "-test.v"):
-        ours.append("-test.v=true")
+    ours = [f"-test.memprofile={end}"]
+    for flag, value in (("-test.run", ""), ("-test.short", "false"), ("-test.v", "true")):
+        if not _has(args, flag):
+            ours.append(f"{flag}={value}")
     child = subprocess.Popen([binary, *ours, *args], stdout=subprocess.PIPE)
-    tests = read_status(child.stdout, sys.stdout.buffer, package)
+    assert child.stdout is not None
+    tests = read_status(child.stdout, sys.stdout.buffer, package, framed=FRAMING in args)
     code = child.wait()
     finished = os.path.exists(end)
     if not finished:
