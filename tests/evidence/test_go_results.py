@@ -1,8 +1,9 @@
 """Attack: code under ``go test`` forges the runner's verdict instead of passing.
 
 Main holds a wrong ``Add`` and the tests that catch it, pinned. The desk leaves ``Add``
-wrong and makes the run look green from inside: an ``init`` that prints ``go test``'s own
-pass lines and exits 0 before any test runs, ``syscall.Exit(0)`` in the middle of a test
+wrong and makes the run look green from inside: a ``Setup`` (main's ``TestMain`` calls it
+before ``m.Run``) that prints ``go test``'s own pass lines and exits 0 before any test runs
+(``go test`` itself says ``ok``), ``syscall.Exit(0)`` in the middle of a test
 (past ``go test``'s own check of ``os.Exit(0)``), an ``init`` that deselects every test
 through testing's flags, or a ``Ready`` that makes main's tests skip themselves. Each exits
 0 or is caught as it runs; the gate reads each test binary's status through its own
@@ -28,7 +29,15 @@ GO = shutil.which("go") or "go"  # .ci/install installs it (Debian's golang-go)
 ROW = f"{GO} test ./..."
 TEST = """package calc
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	Setup()
+	os.Exit(m.Run())
+}
 
 func TestAdd(t *testing.T) {
 	if !Ready() {
@@ -48,25 +57,46 @@ func TestAddNegative(t *testing.T) {
 	}
 }
 """
-WRONG = (
-    "package calc\n\nfunc Ready() bool { return true }\n\nfunc Add(a, b int) int { return a - b }\n"
-)
+WRONG = """package calc
+
+func Setup() {}
+
+func Ready() bool { return true }
+
+func Add(a, b int) int { return a - b }
+"""
 RIGHT = WRONG.replace("a - b", "a + b")
 FAKE_PASS = WRONG.replace(
-    "package calc\n",
-    'package calc\n\nimport (\n\t"fmt"\n\t"os"\n)\n\nfunc init() {\n'
-    '\tfmt.Print("=== RUN   TestAdd\\n--- PASS: TestAdd (0.00s)\\n'
-    '=== RUN   TestAddNegative\\n--- PASS: TestAddNegative (0.00s)\\nPASS\\n")\n'
-    "\tos.Exit(0)\n}\n",
+    "func Setup() {}\n",
+    """import (
+	"fmt"
+	"os"
 )
-EXIT_MID_TEST = (
-    'package calc\n\nimport "syscall"\n\nfunc Ready() bool { return true }\n\n'
-    "func Add(a, b int) int {\n\tsyscall.Exit(0)\n\treturn a - b\n}\n"
+
+func Setup() {
+	fmt.Print("=== RUN   TestAdd\\n--- PASS: TestAdd (0.00s)\\n")
+	fmt.Print("=== RUN   TestAddNegative\\n--- PASS: TestAddNegative (0.00s)\\nPASS\\n")
+	os.Exit(0)
+}
+""",
 )
+EXIT_MID_TEST = WRONG.replace(
+    "{ return a - b }", "{\n\tsyscall.Exit(0)\n\treturn a - b\n}"
+).replace("package calc\n", 'package calc\n\nimport "syscall"\n')
 DESELECT = WRONG.replace(
     "package calc\n",
-    'package calc\n\nimport (\n\t"flag"\n\t"testing"\n)\n\n'
-    'func init() {\n\ttesting.Init()\n\tflag.Set("test.run", "^$")\n}\n',
+    """package calc
+
+import (
+	"flag"
+	"testing"
+)
+
+func init() {
+	testing.Init()
+	flag.Set("test.run", "^$")
+}
+""",
 )
 NOT_READY = WRONG.replace("return true", "return false")
 FILES = {"go.mod": "module example.com/calc\n\ngo 1.19\n", "calc.go": WRONG, "calc_test.go": TEST}
@@ -81,7 +111,7 @@ ENDED = "example.com/calc: the test binary ended before its tests did: reported 
         (DESELECT, 1, "example.com/calc::TestAdd"),
         (NOT_READY, 0, "ran 0 of main's 2 tests"),
     ],
-    ids=["printed-pass-lines-then-exit", "syscall-exit-mid-test", "deselect-from-init", "skip"],
+    ids=["pass-lines-then-exit-in-TestMain", "syscall-exit-mid-test", "deselect-from-init", "skip"],
 )
 def test_code_that_forges_go_tests_verdict_is_refused(
     tmp_path: Path, run_assay: AssayRunner, calc: str, exit: int, finding: str
