@@ -238,6 +238,16 @@ def test_discovery_follows_each_runner_rule() -> None:
     assert set(plan.runners) == {"pytest", "unittest", "go", "node", "cargo"}
 
 
+def test_a_go_row_reads_its_flags_values_as_values_not_packages() -> None:
+    main = {"go.mod", "calc_test.go", "TestAdd/x_test.go", "sub/go.mod", "sub/a_test.go"}
+    plan = _plan(["go test -run TestAdd -count 1"], main)
+    assert {"go.mod", "calc_test.go"} <= set(plan.pinned)  # the current package, not TestAdd/
+    assert "TestAdd/x_test.go" not in plan.pinned
+    plan = _plan(["go test -C sub -v . -args TestAdd"], main)
+    assert {"sub/go.mod", "sub/a_test.go"} <= set(plan.pinned)
+    assert not {"calc_test.go", "TestAdd/x_test.go"} & set(plan.pinned)
+
+
 def test_a_make_row_pins_what_the_targets_recipe_runs() -> None:
     makefile = (
         "PY ?= python3\nTESTS = tests/unit\n.PHONY: check\n\nall: build\nbuild:\n\techo build\n"
