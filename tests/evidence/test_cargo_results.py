@@ -15,10 +15,14 @@ rustup home.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from assay.evidence.reporters import REPORT_ENV, install
+from assay.evidence.results import CARGO_RUNNER
 from tests.conftest import AssayRunner
 from tests.evidence.gatekit import BRIEF
 from tests.evidence.test_acceptance_set import brief, gate_env, make_scene, refused, rows
@@ -89,3 +93,29 @@ def test_the_right_code_passes_cargo_tests_structured_check(
     assert record["runner"] == "cargo" and "findings" not in record, record
     assert "test result: ok. 1 passed" in record["output_tail"]  # libtest's own output
     assert "deprecated" not in record["output_tail"]
+
+
+def test_the_runner_reads_test_binaries_only_and_refuses_a_harness_it_cannot_read(
+    tmp_path: Path,
+) -> None:
+    site, folder = tmp_path / "site", tmp_path / "reports"
+    site.mkdir()
+    folder.mkdir()
+    install(site)
+    env = {**os.environ, REPORT_ENV: f"{folder}\nn0nce"}
+    runner = str(site / CARGO_RUNNER)
+    # cargo run's programs are not in deps/: run as they are, without the gate's variable
+    program = tmp_path / "tool"
+    program.write_text('#!/bin/sh\necho "tool $* ${ASSAY_GATE_REPORT:-none}"\n')
+    program.chmod(0o755)
+    done = subprocess.run([runner, str(program), "x"], env=env, capture_output=True, check=True)
+    assert done.stdout == b"tool x none\n" and list(folder.iterdir()) == []
+    # a test binary (harness = false) that does not list its tests as libtest does
+    (tmp_path / "deps").mkdir()
+    custom = tmp_path / "deps" / "calc-0123456789abcdef"
+    custom.write_text('#!/bin/sh\necho "custom $*"\n')
+    custom.chmod(0o755)
+    done = subprocess.run([runner, str(custom)], env=env, capture_output=True, check=True)
+    assert done.stdout.endswith(b"custom \n")
+    [report] = [json.loads(p.read_text()) for p in folder.glob("*.json")]
+    assert report["tests"] == {"calc: not a libtest harness: its results cannot be read": "error"}

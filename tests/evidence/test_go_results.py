@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from assay.evidence.reporters import REPORT_ENV, install
 from assay.evidence.reporters import assay_gate_go_exec as go_exec
+from assay.evidence.results import GO_EXEC
 from tests.conftest import AssayRunner
 from tests.evidence.gatekit import BRIEF
 from tests.evidence.test_acceptance_set import brief, gate_env, make_scene, refused, rows
@@ -163,3 +167,18 @@ def test_the_go_program_reads_status_lines_worst_first_and_framed_ones_only_when
     framed = b"--- PASS: TestA (0.00s)\n\x16=== RUN   TestB\n\x16--- FAIL: TestB (0.00s)\n"
     tests = go_exec.read_status(io.BytesIO(framed), io.BytesIO(), "x", framed=True)
     assert tests == {"x::TestB": "failed"}
+
+
+def test_the_go_program_runs_go_runs_programs_as_they_are(tmp_path: Path) -> None:
+    site, folder = tmp_path / "site", tmp_path / "reports"
+    site.mkdir()
+    folder.mkdir()
+    install(site)
+    program = tmp_path / "main"  # go run's binary: not a pkg.test
+    program.write_text('#!/bin/sh\necho "main $* ${ASSAY_GATE_REPORT:-none}"\n')
+    program.chmod(0o755)
+    env = {**os.environ, REPORT_ENV: f"{folder}\nn0nce"}
+    done = subprocess.run(
+        [str(site / GO_EXEC), str(program), "a"], env=env, capture_output=True, check=True
+    )
+    assert done.stdout == b"main a none\n" and list(folder.iterdir()) == []

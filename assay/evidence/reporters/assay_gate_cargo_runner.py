@@ -38,6 +38,7 @@ else:  # run as a program from the gate's folder, beside the module it shares
 RUNNER = "cargo"
 DEPRECATED = b"warning: `--logfile` is deprecated"
 _HASH = re.compile(r"-[0-9a-f]{16}$")
+_COUNT = re.compile(r"^\d+ tests?, \d+ benchmarks?$")
 _OUTCOMES = {"ok": "passed", "failed": "failed", "ignored": "skipped"}
 
 
@@ -46,17 +47,25 @@ def crate_of(binary: str) -> str:
     return _HASH.sub("", os.path.basename(binary))
 
 
-def listed(binary: str, args: list[str]) -> list[str]:
-    """The tests the row's arguments select, as the harness lists them."""
+def listed(binary: str, args: list[str]) -> list[str] | None:
+    """The tests the row's arguments select, as the harness lists them; None when the
+    binary does not list them as libtest does (its count line closes the list)."""
+    quiet = ("-q", "--quiet")  # which drops the count line
     done = subprocess.run(
-        [binary, *args, "--list"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False
+        [binary, *(a for a in args if a not in quiet), "--list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        check=False,
     )
     names = []
+    counted = False
     for line in done.stdout.decode(errors="replace").splitlines():
         name, sep, kind = line.rpartition(": ")
         if sep and kind == "test":
             names.append(name)
-    return names
+        elif _COUNT.match(line):
+            counted = True
+    return names if done.returncode == 0 and counted else None
 
 
 def read_log(path: str) -> dict[str, str]:
@@ -95,13 +104,26 @@ def _copy_stderr(source: IO[bytes], target: IO[bytes]) -> None:
 
 def main(argv: list[str]) -> int:
     binary, args = argv[1], argv[2:]
-    where = shared.take()
-    if where is None:  # the gate asked for nothing: run the binary as cargo would
+    where = shared.take()  # and out of the environment the binary gets
+    # The runner starts cargo run's programs and examples too (not in deps/), and cargo
+    # bench's binaries (--bench): only test binaries are read.
+    tests_binary = os.path.basename(os.path.dirname(binary)) == "deps" and "--bench" not in args
+    if where is None or not tests_binary:
         os.execv(binary, [binary, *args])
     folder, _nonce = where
     shared.started(RUNNER)
     crate = crate_of(binary)
     expected = listed(binary, args)
+    if expected is None:  # not libtest (harness = false): nothing here can be read
+        code = subprocess.call([binary, *args])
+        shared.write(
+            RUNNER,
+            {f"{crate}: not a libtest harness: its results cannot be read": "error"},
+            {},
+            crate=crate,
+            exit=code,
+        )
+        return code if code >= 0 else 128 - code
     log = os.path.join(folder, f"{RUNNER}-{os.getpid()}-{os.urandom(8).hex()}.log")
     child = subprocess.Popen([binary, "--logfile", log, *args], stderr=subprocess.PIPE)
     assert child.stderr is not None
