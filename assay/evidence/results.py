@@ -1,10 +1,10 @@
 """Results read from the runner, checked against main: the structured verdict of one row.
 
 An exit code can be forged by the code under test (``os._exit(0)``, a patched
-``assertEqual``). For a row that runs pytest, unittest, ``node --test`` or ``go test``, the
-gate also reads the runner's own report (``assay.evidence.reporters``, loaded from the
-gate's folder, writing into a folder with a random name outside the tree) and the row
-passes only with all of:
+``assertEqual``). For a row that runs pytest, unittest, ``node --test``, ``go test`` or
+``cargo test``, the gate also reads the runner's own report (``assay.evidence.reporters``,
+loaded from the gate's folder, writing into a folder with a random name outside the tree)
+and the row passes only with all of:
 
 - exit 0 (as before);
 - a complete report from each runner the row starts (one that started and wrote nothing
@@ -14,7 +14,8 @@ passes only with all of:
   the gate's state folder) ran again: none deselected, newly skipped or newly xfailed
   ("ran 0 of main's 12 tests");
 - the tripwire, a test the reporter adds that fails with a random message, reported as
-  exactly that failure ("tripwire not reported: the runner's results cannot be trusted").
+  exactly that failure ("tripwire not reported: the runner's results cannot be trusted");
+  for go and cargo, proof in the report that each test binary reached its end instead.
 
 ``node --test`` runs each test file in a process of its own: a file whose process ended
 before its natural end (an explicit exit, a kill) is a test in error, and the tripwire must
