@@ -12,11 +12,13 @@ rules name the files it would collect and the configuration it would read:
 - **unittest** (``python -m unittest``): bare (``test_calc``) and dotted (``tests.test_x``)
   module names, file paths, ``discover`` with its ``-s``/``-p``/``-t`` (default ``test*.py``
   from the working folder), and each package's ``__init__.py`` (``load_tests``);
-- **go test**: ``*_test.go`` and ``testdata/`` in the named packages (``./...`` recursive),
-  ``go.mod``;
+- **go test**: ``*_test.go`` and ``testdata/`` in the named packages (``./...`` recursive;
+  never a flag's value, ``-run TestAdd``, nor what follows ``-args``; under ``-C DIR``),
+  ``go.mod``, ``go.work`` at every level;
 - **node** (``npm|yarn|pnpm test``, ``npx jest|vitest``, ``node --test``): ``*.test.*``,
   ``*.spec.*`` and ``__tests__/``, ``package.json`` at every level, jest, vitest and vite configs;
-- **cargo test**: ``tests/`` and ``Cargo.toml``;
+- **cargo test**: ``tests/`` and ``Cargo.toml``; ``.cargo/config.toml`` (or ``config``) and
+  ``rust-toolchain.toml`` (or ``rust-toolchain``) at every level;
 - **make** (``make [-C DIR] [-f FILE] [TARGET]``): the makefile, and the commands of the
   target's recipe (as main has them) discovered in turn; **tox** and **nox**: ``tox.ini`` /
   ``noxfile.py`` and the pytest rules.
@@ -39,6 +41,55 @@ from dataclasses import dataclass, field
 PYTEST_CONFIG = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 PYTHON_CONFIG = (*PYTEST_CONFIG, "conftest.py", "noxfile.py")
 MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
+# go test's flags (its own, the build's and the test binary's) that take a value.
+_GO_VALUE_FLAGS = frozenset(
+    [
+        "C",
+        "run",
+        "skip",
+        "bench",
+        "benchtime",
+        "count",
+        "cpu",
+        "parallel",
+        "timeout",
+        "list",
+        "shuffle",
+        "fuzz",
+        "fuzztime",
+        "fuzzminimizetime",
+        "coverprofile",
+        "covermode",
+        "coverpkg",
+        "cpuprofile",
+        "memprofile",
+        "memprofilerate",
+        "blockprofile",
+        "blockprofilerate",
+        "mutexprofile",
+        "mutexprofilefraction",
+        "outputdir",
+        "trace",
+        "exec",
+        "o",
+        "p",
+        "tags",
+        "mod",
+        "modfile",
+        "overlay",
+        "pkgdir",
+        "gcflags",
+        "ldflags",
+        "asmflags",
+        "gccgoflags",
+        "buildmode",
+        "compiler",
+        "installsuffix",
+        "toolexec",
+        "vet",
+    ]
+)
+CARGO_CONFIG = (".cargo/config.toml", ".cargo/config", "rust-toolchain.toml", "rust-toolchain")
 NODE_CONFIG = tuple(
     f"{stem}.config.{ext}"
     for stem in ("jest", "vitest", "vite")
@@ -225,6 +276,11 @@ class Discovery:
         elif program == "cargo" and rest[:1] == ["test"]:
             self.found.runners.add("cargo")
             self.found.config.add(_in(cwd, "Cargo.toml"))
+            # cargo reads .cargo/config.toml at every level up from where it runs (its
+            # build target, rustflags, environment); rust-toolchain.toml picks the compiler
+            for level in _ancestors(_in(cwd, "x")):
+                for name in CARGO_CONFIG:
+                    self.found.config.add(_in(level, name))
             self.found.collect(_in(cwd, "tests") if cwd else "tests", lambda _p: True)
         elif program in ("npm", "yarn", "pnpm", "npx", "jest", "vitest", "node", "bun"):
             self.node(program, rest, cwd=cwd)
@@ -462,8 +518,13 @@ class Discovery:
 
     def go(self, args: list[str], *, cwd: str) -> None:
         self.found.runners.add("go")
+        packages, chdir = _go_packages(args)
+        if chdir:  # go test -C DIR: everything is relative to DIR
+            cwd = _join(cwd, chdir) or cwd
         self.found.config.add(_in(cwd, "go.mod"))
-        packages = [a for a in args if not a.startswith("-")] or ["."]
+        for level in _ancestors(_in(cwd, "x")):  # a go.work above selects the modules
+            self.found.config.add(_in(level, "go.work"))
+        packages = packages or ["."]
         for package in packages:
             recursive = package.endswith("/...")
             folder = _join(cwd, package[: -len("/...")] if recursive else package)
@@ -499,6 +560,27 @@ class Discovery:
             cwd,
             lambda rel: bool(_NODE_TEST.search(rel)) or "__tests__/" in f"/{rel}",
         )
+
+
+def _go_packages(args: list[str]) -> tuple[list[str], str]:
+    """The package patterns of ``go test ARGS`` and the folder ``-C`` names ("" for none):
+    not the values of its flags (``-run TestAdd``), nor what follows ``-args`` (the test
+    binary's own arguments)."""
+    packages: list[str] = []
+    chdir = ""
+    words = iter(args)
+    for word in words:
+        if word in ("-args", "--args"):
+            break
+        if word.startswith("-"):
+            name, eq, value = word.lstrip("-").partition("=")
+            if not eq and name in _GO_VALUE_FLAGS:
+                value = next(words, "")
+            if name == "C":
+                chdir = value
+            continue
+        packages.append(word)
+    return packages, chdir
 
 
 def _file_match(patterns: Collection[str]) -> Callable[[str], bool]:

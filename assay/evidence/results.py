@@ -1,10 +1,10 @@
 """Results read from the runner, checked against main: the structured verdict of one row.
 
 An exit code can be forged by the code under test (``os._exit(0)``, a patched
-``assertEqual``). For a row that runs pytest, unittest or ``node --test``, the gate also
-reads the runner's
-own report (``assay.evidence.reporters``, loaded from the gate's folder, writing into a
-folder with a random name outside the tree) and the row passes only with all of:
+``assertEqual``). For a row that runs pytest, unittest, ``node --test``, ``go test`` or
+``cargo test``, the gate also reads the runner's own report (``assay.evidence.reporters``,
+loaded from the gate's folder, writing into a folder with a random name outside the tree)
+and the row passes only with all of:
 
 - exit 0 (as before);
 - a complete report from each runner the row starts (one that started and wrote nothing
@@ -14,13 +14,19 @@ folder with a random name outside the tree) and the row passes only with all of:
   the gate's state folder) ran again: none deselected, newly skipped or newly xfailed
   ("ran 0 of main's 12 tests");
 - the tripwire, a test the reporter adds that fails with a random message, reported as
-  exactly that failure ("tripwire not reported: the runner's results cannot be trusted").
+  exactly that failure ("tripwire not reported: the runner's results cannot be trusted");
+  for go and cargo, proof in the report that each test binary reached its end instead.
 
 ``node --test`` runs each test file in a process of its own: a file whose process ended
 before its natural end (an explicit exit, a kill) is a test in error, and the tripwire must
-be told by every file's process. A row whose runners the gate does not read (``make``
-alone, ``go test``, ``npm test``, jest, a script) is judged by its exit code and marked
-``unstructured``.
+be told by every file's process. ``go test`` starts each package's test binary through the
+gate's program (``-exec`` in ``GOFLAGS``), which reads its status lines and knows from a
+file ``testing`` writes only at the end of ``M.Run`` whether the binary finished; one that
+did not is a test in error (Go has no tripwire: see the program's docstring). ``cargo
+test`` runs each test binary through the gate's runner, which lists the binary's tests and
+reads each outcome from libtest's log file; a listed test with no outcome there is one the
+run never finished. A row whose runners the gate does not read (``make`` alone, ``npm
+test``, jest, a script) is judged by its exit code and marked ``unstructured``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,10 +42,21 @@ from pathlib import Path
 
 from assay.evidence.reporters import REPORT_ENV
 
-STRUCTURED = ("pytest", "unittest", "node:test")
+STRUCTURED = ("pytest", "unittest", "node:test", "go", "cargo")
+# Runners whose reports prove the run's end another way than the tripwire (go: the end of
+# testing's M.Run, told by the profile it writes only then; cargo: a line in libtest's log
+# file for every test the harness lists).
+UNTRIPPED = ("go", "cargo")
 PYTEST_PLUGIN = "assay_gate_pytest"
 NODE_REPORTER = "assay_gate_node.mjs"
 NODE_CHILD = "assay_gate_node_child.mjs"
+GO_EXEC = "assay_gate_go_exec"
+CARGO_RUNNER = "assay_gate_cargo_runner"
+# The host triples cargo may build for here (its runner variable is named by the triple).
+_CARGO_TRIPLES = tuple(
+    f"{platform.machine()}-unknown-linux-{libc}".upper().replace("-", "_")
+    for libc in ("gnu", "musl")
+)
 BASELINE_VERSION = 1
 MAX_FINDINGS = 12
 _SKIPPED = ("skipped",)
@@ -104,6 +122,11 @@ class ReportFolder:
             f"--import={site / NODE_CHILD}"
         )
         more["NODE_OPTIONS"] = f"{node} {env.get('NODE_OPTIONS', '')}".strip()
+        # -count=1: a result go test kept from an earlier run would run no binary to read.
+        go = f"-count=1 -exec={site / GO_EXEC}"
+        more["GOFLAGS"] = f"{go} {env.get('GOFLAGS', '')}".strip()
+        for triple in _CARGO_TRIPLES:
+            more[f"CARGO_TARGET_{triple}_RUNNER"] = str(site / CARGO_RUNNER)
         return more
 
     def read(self) -> Reports:
@@ -172,10 +195,13 @@ def judge(
 
 
 def _tripwire_reported(reports: Reports) -> bool:
-    """Whether every report shows the tripwire failing with the gate's own message."""
+    """Whether every report that carries a tripwire shows it failing with the gate's own
+    message (a runner in ``UNTRIPPED`` proves its end in its report instead)."""
     if not reports.runs:
         return False
     for run in reports.runs:
+        if run.get("runner") in UNTRIPPED:
+            continue
         wire = run.get("tripwire")
         if not isinstance(wire, dict) or wire.get("outcome") != "failed":
             return False

@@ -6,12 +6,12 @@ from what the gate adds: fetching refs, checking out a clean tree, reading the j
 fingerprinting the environment, and recording evidence (5 commits, one CAS push). The
 merge (judging again, and one atomic push) is timed too.
 
-Then, per row kind (a plain command, a pytest row and a ``node --test`` row, whose reports
-the gate reads), what one row costs through ``verify`` beside the same command run bare
-(``subprocess.run``, the floor): the row's own time in the gate's sandbox with its
-reporters, and the gate's overhead around it (the target: under 100 ms a row); and holdout
-rows per second (sealed rows opened, placed, run and recorded), beside bare runs of the
-same command per second.
+Then, per row kind (a plain command, and pytest, ``node --test``, ``go test`` and ``cargo
+test`` rows, whose reports the gate reads), what one row costs through ``verify`` beside
+the same command run bare (``subprocess.run``, the floor): the row's own time in the gate's
+sandbox with its reporters, and the gate's overhead around it (the target: under 100 ms a
+row); and holdout rows per second (sealed rows opened, placed, run and recorded), beside
+bare runs of the same command per second.
 
     python -m tests.bench.evidence [--runs N] [--row-seconds S] [--kinds]
 """
@@ -43,6 +43,14 @@ ROWS = 5
 KIND_ROWS = 10
 PYTEST_TEST = "def test_one():\n    assert 1 + 1 == 2\n"
 NODE_TEST = "require('node:test')('one', () => { require('node:assert').strictEqual(2, 2); });\n"
+GO_FILES = {
+    "go.mod": "module example.com/bench\n\ngo 1.19\n",
+    "bench_test.go": 'package bench\n\nimport "testing"\n\nfunc TestOne(t *testing.T) {}\n',
+}
+CARGO_FILES = {
+    "Cargo.toml": '[package]\nname = "bench"\nversion = "0.1.0"\nedition = "2021"\n',
+    "src/lib.rs": "#[cfg(test)]\nmod tests {\n    #[test]\n    fn one() {}\n}\n",
+}
 
 
 def brief_text(row_seconds: float) -> str:
@@ -104,6 +112,10 @@ def _kinds() -> dict[str, tuple[str, dict[str, str]]]:
             {"test_bench.py": PYTEST_TEST},
         ),
         "node:test": (f"{node} --test bench.test.js", {"bench.test.js": NODE_TEST}),
+        # Each go row builds in a cold cache (the sandbox's HOME is its own): the bare run,
+        # with the user's warm cache, is the floor, not the same work.
+        "go": (f"{shutil.which('go') or 'go'} test ./...", GO_FILES),
+        "cargo": ("/usr/bin/cargo test --offline -q", CARGO_FILES),  # Debian's (.ci/install)
     }
 
 
@@ -120,6 +132,7 @@ def _bare_seconds(command: str, files: Mapping[str, str], runs: int) -> float:
     """The median wall time of ``command`` run bare, in a folder holding ``files``."""
     with tempfile.TemporaryDirectory(prefix="assay-bench-bare-") as folder:
         for name, text in files.items():
+            (Path(folder) / name).parent.mkdir(parents=True, exist_ok=True)
             (Path(folder) / name).write_text(text)
         times = []
         for _ in range(runs):

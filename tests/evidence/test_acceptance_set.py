@@ -207,6 +207,7 @@ def test_discovery_follows_each_runner_rule() -> None:
         "pkg/test_mod.py",
         "go/x_test.go",
         "go/x.go",
+        "go.work",
         "web/package.json",
         "web/src/a.test.ts",
         "web/src/__tests__/b.js",
@@ -214,6 +215,7 @@ def test_discovery_follows_each_runner_rule() -> None:
         "crate/Cargo.toml",
         "crate/tests/it.rs",
         "crate/src/lib.rs",
+        "crate/.cargo/config.toml",
         "Makefile",
     }
     plan = _plan(
@@ -230,9 +232,20 @@ def test_discovery_follows_each_runner_rule() -> None:
     assert {"tests/pytest.ini", "tests/a/conftest.py", "tests/a/test_one.py"} <= pinned
     assert {"pyproject.toml", "pkg/__init__.py", "pkg/test_mod.py", "go/x_test.go"} <= pinned
     assert {"web/package.json", "web/src/a.test.ts", "web/src/__tests__/b.js"} <= pinned
-    assert {"crate/Cargo.toml", "crate/tests/it.rs"} <= pinned
+    assert {"crate/Cargo.toml", "crate/tests/it.rs", "crate/.cargo/config.toml"} <= pinned
+    assert "go.work" in pinned
     assert not {"tests/a/helper.py", "go/x.go", "web/src/c.js", "crate/src/lib.rs"} & pinned
     assert set(plan.runners) == {"pytest", "unittest", "go", "node", "cargo"}
+
+
+def test_a_go_row_reads_its_flags_values_as_values_not_packages() -> None:
+    main = {"go.mod", "calc_test.go", "TestAdd/x_test.go", "sub/go.mod", "sub/a_test.go"}
+    plan = _plan(["go test -run TestAdd -count 1"], main)
+    assert {"go.mod", "calc_test.go"} <= set(plan.pinned)  # the current package, not TestAdd/
+    assert "TestAdd/x_test.go" not in plan.pinned
+    plan = _plan(["go test -C sub -v . -args TestAdd"], main)
+    assert {"sub/go.mod", "sub/a_test.go"} <= set(plan.pinned)
+    assert not {"calc_test.go", "TestAdd/x_test.go"} & set(plan.pinned)
 
 
 def test_a_make_row_pins_what_the_targets_recipe_runs() -> None:

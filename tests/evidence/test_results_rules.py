@@ -53,6 +53,18 @@ def test_a_runner_that_started_and_never_reported_was_cut_short() -> None:
     ]
 
 
+def test_go_and_cargo_reports_prove_their_end_without_a_tripwire_and_others_still_need_it() -> None:
+    go = {"runner": "go", "complete": True, "tests": {"t::a": "passed", "t::b": "passed"}}
+    cargo = {"runner": "cargo", "complete": True, "tests": {"c::x": "passed"}, "tripwire": {}}
+    reports = Reports([go, cargo], ["go", "cargo"], "n0nce")
+    assert judge(runners=["go", "cargo"], reports=reports, exit=0, baseline=MAIN) == []
+    unwired = {"runner": "pytest", "complete": True, "tests": {}, "tripwire": {}}
+    mixed = Reports([go, unwired], ["go", "pytest"], "n0nce")
+    assert judge(runners=["go", "pytest"], reports=mixed, exit=0, baseline=MAIN) == [
+        "tripwire not reported: the runner's results cannot be trusted"
+    ]
+
+
 def test_main_outcomes_are_kept_per_base_and_command(tmp_path: Path) -> None:
     store = Baselines(tmp_path / "baselines")
     assert store.get("b" * 40, "pytest") is None
