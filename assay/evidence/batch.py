@@ -50,6 +50,7 @@ from assay.evidence.gate import (
     gate_fingerprint,
     holdout_in_tree,
     judge_for_merge,
+    pinned_tree,
     run_row_specs,
     squash_message,
 )
@@ -447,7 +448,7 @@ def _rows_on(
         )
         ran = run_row_specs(
             ctx.rows,
-            tree=tree,
+            trees=functools.partial(pinned_tree, forge, top, pins, workdir=workdir),
             site=Path(site),
             environ=environ,
             sandbox=sandbox,
@@ -464,10 +465,10 @@ def _rows_on(
             if ctx.holdout and key is None
             else ()
         )
-        opened, hidden_plan = holdout_in_tree(forge, ctx, key, tree, top)
+        opened, hidden_plan, place = holdout_in_tree(forge, ctx, key, top)
         hidden = run_row_specs(
             [row.spec() for row in opened],
-            tree=tree,
+            trees=functools.partial(pinned_tree, forge, top, pins, workdir=workdir, then=place),
             site=Path(site),
             environ=environ,
             sandbox=sandbox,

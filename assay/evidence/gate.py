@@ -330,7 +330,6 @@ def verify(
         )
         run_rows = functools.partial(
             run_row_specs,
-            tree=tree,
             site=Path(site),
             environ=at.environ,
             sandbox=sandbox,
@@ -339,6 +338,7 @@ def verify(
         )
         ran = run_rows(
             ctx.rows,
+            trees=functools.partial(pinned_tree, forge, head, at.plan, workdir=workdir),
             checks=RowChecks(forge, at.plan, Path(reports), workdir=workdir),
             on_start=on_start,
             on_row=on_row,
@@ -346,9 +346,10 @@ def verify(
         # Holdout rows run by the same rules (pinned, their runners' reports read), with no
         # progress line (it would show the command); their records say nothing of their
         # content.
-        opened, hidden_plan = holdout_in_tree(forge, ctx, key, tree, head)
+        opened, hidden_plan, place = holdout_in_tree(forge, ctx, key, head)
         hidden = run_rows(
             [row.spec() for row in opened],
+            trees=functools.partial(pinned_tree, forge, head, at.plan, workdir=workdir, then=place),
             checks=RowChecks(forge, hidden_plan, Path(reports), workdir=workdir),
             on_start=None,
             on_row=None,
@@ -555,10 +556,34 @@ class RowChecks:
         return tests
 
 
+TreeSource = Callable[[], contextlib.AbstractContextManager[Path]]
+
+
+@contextlib.contextmanager
+def pinned_tree(
+    forge: Forge,
+    head: str,
+    plan: PinPlan | None,
+    *,
+    workdir: Path | None,
+    then: Callable[[Path], object] | None = None,
+) -> Iterator[Path]:
+    """A fresh checkout of ``head`` with ``plan``'s pins applied (and ``then`` done to it):
+    each row runs in one of its own. A row runs the code under test, which may rewrite the
+    tree as it likes; in a shared tree the next row would judge what that code wrote (a
+    test edited, the module swapped), not the commit."""
+    with CleanTree(forge, head, parent=workdir) as tree:
+        if plan is not None:
+            apply_pins(forge, tree, plan)
+        if then is not None:
+            then(tree)
+        yield tree
+
+
 def run_row_specs(
     rows: Sequence[RowSpec],
     *,
-    tree: Path,
+    trees: TreeSource,
     site: Path,
     environ: dict[str, str],
     sandbox: SandboxSpec,
@@ -568,7 +593,8 @@ def run_row_specs(
     on_start: Callable[[RowSpec], None] | None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
 ) -> list[EvidenceRecord]:
-    """Run each row in ``tree`` and make its (unsealed) record from ``template``.
+    """Run each row in a tree of its own from ``trees`` (``pinned_tree``) and make its
+    (unsealed) record from ``template``.
 
     ``site`` holds the gate's sitecustomize and reporters for the rows' Python
     (``safe_python_env``); each row the gate can read gets its own report folder."""
@@ -590,7 +616,8 @@ def run_row_specs(
                 row.command, cwd=where, timeout_s=row.timeout_s, env=env, sandbox=sandbox
             )
 
-        result = run(tree, folder)
+        with trees() as tree:
+            result = run(tree, folder)
         findings: list[str] = []
         notes = list(template.notes)
         if folder is not None:
@@ -622,17 +649,17 @@ def run_row_specs(
 
 
 def holdout_in_tree(
-    forge: Forge, ctx: GateContext, key: GateKey | None, tree: Path, head: str
-) -> tuple[list[OpenedRow], PinPlan | None]:
-    """The brief's holdout rows, opened, with their pin plan: after the public rows ran in
-    the clean tree, it is pinned to main for the holdout commands too (a branch's
-    ``conftest.py`` beside a holdout file is removed like any other), then the rows' own
-    files are placed, over anything the branch has at their paths. The plan also says which
-    runners each row starts, so their reports are read as for any row. A gate without a key
-    (the insecure mode) cannot open them: none run, they stay missing, and the merge is
-    refused."""
+    forge: Forge, ctx: GateContext, key: GateKey | None, head: str
+) -> tuple[list[OpenedRow], PinPlan | None, Callable[[Path], None]]:
+    """The brief's holdout rows, opened, with their pin plan and what makes a row's tree
+    theirs: a tree pinned for the public rows is pinned to main for the holdout commands
+    too (a branch's ``conftest.py`` beside a holdout file is removed like any other), then
+    the rows' own files are placed, over anything the branch has at their paths. The plan
+    also says which runners each row starts, so their reports are read as for any row. A
+    gate without a key (the insecure mode) cannot open them: none run, they stay missing,
+    and the merge is refused."""
     if key is None or not ctx.holdout:
-        return [], None
+        return [], None, lambda tree: None
     opened = open_holdout(key, ctx.holdout, brief=ctx.view.brief)
     plan = plan_for(
         forge,
@@ -641,10 +668,13 @@ def holdout_in_tree(
         commands=[row.spec().command for row in opened],
         protect=ctx.protect,
     )
-    if plan is not None:
-        apply_pins(forge, tree, plan)  # its lines would name paths the rows use: not kept
-    place_files(tree, opened)
-    return opened, plan
+
+    def place(tree: Path) -> None:
+        if plan is not None:
+            apply_pins(forge, tree, plan)  # its lines would name paths the rows use: not kept
+        place_files(tree, opened)
+
+    return opened, plan, place
 
 
 class MergeOutcome(enum.Enum):
