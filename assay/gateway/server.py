@@ -43,9 +43,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from assay.errors import Internal
 from assay.gateway.upstream import PASS_HEADERS, Reply
-from assay.gateway.wire import ROUTES, Api, error_body
+from assay.gateway.wire import ROUTES, Api, error_body, no_route
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
+UNROUTED_KEPT = 20  # the refused routes a gateway remembers for the desk's error
 
 
 @dataclass
@@ -225,8 +226,12 @@ class Gateway:
         token: str | None = None,
         mcp_app: ASGIApp | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
+        on_unrouted: Callable[[str], None] | None = None,
     ) -> None:
         self.token = token or secrets.token_urlsafe(32)
+        # What a CLI asked for that no route serves: each message once, for the desk's log.
+        self.unrouted: list[str] = []
+        self.on_unrouted = on_unrouted
         self.max_body_bytes = max_body_bytes
         self.calls: queue.Queue[ModelCall] = queue.Queue()
         self.mcp_app = mcp_app
@@ -314,6 +319,13 @@ class Gateway:
             routes.append(
                 Route("/mcp", _asgi(self._guarded_mcp), methods=["GET", "POST", "DELETE"])
             )
+        routes.append(
+            Route(
+                "/{path:path}",
+                self._unrouted,
+                methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+            )
+        )
         return Starlette(
             routes=routes,
             lifespan=self._lifespan,
@@ -332,6 +344,22 @@ class Gateway:
     async def _guarded_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self.mcp_app is not None
         await self.mcp_app(scope, receive, send)
+
+    async def _unrouted(self, request: Request) -> Response:
+        """A route no API here serves: 404 with a message naming the API the path belongs
+        to (the CLI shows it), remembered and passed to ``on_unrouted`` (the desk logs it).
+        Answered before the token is checked: a CLI speaking another API sends its key in
+        a header this gateway does not read, and the 404 says nothing a route list would
+        not."""
+        api, message = no_route(request.method, request.url.path)
+        if message not in self.unrouted and len(self.unrouted) < UNROUTED_KEPT:
+            self.unrouted.append(message)
+            if self.on_unrouted is not None:
+                self.on_unrouted(message)
+        if api == "gemini":  # Google's error shape, which the Gemini CLI prints
+            body = {"error": {"code": 404, "message": message, "status": "NOT_FOUND"}}
+            return JSONResponse(body, status_code=404)
+        return error_response("openai-chat", 404, "not_found_error", message)
 
     def _endpoint(self, route: str, api: Api) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:

@@ -35,6 +35,23 @@ ROUTES: dict[str, Api] = {
 }
 COUNT_TOKENS = "/v1/messages/count_tokens"
 
+# Paths of wire APIs a CLI may speak, to name in the answer to a route the gateway does not
+# serve: a CLI shows the error body's message, so it must say what to change.
+_LOOKS_LIKE = ((re.compile(r"^/v1(beta|alpha)?\d*/models/[^/]+:\w+$"), "gemini", "the Gemini API"),)
+
+
+def no_route(method: str, path: str) -> tuple[str, str]:
+    """``(the API the path looks like, or "", the message)`` for a route not served."""
+    for pattern, api, title in _LOOKS_LIKE:
+        if pattern.search(path):
+            return api, (
+                f"no gateway route for {method} {path}: the desk's CLI speaks {title}; "
+                f"use `cli.api: {api}`"
+            )
+    served = ", ".join(f"POST {route}" for route in ROUTES)
+    return "", f"no gateway route for {method} {path}: the gateway serves {served}"
+
+
 # Claude Code puts a per-request attribution/billing line in its system prompt (a hash
 # of the request); it is the one part of an otherwise stable system prompt that changes.
 _BILLING = re.compile(r"x-anthropic-billing-header:[^\n]*\n?")

@@ -1,0 +1,49 @@
+"""A route the gateway does not serve: the CLI gets a message it shows (in its own API's
+error shape when the path says which API it is), and the desk's log gets the same message.
+Real HTTP on loopback; no token needed to be told what the gateway serves."""
+
+from __future__ import annotations
+
+import httpx
+
+from assay.gateway.server import UNROUTED_KEPT, Gateway
+
+
+def test_a_gemini_route_is_answered_with_a_message_naming_the_api_to_use() -> None:
+    logged: list[str] = []
+    with Gateway(on_unrouted=logged.append) as gateway:
+        path = "/v1beta/models/gemini-2.5-pro:embedContent"
+        answer = httpx.post(
+            f"{gateway.url}{path}?alt=sse", json={"contents": []}, headers={"x-goog-api-key": "k"}
+        )
+        assert answer.status_code == 404
+        error = answer.json()["error"]
+        assert error["status"] == "NOT_FOUND" and error["code"] == 404  # Google's shape
+        assert error["message"] == (
+            f"no gateway route for POST {path}: the desk's CLI speaks the Gemini API; "
+            "use `cli.api: gemini`"
+        )
+        assert logged == [error["message"]] == gateway.unrouted
+        assert gateway.calls.empty()  # nothing reached the run
+
+
+def test_an_unknown_route_lists_what_the_gateway_serves_and_is_logged_once() -> None:
+    logged: list[str] = []
+    with Gateway(on_unrouted=logged.append) as gateway:
+        for _ in range(3):
+            answer = httpx.post(f"{gateway.url}/api/chat", json={}, headers={"x-api-key": "x"})
+            assert answer.status_code == 404
+        message = answer.json()["error"]["message"]
+        assert message.startswith("no gateway route for POST /api/chat: the gateway serves ")
+        assert "POST /v1/messages" in message and "POST /v1/responses" in message
+        assert logged == [message]  # a CLI retrying does not flood the desk's log
+        got = httpx.get(f"{gateway.url}/v1/models", headers={"x-api-key": gateway.token})
+        assert got.status_code == 404 and "GET /v1/models" in got.json()["error"]["message"]
+
+
+def test_a_flood_of_unknown_routes_is_remembered_only_up_to_a_bound() -> None:
+    with Gateway() as gateway:
+        with httpx.Client(base_url=gateway.url) as client:
+            for n in range(UNROUTED_KEPT + 5):
+                assert client.post(f"/nowhere/{n}", json={}).status_code == 404
+        assert len(gateway.unrouted) == UNROUTED_KEPT
