@@ -52,7 +52,7 @@ def _emit(payload: dict[str, Any]) -> None:
 @click.option(
     "--cli",
     "cli",
-    type=click.Choice(["claude-code", "codex"]),
+    type=click.Choice(["claude-code", "codex", "gemini-cli"]),
     default=None,
     help="Also write a desk running this agent CLI (desks/<name>.yaml, kind: cli).",
 )

@@ -20,8 +20,10 @@ def test_a_gemini_route_is_answered_with_a_message_naming_the_api_to_use() -> No
         error = answer.json()["error"]
         assert error["status"] == "NOT_FOUND" and error["code"] == 404  # Google's shape
         assert error["message"] == (
-            f"no gateway route for POST {path}: the desk's CLI speaks the Gemini API; "
-            "use `cli.api: gemini`"
+            f"no gateway route for POST {path}: the desk's CLI speaks the Gemini API "
+            "(`cli.api: gemini`), of which the gateway serves POST "
+            "/v1beta/models/{model}:generateContent, "
+            "/v1beta/models/{model}:streamGenerateContent, /v1beta/models/{model}:countTokens"
         )
         assert logged == [error["message"]] == gateway.unrouted
         assert gateway.calls.empty()  # nothing reached the run
@@ -39,6 +41,10 @@ def test_an_unknown_route_lists_what_the_gateway_serves_and_is_logged_once() -> 
         assert logged == [message]  # a CLI retrying does not flood the desk's log
         got = httpx.get(f"{gateway.url}/v1/models", headers={"x-api-key": gateway.token})
         assert got.status_code == 404 and "GET /v1/models" in got.json()["error"]["message"]
+        # A served route asked with another method names its API, in that API's shape.
+        got = httpx.get(f"{gateway.url}/v1/messages", headers={"x-api-key": gateway.token})
+        assert got.status_code == 404 and got.json()["type"] == "error"
+        assert "speaks the Anthropic Messages API" in got.json()["error"]["message"]
 
 
 def test_a_flood_of_unknown_routes_is_remembered_only_up_to_a_bound() -> None:
@@ -47,3 +53,19 @@ def test_a_flood_of_unknown_routes_is_remembered_only_up_to_a_bound() -> None:
             for n in range(UNROUTED_KEPT + 5):
                 assert client.post(f"/nowhere/{n}", json={}).status_code == 404
         assert len(gateway.unrouted) == UNROUTED_KEPT
+
+
+def test_the_journal_schema_names_every_registered_api() -> None:
+    import json
+
+    from assay.gateway.apis import API_NAMES
+    from tests.conftest import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "journal-entry.schema.json").read_text(encoding="utf-8")
+    schema = json.loads(text)
+    found = [
+        branch["then"]["properties"]["api"]["enum"]
+        for branch in schema["allOf"]
+        if "api" in branch.get("then", {}).get("properties", {})
+    ]
+    assert found == [list(API_NAMES)]
