@@ -437,11 +437,15 @@ class GeminiCliProfile(CliProfile):
         for content in _items(body.get("contents")):
             for part in _items(content.get("parts") if isinstance(content, dict) else None):
                 if isinstance(part, dict) and isinstance(part.get("text"), str):
-                    part["text"] = GEMINI_DATE.sub(r"\1<date>\2", part["text"])
+                    text = GEMINI_DATE.sub(r"\1<date>\2", part["text"])
+                    part["text"] = GEMINI_TREE.sub(r"\1<tree>\2", text)
         return body
 
 
 GEMINI_DATE = re.compile(r"(Today's date is )[^\n]*?( \(formatted)")
+# The session context lists the work tree as the CLI found it at launch: a relaunched CLI
+# finds the same files (the tree is restored) but the journal under .assay/ has grown.
+GEMINI_TREE = re.compile(r"(- \*\*Directory Structure:\*\*\n).*?(</session_context>)", re.DOTALL)
 
 
 class GenericProfile(CliProfile):

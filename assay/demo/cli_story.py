@@ -50,10 +50,11 @@ class CliChoice:
     model: str
     shell: str  # the CLI's own shell tool
     mcp: dict[str, str]  # how the CLI names an MCP tool of the ``assay`` server
+    prefix: str = ""  # the npm prefix under the agent-clis folder that .ci/install uses
 
     def shell_call(self, command: str) -> dict[str, Any]:
         arguments: dict[str, Any] = {"cmd": command}
-        if self.shell == "Bash":
+        if self.shell == "Bash" or self.shell == "run_shell_command":
             arguments = {"command": command, "description": "demo step"}
         return {"name": self.shell, "arguments": arguments}
 
@@ -75,6 +76,15 @@ CLIS = {
         "Bash",
         {"prefix": "mcp__assay__"},
     ),
+    "gemini-cli": CliChoice(
+        "gemini-cli",
+        "gemini",
+        "gemini",
+        "gemini-2.5-pro",
+        "run_shell_command",
+        {"prefix": "mcp_assay_"},
+        prefix="gemini-cli",
+    ),
 }
 
 
@@ -90,7 +100,7 @@ def choose_cli(name: str) -> tuple[CliChoice, Path]:
         raise BadInput(f"--cli: unknown agent CLI {name!r} (known: {', '.join(sorted(CLIS))})")
     found = shutil.which(choice.program)
     root = Path(os.environ.get(CLIS_ENV) or Path(sys.prefix) / "agent-clis")
-    installed = root / "node_modules" / ".bin" / choice.program
+    installed = root / choice.prefix / "node_modules" / ".bin" / choice.program
     if found is None and installed.is_file() and os.access(installed, os.X_OK):
         found = str(installed)
     if found is None:
@@ -170,7 +180,8 @@ def _strings(value: Any) -> Iterator[str]:
 
 def conversation_brief(body: dict[str, Any]) -> str | None:
     """The brief a request's conversation is about: the first ``# Brief <id>:`` heading."""
-    for text in _strings(body.get("messages") or body.get("input") or []):
+    conversation = body.get("messages") or body.get("input") or body.get("contents") or []
+    for text in _strings(conversation):
         found = brief_of([{"role": "user", "content": text}])
         if found is not None:
             return found
