@@ -414,9 +414,11 @@ class GeminiCliProfile(CliProfile):
 
     def settings(self, tools: Sequence[str], token: str, mcp_url: str | None) -> bytes:
         builtin = [t for t in tools if not t.startswith("mcp_")]
+        # tools.core filters MCP tools too: the Assay server's are granted by its prefix.
+        granted = [*builtin, f"mcp_{MCP_NAME}_*"] if mcp_url else builtin
         settings: dict[str, Any] = {
             "security": {"auth": {"selectedType": "gemini-api-key"}},
-            "tools": {"core": builtin},
+            "tools": {"core": granted},
             "mcp": {"allowed": [MCP_NAME] if mcp_url else []},
             "mcpServers": {},
             "hooksConfig": {"enabled": False},

@@ -51,6 +51,9 @@ class CliChoice:
     shell: str  # the CLI's own shell tool
     mcp: dict[str, str]  # how the CLI names an MCP tool of the ``assay`` server
     prefix: str = ""  # the npm prefix under the agent-clis folder that .ci/install uses
+    # The CLI's own file-writing tool, when a file write must not go through its shell (the
+    # Gemini CLI refuses a heredoc whose text holds ``$(``, a backtick or ``<(``).
+    writer: str = ""
 
     def shell_call(self, command: str) -> dict[str, Any]:
         arguments: dict[str, Any] = {"cmd": command}
@@ -84,6 +87,7 @@ CLIS = {
         "run_shell_command",
         {"prefix": "mcp_assay_"},
         prefix="gemini-cli",
+        writer="write_file",
     ),
 }
 
@@ -121,7 +125,7 @@ def cli_manifest(
         kind="cli",
         cli={"profile": choice.profile},
         model=model,
-        tools=[choice.shell, "finish"],
+        tools=[choice.shell, *([choice.writer] if choice.writer else []), "finish"],
     )
     if sandboxed:
         desk["sandbox"] = {"toolchains": ["python", "node"]}
@@ -154,6 +158,12 @@ def translate(responses: Sequence[dict[str, Any]], choice: CliChoice) -> list[di
 
 def _call(call: dict[str, Any], choice: CliChoice) -> dict[str, Any]:
     name, arguments = call["name"], dict(call.get("arguments") or {})
+    if name == "write_file" and choice.writer:
+        content = str(arguments["content"])
+        return {
+            "name": choice.writer,
+            "arguments": {"file_path": str(arguments["path"]), "content": content},
+        }
     if name == "write_file":
         path = str(arguments["path"])
         folder = str(PurePosixPath(path).parent)

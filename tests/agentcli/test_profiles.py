@@ -231,7 +231,7 @@ def test_the_gemini_cli_gets_only_the_declared_tools_and_the_assay_server(tmp_pa
     ((path, data),) = got.files.items()
     settings = json.loads(data)
     assert path == tmp_path / "home" / ".gemini" / "settings.json"
-    assert settings["tools"]["core"] == ["read_file", "finish"]
+    assert settings["tools"]["core"] == ["read_file", "finish", "mcp_assay_*"]
     assert settings["mcp"]["allowed"] == ["assay"]
     server = settings["mcpServers"]["assay"]
     assert server["httpUrl"] == "http://m/mcp" and server["headers"]["Authorization"].endswith(
