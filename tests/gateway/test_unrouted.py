@@ -69,3 +69,14 @@ def test_the_journal_schema_names_every_registered_api() -> None:
         if "api" in branch.get("then", {}).get("properties", {})
     ]
     assert found == [list(API_NAMES)]
+
+
+def test_assay_s_mcp_tools_are_declared_under_every_cli_s_name_for_them_only() -> None:
+    from assay.gateway.calls import tool_allowed
+
+    offered = ["finish", "request_approval"]
+    for name in ("mcp__assay__finish", "mcp_assay_finish", "assay__request_approval"):
+        assert tool_allowed(name, ["Bash"], offered), name
+    for name in ("mcp_evil_finish", "mcp_assay_teleport", "mcp_assayfinish", "finish"):
+        assert not tool_allowed(name, ["Bash"], offered), name
+    assert tool_allowed("Bash", ["Bash"], offered)
