@@ -80,3 +80,18 @@ def test_assay_s_mcp_tools_are_declared_under_every_cli_s_name_for_them_only() -
     for name in ("mcp_evil_finish", "mcp_assay_teleport", "mcp_assayfinish", "finish"):
         assert not tool_allowed(name, ["Bash"], offered), name
     assert tool_allowed("Bash", ["Bash"], offered)
+
+
+def test_the_gemini_routes_take_the_token_only_in_a_header() -> None:
+    route = "/v1beta/models/gemini-2.5-pro:streamGenerateContent"
+    with Gateway() as gateway:
+        for url, headers in (
+            (f"{gateway.url}{route}?alt=sse", {}),
+            (f"{gateway.url}{route}?alt=sse&key={gateway.token}", {}),  # a key in a URL leaks
+            (f"{gateway.url}{route}", {"x-goog-api-key": gateway.token[:-1]}),
+            (f"{gateway.url}{route}", {"x-api-key": gateway.token}),  # not Gemini's header
+        ):
+            answer = httpx.post(url, json={"contents": []}, headers=headers)
+            assert answer.status_code == 401, (url, headers)
+            assert answer.json()["error"]["status"] == "UNAUTHENTICATED"  # Google's shape
+        assert gateway.calls.empty()
