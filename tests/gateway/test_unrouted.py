@@ -5,6 +5,7 @@ Real HTTP on loopback; no token needed to be told what the gateway serves."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from assay.gateway.server import UNROUTED_KEPT, Gateway
 
@@ -95,3 +96,40 @@ def test_the_gemini_routes_take_the_token_only_in_a_header() -> None:
             assert answer.status_code == 401, (url, headers)
             assert answer.json()["error"]["status"] == "UNAUTHENTICATED"  # Google's shape
         assert gateway.calls.empty()
+
+
+@pytest.mark.parametrize("base", ["", "/v1beta"])
+def test_the_gemini_upstream_puts_the_desk_s_model_in_the_path_and_its_key_in_its_header(
+    monkeypatch: pytest.MonkeyPatch, base: str
+) -> None:
+    from assay.gateway.upstream import Upstream
+    from assay.models.config import GeminiConfig
+    from tests.fakes.wire import WireFake
+
+    monkeypatch.setenv("ASSAY_GEMINI_TEST_KEY", "gk-desk-key")
+    tools = [{"functionDeclarations": [{"name": "Bash"}]}]
+    body = {"contents": [{"role": "user", "parts": [{"text": "go"}]}], "tools": tools}
+    with WireFake([{"content": "hi", "usage": {"in_tokens": 7, "out_tokens": 3}}] * 2) as fake:
+        config = GeminiConfig(
+            adapter="gemini",
+            model="desk-model",
+            base_url=fake.url + base,
+            api_key_env="ASSAY_GEMINI_TEST_KEY",
+        )
+        upstream = Upstream(config)
+        try:
+            streamed, answer = upstream.forward(
+                "gemini", "/v1beta/models/cli-model:streamGenerateContent", body, {}
+            )
+            whole, _ = upstream.forward(
+                "gemini", "/v1beta/models/cli-model:generateContent", body, {}
+            )
+        finally:
+            upstream.close()
+        first, second = fake.seen
+    assert first.path == "/v1beta/models/desk-model:streamGenerateContent?alt=sse"
+    assert second.path == "/v1beta/models/desk-model:generateContent"
+    assert first.headers["x-goog-api-key"] == "gk-desk-key" and "authorization" not in first.headers
+    assert first.body == body  # the model is the path's: nothing added to the body
+    assert streamed.stream and not whole.stream
+    assert answer is not None and (answer.in_tokens, answer.out_tokens) == (7, 3)
