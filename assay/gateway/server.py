@@ -362,12 +362,19 @@ class Gateway:
 
     async def _unrouted(self, request: Request) -> Response:
         """A route no API here serves: 404 with a message naming the API the path belongs
-        to (the CLI shows it), remembered and passed to ``on_unrouted`` (the desk logs it).
+        to (the CLI shows it); a POST's is remembered and passed to ``on_unrouted`` (the
+        desk logs it).
         Answered before the token is checked: a CLI speaking another API sends its key in
         a header this gateway does not read, and the 404 says nothing a route list would
         not."""
         api, message = no_route(request.method, request.url.path)
-        if message not in self.unrouted and len(self.unrouted) < UNROUTED_KEPT:
+        # Only a POST is a model call that went nowhere: a CLI's probes (Claude Code's
+        # HEAD /, a GET of /v1/models) are answered but are not the desk's business.
+        if (
+            request.method == "POST"
+            and message not in self.unrouted
+            and len(self.unrouted) < UNROUTED_KEPT
+        ):
             self.unrouted.append(message)
             if self.on_unrouted is not None:
                 self.on_unrouted(message)

@@ -42,6 +42,8 @@ def test_an_unknown_route_lists_what_the_gateway_serves_and_is_logged_once() -> 
         assert logged == [message]  # a CLI retrying does not flood the desk's log
         got = httpx.get(f"{gateway.url}/v1/models", headers={"x-api-key": gateway.token})
         assert got.status_code == 404 and "GET /v1/models" in got.json()["error"]["message"]
+        assert httpx.head(f"{gateway.url}/").status_code == 404  # Claude Code's probe
+        assert logged == [message]  # probes are answered, not logged
         # A served route asked with another method names its API, in that API's shape.
         got = httpx.get(f"{gateway.url}/v1/messages", headers={"x-api-key": gateway.token})
         assert got.status_code == 404 and got.json()["type"] == "error"
