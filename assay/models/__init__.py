@@ -2,8 +2,8 @@
 
 ``build_model(config, base_dir=...)`` turns a desk manifest's ``model:`` section into an
 adapter: ``openai`` (any OpenAI-compatible endpoint), ``anthropic`` (Messages API),
-``command`` (an external agent CLI run as one step) or ``scripted`` (a YAML script).
-``gemini`` (Google's Gemini API) is a cli desk's upstream only (``assay.gateway.upstream``).
+``gemini`` (Google's Gemini API), ``command`` (an external agent CLI run as one step) or
+``scripted`` (a YAML script).
 """
 
 from __future__ import annotations
@@ -78,10 +78,9 @@ def build_model(
 
         return AnthropicModel(parsed, transport=transport)
     if isinstance(parsed, GeminiConfig):
-        raise BadInput(
-            "model.adapter: gemini is the upstream of a cli desk whose CLI speaks the Gemini "
-            "API; an agent desk's model is openai, anthropic, command or scripted"
-        )
+        from assay.models.gemini import GeminiModel
+
+        return GeminiModel(parsed, transport=transport)
     if isinstance(parsed, CommandConfig):
         from assay.models.command import CommandModel
 

@@ -393,12 +393,6 @@ def _check_kind(manifest: DeskManifest, doc: YamlDoc) -> None:
         _check_cli(manifest, doc)
     elif manifest.cli is not None:
         raise doc.bad(["cli"], f"only a cli desk has a cli section (this one is {kind})")
-    if kind != "cli" and manifest.model is not None and manifest.model.adapter == "gemini":
-        raise doc.bad(
-            ["model", "adapter"],
-            "gemini is the upstream of a cli desk whose CLI speaks the Gemini API "
-            "(an agent desk's model is openai, anthropic, command or scripted)",
-        )
     if kind == "agent":
         if manifest.model is None:
             raise doc.bad(["model"], "an agent desk needs a model")
