@@ -1,6 +1,7 @@
-"""A route the gateway does not serve: the CLI gets a message it shows (in its own API's
-error shape when the path says which API it is), and the desk's log gets the same message.
-Real HTTP on loopback; no token needed to be told what the gateway serves."""
+"""The registry of wire APIs seen from outside, over real HTTP on loopback: a route the
+gateway does not serve gets a message the CLI shows (in its API's error shape when the path
+says which API it is) and the desk's log the same; the Gemini routes' token, upstream path
+and key; the journal schema and the MCP tool names every CLI uses, pinned to the registry."""
 
 from __future__ import annotations
 
