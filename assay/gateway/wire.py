@@ -29,8 +29,6 @@ from assay.runtime.wire import first_difference as first_difference  # re-export
 
 Api = ApiName
 APIS: tuple[Api, ...] = API_NAMES
-# Anthropic's token count: the fixed routes, for the callers that name one.
-COUNT_TOKENS = "/v1/messages/count_tokens"
 MARKERS: dict[str, tuple[str, ...]] = {name: api.markers for name, api in REGISTRY.items()}
 
 
