@@ -25,17 +25,19 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from assay.errors import BadInput
+from assay.gateway.apis import ApiName
 from assay.gateway.volatile import TEMP_PATHS, Mask, masks
 
-Api = Literal["anthropic", "openai-chat", "openai-responses"]
+Api = ApiName  # the wire API a CLI speaks: one of assay.gateway.apis.API_NAMES
 PROMPT = "{prompt}"
 MCP_NAME = "assay"  # the name the Assay MCP server is registered under in every CLI
 
@@ -96,12 +98,16 @@ class CliProfile:
         }
         for index, arg in enumerate(base):
             check_command_arg(arg, where=f"cli.command[{index}]")
+        if not command:  # a desk's own command opts back in to what the profile keeps out
+            self.check_work_tree(workdir)
         # The placeholders go into the command before the profile adds its options, so a
         # "{prompt}" in a model name or a path is never replaced.
         base = [fill_placeholders(arg, values) for arg in base]
         argv = self.arguments(base, home=home, model=model, tools=tools, mcp_url=mcp_url)
         environ = self.environment(url=url, home=home, token=token, workdir=workdir)
-        written = self.config_files(url=url, home=home, token=token, model=model, mcp_url=mcp_url)
+        written = self.config_files(
+            url=url, home=home, token=token, model=model, mcp_url=mcp_url, tools=tools
+        )
         secret = {**values, "token": token}
         environ.update({name: fill_placeholders(v, secret) for name, v in (env or {}).items()})
         for relative, text in (files or {}).items():
@@ -109,6 +115,10 @@ class CliProfile:
         return Launch(argv=argv, env=environ, files=written)
 
     # -- what each profile says ---------------------------------------------------------
+
+    def check_work_tree(self, workdir: Path) -> None:
+        """``BadInput`` when the work tree holds a file that would configure the CLI past
+        what the profile grants (its own default command only)."""
 
     def arguments(
         self, base: list[str], *, home: Path, model: str, tools: Sequence[str], mcp_url: str | None
@@ -120,7 +130,14 @@ class CliProfile:
         raise NotImplementedError
 
     def config_files(
-        self, *, url: str, home: Path, token: str, model: str, mcp_url: str | None
+        self,
+        *,
+        url: str,
+        home: Path,
+        token: str,
+        model: str,
+        mcp_url: str | None,
+        tools: Sequence[str] = (),
     ) -> dict[Path, bytes]:
         return {}
 
@@ -201,7 +218,14 @@ class ClaudeCodeProfile(CliProfile):
         }
 
     def config_files(
-        self, *, url: str, home: Path, token: str, model: str, mcp_url: str | None
+        self,
+        *,
+        url: str,
+        home: Path,
+        token: str,
+        model: str,
+        mcp_url: str | None,
+        tools: Sequence[str] = (),
     ) -> dict[Path, bytes]:
         if not mcp_url:
             return {}
@@ -253,7 +277,14 @@ class CodexProfile(CliProfile):
         return {"CODEX_HOME": str(home / ".codex"), "OPENAI_API_KEY": token}
 
     def config_files(
-        self, *, url: str, home: Path, token: str, model: str, mcp_url: str | None
+        self,
+        *,
+        url: str,
+        home: Path,
+        token: str,
+        model: str,
+        mcp_url: str | None,
+        tools: Sequence[str] = (),
     ) -> dict[Path, bytes]:
         lines = [
             f"model = {_toml(model)}",
@@ -327,6 +358,98 @@ class MiniSweAgentProfile(CliProfile):
         }
 
 
+class GeminiCliProfile(CliProfile):
+    """Google's Gemini CLI (``@google/gemini-cli``) in headless mode (``--prompt``) against
+    the Gemini API (``GOOGLE_GEMINI_BASE_URL``; the token as ``GEMINI_API_KEY``, which it
+    sends as ``x-goog-api-key``), ``--approval-mode=yolo`` (Assay's sandbox confines it).
+
+    Its settings are written to ``$HOME/.gemini/settings.json``: the declared tools are its
+    only built-in tools (``tools.core``), the Assay MCP server (trusted, the token in its
+    header) is the only one allowed (``mcp.allowed``), hooks and skills are off, and there is
+    no telemetry, usage statistics or update check. The work tree must be trusted
+    (``GEMINI_CLI_TRUST_WORKSPACE``: a headless run refuses an untrusted folder), and a
+    trusted folder's ``.gemini/settings.json`` overrides the user's (its hooks and MCP
+    servers would run commands no declared tool allows; the CLI honours a *system* settings
+    file above it only when root owns it and every folder above it), so a work tree holding
+    one is refused at launch unless the desk gives its own ``cli.command``. The CLI does not
+    relaunch itself (``GEMINI_CLI_NO_RELAUNCH``), so the process the desk kills is the CLI."""
+
+    # The shell tool's output footer: a process group id that is new on every run.
+    volatile_output = (r"^Process Group PGID: (\d+)$", r"\bbackground PIDs?: ([\d, ]+)")
+
+    def arguments(
+        self, base: list[str], *, home: Path, model: str, tools: Sequence[str], mcp_url: str | None
+    ) -> list[str]:
+        return _options_before_prompt(base, [f"--model={model}", "--approval-mode=yolo"])
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        return {
+            "GOOGLE_GEMINI_BASE_URL": url,
+            "GEMINI_API_KEY": token,
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+            "GEMINI_CLI_NO_RELAUNCH": "true",
+            "NO_BROWSER": "true",
+        }
+
+    def check_work_tree(self, workdir: Path) -> None:
+        folder = workdir / ".gemini"
+        if folder.is_symlink() or os.path.lexists(folder / "settings.json"):
+            raise BadInput(
+                f"{folder / 'settings.json'}: the work tree configures the Gemini CLI (hooks "
+                "and MCP servers the desk does not declare would run); remove it from the "
+                "branch, or give the desk its own cli.command to accept it"
+            )
+
+    def config_files(
+        self,
+        *,
+        url: str,
+        home: Path,
+        token: str,
+        model: str,
+        mcp_url: str | None,
+        tools: Sequence[str] = (),
+    ) -> dict[Path, bytes]:
+        return {home / ".gemini" / "settings.json": self.settings(tools, token, mcp_url)}
+
+    def settings(self, tools: Sequence[str], token: str, mcp_url: str | None) -> bytes:
+        builtin = [t for t in tools if not t.startswith("mcp_")]
+        # tools.core filters MCP tools too: the Assay server's are granted by its prefix.
+        granted = [*builtin, f"mcp_{MCP_NAME}_*"] if mcp_url else builtin
+        settings: dict[str, Any] = {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "tools": {"core": granted},
+            "mcp": {"allowed": [MCP_NAME] if mcp_url else []},
+            "mcpServers": {},
+            "hooksConfig": {"enabled": False},
+            "skills": {"enabled": False},
+            "telemetry": {"enabled": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        }
+        if mcp_url:
+            settings["mcpServers"][MCP_NAME] = {
+                "httpUrl": mcp_url,
+                "headers": {"Authorization": f"Bearer {token}"},
+                "trust": True,
+            }
+        return (json.dumps(settings, indent=2) + "\n").encode()
+
+    def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        for content in _items(body.get("contents")):
+            for part in _items(content.get("parts") if isinstance(content, dict) else None):
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    text = GEMINI_DATE.sub(r"\1<date>\2", part["text"])
+                    part["text"] = GEMINI_TREE.sub(r"\1<tree>\2", text)
+        return body
+
+
+GEMINI_DATE = re.compile(r"(Today's date is )[^\n]*?( \(formatted)")
+# The session context lists the work tree as the CLI found it at launch: a relaunched CLI
+# finds the same files (the tree is restored) but the journal under .assay/ has grown.
+GEMINI_TREE = re.compile(r"(- \*\*Directory Structure:\*\*\n).*?(</session_context>)", re.DOTALL)
+
+
 class GenericProfile(CliProfile):
     """Any other CLI: the common base-URL variables and the token as both keys, nothing else;
     the desk's ``cli.command`` is required."""
@@ -336,8 +459,10 @@ class GenericProfile(CliProfile):
             "ANTHROPIC_BASE_URL": url,
             "OPENAI_BASE_URL": url + "/v1",
             "OPENAI_API_BASE": url + "/v1",
+            "GOOGLE_GEMINI_BASE_URL": url,
             "ANTHROPIC_API_KEY": token,
             "OPENAI_API_KEY": token,
+            "GEMINI_API_KEY": token,
         }
 
 
@@ -409,6 +534,12 @@ PROFILES: Mapping[str, CliProfile] = MappingProxyType(
             ("mini", "--yolo", "--exit-immediately", f"--task={PROMPT}"),
             mcp=False,
             install="pip install mini-swe-agent",
+        ),
+        "gemini-cli": GeminiCliProfile(
+            "gemini-cli",
+            "gemini",
+            ("gemini", f"--prompt={PROMPT}"),
+            install="npm install -g @google/gemini-cli",
         ),
         "generic": GenericProfile("generic", "openai-chat", ()),
     }

@@ -14,7 +14,13 @@ import click
 from assay.cli.options import forge_option, json_option, print_result
 from assay.console import err, fitted_table, out
 from assay.errors import BadInput
-from assay.github.init import GATE_SECRET, MAIN_RULESET, init_repository, next_steps
+from assay.github.init import (
+    CLI_DESKS,
+    GATE_SECRET,
+    MAIN_RULESET,
+    init_repository,
+    next_steps,
+)
 
 
 def token_env_option(fn: Any) -> Any:
@@ -52,7 +58,7 @@ def _emit(payload: dict[str, Any]) -> None:
 @click.option(
     "--cli",
     "cli",
-    type=click.Choice(["claude-code", "codex"]),
+    type=click.Choice(list(CLI_DESKS)),
     default=None,
     help="Also write a desk running this agent CLI (desks/<name>.yaml, kind: cli).",
 )

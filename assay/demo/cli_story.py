@@ -50,10 +50,14 @@ class CliChoice:
     model: str
     shell: str  # the CLI's own shell tool
     mcp: dict[str, str]  # how the CLI names an MCP tool of the ``assay`` server
+    prefix: str = ""  # the npm prefix under the agent-clis folder that .ci/install uses
+    # The CLI's own file-writing tool, when a file write must not go through its shell (the
+    # Gemini CLI refuses a heredoc whose text holds ``$(``, a backtick or ``<(``).
+    writer: str = ""
 
     def shell_call(self, command: str) -> dict[str, Any]:
         arguments: dict[str, Any] = {"cmd": command}
-        if self.shell == "Bash":
+        if self.shell == "Bash" or self.shell == "run_shell_command":
             arguments = {"command": command, "description": "demo step"}
         return {"name": self.shell, "arguments": arguments}
 
@@ -75,6 +79,16 @@ CLIS = {
         "Bash",
         {"prefix": "mcp__assay__"},
     ),
+    "gemini-cli": CliChoice(
+        "gemini-cli",
+        "gemini",
+        "gemini",
+        "gemini-2.5-pro",
+        "run_shell_command",
+        {"prefix": "mcp_assay_"},
+        prefix="gemini-cli",
+        writer="write_file",
+    ),
 }
 
 
@@ -90,7 +104,7 @@ def choose_cli(name: str) -> tuple[CliChoice, Path]:
         raise BadInput(f"--cli: unknown agent CLI {name!r} (known: {', '.join(sorted(CLIS))})")
     found = shutil.which(choice.program)
     root = Path(os.environ.get(CLIS_ENV) or Path(sys.prefix) / "agent-clis")
-    installed = root / "node_modules" / ".bin" / choice.program
+    installed = root / choice.prefix / "node_modules" / ".bin" / choice.program
     if found is None and installed.is_file() and os.access(installed, os.X_OK):
         found = str(installed)
     if found is None:
@@ -111,7 +125,7 @@ def cli_manifest(
         kind="cli",
         cli={"profile": choice.profile},
         model=model,
-        tools=[choice.shell, "finish"],
+        tools=[choice.shell, *([choice.writer] if choice.writer else []), "finish"],
     )
     if sandboxed:
         desk["sandbox"] = {"toolchains": ["python", "node"]}
@@ -144,6 +158,12 @@ def translate(responses: Sequence[dict[str, Any]], choice: CliChoice) -> list[di
 
 def _call(call: dict[str, Any], choice: CliChoice) -> dict[str, Any]:
     name, arguments = call["name"], dict(call.get("arguments") or {})
+    if name == "write_file" and choice.writer:
+        content = str(arguments["content"])
+        return {
+            "name": choice.writer,
+            "arguments": {"file_path": str(arguments["path"]), "content": content},
+        }
     if name == "write_file":
         path = str(arguments["path"])
         folder = str(PurePosixPath(path).parent)
@@ -170,7 +190,8 @@ def _strings(value: Any) -> Iterator[str]:
 
 def conversation_brief(body: dict[str, Any]) -> str | None:
     """The brief a request's conversation is about: the first ``# Brief <id>:`` heading."""
-    for text in _strings(body.get("messages") or body.get("input") or []):
+    conversation = body.get("messages") or body.get("input") or body.get("contents") or []
+    for text in _strings(conversation):
         found = brief_of([{"role": "user", "content": text}])
         if found is not None:
             return found

@@ -1,5 +1,6 @@
-"""A scripted upstream for real agent CLIs: one loopback server speaking the three wire APIs
-they use, each streamed (SSE) or not, answering conversation turns from a script.
+"""A scripted upstream for real agent CLIs: one loopback server speaking the wire APIs they
+use (every API of ``assay.gateway.apis``), each streamed (SSE) or not, answering
+conversation turns from a script.
 
 ``assay demo --cli`` drives a real CLI with it (``assay.demo.cli_story`` picks the turns by
 brief); the real-CLI tests drive every profile with it.
@@ -18,8 +19,10 @@ brief); the real-CLI tests drive every profile with it.
 
 Routes: ``POST /v1/messages`` (also ``?beta=true``) and ``/v1/messages/count_tokens``
 (Anthropic), ``POST /v1/chat/completions`` (OpenAI Chat), ``POST /v1/responses`` (OpenAI
-Responses), ``GET /v1/models``; each also without the ``/v1`` prefix. A body with
-``"stream": true`` is answered with the API's server-sent events (see ``wire_render``).
+Responses), ``POST /v1beta/models/{model}:generateContent``, ``:streamGenerateContent`` and
+``:countTokens`` (Gemini), ``GET /v1/models``; each also without the ``/v1`` prefix. A body
+with ``"stream": true`` (for Gemini, the streaming route) is answered with the API's
+server-sent events (see ``wire_render``).
 
 Which scripted turn answers a request: by default (``by="turns"``) the number of assistant
 turns already in the request's history, so a resumed CLI that resends a conversation gets
@@ -56,6 +59,7 @@ import yaml
 
 from assay.demo import upstream_wire as render
 from assay.demo.loopback import LoopbackServer, QuietHandler
+from assay.gateway.apis import REGISTRY, resolve
 
 SideRule = Callable[[str, dict[str, Any]], str | None]
 
@@ -68,7 +72,7 @@ ASSISTANT_ITEMS = frozenset(
 class Seen:
     """One request the fake received."""
 
-    api: str  # "anthropic" | "anthropic-count" | "openai-chat" | "openai-responses" | "other"
+    api: str  # an API of assay.gateway.apis, "<api>-count" for a token count, or "other"
     method: str
     path: str
     body: dict[str, Any]
@@ -89,12 +93,13 @@ class _Fault:
 def assistant_turns(api: str, body: dict[str, Any]) -> int:
     """Assistant turns in a request's history: runs of consecutive assistant messages (or
     Responses output items), so one turn split over several messages counts once."""
+    wire = REGISTRY.get(api.removesuffix("-count"))
+    items = body.get(wire.conversation_key if wire is not None else "messages")
+    items = items if isinstance(items, list) else []
     if api == "openai-responses":
-        items = body.get("input")
-        flags = [_is_assistant_item(i) for i in items] if isinstance(items, list) else []
-    else:
-        messages = body.get("messages") or []
-        flags = [isinstance(m, dict) and m.get("role") == "assistant" for m in messages]
+        flags = [_is_assistant_item(i) for i in items]
+    else:  # Gemini's turns are the model's
+        flags = [isinstance(m, dict) and m.get("role") in ("assistant", "model") for m in items]
     return sum(1 for i, flag in enumerate(flags) if flag and (i == 0 or not flags[i - 1]))
 
 
@@ -106,7 +111,7 @@ def _is_assistant_item(item: Any) -> bool:
 
 def default_side(api: str, body: dict[str, Any]) -> str | None:
     """Why a request is a side request (None for a conversation turn)."""
-    if api == "anthropic-count":
+    if api.endswith("-count"):
         return "count_tokens"
     if api == "anthropic" and body.get("max_tokens") == 1:
         return "quota probe"
@@ -264,16 +269,15 @@ class WireFake(LoopbackServer):
         """Called once per conversation turn answered, before the answer is sent."""
 
 
-def _route(method: str, path: str) -> str:
+def _route(method: str, path: str) -> tuple[str, str]:
+    """``(the API's label, the route)``: an API of the registry (``<api>-count`` for a
+    token count), found with or without the ``/v1`` prefix, or ``other``."""
     bare = path.split("?", 1)[0].rstrip("/")
-    bare = bare[3:] if bare.startswith("/v1/") else bare
-    routes = {
-        ("POST", "/messages"): "anthropic",
-        ("POST", "/messages/count_tokens"): "anthropic-count",
-        ("POST", "/chat/completions"): "openai-chat",
-        ("POST", "/responses"): "openai-responses",
-    }
-    return routes.get((method, bare), "other")
+    for route in (bare, "/v1" + bare):
+        wire = resolve(route) if method == "POST" else None
+        if wire is not None:
+            return (f"{wire.name}-count" if wire.counts_tokens(route) else wire.name), route
+    return "other", bare
 
 
 class _Handler(QuietHandler):
@@ -286,7 +290,7 @@ class _Handler(QuietHandler):
         self._other("HEAD")
 
     def do_POST(self) -> None:
-        api = _route("POST", self.path)
+        api, route = _route("POST", self.path)
         headers = {k.lower(): v for k, v in self.headers.items()}
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         try:
@@ -296,7 +300,9 @@ class _Handler(QuietHandler):
         if api == "other" or not isinstance(body, dict):
             self._other("POST", raw)
             return
-        seen = Seen(api, "POST", self.path, body, headers, stream=bool(body.get("stream")))
+        wire = REGISTRY.get(api.removesuffix("-count"))
+        stream = wire.streams(route, body) if wire is not None else False
+        seen = Seen(api, "POST", self.path, body, headers, stream=stream)
         fault, turn = self.fake.answer(seen)
         if fault is not None:
             self._fault(seen, fault)
@@ -390,6 +396,11 @@ def _render(
 ) -> tuple[dict[str, Any], Iterable[render.Event]]:
     if seen.api == "anthropic-count":
         return {"input_tokens": render.usage(turn)[0]}, iter(())
+    if seen.api == "gemini-count":
+        return {"totalTokens": render.usage(turn)[0]}, iter(())
+    if seen.api == "gemini":
+        reply = render.gemini_response(turn, number, model)
+        return reply, render.gemini_events(reply)
     if seen.api == "anthropic":
         message = render.anthropic_message(turn, number, model)
         return message, render.anthropic_events(message)
@@ -402,6 +413,8 @@ def _render(
 
 
 def _error(api: str, message: str) -> dict[str, Any]:
+    if api.startswith("gemini"):
+        return {"error": {"code": 500, "message": message, "status": "INTERNAL"}}
     if api.startswith("anthropic"):
         return {"type": "error", "error": {"type": "api_error", "message": message}}
     return {"error": {"message": message, "type": "server_error", "code": None}}

@@ -1,6 +1,7 @@
 """The wire shapes of the scripted upstream (``assay/demo/upstream.py``): one scripted turn
-rendered as an Anthropic Messages reply, an OpenAI Chat Completions reply or an OpenAI
-Responses reply, whole (JSON) or as the server-sent events the real APIs stream.
+rendered as an Anthropic Messages reply, an OpenAI Chat Completions reply, an OpenAI
+Responses reply or a Gemini ``GenerateContentResponse``, whole (JSON) or as the server-sent
+events the real APIs stream.
 
 A scripted turn is the scripted-model shape the other fakes use::
 
@@ -305,6 +306,50 @@ def _item_events(index: int, item: dict[str, Any]) -> Iterator[tuple[str, dict[s
             yield f"{event}.delta", {"item_id": item["id"], **at, "delta": piece}
         yield f"{event}.done", {"item_id": item["id"], **at, name: item[name]}
     yield "response.output_item.done", {**at, "item": item}
+
+
+# -- Gemini ---------------------------------------------------------------------------------
+
+
+def gemini_response(turn: dict[str, Any], number: int, model: str) -> dict[str, Any]:
+    """A ``GenerateContentResponse``. Its function calls carry no id, as the Gemini API's
+    seldom do: the CLI makes its own up (from its clock), which a resume must survive."""
+    parts: list[dict[str, Any]] = []
+    if turn.get("content"):
+        parts.append({"text": turn["content"]})
+    for call in turn.get("tool_calls") or []:
+        parts.append(
+            {"functionCall": {"name": call["name"], "args": json.loads(arguments_json(call))}}
+        )
+    in_tokens, out_tokens = usage(turn)
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": in_tokens,
+            "candidatesTokenCount": out_tokens,
+            "totalTokenCount": in_tokens + out_tokens,
+        },
+        "modelVersion": model,
+        "responseId": f"resp_fake{number:04d}",
+    }
+
+
+def gemini_events(response: dict[str, Any]) -> Iterator[Event]:
+    """The text in chunks of its own, then one chunk with the function calls, the finish
+    reason and the usage (``streamGenerateContent?alt=sse``: ``data:`` lines, no names)."""
+    candidate = response["candidates"][0]
+    parts = candidate["content"]["parts"]
+    head = {"modelVersion": response["modelVersion"], "responseId": response["responseId"]}
+    for part in parts:
+        if "text" in part:
+            for piece in pieces(part["text"]):
+                content = {"role": "model", "parts": [{"text": piece}]}
+                yield None, {"candidates": [{"content": content, "index": 0}], **head}
+    calls = [part for part in parts if "functionCall" in part]
+    last = {"content": {"role": "model", "parts": calls}, "finishReason": "STOP", "index": 0}
+    yield None, {"candidates": [last], "usageMetadata": response["usageMetadata"], **head}
 
 
 def sse(event: Event) -> bytes:

@@ -20,9 +20,7 @@ from assay.gateway.server import ModelCall
 from assay.gateway.upstream import Reply, Upstream
 from assay.gateway.volatile import Mask
 from assay.gateway.wire import (
-    COUNT_TOKENS,
     MARKERS,
-    Api,
     digest,
     first_difference,
     join,
@@ -38,13 +36,13 @@ from assay.runtime.wire import WireReply, WireRequest, WireSession
 
 STEERING_PREFIX = "Steering from {actor}: "
 Normaliser = Callable[[str, dict[str, Any]], dict[str, Any]]
-MCP_PREFIXES = ("mcp__assay__", "assay__", "assay_", "assay.", "assay/")
+MCP_PREFIXES = ("mcp__assay__", "mcp_assay_", "assay__", "assay_", "assay.", "assay/")
 
 
 def tool_allowed(name: str, declared: Iterable[str], mcp_tools: Iterable[str]) -> bool:
     """A tool the desk declares: one of its ``tools``, or one of Assay's MCP tools under
-    the names CLIs give MCP tools (Claude Code's ``mcp__assay__finish``, OpenCode's
-    ``assay_finish``, ``assay__finish``, or Gemini CLI's bare ``finish``)."""
+    the names CLIs give MCP tools (Claude Code's ``mcp__assay__finish``, Gemini CLI's
+    ``mcp_assay_finish``, OpenCode's ``assay_finish``, ``assay__finish``, or the bare name)."""
     offered = set(mcp_tools)
     if name in set(declared) or name in offered:
         return True
@@ -52,7 +50,7 @@ def tool_allowed(name: str, declared: Iterable[str], mcp_tools: Iterable[str]) -
 
 
 def matching_body(
-    api: Api,
+    api: str,
     body: dict[str, Any],
     *,
     masks: tuple[Mask, ...] = (),
@@ -91,7 +89,7 @@ class CallHandler:
         self.calls = 0
         self.replayed = 0
 
-    def normal(self, api: Api, body: dict[str, Any]) -> dict[str, Any]:
+    def normal(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
         return matching_body(api, body, masks=self.masks, extra=self.normalise_extra)
 
     def request_of(self, call: ModelCall) -> WireRequest:
@@ -118,12 +116,12 @@ class CallHandler:
             digest=digest(call.route, normal),
             stream=call.stream,
             tools=fresh,
-            steerable=call.route != COUNT_TOKENS and bool(call.body.get("tools")),
+            steerable=not call.wire.counts_tokens(call.route) and bool(call.body.get("tools")),
             marks=MARKERS[call.api],
         )
 
     def difference(self, recorded: dict[str, Any], request: WireRequest) -> str:
-        api: Api = request.api  # type: ignore[assignment]
+        api = request.api
         current = join(api, request.items, request.rest)
         left, right = self.normal(api, recorded), self.normal(api, current)
         found = first_difference(left, right)
@@ -145,7 +143,7 @@ class CallHandler:
             call.refuse(400, "invalid_request_error", f"assay: {paused.message}")
             raise
         except Unavailable as down:
-            call.refuse(529 if call.api == "anthropic" else 503, "overloaded_error", down.message)
+            call.refuse(call.wire.overload_status, "overloaded_error", down.message)
             raise
         except AssayError as error:
             call.refuse(403, "permission_error", f"assay: {error.message}")
@@ -170,15 +168,7 @@ class CallHandler:
         for event in steer:
             actor = event.actor or "a human"
             items = with_steering(call.api, items, STEERING_PREFIX.format(actor=actor) + event.text)
-        body = join(call.api, items, request.rest)
-        if call.api == "openai-chat" and call.stream:
-            # A chat stream carries usage only when asked; every call's cost must count. The
-            # extra final chunk is standard, and stream_options is normalised away.
-            options = body.get("stream_options")
-            body["stream_options"] = {
-                **(options if isinstance(options, dict) else {}),
-                "include_usage": True,
-            }
+        body = call.wire.forwarded(join(call.api, items, request.rest), stream=call.stream)
         reply, answer = self.upstream.forward(call.api, call.route, body, call.headers)
         in_tokens = answer.in_tokens if answer else 0
         out_tokens = answer.out_tokens if answer else 0
@@ -189,7 +179,9 @@ class CallHandler:
             stream=reply.stream,
             in_tokens=in_tokens,
             out_tokens=out_tokens,
-            usd=self.price.usd(in_tokens, out_tokens) if call.route != COUNT_TOKENS else 0.0,
+            usd=0.0
+            if call.wire.counts_tokens(call.route)
+            else self.price.usd(in_tokens, out_tokens),
             model=answer.model if answer else "",
             tool_names=tuple(t.name for t in answer.tools) if answer else (),
         )

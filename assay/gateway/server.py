@@ -42,17 +42,18 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from assay.errors import Internal
+from assay.gateway.apis import WireApi, get_api, no_route, resolve
 from assay.gateway.upstream import PASS_HEADERS, Reply
-from assay.gateway.wire import ROUTES, Api, error_body
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
+UNROUTED_KEPT = 20  # the refused routes a gateway remembers for the desk's error
 
 
 @dataclass
 class ModelCall:
     """One model request waiting for the run thread's answer."""
 
-    api: Api
+    api: str  # a name of assay.gateway.apis.API_NAMES
     route: str
     body: dict[str, Any]
     headers: dict[str, str]
@@ -60,8 +61,13 @@ class ModelCall:
     _future: asyncio.Future[Reply] = field(repr=False)
 
     @property
+    def wire(self) -> WireApi:
+        return get_api(self.api)
+
+    @property
     def stream(self) -> bool:
-        return bool(self.body.get("stream"))
+        """Whether the answer streams: the route's say (Gemini), else the body's."""
+        return self.wire.streams(self.route, self.body)
 
     def answer(self, reply: Reply) -> None:
         """Send ``reply`` to the CLI (from any thread; a gone client is ignored)."""
@@ -75,7 +81,7 @@ class ModelCall:
 
     def refuse(self, status: int, kind: str, message: str) -> None:
         """Answer with an error body in the call's own API shape."""
-        data = json.dumps(error_body(self.api, kind, message)).encode()
+        data = json.dumps(self.wire.error_body(kind, message, status)).encode()
         self.answer(Reply(status, "application/json", data, False))
 
 
@@ -128,7 +134,7 @@ class _BodyLimit:
                 await self._refuse(scope, send)
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
-        api = ROUTES.get(scope.get("path", ""), "openai-chat")
+        api = resolve(scope.get("path", "")) or get_api("openai-chat")
         message = f"the request body is over the gateway's limit of {self.limit} bytes"
         response = error_response(api, 413, "request_too_large", message)
         response.headers["connection"] = "close"
@@ -149,16 +155,21 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def error_response(api: Api, status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse(error_body(api, kind, message), status_code=status)
+def error_response(api: WireApi, status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse(api.error_body(kind, message, status), status_code=status)
 
 
-def presented_token(request: Request) -> str:
-    key = request.headers.get("x-api-key")
-    if key:
-        return key
-    auth = request.headers.get("authorization", "")
-    return auth[7:] if auth[:7].lower() == "bearer " else ""
+def presented_token(request: Request, api: WireApi) -> str:
+    """The key in the first of the API's key headers the request has (``authorization``
+    only as ``Bearer``)."""
+    for name in api.auth_headers:
+        value = request.headers.get(name)
+        if not value:
+            continue
+        if name == "authorization":
+            return value[7:] if value[:7].lower() == "bearer " else ""
+        return value
+    return ""
 
 
 SOCKET_NAME = "gateway.sock"
@@ -225,8 +236,12 @@ class Gateway:
         token: str | None = None,
         mcp_app: ASGIApp | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
+        on_unrouted: Callable[[str], None] | None = None,
     ) -> None:
         self.token = token or secrets.token_urlsafe(32)
+        # What a CLI asked for that no route serves: each message once, for the desk's log.
+        self.unrouted: list[str] = []
+        self.on_unrouted = on_unrouted
         self.max_body_bytes = max_body_bytes
         self.calls: queue.Queue[ModelCall] = queue.Queue()
         self.mcp_app = mcp_app
@@ -307,13 +322,18 @@ class Gateway:
     # ------------------------------------------------------------------- the app
 
     def app(self) -> Starlette:
-        routes = [
-            Route(path, self._endpoint(path, api), methods=["POST"]) for path, api in ROUTES.items()
-        ]
+        routes = []
         if self.mcp_app is not None:
             routes.append(
                 Route("/mcp", _asgi(self._guarded_mcp), methods=["GET", "POST", "DELETE"])
             )
+        routes.append(
+            Route(
+                "/{path:path}",
+                self._dispatch,
+                methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+            )
+        )
         return Starlette(
             routes=routes,
             lifespan=self._lifespan,
@@ -333,31 +353,57 @@ class Gateway:
         assert self.mcp_app is not None
         await self.mcp_app(scope, receive, send)
 
-    def _endpoint(self, route: str, api: Api) -> Callable[[Request], Any]:
-        async def endpoint(request: Request) -> Response:
-            if not hmac.compare_digest(presented_token(request).encode(), self.token.encode()):
-                return error_response(api, 401, "authentication_error", "invalid API key")
-            raw = await request.body()
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                return error_response(api, 400, "invalid_request_error", "the body is not JSON")
-            if not isinstance(body, dict):
-                return error_response(
-                    api, 400, "invalid_request_error", "the body must be a JSON object"
-                )
-            headers = {n: request.headers[n] for n in PASS_HEADERS if n in request.headers}
-            loop = asyncio.get_running_loop()
-            future: asyncio.Future[Reply] = loop.create_future()
-            self.calls.put(ModelCall(api, route, body, headers, loop, future))
-            reply = await future
-            if reply.stream:
-                return StreamingResponse(
-                    _chunks(reply.body), status_code=reply.status, media_type=reply.content_type
-                )
-            return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
+    async def _dispatch(self, request: Request) -> Response:
+        """A model call on a route of a registered API; anything else is unrouted."""
+        api = resolve(request.url.path) if request.method == "POST" else None
+        if api is None:
+            return await self._unrouted(request)
+        return await self._model_call(request, api)
 
-        return endpoint
+    async def _unrouted(self, request: Request) -> Response:
+        """A route no API here serves: 404 with a message naming the API the path belongs
+        to (the CLI shows it); a POST's is remembered and passed to ``on_unrouted`` (the
+        desk logs it).
+        Answered before the token is checked: a CLI speaking another API sends its key in
+        a header this gateway does not read, and the 404 says nothing a route list would
+        not."""
+        api, message = no_route(request.method, request.url.path)
+        # Only a POST is a model call that went nowhere: a CLI's probes (Claude Code's
+        # HEAD /, a GET of /v1/models) are answered but are not the desk's business.
+        if (
+            request.method == "POST"
+            and message not in self.unrouted
+            and len(self.unrouted) < UNROUTED_KEPT
+        ):
+            self.unrouted.append(message)
+            if self.on_unrouted is not None:
+                self.on_unrouted(message)
+        return error_response(api or get_api("openai-chat"), 404, "not_found_error", message)
+
+    async def _model_call(self, request: Request, api: WireApi) -> Response:
+        route = request.url.path
+        presented = presented_token(request, api).encode()
+        if not hmac.compare_digest(presented, self.token.encode()):
+            return error_response(api, 401, "authentication_error", "invalid API key")
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return error_response(api, 400, "invalid_request_error", "the body is not JSON")
+        if not isinstance(body, dict):
+            return error_response(
+                api, 400, "invalid_request_error", "the body must be a JSON object"
+            )
+        headers = {n: request.headers[n] for n in PASS_HEADERS if n in request.headers}
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Reply] = loop.create_future()
+        self.calls.put(ModelCall(api.name, route, body, headers, loop, future))
+        reply = await future
+        if reply.stream:
+            return StreamingResponse(
+                _chunks(reply.body), status_code=reply.status, media_type=reply.content_type
+            )
+        return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
 
 
 def _asgi(app: Callable[[Scope, Receive, Send], Any]) -> Any:

@@ -2,7 +2,8 @@
 manifest (base URL, key variable, retries honouring ``retry-after``, price).
 
 The key is read from the desk process's environment at call time and sent in the
-upstream's own header (``x-api-key`` for Anthropic, ``Authorization: Bearer`` for OpenAI);
+upstream's own header (``x-api-key`` for Anthropic, ``Authorization: Bearer`` for OpenAI,
+``x-goog-api-key`` for Gemini);
 it is never in a journal, a log or the CLI's environment. A response is read whole (a
 stream as its raw bytes) so it can be recorded and checked before the CLI sees any of it.
 
@@ -25,15 +26,20 @@ from typing import Any
 import httpx
 
 from assay.errors import BadInput, Denied, Unavailable
-from assay.gateway.wire import Answer, Api, read_answer
-from assay.models.config import AnthropicConfig, OpenAIConfig
+from assay.gateway.apis import get_api
+from assay.gateway.wire import Answer, read_answer
+from assay.models.config import AnthropicConfig, GeminiConfig, OpenAIConfig
 from assay.models.http import RETRY_STATUSES, parse_retry_after, ssl_context
 
 PASS_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
 # Answers that say the provider is there but has no room for the call now (rate limited,
 # unavailable, Anthropic's overloaded): worth waiting for, unlike a broken endpoint.
 CAPACITY_STATUSES = frozenset({429, 503, 529})
-DEFAULT_BASE = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
+DEFAULT_BASE = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com/v1",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class Upstream:
 
     def __init__(
         self,
-        config: OpenAIConfig | AnthropicConfig,
+        config: OpenAIConfig | AnthropicConfig | GeminiConfig,
         *,
         source: str = "the desk",
         transport: httpx.BaseTransport | None = None,
@@ -77,9 +83,11 @@ class Upstream:
         self._client.close()
 
     def url(self, route: str) -> str:
-        """``/v1/messages`` on the configured base (an OpenAI base already ends in /v1)."""
-        if self.flavour == "openai" and self.base_url.endswith("/v1"):
-            return self.base_url + route.removeprefix("/v1")
+        """``/v1/messages`` on the configured base; a base already ending in the route's
+        version (an OpenAI base's ``/v1``, a Gemini base's ``/v1beta``) is not given it twice."""
+        version = "/" + route.lstrip("/").split("/", 1)[0]
+        if version.startswith("/v1") and self.base_url.endswith(version):
+            return self.base_url + route.removeprefix(version)
         return self.base_url + route
 
     def headers(self, given: dict[str, str]) -> dict[str, str]:
@@ -94,17 +102,22 @@ class Upstream:
             headers.setdefault("anthropic-version", self.config.anthropic_version)
             if key:
                 headers["x-api-key"] = key
+        elif self.flavour == "gemini":
+            if key:
+                headers["x-goog-api-key"] = key
         elif key:
             headers["authorization"] = f"Bearer {key}"
         return headers
 
     def forward(
-        self, api: Api, route: str, body: dict[str, Any], headers: dict[str, str]
+        self, api: str, route: str, body: dict[str, Any], headers: dict[str, str]
     ) -> tuple[Reply, Answer | None]:
-        """POST ``body`` (its ``model`` set to the desk's), retrying what is transient."""
-        payload = {**body, "model": self.config.model}
-        stream = bool(body.get("stream"))
-        url, sent = self.url(route), self.headers(headers)
+        """POST ``body`` (the desk's model in place of the CLI's, in the body or the path as
+        the API has it), retrying what is transient."""
+        wire = get_api(api)
+        path, payload = wire.upstream_request(route, body, self.config.model)
+        stream = wire.streams(route, body)
+        url, sent = self.url(path), self.headers(headers)
         what = f"{self.source}: model: {self.config.model} at {self.base_url}"
         last, status = "", 0
         for attempt in range(1, self.config.attempts + 1):
@@ -138,7 +151,7 @@ class Upstream:
             return float(min(retry_after, self.config.max_backoff_s))
         return float(min(self.config.backoff_s * 2 ** (attempt - 1), self.config.max_backoff_s))
 
-    def _check(self, api: Api, reply: Reply, what: str) -> Answer | None:
+    def _check(self, api: str, reply: Reply, what: str) -> Answer | None:
         if reply.status in (401, 403):
             hint = f"; check ${self.config.api_key_env}" if self.config.api_key_env else ""
             raise Denied(

@@ -27,7 +27,11 @@ GATE_SECRET = "ASSAY_EVIDENCE_KEY"  # read by assay-gate.yml's job only
 EXAMPLE_DESK = "example"  # desks/example.yaml: the scripted desk that runs offline
 EXAMPLE_BRIEF = "briefs/example-add-function.md"
 _RENAMED = {"workflows": ".github/workflows"}
-CLI_DESKS = ("claude-code", "codex")  # templates/cli/<profile>.yaml, written with --cli
+CLI_DESKS = (
+    "claude-code",
+    "codex",
+    "gemini-cli",
+)  # templates/cli/<profile>.yaml, written with --cli
 # The ruleset a repository needs beside the workflows: main cannot be deleted or rewound,
 # and a pull request merges (or a push lands) only with the gate's check green, from the
 # GitHub Actions app: a look-alike `assay/evidence` check another app installed on the

@@ -2,7 +2,8 @@
 
 ``build_model(config, base_dir=...)`` turns a desk manifest's ``model:`` section into an
 adapter: ``openai`` (any OpenAI-compatible endpoint), ``anthropic`` (Messages API),
-``command`` (an external agent CLI run as one step) or ``scripted`` (a YAML script).
+``gemini`` (Google's Gemini API), ``command`` (an external agent CLI run as one step) or
+``scripted`` (a YAML script).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from assay.models.base import Message, ModelAdapter, ModelReply, ToolSpec, Usage
 from assay.models.config import (
     MODEL_CONFIG,
     AnthropicConfig,
+    AnyModelConfig,
     CommandConfig,
+    GeminiConfig,
     ModelConfig,
     OpenAIConfig,
     Price,
@@ -31,11 +34,11 @@ if TYPE_CHECKING:  # httpx costs ~0.1 s to import; only the HTTP adapters need i
     from assay.sandbox import SandboxSpec
 
 
-def parse_model_config(
-    config: Any, *, source: str = "model"
-) -> OpenAIConfig | AnthropicConfig | CommandConfig | ScriptedConfig:
+def parse_model_config(config: Any, *, source: str = "model") -> AnyModelConfig:
     """Validate a ``model:`` mapping; ``BadInput`` names the field."""
-    if isinstance(config, OpenAIConfig | AnthropicConfig | CommandConfig | ScriptedConfig):
+    if isinstance(
+        config, OpenAIConfig | AnthropicConfig | GeminiConfig | CommandConfig | ScriptedConfig
+    ):
         return config
     if isinstance(config, BaseModel):
         config = config.model_dump()
@@ -74,6 +77,10 @@ def build_model(
         from assay.models.anthropic import AnthropicModel
 
         return AnthropicModel(parsed, transport=transport)
+    if isinstance(parsed, GeminiConfig):
+        from assay.models.gemini import GeminiModel
+
+        return GeminiModel(parsed, transport=transport)
     if isinstance(parsed, CommandConfig):
         from assay.models.command import CommandModel
 
@@ -88,6 +95,7 @@ def build_model(
 __all__ = [
     "AnthropicConfig",
     "CommandConfig",
+    "GeminiConfig",
     "Message",
     "ModelAdapter",
     "ModelConfig",

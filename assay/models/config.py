@@ -4,6 +4,7 @@
 model: {adapter: openai, model: gpt-4o-mini, base_url: http://127.0.0.1:8000/v1,
         api_key_env: OPENAI_API_KEY, price: {in_per_1k: 0.00015, out_per_1k: 0.0006}}
 model: {adapter: anthropic, model: claude-sonnet-4-5, max_tokens: 4096}
+model: {adapter: gemini, model: gemini-2.5-pro, api_key_env: GEMINI_API_KEY}
 model: {adapter: command, argv: [my-agent, --non-interactive], prompt: stdin}
 model: {adapter: scripted, script: scripts/example.yaml}
 ```
@@ -74,6 +75,15 @@ class AnthropicConfig(HttpModelConfig):
     anthropic_version: str = "2023-06-01"
 
 
+class GeminiConfig(HttpModelConfig):
+    """Google's Gemini API (``generateContent``); the upstream of a cli desk whose CLI speaks
+    it (the Gemini CLI). The key is sent in ``x-goog-api-key``."""
+
+    adapter: Literal["gemini"]
+    api_key_env: str | None = "GEMINI_API_KEY"
+    context_window: Annotated[int, Field(gt=0, le=10**9)] = 1_000_000
+
+
 def _argv(value: Any) -> Any:
     if isinstance(value, str):
         try:
@@ -116,10 +126,6 @@ class ScriptedConfig(StrictModel):
     price: Price = Field(default_factory=Price)
 
 
-ModelConfig = Annotated[
-    OpenAIConfig | AnthropicConfig | CommandConfig | ScriptedConfig,
-    Field(discriminator="adapter"),
-]
-MODEL_CONFIG: TypeAdapter[OpenAIConfig | AnthropicConfig | CommandConfig | ScriptedConfig] = (
-    TypeAdapter(ModelConfig)
-)
+AnyModelConfig = OpenAIConfig | AnthropicConfig | GeminiConfig | CommandConfig | ScriptedConfig
+ModelConfig = Annotated[AnyModelConfig, Field(discriminator="adapter")]
+MODEL_CONFIG: TypeAdapter[AnyModelConfig] = TypeAdapter(ModelConfig)

@@ -424,8 +424,14 @@ class WireSession:
         items = [json.loads(self.store.get(r, where=f"step {rec.pos}")) for r in refs]
         if marks:
             items = remark(items, marks, where=f"step {rec.pos}")
-        key = "input" if intent.get("api") == "openai-responses" else "messages"
-        return {**rest, key: items}
+        from assay.gateway.apis import REGISTRY  # the API's own shape, from its registry
+
+        api = REGISTRY.get(str(intent.get("api")))
+        if api is None:
+            raise Corrupt(
+                f"step {rec.pos}: a model call of an unknown wire API {intent.get('api')!r}"
+            )
+        return {**rest, api.conversation_key: items}
 
     def _describe(self, rec: Recorded, request: WireRequest) -> str:
         if rec.label != WIRE or rec.intent is None:

@@ -18,6 +18,7 @@ from tests.conftest import REPO_ROOT
 BINARIES = {
     "claude": "node_modules/.bin/claude",
     "codex": "node_modules/.bin/codex",
+    "gemini": "gemini-cli/node_modules/.bin/gemini",
     "mini": "mini-swe-agent/bin/mini",
 }
 

@@ -15,7 +15,7 @@ from tests.agentcli.test_sessions import SCRIPTED, scripted_launch
 from tests.fakes.wire import WireFake
 
 # what hello.py prints once the script's turns 0-2 ran (Codex edits at turn 2)
-WORDS = {"claude-code": "hello", "codex": "bye", "mini-swe-agent": "bye"}
+WORDS = {"claude-code": "hello", "codex": "bye", "gemini-cli": "bye", "mini-swe-agent": "bye"}
 
 
 @pytest.mark.parametrize("profile", sorted(SCRIPTED))

@@ -21,12 +21,16 @@ TOKEN = "assay-test-token-mcp"
 CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "claude-code": ("claude", "claude-sonnet-4-5", {"name": "mcp__assay__note"}),
     "codex": ("codex", "gpt-5-codex", {"namespace": "mcp__assay", "name": "note"}),
+    "gemini-cli": ("gemini", "gemini-2.5-pro", {"name": "mcp_assay_note"}),
 }
+NAMES = {"gemini-cli": "mcp_assay_note"}  # the tool's name as offered, when not Claude's
 
 
 def offered(body: dict[str, Any]) -> set[str]:
     names = set()
     for tool in body.get("tools") or []:
+        for declared in tool.get("functionDeclarations") or []:  # Gemini
+            names.add(declared["name"])
         if tool.get("type") == "namespace":  # Codex groups a server's tools in a namespace
             names |= {f"{tool['name']}__{t['name']}" for t in tool.get("tools", [])}
         elif "name" in tool:
@@ -57,7 +61,7 @@ def test_the_cli_calls_the_registered_mcp_tool(profile: str, tmp_path: Path) -> 
         assert done.returncode == 0, done.stderr + done.stdout
         assert fake.answered == 2
         first, second = fake.turn_requests()
-    assert "mcp__assay__note" in offered(first.body)
+    assert NAMES.get(profile, "mcp__assay__note") in offered(first.body)
     if profile == "claude-code":  # Codex always offers its own tools
         assert offered(first.body) == {"mcp__assay__note"}
     assert mcp.notes == ["step one done"]

@@ -44,7 +44,7 @@ def test_an_unknown_profile_is_bad_input_naming_it() -> None:
     ) as got:
         get_profile("claude-kode")
     assert got.value.code == 65
-    assert "claude-code, codex, generic, mini-swe-agent" in got.value.message
+    assert "claude-code, codex, gemini-cli, generic, mini-swe-agent" in got.value.message
 
 
 def test_the_profiles_and_their_apis() -> None:
@@ -52,6 +52,7 @@ def test_the_profiles_and_their_apis() -> None:
     assert apis == {
         "claude-code": "anthropic",
         "codex": "openai-responses",
+        "gemini-cli": "gemini",
         "mini-swe-agent": "openai-chat",
         "generic": "openai-chat",
     }
@@ -66,8 +67,10 @@ def test_generic_sets_the_common_variables_and_nothing_else(tmp_path: Path) -> N
         "ANTHROPIC_BASE_URL": "http://127.0.0.1:4000",
         "OPENAI_BASE_URL": "http://127.0.0.1:4000/v1",
         "OPENAI_API_BASE": "http://127.0.0.1:4000/v1",
+        "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:4000",
         "ANTHROPIC_API_KEY": TOKEN,
         "OPENAI_API_KEY": TOKEN,
+        "GEMINI_API_KEY": TOKEN,
     }
     assert got.argv == ["my-agent", "--task", "do the brief"]
     assert got.files == {}
@@ -150,7 +153,12 @@ def first_turn(profile: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(
     ("profile", "binary"),
-    [("claude-code", "claude"), ("codex", "codex"), ("mini-swe-agent", "mini")],
+    [
+        ("claude-code", "claude"),
+        ("codex", "codex"),
+        ("gemini-cli", "gemini"),
+        ("mini-swe-agent", "mini"),
+    ],
 )
 def test_a_real_cli_gets_a_hostile_prompt_verbatim_and_runs_none_of_it(
     profile: str, binary: str, tmp_path: Path
@@ -189,6 +197,48 @@ def test_a_work_trees_claude_hooks_do_not_run_unless_the_desk_opts_in(tmp_path: 
             memory = "marker 5d1e" in json.dumps(fake.turn_requests()[0].body)
         seen.append(((work / "hook-ran").exists(), memory))
     assert seen == [(False, False), (True, True)]
+
+
+@pytest.mark.parametrize("how", ["file", "symlinked folder", "dangling link"])
+def test_a_work_trees_gemini_settings_are_refused_before_the_cli_starts(
+    tmp_path: Path, how: str
+) -> None:
+    # A brief's branch may carry .gemini/settings.json; a trusted folder's settings override
+    # the user's (the profile's), so its hooks and MCP servers would run commands no declared
+    # tool allows (found with the real CLI: a SessionStart hook ran).
+    work = tmp_path / "work"
+    work.mkdir()
+    hook = {"type": "command", "command": "touch hook-ran"}
+    text = json.dumps({"hooksConfig": {"enabled": True}, "hooks": {"SessionStart": [hook]}})
+    if how == "file":
+        (work / ".gemini").mkdir()
+        (work / ".gemini" / "settings.json").write_text(text)
+    elif how == "symlinked folder":
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere" / "settings.json").write_text(text)
+        (work / ".gemini").symlink_to(tmp_path / "elsewhere")
+    else:
+        (work / ".gemini").mkdir()
+        (work / ".gemini" / "settings.json").symlink_to(tmp_path / "nowhere.json")
+    with pytest.raises(BadInput, match=r"\.gemini/settings\.json: the work tree configures"):
+        launch("gemini-cli", tmp_path, workdir=work)
+    own = launch("gemini-cli", tmp_path, workdir=work, command=["gemini", "--prompt={prompt}"])
+    assert own.argv[0] == "gemini"  # the desk's own command accepts the work tree's settings
+
+
+def test_the_gemini_cli_gets_only_the_declared_tools_and_the_assay_server(tmp_path: Path) -> None:
+    got = launch("gemini-cli", tmp_path, tools=["read_file", "finish"], mcp_url="http://m/mcp")
+    ((path, data),) = got.files.items()
+    settings = json.loads(data)
+    assert path == tmp_path / "home" / ".gemini" / "settings.json"
+    assert settings["tools"]["core"] == ["read_file", "finish", "mcp_assay_*"]
+    assert settings["mcp"]["allowed"] == ["assay"]
+    server = settings["mcpServers"]["assay"]
+    assert server["httpUrl"] == "http://m/mcp" and server["headers"]["Authorization"].endswith(
+        TOKEN
+    )
+    assert settings["hooksConfig"] == {"enabled": False}
+    assert got.env["GEMINI_API_KEY"] == TOKEN and TOKEN not in " ".join(got.argv)
 
 
 @pytest.mark.parametrize("tool", ["Read,Bash", "", " "])

@@ -35,7 +35,8 @@ def sent(body: dict[str, Any], text: str) -> bool:
             for item in value:
                 yield from strings(item)
 
-    return any(text in s for s in strings(body.get("messages") or body.get("input")))
+    conversation = body.get("messages") or body.get("input") or body.get("contents")
+    return any(text in s for s in strings(conversation))
 
 
 def claude_script(work: Path) -> list[dict[str, Any]]:
@@ -135,6 +136,37 @@ def mini_script() -> list[dict[str, Any]]:
     ]
 
 
+def gemini_script() -> list[dict[str, Any]]:
+    def sh(cmd: str) -> dict[str, Any]:
+        return {"name": "run_shell_command", "arguments": {"command": cmd}}
+
+    return [
+        {
+            "content": "Writing the script.",
+            "tool_calls": [
+                {
+                    "name": "write_file",
+                    "arguments": {"file_path": "hello.py", "content": "print('hello')\n"},
+                }
+            ],
+        },
+        {"tool_calls": [sh("python3 hello.py > out.txt && echo first-run-ok")]},
+        {"tool_calls": [sh("sed -i s/hello/bye/ hello.py")]},
+        {"tool_calls": [sh("python3 hello.py >> out.txt")]},
+        {"tool_calls": [sh("cat out.txt")]},
+        {"content": "Done: hello.py prints bye."},
+    ]
+
+
+def test_the_gemini_cli_runs_a_scripted_session(tmp_path: Path) -> None:
+    done, turns = run_session("gemini-cli", tmp_path, api="gemini")
+    assert "Done: hello.py prints bye." in done.stdout
+    assert all(t.stream and t.headers["x-goog-api-key"] == TOKEN for t in turns)
+    assert all(":streamGenerateContent" in t.path for t in turns)
+    offered = {d["name"] for tool in turns[0].body["tools"] for d in tool["functionDeclarations"]}
+    assert offered == {"run_shell_command", "write_file"}  # the declared tools only
+
+
 # Each CLI's binary, model and built-in tools, and its scripted session (given the work tree).
 SCRIPTED: dict[str, tuple[str, str, list[str], Callable[[Path], list[dict[str, Any]]]]] = {
     "claude-code": (
@@ -144,6 +176,12 @@ SCRIPTED: dict[str, tuple[str, str, list[str], Callable[[Path], list[dict[str, A
         claude_script,
     ),
     "codex": ("codex", "gpt-5-codex", ["exec_command"], lambda work: codex_script()),
+    "gemini-cli": (
+        "gemini",
+        "gemini-2.5-pro",
+        ["run_shell_command", "write_file"],
+        lambda work: gemini_script(),
+    ),
     "mini-swe-agent": ("mini", "fake-model", ["bash"], lambda work: mini_script()),
 }
 

@@ -17,7 +17,7 @@ from tests.agentcli.clis import cli_path
 from tests.conftest import assay_argv, assay_env
 from tests.demo.test_demo import assert_the_story_was_told
 
-BINARIES = {"codex": "codex", "claude-code": "claude"}
+BINARIES = {"codex": "codex", "claude-code": "claude", "gemini-cli": "gemini"}
 
 
 def run_demo(directory: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -33,7 +33,7 @@ def run_demo(directory: Path, *args: str, env: dict[str, str]) -> subprocess.Com
 
 @pytest.mark.slow
 @pytest.mark.timeout(420)  # past the demo's own deadline (300 s): its report says what hung
-@pytest.mark.parametrize("cli", ["codex", "claude-code"])
+@pytest.mark.parametrize("cli", ["codex", "claude-code", "gemini-cli"])
 def test_a_real_cli_tells_the_whole_story(tmp_path: Path, cli: str) -> None:
     directory = tmp_path / "run"
     program = cli_path(BINARIES[cli])

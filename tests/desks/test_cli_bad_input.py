@@ -90,6 +90,38 @@ def test_a_cli_that_exits_at_once_is_bad_input_naming_its_command(
     assert not [e for e in journal.entries if e["kind"] == "end"]
 
 
+def test_a_cli_asking_a_route_the_gateway_lacks_is_told_and_the_desk_log_names_it(
+    world: World, upstream_key: None
+) -> None:
+    # A CLI speaking an API route the gateway does not serve (here Gemini's embedContent)
+    # gets a 404 whose message says which API it speaks; the desk's stderr names the route.
+    client = (
+        "import json, os, sys, urllib.request, urllib.error\n"
+        "url = os.environ['GOOGLE_GEMINI_BASE_URL'] + '/v1beta/models/m:embedContent'\n"
+        "req = urllib.request.Request(url, data=b'{}', method='POST',\n"
+        "    headers={'x-goog-api-key': os.environ['GEMINI_API_KEY']})\n"
+        "try:\n    urllib.request.urlopen(req)\n"
+        "except urllib.error.HTTPError as e:\n"
+        "    print(json.load(e)['error']['message'], file=sys.stderr)\n"
+        "sys.exit(1)\n"
+    )
+    world.add_briefs(brief_text("b1"))
+    with WireFake(SCRIPT) as fake:
+        add_cli_desk(world, fake)
+        set_cli(world, command=[sys.executable, "-c", client])
+        done = world.desk("cli", "--once")
+        assert fake.received == 0
+    assert done.returncode == 65, done.stdout + done.stderr
+    said = (
+        "no gateway route for POST /v1beta/models/m:embedContent: "
+        "the desk's CLI speaks the Gemini API"
+    )
+    err = " ".join(done.stderr.split())
+    assert f"cli.yaml: {said}" in err  # logged as it happened
+    assert f"cli.yaml: cli.api: the agent CLI exited 1 before calling its model: {said}" in err
+    assert said in " ".join(done.stdout.split()) + err  # what the CLI itself printed, too
+
+
 def test_a_cli_that_hangs_is_stopped_at_its_timeout(world: World, upstream_key: None) -> None:
     world.add_briefs(brief_text("b1"))
     marker = "assay-hang-test-4f1c"

@@ -73,7 +73,26 @@ def test_a_cli_desk_needs_its_section_and_an_http_model() -> None:
         "{adapter: anthropic, model: claude-sonnet-4-5, api_key_env: ANTHROPIC_API_KEY}",
         "{adapter: scripted, script: s.yaml}",
     )
-    assert "needs an openai or anthropic model" in bad(scripted)
+    assert "needs an openai, anthropic or gemini model" in bad(scripted)
+
+
+def test_a_gemini_cli_desk_and_a_gemini_agent_desk_parse() -> None:
+    gemini = CLI.replace("profile: claude-code", "profile: gemini-cli\n  api: gemini").replace(
+        "{adapter: anthropic, model: claude-sonnet-4-5, api_key_env: ANTHROPIC_API_KEY}",
+        "{adapter: gemini, model: gemini-2.5-pro, base_url: 'http://127.0.0.1:9/'}",
+    )
+    desk = parse_manifest(gemini, source="desks/claude.yaml")
+    assert desk.cli is not None and desk.cli.api == "gemini"
+    assert desk.model is not None and desk.model.adapter == "gemini"
+    assert desk.model.api_key_env == "GEMINI_API_KEY"
+    agent = """\
+name: coder
+kind: agent
+model: {adapter: gemini, model: gemini-2.5-pro}
+tools: [read_file, finish]
+"""
+    coder = parse_manifest(agent, source="desks/coder.yaml")
+    assert coder.model is not None and coder.model.adapter == "gemini"
 
 
 def test_other_kinds_still_refuse_unknown_tools() -> None:

@@ -9,8 +9,8 @@ token-count side request with each turn (Anthropic only), as Claude Code does.
 
 As a process (``python tests/gateway/agent_client.py [--api API] [--stream] [--side WHEN]
 PROMPT``; it imports nothing of Assay or the tests) it finds the gateway the way the
-``generic`` profile points CLIs at it (``ANTHROPIC_BASE_URL``/``OPENAI_BASE_URL`` and the
-matching ``*_API_KEY``).
+``generic`` profile points CLIs at it (``ANTHROPIC_BASE_URL``/``OPENAI_BASE_URL``/
+``GOOGLE_GEMINI_BASE_URL`` and the matching ``*_API_KEY``/``GEMINI_API_KEY``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,9 @@ ROUTES = {
     "anthropic": "/v1/messages",
     "openai-chat": "/v1/chat/completions",
     "openai-responses": "/v1/responses",
+    "gemini": "/v1beta/models/{model}:generateContent",
 }
+GEMINI_STREAM = "/v1beta/models/{model}:streamGenerateContent?alt=sse"
 TOOLS = [
     {"name": "Write", "description": "write a file", "parameters": {"type": "object"}},
     {"name": "Bash", "description": "run a command", "parameters": {"type": "object"}},
@@ -81,6 +84,8 @@ def parse(
     api: str, raw: bytes, stream: bool
 ) -> tuple[str, list[tuple[str, str, dict[str, Any]]], Any]:
     """(text, [(id, name, args)], the assistant item(s) to append) of an answer."""
+    if api == "gemini":
+        return _gemini(raw, stream)
     if api == "anthropic":
         if stream:
             blocks: list[dict[str, Any]] = []
@@ -154,7 +159,51 @@ def parse(
     return text, calls, output
 
 
+_minted = [0]
+
+
+def _gemini(raw: bytes, stream: bool) -> tuple[str, list[tuple[str, str, dict[str, Any]]], Any]:
+    """A Gemini answer; a call without an id gets one made up from the clock, as the Gemini
+    CLI does (``<name>_<epoch ms>_<n>``): a different id in every run."""
+    chunks = _events(raw) if stream else [json.loads(raw)]
+    parts = [
+        dict(part)
+        for chunk in chunks
+        for candidate in (chunk.get("candidates") or [])[:1]
+        for part in (candidate.get("content") or {}).get("parts") or []
+    ]
+    text = "".join(p["text"] for p in parts if isinstance(p.get("text"), str))
+    calls = []
+    for part in parts:
+        call = part.get("functionCall")
+        if isinstance(call, dict):
+            if not call.get("id"):
+                _minted[0] += 1
+                call = {**call, "id": f"{call['name']}_{time.time_ns() // 10**6}_{_minted[0]}"}
+                part["functionCall"] = call
+            calls.append((call["id"], call["name"], call.get("args") or {}))
+    merged: list[dict[str, Any]] = []  # streamed text pieces put back into one part
+    for part in parts:
+        if merged and "text" in part and "text" in merged[-1]:
+            merged[-1] = {"text": merged[-1]["text"] + part["text"]}
+        else:
+            merged.append(part)
+    return text, calls, {"role": "model", "parts": merged}
+
+
 def results(api: str, done: list[tuple[str, str]]) -> list[Any]:
+    if api == "gemini":
+        responses = [
+            {
+                "functionResponse": {
+                    "id": i,
+                    "name": i.rsplit("_", 2)[0],
+                    "response": {"output": out},
+                }
+            }
+            for i, out in done
+        ]
+        return [{"role": "user", "parts": responses}]
     if api == "anthropic":
         blocks = [{"type": "tool_result", "tool_use_id": i, "content": out} for i, out in done]
         return [{"role": "user", "content": blocks}]
@@ -179,9 +228,13 @@ def converse(
     """Run the agent loop to its end (``ApiError`` on an HTTP error answer)."""
     transcript = Transcript()
     headers = {"x-api-key": key} if api == "anthropic" else {"authorization": f"Bearer {key}"}
+    if api == "gemini":
+        headers = {"x-goog-api-key": key}
     if api == "anthropic":
         headers["anthropic-version"] = "2023-06-01"
     items: list[Any] = [{"role": "user", "content": prompt}]
+    if api == "gemini":
+        items = [{"role": "user", "parts": [{"text": prompt}]}]
     if cache_control:  # as Claude Code sends a prompt: one text block
         items = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
     with httpx.Client(base_url=base_url, headers=headers, timeout=120) as client:
@@ -198,7 +251,8 @@ def converse(
                 )
                 aside.start()
             body = request_body(api, model, marked(items) if cache_control else items, stream)
-            answer = client.post(ROUTES[api], json=body)
+            route = GEMINI_STREAM if api == "gemini" and stream else ROUTES[api]
+            answer = client.post(route.format(model=model), json=body)
             if aside is not None:
                 aside.join()
             if side == "after" and api == "anthropic":
@@ -231,6 +285,12 @@ def marked(items: list[Any]) -> list[Any]:
 
 
 def request_body(api: str, model: str, items: list[Any], stream: bool) -> dict[str, Any]:
+    if api == "gemini":  # the model is in the path, streaming is the route's
+        return {
+            "contents": items,
+            "tools": [{"functionDeclarations": TOOLS}],
+            "generationConfig": {"temperature": 0},
+        }
     if api == "anthropic":
         tools = [
             {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
@@ -281,13 +341,10 @@ def main(argv: list[str]) -> int:
             env = {"AGENT_BASE_URL": config["base_url"], "AGENT_KEY": env[config["key_env"]]}
         else:
             prompt = arg
-    anthropic = api == "anthropic"
-    base = env.get("AGENT_BASE_URL") or env.get(
-        "ANTHROPIC_BASE_URL" if anthropic else "OPENAI_BASE_URL", ""
-    ).removesuffix("/v1")
-    key = env.get("AGENT_KEY") or env.get(
-        "ANTHROPIC_API_KEY" if anthropic else "OPENAI_API_KEY", ""
-    )
+    family = {"anthropic": "ANTHROPIC", "gemini": "GOOGLE_GEMINI"}.get(api, "OPENAI")
+    base = env.get("AGENT_BASE_URL") or env.get(f"{family}_BASE_URL", "").removesuffix("/v1")
+    key_name = "GEMINI_API_KEY" if api == "gemini" else f"{family}_API_KEY"
+    key = env.get("AGENT_KEY") or env.get(key_name, "")
     try:
         transcript = converse(
             api=api,

@@ -13,7 +13,7 @@ from assay.errors import AssayError
 from assay.gateway.calls import CallHandler
 from assay.gateway.server import Gateway
 from assay.gateway.upstream import Upstream
-from assay.models.config import AnthropicConfig, OpenAIConfig, Price
+from assay.models.config import AnthropicConfig, GeminiConfig, OpenAIConfig, Price
 from assay.runtime import Budget, Run
 from assay.runtime.wire import WireSession
 from tests.fakes.wire import WireFake
@@ -21,11 +21,11 @@ from tests.gateway.agent_client import Transcript, converse
 
 KEY_ENV = "ASSAY_GW_TEST_KEY"
 KEY = "sk-upstream-real-key-7f3a9c2e41d8"
-APIS = ("anthropic", "openai-chat", "openai-responses")
+APIS = ("anthropic", "openai-chat", "openai-responses", "gemini")
 PRICE = Price(in_per_1k=1.0, out_per_1k=2.0)
 
 
-def model_config(api: str, fake: WireFake) -> AnthropicConfig | OpenAIConfig:
+def model_config(api: str, fake: WireFake) -> AnthropicConfig | OpenAIConfig | GeminiConfig:
     common: dict[str, Any] = {
         "model": "upstream-model",
         "api_key_env": KEY_ENV,
@@ -35,6 +35,8 @@ def model_config(api: str, fake: WireFake) -> AnthropicConfig | OpenAIConfig:
     }
     if api == "anthropic":
         return AnthropicConfig(adapter="anthropic", base_url=fake.url, **common)
+    if api == "gemini":
+        return GeminiConfig(adapter="gemini", base_url=fake.url, **common)
     return OpenAIConfig(adapter="openai", base_url=f"{fake.url}/v1", **common)
 
 

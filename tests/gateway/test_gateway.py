@@ -93,7 +93,11 @@ def test_the_real_key_stays_in_the_desk_and_out_of_the_journal(
         outcome = drive(tmp_path / "j", fake, api=api, cwd=tmp_path / "w", stream=stream)
         assert outcome.error is None and outcome.client_error is None
         sent = fake.turn_requests()[0].headers
-        presented = sent.get("x-api-key") or sent.get("authorization", "").removeprefix("Bearer ")
+        presented = (
+            sent.get("x-api-key")
+            or sent.get("x-goog-api-key")
+            or sent.get("authorization", "").removeprefix("Bearer ")
+        )
         assert presented == KEY  # the upstream got the real key, in its own header
         assert all(outcome.token not in json.dumps(s.headers) for s in fake.seen)
     assert outcome.transcript is not None

@@ -10,7 +10,15 @@ MCP_TOOLS = ("finish", "request_approval")
 
 
 @pytest.mark.parametrize(
-    "name", ["finish", "mcp__assay__finish", "assay__finish", "assay_finish", "assay.finish"]
+    "name",
+    [
+        "finish",
+        "mcp__assay__finish",
+        "mcp_assay_finish",
+        "assay__finish",
+        "assay_finish",
+        "assay.finish",
+    ],
 )
 def test_each_clis_name_for_an_mcp_tool_is_that_tool(name: str) -> None:
     assert tool_allowed(name, ["Bash"], MCP_TOOLS)

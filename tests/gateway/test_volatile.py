@@ -38,6 +38,20 @@ def _body(api: str, output: str, *, said: str = "ok", system: str = "be brief") 
                 },
             ],
         }
+    if api == "gemini":
+        return {
+            "systemInstruction": {"parts": [{"text": system}]},
+            "contents": [
+                {"role": "user", "parts": [{"text": "go"}]},
+                {"role": "model", "parts": [{"text": said}, {"functionCall": {"name": "Bash"}}]},
+                {
+                    "role": "user",
+                    "parts": [
+                        {"functionResponse": {"name": "Bash", "response": {"output": output}}}
+                    ],
+                },
+            ],
+        }
     if api == "openai-chat":
         return {
             "messages": [
@@ -68,7 +82,7 @@ def _key(api: str, body: dict[str, Any], found: tuple[Mask, ...] = NANOS) -> str
     return digest("/route", matching_body(api_, body, masks=found))
 
 
-APIS = ["anthropic", "openai-chat", "openai-responses"]
+APIS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
 NOW, LATER = "1796360000123456789", "1796360042987654321"
 
 
@@ -83,6 +97,18 @@ def test_a_declared_pattern_is_masked_in_tool_results_and_nowhere_else(api: str)
         one = _body(api, "x", **{field: f"at {NOW}"})
         two = _body(api, "x", **{field: f"at {LATER}"})
         assert _key(api, one) != _key(api, two), field
+
+
+def test_the_ids_the_gemini_cli_mints_are_volatile_and_the_apis_are_not() -> None:
+    def body(call_id: str) -> dict[str, Any]:
+        found = _body("gemini", "done")
+        found["contents"][1]["parts"][1]["functionCall"]["id"] = call_id
+        found["contents"][2]["parts"][0]["functionResponse"]["id"] = call_id
+        return found
+
+    minted = ("run_shell_command_1796407386877_0", "run_shell_command_1796407399012_0")
+    assert _key("gemini", body(minted[0])) == _key("gemini", body(minted[1]))
+    assert _key("gemini", body("call_a1")) != _key("gemini", body("call_b2"))  # the API's own
 
 
 def test_a_pattern_with_groups_masks_only_its_groups() -> None:

@@ -18,7 +18,12 @@ WORKFLOW = Path(__file__).resolve().parents[2] / "assay" / "github" / "templates
 
 
 @pytest.mark.parametrize(
-    ("profile", "key"), [("claude-code", "ANTHROPIC_API_KEY"), ("codex", "OPENAI_API_KEY")]
+    ("profile", "key"),
+    [
+        ("claude-code", "ANTHROPIC_API_KEY"),
+        ("codex", "OPENAI_API_KEY"),
+        ("gemini-cli", "GEMINI_API_KEY"),
+    ],
 )
 def test_init_with_a_cli_writes_a_cli_desk_that_loads(
     tmp_path: Path, run_assay: AssayRunner, profile: str, key: str
@@ -57,6 +62,7 @@ def _install_step() -> dict[str, object]:
     [
         ("claude-code", "@anthropic-ai/claude-code@"),
         ("codex", "@openai/codex@"),
+        ("gemini-cli", "@google/gemini-cli@"),
         ("example", ""),
         ("missing", ""),
     ],
@@ -67,6 +73,7 @@ def test_the_desk_workflow_installs_the_cli_the_desk_names(
     repo = tmp_path / "repo"
     run_assay("init", str(repo), "--cli", "claude-code")
     run_assay("init", str(repo), "--cli", "codex")
+    run_assay("init", str(repo), "--cli", "gemini-cli")
     script = str(_install_step()["run"])
     # Run the step's script with npm replaced by a recorder: it must name the pinned package.
     bin_dir = tmp_path / "bin"

@@ -337,13 +337,19 @@ class CliRun:
 
     def gateway(self, descriptors: list[dict[str, Any]]) -> Gateway:
         """A gateway for this session, with the desk's MCP tools when the CLI takes them."""
-        gateway = Gateway()
+        gateway = Gateway(on_unrouted=self.log_unrouted)
         if self.profile.mcp:
             from assay.gateway.mcp import build_mcp_app
 
             bridge = RunBridge(gateway.calls, descriptors)
             gateway.mcp_app = build_mcp_app(bridge, token=gateway.token)
         return gateway
+
+    def log_unrouted(self, message: str) -> None:
+        """A request the gateway has no route for, on the desk's stderr as it happens."""
+        from assay.console import err, printable
+
+        err.print(f"{self.desk.source}: {printable(message)}", markup=False, highlight=False)
 
     def session(self, brief: Any) -> CliOutcome:
         descriptors = self.descriptors()
@@ -379,6 +385,11 @@ class CliRun:
         finally:
             upstream.close()
         if handler.calls == 0 and code != 0:
+            if gateway.unrouted:  # what the CLI asked for names the fix; its output may not
+                raise BadInput(
+                    f"{self.desk.source}: cli.api: the agent CLI exited {code} before calling "
+                    f"its model: {gateway.unrouted[0]}"
+                )
             raise BadInput(
                 f"{self.desk.source}: cli.command: the agent CLI exited {code} before calling "
                 f"its model: {output.strip()[-300:]}"

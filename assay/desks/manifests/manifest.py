@@ -54,6 +54,7 @@ from assay.briefs.yamldoc import YamlDoc, load_yaml, validation_error
 from assay.claims.record import MAX_LEASE_S
 from assay.desks.kinds.tools import TOOL_NAMES, ToolPolicy, split_command
 from assay.errors import BadInput
+from assay.gateway.apis import REGISTRY, ApiName
 from assay.ids import check_id
 from assay.models.base import ModelAdapter
 from assay.models.config import ModelConfig
@@ -152,12 +153,16 @@ class SandboxSection(StrictModel):
         return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
+# The model adapters a cli desk's gateway can forward to: each wire API's own.
+UPSTREAM_ADAPTERS = frozenset(api.adapter for api in REGISTRY.values())
+
+
 class CliSpec(StrictModel):
     """A ``cli`` desk's agent CLI: its profile, and what overrides the profile's defaults."""
 
     profile: str
     command: Annotated[list[str] | None, BeforeValidator(_argv)] = None
-    api: Literal["anthropic", "openai-chat", "openai-responses"] | None = None
+    api: ApiName | None = None  # the wire API the CLI speaks, when not its profile's
     timeout_s: Seconds = 3600.0
     # patterns of what changes from run to run in the CLI's tool output, beside the profile's
     volatile_output: list[str] = Field(default_factory=list)
@@ -410,8 +415,10 @@ def _check_kind(manifest: DeskManifest, doc: YamlDoc) -> None:
 def _check_cli(manifest: DeskManifest, doc: YamlDoc) -> None:
     if manifest.cli is None:
         raise doc.bad(["kind"], "a cli desk needs a cli section naming its profile")
-    if manifest.model is None or manifest.model.adapter not in ("openai", "anthropic"):
-        raise doc.bad(["model"], "a cli desk needs an openai or anthropic model (its upstream)")
+    if manifest.model is None or manifest.model.adapter not in UPSTREAM_ADAPTERS:
+        raise doc.bad(
+            ["model"], "a cli desk needs an openai, anthropic or gemini model (its upstream)"
+        )
     try:
         from assay.agentcli.profiles import get_profile
     except ImportError:
