@@ -42,10 +42,11 @@ MCP_PREFIXES = ("mcp__assay__", "mcp_assay_", "assay__", "assay_", "assay.", "as
 def tool_allowed(name: str, declared: Iterable[str], mcp_tools: Iterable[str]) -> bool:
     """A tool the desk declares: one of its ``tools``, or one of Assay's MCP tools under
     the names CLIs give MCP tools (Claude Code's ``mcp__assay__finish``, Gemini CLI's
-    ``mcp_assay_finish``, OpenCode's ``assay_finish``, ``assay__finish``, or the bare name)."""
-    offered = set(mcp_tools)
-    if name in set(declared) or name in offered:
+    ``mcp_assay_finish``, OpenCode's ``assay_finish``, ``assay__finish``); a bare
+    ``finish`` could be any CLI's own tool, so it counts only when declared."""
+    if name in set(declared):
         return True
+    offered = set(mcp_tools)
     return any(name.startswith(p) and name[len(p) :] in offered for p in MCP_PREFIXES)
 
 

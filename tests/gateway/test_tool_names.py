@@ -12,7 +12,6 @@ MCP_TOOLS = ("finish", "request_approval")
 @pytest.mark.parametrize(
     "name",
     [
-        "finish",
         "mcp__assay__finish",
         "mcp_assay_finish",
         "assay__finish",
@@ -25,7 +24,8 @@ def test_each_clis_name_for_an_mcp_tool_is_that_tool(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["assay_Bash2", "mcp__other__finish", "assay_", "xassay_finish", "assay_finishx"]
+    "name",
+    ["finish", "assay_Bash2", "mcp__other__finish", "assay_", "xassay_finish", "assay_finishx"],
 )
 def test_a_name_that_is_no_declared_or_mcp_tool_is_refused(name: str) -> None:
     assert not tool_allowed(name, ["Bash"], MCP_TOOLS)
