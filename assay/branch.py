@@ -344,21 +344,39 @@ class BranchSync:
         return self.push()
 
 
-def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[str]:
-    """Briefs whose branch's journal reached main, in two git calls for any number.
+def merged_branches(
+    forge: Forge,
+    branches: dict[str, str],
+    main: str,
+    journals: Mapping[str, str] | None = None,
+) -> set[str]:
+    """Briefs whose branch's work reached main (a fast-forward: the gate's squash merges are
+    told by the review record instead), in process for any number.
 
-    A branch only just created from main is an ancestor of main too, so "merged" also
-    asks that the branch tip holds the brief's journal (the run's work).
+    A branch only just created from main is an ancestor of main too, so "merged" also asks
+    that the branch tip is the run's work: a code commit (not an ancestor of the brief's
+    checkpoints, ``journals``: brief -> journal ref tip, whose objects the cache holds) or,
+    for a run written before the journal ref, a commit holding the brief's journal.
     """
     if not branches:
         return set()
+    journals = journals or {}
     by_sha: dict[str, list[str]] = {}
     for brief, tip in branches.items():
         by_sha.setdefault(tip, []).append(brief)
     reached = forge.reached_from(main, list(by_sha))
     ancestors = [b for sha in reached for b in by_sha[sha]]
-    holds = forge.has_paths([(branches[b], journal_path(b)) for b in ancestors])
-    return {b for b, held in zip(ancestors, holds, strict=True) if held}
+    found: set[str] = set()
+    legacy = [b for b in ancestors if b not in journals]
+    holds = forge.has_paths([(branches[b], journal_path(b)) for b in legacy])
+    found |= {b for b, held in zip(legacy, holds, strict=True) if held}
+    for brief in ancestors:
+        journal = journals.get(brief)
+        if journal is None or not forge.has_commit(journal):
+            continue  # checkpoints this cache lacks: not told merged (the review says it)
+        if not forge.reached_from(journal, [branches[brief]]):
+            found.add(brief)  # a code commit the checkpoints do not contain: the run's work
+    return found
 
 
 def read_branch_journal(forge: Forge, commit: str, brief: str, into: Path) -> Journal | None:

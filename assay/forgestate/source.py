@@ -537,7 +537,14 @@ def read_snapshot(
         _suffix(ref, BRANCHES): sha for ref, sha in fetched.items() if ref.startswith(BRANCHES)
     }
     main = fetched.get(MAIN)
-    merged = merged_branches(forge, branches, main) if main and only_brief is None else set()
+    journal_tips = {
+        _suffix(ref, JOURNALS): sha for ref, sha in fetched.items() if ref.startswith(JOURNALS)
+    }
+    merged = (
+        merged_branches(forge, branches, main, journal_tips)
+        if main and only_brief is None
+        else set()
+    )
     snapshot = snapshot_from_cache(
         str(getattr(forge, "display_url", forge.url)),
         forge,

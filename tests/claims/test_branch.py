@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from assay.branch import BranchSync, branch_ref
-from assay.refs import journal_ref
 from assay.errors import BadInput, Fenced
 from assay.forge import Forge
 from assay.plumbing import Identity, RefUpdate
+from assay.refs import journal_ref
 
 ME = Identity.for_holder("coder", "h1")
 HEIR = Identity.for_holder("coder", "h2")
