@@ -205,3 +205,30 @@ def test_a_pushed_step_is_in_the_cache_so_reading_it_back_starts_no_fetch(
     with monkeypatch.context() as no_git:
         no_git.setenv("PATH", "")  # a git fetch could not even start
         assert forge.refresh([REF]) == {REF: second}
+
+
+def test_a_branch_written_before_the_journal_ref_is_resumed_from_as_it_is(
+    forge: Forge, tmp_path: Path
+) -> None:
+    # An older run: its journal rides on the branch, and there is no journal ref.
+    main = forge.ls_refs("refs/heads/main")["refs/heads/main"]
+    forge.refresh(["refs/heads/main"])
+    names = forge.list_tree(main, "")
+    files = dict(zip(names, forge.read_blobs([(main, n) for n in names]), strict=True))
+    files |= {".assay/journal/b1/000001.jsonl": b'{"seq":1}\n', "a.txt": b"old"}
+    legacy = forge.commit(files, parents=[main], message="b1: model", author=ME)
+    assert forge.push([RefUpdate(REF, legacy, expected=None)]).ok
+    sync = BranchSync(forge, "b1", workdir=tmp_path / "w", identity=HEIR)
+    work = sync.checkout()
+    assert sync.tip == legacy and sync.checkpoint is None
+    assert (sync.journal_dir / "000001.jsonl").read_text() == '{"seq":1}\n'
+    assert (work / "a.txt").read_text() == "old"
+    (sync.journal_dir / "000001.jsonl").write_text('{"seq":1}\n{"seq":2}\n')
+    code = sync.sync("takeover")
+    refs = forge.ls_refs("refs/")
+    # From its next push on: the checkpoints on the journal ref, the branch the code alone.
+    assert refs[REF] == code and refs[JOURNAL] == sync.checkpoint
+    assert _git(work, "rev-parse", f"{sync.checkpoint}~1") == legacy
+    assert _git(work, "rev-parse", f"{code}~1") == legacy
+    assert _git(work, "ls-tree", "-r", "--name-only", code, ".assay") == ""
+    assert _git(work, "show", f"{code}:a.txt") == "old"
