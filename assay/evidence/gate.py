@@ -647,7 +647,7 @@ class MergeResult:
     main_after: str
     outcome: MergeOutcome
     decision: MergeDecision
-    run: str | None = None  # the run ref this merge kept the branch under
+    run: str | None = None  # the run ref this merge kept the run's checkpoints under
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -750,8 +750,8 @@ def _squashed_main(
 ) -> tuple[str, MergeOutcome]:
     """Main after merging ``head``: one new commit whose parent is main and whose tree is
     main merged with the head, with main's own ``.assay/`` (none on a new forge) in place
-    of the run's, so the journal and every checkpoint commit stay on the branch and the
-    run ref. ``UP_TO_DATE`` when main already holds the head's work."""
+    of anything the head holds there, so the journal and every checkpoint stay on the
+    journal ref and the run ref. ``UP_TO_DATE`` when main already holds the head's work."""
     main, review = ctx.view.main, ctx.view.review
     if main is not None:
         if main == head or is_ancestor(forge, head, main):
@@ -809,7 +809,7 @@ def merge(
     allow_unsandboxed: bool = False,
 ) -> MergeResult:
     """Merge the review's head into main as one squashed commit when the merge rule allows
-    it, keeping the run's branch under its run ref; else ``MergeRefused``.
+    it, keeping the run's checkpoints under its run ref; else ``MergeRefused``.
 
     ``allow_unsandboxed`` (``--allow-unsandboxed-evidence``) accepts rows the gate ran on
     the host; without it their records block the merge. Signatures are checked with the
