@@ -9,6 +9,8 @@ branch whose code no checkpoint holds is refused.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from assay.branch import BranchSync
