@@ -15,7 +15,7 @@ import pytest
 
 from assay.branch import BranchSync
 from assay.claims import Claim, ClaimStore
-from assay.errors import Failed
+from assay.errors import Corrupt, Failed
 from assay.evidence.fingerprint import fingerprint
 from assay.evidence.gate import MergeOutcome, merge, verify
 from assay.forge import Forge, open_forge
@@ -127,5 +127,19 @@ def test_a_branch_whose_code_no_checkpoint_holds_is_refused(scene: Scene) -> Non
         with pytest.raises(Failed, match="no checkpoint on refs/assay/journal/calc holds"):
             verify(forge, BRIEF, verifier="gate:ci")
         with pytest.raises(Failed, match="the branch and its journal disagree"):
+            merge(forge, BRIEF)
+    assert scene.main_sha() == main_before
+
+
+def test_a_deleted_journal_ref_refuses_the_merge(scene: Scene) -> None:
+    # On GitHub any job with contents: write may delete a custom ref: the gate fails closed.
+    with open_forge(str(scene.forge), cache_dir=scene.cache) as forge:
+        _sync, _store, _claim = _run(scene, forge)
+        code = scene.ref(BRANCH)
+        scene.open_review(str(code))
+        assert verify(forge, BRIEF, verifier="gate:ci").passed
+        assert forge.push([RefUpdate(JOURNAL, None, expected=scene.ref(JOURNAL))]).ok
+        main_before = scene.main_sha()
+        with pytest.raises(Corrupt, match="is gone: the journal was rewritten"):
             merge(forge, BRIEF)
     assert scene.main_sha() == main_before
