@@ -173,15 +173,6 @@ class ForgeSnapshot:
         """The sha of ``assay/<brief>``, or "" when there is no such branch."""
         return self.refs.get(refs.BRANCHES + brief, "")
 
-    def journal_tip(self, brief: str) -> str:
-        """The sha of ``refs/assay/journal/<brief>`` (the checkpoints), or ""."""
-        return self.refs.get(refs.JOURNALS + brief, "")
-
-    def checkpoint(self, brief: str) -> str:
-        """The commit holding the brief's journal: the journal ref's tip, else (a run
-        written before the journal ref had its own ref) the branch's tip; "" for none."""
-        return self.journal_tip(brief) or self.branch(brief)
-
     def invalid_reason(self, brief: str) -> str:
         """Why a record of ``brief`` failed its owner's decoder ("" when all are sound):
         its file on main, its claim, events, evidence or review record, or its journal."""
