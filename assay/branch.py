@@ -1,19 +1,26 @@
-"""``BranchSync``: a brief's branch ``assay/<brief>`` checked out locally, pushed by CAS.
+"""``BranchSync``: a brief's checkpoints, pushed by CAS to two refs at once.
 
 The work directory is an ordinary git repository: the desk's tools edit files in it and
 the journal lives in it under ``.assay/journal/<brief>/``. At each durability point
-:meth:`BranchSync.sync` commits the whole work tree, journal included, as ONE commit and
-pushes it with a lease on the tip this holder last pushed (or started from). The branch
-tip on the forge is therefore always a consistent checkpoint: files exactly as the
-journal's last entry left them.
+:meth:`BranchSync.commit` commits the whole work tree, journal included, as ONE checkpoint
+commit (the chain ``refs/assay/journal/<brief>`` holds on the forge), and derives from it
+the code commit the branch ``assay/<brief>`` (the review) holds: the checkpoint's tree with
+``.assay`` as main has it, a new commit only when that tree changed, so a model call moves
+the journal ref alone and the review's diff against main names only the brief's code.
 
-When the push is refused, another holder has moved the branch (it took the claim over and
-pushed its ``takeover`` entry): ``Fenced`` is raised and nothing else is written. The
-forge is the truth: :meth:`checkout` makes the work tree exactly the forge's tip, unless
-asked to resume local commits (``local=True``: a desk whose durability mode pushes less
-than every commit, restarted on the same machine) and the work directory's own branch
-holds commits on top of that tip: then exactly those local commits, and the first push
-carries them, CAS on the forge's tip as always.
+:meth:`BranchSync.push` moves both refs in ONE atomic push, each with a lease on the tip
+this holder last pushed (or started from). The checkpoint on the forge is therefore always
+consistent (files exactly as the journal's last entry left them) and the branch is always
+its code. When the push is refused, another holder has moved a ref (it took the claim over
+and pushed its ``takeover`` entry): ``Fenced`` is raised and nothing at all is written. The
+forge is the truth: :meth:`checkout` makes the work tree exactly the forge's checkpoint,
+unless asked to resume local commits (``local=True``: a desk whose durability mode pushes
+less than every commit, restarted on the same machine) and the work directory's own branch
+holds commits on top of that checkpoint: then exactly those local commits, and the first
+push carries them, CAS on the forge's tips as always.
+
+A forge whose branches still carry their journals (runs written before the journal ref)
+is read as it is: with no journal ref, the branch's tip is the checkpoint.
 """
 
 from __future__ import annotations
@@ -51,13 +58,20 @@ def branch_ref(brief: str) -> str:
     return refs.branch_ref(brief)
 
 
+# What a code commit keeps as main has it: the run's journal and Assay's other files.
+ASSAY_FOLDER = ".assay"
+
+
 def journal_path(brief: str) -> str:
     """The journal's folder inside the work tree: ``.assay/journal/<brief>``."""
     return f".assay/journal/{check_id(brief)}"
 
 
 class BranchSync:
-    """The local checkout of ``assay/<brief>`` and its CAS-pushed checkpoints.
+    """The local checkout of a brief's checkpoints and their CAS-pushed refs.
+
+    ``tip`` is the branch (code) tip and ``checkpoint`` the journal ref's tip as this holder
+    last agreed with the forge: the two CAS bases of every push.
 
     The work directory's repository borrows the forge cache's objects (``alternates``), so
     a checkout is one fetch into the cache and a checkpoint is staged, written and committed
@@ -71,9 +85,12 @@ class BranchSync:
         self.workdir = Path(workdir).resolve()
         self.identity = identity
         self.ref = branch_ref(brief)
-        self.tip: str | None = None  # the CAS base: what the forge held when we last agreed
+        self.journal_ref = refs.journal_ref(brief)
+        self.tip: str | None = None  # the branch's CAS base: the code the forge holds
+        self.checkpoint: str | None = None  # the journal ref's CAS base
         self.resumed_locally = False  # checked out at local commits ahead of the forge's tip
         self._checked_out = False
+        self._assay_like: str | None = None  # whose ``.assay`` a code commit keeps: main's
 
     @property
     def journal_dir(self) -> Path:
@@ -86,43 +103,55 @@ class BranchSync:
     def checkout(
         self, *, known: Mapping[str, str | None] | None = None, local: bool = False
     ) -> Path:
-        """Make the work directory exactly the forge's ``assay/<brief>`` (or main, when the
-        branch does not exist yet) in one fetch; return the work directory.
+        """Make the work directory exactly the forge's checkpoint of the brief (or main,
+        when the brief has no branch yet) in one fetch; return the work directory.
 
-        ``known``: ``{branch ref: sha or None, "refs/heads/main": sha}`` as a fetch of this
-        forge handle already brought them into the cache (the desk loop's view, whose branch
-        tip the claim's own atomic push asserted): then no fetch is made, unless the view
-        only listed the branch (its tip's objects are then fetched).
+        ``known``: ``{branch ref: sha or None, journal ref: sha or None, "refs/heads/main":
+        sha}`` as a fetch of this forge handle already brought them into the cache (the desk
+        loop's view, whose tips the claim's own atomic push asserted): then no fetch is made,
+        unless the view only listed them (their objects are then fetched).
 
         ``local``: resume the work directory's own commits when they are ahead of the
-        forge's tip (``resumed_locally`` then says so); otherwise the forge's tip wins.
+        forge's checkpoint (``resumed_locally`` then says so); otherwise the forge wins.
         """
+        wanted = [self.ref, self.journal_ref, MAIN_REF]
+        if known is not None and self.journal_ref not in known:
+            known = {**known, **self.forge.refresh([self.journal_ref])}
         found: Mapping[str, str | None] = (
-            self.forge.with_objects(known)
-            if known is not None
-            else self.forge.refresh([self.ref, MAIN_REF])
+            self.forge.with_objects(known) if known is not None else self.forge.refresh(wanted)
         )
+        main = found.get(MAIN_REF)
         remote_branch = found.get(self.ref)
-        base = remote_branch or found.get(MAIN_REF)
+        remote_journal = found.get(self.journal_ref)
+        # The branch is the run's anchor: a journal ref without it is a deleted branch's
+        # leftover, replaced (CAS on it) by a run that starts from main again.
+        checkpoint = (remote_journal or remote_branch) if remote_branch else None
+        base = checkpoint or main
         if base is None:
             raise BadInput(f"forge {self.forge.display_url} has no main branch to start from")
+        code = remote_branch or main
         with local_disk(str(self.workdir)):
-            ahead = self._local_ahead(remote_branch, found.get(MAIN_REF)) if local else None
+            ahead = self._local_ahead(checkpoint, main) if local else None
             self._check_out(ahead or base)
+            local_code = self._local_code(code) if ahead else None
         self.resumed_locally = ahead is not None
         from assay.journal.files import check_tree
 
         check_tree(self.workdir, journal_path(self.brief))  # Corrupt: a link, a FIFO...
-        odb.write_ref(self.git_dir, f"{_REMOTE}/main", found.get(MAIN_REF))
+        odb.write_ref(self.git_dir, f"{_REMOTE}/main", main)
         odb.write_ref(self.git_dir, f"{_REMOTE}/assay/{self.brief}", remote_branch)
+        odb.write_ref(self.git_dir, f"{_REMOTE}/journal/{self.brief}", remote_journal)
+        odb.write_ref(self.git_dir, refs.workdir_code_ref(self.brief), local_code or code)
         self.tip = remote_branch
+        self.checkpoint = remote_journal
+        self._assay_like = main
         self._checked_out = True
         return self.workdir
 
     def _local_ahead(self, remote: str | None, main: str | None) -> str | None:
         """The work directory's own branch head when it is ahead of the forge: a descendant
-        of the forge's tip (or, with no branch on the forge yet, a commit on top of main's
-        history) whose tree holds the brief's journal. None otherwise: the forge wins."""
+        of the forge's checkpoint (or, with no branch on the forge yet, a commit on top of
+        main's history) whose tree holds the brief's journal. None otherwise: the forge wins."""
         if not (self.git_dir / "HEAD").exists():
             return None
         local = odb.read_ref(self.git_dir, refs.branch_ref(self.brief))
@@ -142,6 +171,21 @@ class BranchSync:
         except (KeyError, ValueError, pygit2.GitError):
             return None  # a local branch whose objects are gone: the forge's tip then
         return local if ahead and holds else None
+
+    def _local_code(self, remote: str | None) -> str | None:
+        """The work directory's own code head when it grows from the forge's (``remote``):
+        the code commits its local checkpoints derived. None otherwise."""
+        local = odb.read_ref(self.git_dir, refs.workdir_code_ref(self.brief))
+        if local is None or remote is None or local == remote:
+            return None
+        import pygit2
+
+        try:
+            repo = odb.repository(self.git_dir)
+            grows = repo.descendant_of(pygit2.Oid(hex=local), pygit2.Oid(hex=remote))
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        return local if grows else None
 
     def _check_out(self, base: str) -> None:
         """The work tree, index and local branch exactly at commit ``base``."""
@@ -180,7 +224,7 @@ class BranchSync:
         odb.configure(self.git_dir, _WORKDIR_CONFIG)
 
     def head(self) -> str:
-        """The local commit the work directory is at."""
+        """The local checkpoint the work directory is at."""
         head = (
             odb.read_ref(self.git_dir, "HEAD")
             if self._checked_out or self.git_dir.exists()
@@ -190,8 +234,16 @@ class BranchSync:
             raise GitError(f"{self.workdir}: no commit checked out")
         return head
 
+    def code_head(self) -> str:
+        """The local code commit: what the branch holds once the local checkpoint is pushed."""
+        if not self._checked_out:
+            raise GitError("BranchSync.code_head before checkout()")
+        with local_disk(str(self.workdir)):
+            return self._code_for(self.head())
+
     def commit(self, message: str) -> str | None:
-        """Commit the whole work tree as one commit; None when nothing changed.
+        """Commit the whole work tree as one checkpoint (and its code commit, if the code
+        changed); the checkpoint, or None when nothing changed.
 
         Staged like ``git add --all`` (``.gitignore`` honoured) plus the journal even when
         ignored, against the work tree's index: only files whose stat changed are hashed.
@@ -199,7 +251,10 @@ class BranchSync:
         if not self._checked_out:
             raise GitError("BranchSync.commit before checkout()")
         with local_disk(str(self.workdir)):
-            return self._commit(message)
+            checkpoint = self._commit(message)
+            if checkpoint is not None:
+                self._code_for(checkpoint)
+            return checkpoint
 
     def _commit(self, message: str) -> str | None:
         import pygit2
@@ -226,44 +281,102 @@ class BranchSync:
         odb.write_ref(self.git_dir, refs.branch_ref(self.brief), str(commit))
         return str(commit)
 
+    def _code_for(self, checkpoint: str) -> str:
+        """The code commit of ``checkpoint``: the local code head when its tree is the
+        checkpoint's without the run's ``.assay``, else a new commit on top of it (written
+        to the work directory's code ref). Derived again at every push, so a code ref a
+        crash left behind its checkpoint is caught up, never pushed stale."""
+        import pygit2
+
+        repo = odb.repository(self.git_dir)
+        code_ref = refs.workdir_code_ref(self.brief)
+        current = odb.read_ref(self.git_dir, code_ref) or self._assay_like
+        if current is None:
+            raise GitError(f"{self.workdir}: no code commit to derive a checkpoint's from")
+        source = repo[checkpoint].peel(pygit2.Commit)
+        builder = repo.TreeBuilder(source.tree)
+        if builder.get(ASSAY_FOLDER) is not None:
+            builder.remove(ASSAY_FOLDER)
+        like = repo[self._assay_like].peel(pygit2.Tree) if self._assay_like else None
+        if like is not None and ASSAY_FOLDER in like:
+            entry = like[ASSAY_FOLDER]
+            builder.insert(ASSAY_FOLDER, entry.id, entry.filemode)
+        tree = builder.write()
+        if repo[current].peel(pygit2.Commit).tree_id == tree:
+            return current
+        commit = repo.create_commit(
+            None, source.author, source.committer, source.message, tree, [current]
+        )
+        odb.write_ref(self.git_dir, code_ref, str(commit))
+        return str(commit)
+
     def push(self) -> str:
-        """CAS-push the local head over the tip this holder last pushed; ``Fenced`` if moved."""
+        """CAS-push the local checkpoint and its code over the tips this holder last
+        pushed, both in one atomic push; ``Fenced`` (nothing written) if either moved.
+        Returns the branch's (code) tip."""
         head = self.head()
-        if head == self.tip:
-            return head
-        result = self.forge.push_from(self.git_dir, [RefUpdate(self.ref, head, expected=self.tip)])
+        code = self.code_head()
+        if head == self.checkpoint and code == self.tip:
+            return code
+        result = self.forge.push_from(
+            self.git_dir,
+            [
+                RefUpdate(self.ref, code, expected=self.tip),
+                RefUpdate(self.journal_ref, head, expected=self.checkpoint),
+            ],
+        )
         if result.lost:
             raise Fenced(
-                f"push of assay/{self.brief} refused: the branch moved past "
-                f"{(self.tip or 'nothing')[:12]} (another holder took over)",
+                f"push of assay/{self.brief} refused: the branch or its journal moved past "
+                f"{(self.tip or 'nothing')[:12]}/{(self.checkpoint or 'nothing')[:12]} "
+                "(another holder took over)",
                 brief=self.brief,
             )
         if not result.ok:
             raise GitError(f"push of assay/{self.brief} refused: {result.detail}")
-        self.tip = head
-        return head
+        self.tip, self.checkpoint = code, head
+        return code
 
     def sync(self, message: str) -> str:
-        """One durability point: commit everything (if changed) and CAS-push; the new tip."""
+        """One durability point: commit everything (if changed) and CAS-push; the branch's
+        new (code) tip."""
         self.commit(message)
         return self.push()
 
 
-def merged_branches(forge: Forge, branches: dict[str, str], main: str) -> set[str]:
-    """Briefs whose branch's journal reached main, in two git calls for any number.
+def merged_branches(
+    forge: Forge,
+    branches: dict[str, str],
+    main: str,
+    journals: Mapping[str, str] | None = None,
+) -> set[str]:
+    """Briefs whose branch's work reached main (a fast-forward: the gate's squash merges are
+    told by the review record instead), in process for any number.
 
-    A branch only just created from main is an ancestor of main too, so "merged" also
-    asks that the branch tip holds the brief's journal (the run's work).
+    A branch only just created from main is an ancestor of main too, so "merged" also asks
+    that the branch tip is the run's work: a code commit (not an ancestor of the brief's
+    checkpoints, ``journals``: brief -> journal ref tip, whose objects the cache holds) or,
+    for a run written before the journal ref, a commit holding the brief's journal.
     """
     if not branches:
         return set()
+    journals = journals or {}
     by_sha: dict[str, list[str]] = {}
     for brief, tip in branches.items():
         by_sha.setdefault(tip, []).append(brief)
     reached = forge.reached_from(main, list(by_sha))
     ancestors = [b for sha in reached for b in by_sha[sha]]
-    holds = forge.has_paths([(branches[b], journal_path(b)) for b in ancestors])
-    return {b for b, held in zip(ancestors, holds, strict=True) if held}
+    found: set[str] = set()
+    legacy = [b for b in ancestors if b not in journals]
+    holds = forge.has_paths([(branches[b], journal_path(b)) for b in legacy])
+    found |= {b for b, held in zip(legacy, holds, strict=True) if held}
+    for brief in ancestors:
+        journal = journals.get(brief)
+        if journal is None or not forge.has_commit(journal):
+            continue  # checkpoints this cache lacks: not told merged (the review says it)
+        if not forge.reached_from(journal, [branches[brief]]):
+            found.add(brief)  # a code commit the checkpoints do not contain: the run's work
+    return found
 
 
 def read_branch_journal(forge: Forge, commit: str, brief: str, into: Path) -> Journal | None:

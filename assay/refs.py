@@ -31,7 +31,13 @@ HOLDOUT = ASSAY + "holdout/"  # refs/assay/holdout/<brief>: rows sealed to the g
 # The commit a merge is about to move main to, pushed first where the forge judges a push
 # to main by that commit's checks (GitHub's required status checks): one ref, reused.
 MERGING = ASSAY + "merging"
-RUNS = ASSAY + "runs/"  # refs/assay/runs/<brief>/<attempt>: a merged run's branch, kept
+RUNS = ASSAY + "runs/"  # refs/assay/runs/<brief>/<attempt>: a merged run's checkpoints, kept
+# refs/assay/journal/<brief>: the run's checkpoint chain (work tree + .assay/journal/<brief>/);
+# the branch assay/<brief> beside it holds the code alone.
+JOURNALS = ASSAY + "journal/"
+# In a desk's work directory only (never on a forge): the code commit the local checkpoint
+# derives, the branch's next tip.
+WORKDIR_CODE = "refs/assay-work/code/"
 # Where ``assay github events`` has read GitHub's comments up to (one repository-wide record).
 GITHUB_EVENTS_CURSOR = ASSAY + "github-events/cursor"
 # refs/assay/github-issues/<number>: the issue text a writer accepted, signed by the gate key.
@@ -71,10 +77,14 @@ review_ref = _per_brief(REVIEWS, "``refs/assay/reviews/<brief>``.")
 status_ref = _per_brief(STATUS, "``refs/assay/status/<brief>``.")
 github_ref = _per_brief(GITHUB, "``refs/assay/github/<brief>``.")
 holdout_ref = _per_brief(HOLDOUT, "``refs/assay/holdout/<brief>``.")
+workdir_code_ref = _per_brief(WORKDIR_CODE, "``refs/assay-work/code/<brief>`` (work directory).")
+journal_ref = _per_brief(
+    JOURNALS, "``refs/assay/journal/<brief>``: the brief's checkpoints, journal included."
+)
 
 
 def run_ref(brief: str, attempt: int) -> str:
-    """``refs/assay/runs/<brief>/<attempt>``: the whole branch of a run that merged (its
+    """``refs/assay/runs/<brief>/<attempt>``: the checkpoint chain of a run that merged (its
     journal included), kept while main holds only the run's squashed code."""
     if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
         raise ValueError(f"a run's attempt must be a whole number, not {attempt!r}")

@@ -166,7 +166,7 @@ def _history_journal(
     "--brief",
     default=None,
     metavar="ID",
-    help="The journal on the brief's branch on --forge, checked against the journal heads "
+    help="The journal at the brief's checkpoints on --forge, checked against the journal heads "
     "its claim anchored (a rewrite, truncation or missing segment is exit 6).",
 )
 @forge_option

@@ -4,7 +4,7 @@ Nothing here trusts a desk's account: double claims come from the history of eac
 ref and the fences in each branch journal; paid model calls from the scripted model's own
 call log, and requests sent upstream again from the scripted upstream's request log (a
 ``--cli`` demo) and from each journal's fold; journal integrity from reading every
-branch's journal with its hash chain.
+brief's journal (at its checkpoints) with its hash chain.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from assay.errors import AssayError
 from assay.forge import Forge
 from assay.journal import read_journal
 from assay.journal.fold import fold
-from assay.plumbing import clone_branch
 
 
 @dataclass
@@ -84,14 +83,20 @@ def claim_history_violations(forge: Forge, brief: str) -> list[str]:
 
 
 def journal_violations(forge_path: Path, brief: str, audit: Audit) -> list[str]:
-    """Read the branch's journal (chain checked); a fence going back is a double claim."""
+    """Read the brief's journal at its checkpoints (chain checked): the journal ref, else a
+    branch written before it; a fence going back is a double claim."""
+    from assay import odb
+
+    tip = odb.read_ref(forge_path, refs.journal_ref(brief)) or odb.read_ref(
+        forge_path, refs.branch_ref(brief)
+    )
+    if tip is None:
+        return []  # no checkpoint: the brief never ran
     with tempfile.TemporaryDirectory(prefix="assay-demo-audit-") as scratch:
-        clone = Path(scratch) / "tree"
-        branch = refs.branch_name(brief)
-        if not clone_branch(forge_path, branch, clone):
-            return []  # no branch: the brief never ran
+        folder = f".assay/journal/{brief}"
+        odb.extract(forge_path, tip, folder, Path(scratch))
         try:
-            journal = read_journal(clone / ".assay" / "journal" / brief)
+            journal = read_journal(Path(scratch) / folder)
         except AssayError as error:
             return [f"{brief}: journal unreadable: {error.message}"]
     facts = fold(journal.entries)

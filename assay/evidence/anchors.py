@@ -176,19 +176,23 @@ def anchor_problem(
 
 
 def anchored_branch_journal(forge: Forge, brief: str, into: Path) -> tuple[str, Journal]:
-    """The journal on ``brief``'s branch tip, checked against the claim's anchors.
+    """The journal at ``brief``'s checkpoint (its journal ref's tip, else, for a run written
+    before the journal ref, its branch's tip), checked against the claim's anchors.
 
     Materialised under ``into``; returns ``(tip, journal)``. ``Corrupt`` when the journal
     is edited, or rewritten, truncated or missing a segment past what the claim anchored.
     """
-    from assay.evidence.source import branch_ref, claim_ref, journal_from_commit
+    from assay.evidence.source import branch_ref, claim_ref, journal_from_commit, journal_ref
 
-    refs = [branch_ref(brief), claim_ref(brief)]
+    refs = [journal_ref(brief), branch_ref(brief), claim_ref(brief)]
     found = forge.refresh(refs)
-    tip = found.get(refs[0])
+    tip = found.get(refs[0]) or found.get(refs[1])
     if tip is None:
-        raise BadInput(f"{refs[0]}: no such branch on the forge, so no journal for {brief!r}")
+        raise BadInput(
+            f"{refs[1]}: no such branch (and no {refs[0]}) on the forge, so no journal "
+            f"for {brief!r}"
+        )
     journal = journal_from_commit(forge, tip, brief, into)
-    anchors = read_claim_anchors(forge, brief, found.get(refs[1]))
+    anchors = read_claim_anchors(forge, brief, found.get(refs[2]))
     check_anchors(journal.entries, journal.head, anchors, where=f"{brief}: journal at {tip[:12]}")
     return tip, journal

@@ -61,12 +61,12 @@ from assay.evidence.records import EvidenceRecord
 from assay.evidence.reviews import GATE_IDENTITY, next_version, reviews_ref
 from assay.evidence.rule import MergeDecision
 from assay.evidence.runner import gate_sandbox, shield_gate_process
-from assay.evidence.source import MAIN_REF, CleanTree, branch_ref
+from assay.evidence.source import MAIN_REF, CleanTree, branch_ref, checkpoint_for
 from assay.evidence.table import render_markdown, with_table
 from assay.evidence.trust import merge_key
 from assay.forge import Forge
 from assay.plumbing import GitError, PushResult, RefUpdate
-from assay.refs import run_ref
+from assay.refs import journal_ref, run_ref
 from assay.sandbox import SandboxSpec
 
 # The review body's note on why the last batch left the brief out (replaced at each batch,
@@ -515,10 +515,14 @@ def _updates(forge: Forge, plan: _Plan) -> list[RefUpdate]:
     for candidate in plan.stack:
         ctx, head = candidate.ctx, candidate.head
         brief, view = ctx.view.brief, ctx.view
-        updates.append(RefUpdate(run_ref(brief, ctx.anchors.attempt), head, expected=None))
-        if view.branch is not None:
-            # Pinned at the judged head: a push racing the merge aborts the whole batch.
-            updates.append(RefUpdate(branch_ref(brief), view.branch, expected=view.branch))
+        # The run's checkpoints (its journal with them), as a single merge keeps them.
+        checkpoint = checkpoint_for(forge, view, head)
+        updates.append(RefUpdate(run_ref(brief, ctx.anchors.attempt), checkpoint, expected=None))
+        # The branch and its journal pinned at what was judged: a push racing the merge
+        # aborts the whole batch.
+        for ref, tip in ((branch_ref(brief), view.branch), (journal_ref(brief), view.journal)):
+            if tip is not None:
+                updates.append(RefUpdate(ref, tip, expected=tip))
         if view.review is not None and view.review.state != "merged":
             table = render_markdown(candidate.decision)
             body = with_table(with_note(view.review.body, None), table)

@@ -6,8 +6,11 @@ one record per row to the evidence ref, regenerates the claimed-versus-verified 
 the review, and reports the merge rule's verdict at that head.
 
 ``merge`` re-reads everything, checks the evidence and the journal, applies the merge rule
-at the review's *current* head, and moves main to it with one atomic compare-and-swap push
-(main, the review marked merged, and the branch pinned at the head that was judged).
+at the review's *current* head (the branch: the brief's code), and moves main to one squash
+commit of it with one atomic compare-and-swap push (main, the run's checkpoints kept under
+its run ref, the review marked merged, and the branch and its journal pinned at what was
+judged). The journal is read from the checkpoint whose code is the head
+(``assay.evidence.source.checkpoint_for``).
 """
 
 from __future__ import annotations
@@ -51,12 +54,13 @@ from assay.evidence.source import (
     CleanTree,
     ForgeView,
     branch_ref,
+    checkpoint_for,
     claim_desks,
     fetch_view,
     has_commit,
     is_ancestor,
-    journal_at,
     journal_from_commit,
+    journal_ref,
     load_brief,
     resolve_commit,
 )
@@ -132,24 +136,19 @@ def check_journal_anchors(
 ) -> None:
     """``Corrupt`` when the journal at ``head`` no longer holds a head an older record saw.
 
-    Every record carries the journal head at the commit it verified. When that commit is an
-    ancestor of ``head``, the journal only grew since, so the hash must still be in it; a
-    journal rewritten wholesale (chain recomputed) after the fact fails here.
+    Every record carries the journal head at the commit it verified. When that commit is
+    ``head`` or an ancestor of it, the journal only grew since, so the hash must still be in
+    it; a journal rewritten wholesale (chain recomputed) after the fact fails here.
     """
     anchors = journal_anchors(journal.entries, journal.head)
-    ancestry: dict[str, bool] = {}
+    ancestry: dict[str, bool] = {head: True}
     for record in records:
         if not record.journal_head:
             continue
-        if record.head_sha == head:
-            if record.journal_head != journal.head:
-                raise Corrupt(
-                    f"journal at {head[:12]}: its head {journal.head or '(empty)'} differs from "
-                    f"the {record.journal_head} the gate recorded for this very commit"
-                )
-            continue
         if record.head_sha not in ancestry:
             ancestry[record.head_sha] = is_ancestor(forge, record.head_sha, head)
+        # The journal only grows: on its own ref it moves at every model call while the
+        # code (the head) stays, so a record made at this very commit holds an older head.
         if ancestry[record.head_sha] and record.journal_head not in anchors:
             raise Corrupt(
                 f"journal at {head[:12]}: the journal head {record.journal_head} recorded at "
@@ -436,9 +435,12 @@ def _inspect_head(
 ) -> _AtHead:
     """Check the journal at ``head`` (``Corrupt``), read the desk's claims, fingerprint the
     rows' environment against the declaration and the desk's, pin the protected files."""
-    journal = journal_at(tree, brief_id)
-    _check_journal(forge, ctx, journal, head, brief_id=brief_id)
-    claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
+    with tempfile.TemporaryDirectory(prefix="assay-journal-") as scratch:
+        journal = journal_from_commit(
+            forge, checkpoint_for(forge, ctx.view, head), brief_id, Path(scratch)
+        )
+        _check_journal(forge, ctx, journal, head, brief_id=brief_id)
+        claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
     with _timed(timings, "fingerprint"):
         environ, fp = gate_fingerprint(ctx, tree, sandbox)
     desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
@@ -695,7 +697,7 @@ class MergeResult:
     main_after: str
     outcome: MergeOutcome
     decision: MergeDecision
-    run: str | None = None  # the run ref this merge kept the branch under
+    run: str | None = None  # the run ref this merge kept the run's checkpoints under
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -761,7 +763,8 @@ def judge_for_merge(
         raise Failed(f"{brief_id}: no review and no branch {branch_ref(brief_id)} to merge")
     _require_commit(forge, head, brief_id)
     with tempfile.TemporaryDirectory(prefix="assay-merge-") as scratch:
-        journal = journal_from_commit(forge, head, brief_id, Path(scratch))
+        checkpoint = checkpoint_for(forge, ctx.view, head)
+        journal = journal_from_commit(forge, checkpoint, brief_id, Path(scratch))
         _check_journal(forge, ctx, journal, head, brief_id=brief_id)
         claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
     decision = _decision(
@@ -811,8 +814,8 @@ def squashed_main(
 ) -> tuple[str, MergeOutcome]:
     """Main after merging ``head``: one new commit whose parent is main and whose tree is
     main merged with the head, with main's own ``.assay/`` (none on a new forge) in place
-    of the run's, so the journal and every checkpoint commit stay on the branch and the
-    run ref. ``UP_TO_DATE`` when main already holds the head's work."""
+    of anything the head holds there, so the journal and every checkpoint stay on the
+    journal ref and the run ref. ``UP_TO_DATE`` when main already holds the head's work."""
     main = ctx.view.main
     if main is not None and already_merged(forge, ctx, head):
         return main, MergeOutcome.UP_TO_DATE
@@ -867,7 +870,7 @@ def merge(
     allow_unsandboxed: bool = False,
 ) -> MergeResult:
     """Merge the review's head into main as one squashed commit when the merge rule allows
-    it, keeping the run's branch under its run ref; else ``MergeRefused``.
+    it, keeping the run's checkpoints under its run ref; else ``MergeRefused``.
 
     ``allow_unsandboxed`` (``--allow-unsandboxed-evidence``) accepts rows the gate ran on
     the host; without it their records block the merge. Signatures are checked with the
@@ -887,10 +890,11 @@ def merge(
         if outcome is not MergeOutcome.UP_TO_DATE:
             run = run_ref(brief_id, ctx.anchors.attempt)
             updates.append(RefUpdate(MAIN_REF, new_main, expected=view.main))
-            updates.append(RefUpdate(run, head, expected=None))
-        if view.branch is not None:
-            # Pin the branch at the judged head: a push racing the merge aborts it.
-            updates.append(RefUpdate(branch_ref(brief_id), view.branch, expected=view.branch))
+            # The run's checkpoints (its journal with them), not only the code main holds.
+            updates.append(RefUpdate(run, checkpoint_for(forge, view, head), expected=None))
+        # Pin the branch and its journal at what was judged: a push racing the merge aborts it.
+        pinned = [(branch_ref(brief_id), view.branch), (journal_ref(brief_id), view.journal)]
+        updates += [RefUpdate(ref, tip, expected=tip) for ref, tip in pinned if tip is not None]
         if view.review is not None and view.review.state != "merged":
             _, commit = next_version(
                 forge,
@@ -901,7 +905,7 @@ def merge(
                 body=with_table(view.review.body, render_markdown(decision)),
             )
             updates.append(RefUpdate(reviews_ref(brief_id), commit, expected=view.review.commit))
-        if not updates or all(u.ref == branch_ref(brief_id) for u in updates):
+        if all(u.ref in {ref for ref, _ in pinned} for u in updates):
             return MergeResult(
                 brief_id, head, view.main, new_main, MergeOutcome.UP_TO_DATE, decision
             )

@@ -1,9 +1,10 @@
 """Reading what the gate needs out of the forge: refs, the brief on main, a clean tree.
 
-One fetch brings main, the brief's branch, its review, claim and evidence refs; the brief
-is parsed from main (never from the branch under review); the journal is read from the
-head commit; and the head is checked out into a fresh temporary repository that borrows
-the cache's objects, so the gate's own state is out of the rows' way.
+One fetch brings main, the brief's branch, its journal ref, review, claim and evidence refs;
+the brief is parsed from main (never from the branch under review); the journal is read
+from the checkpoint whose code is the head (``checkpoint_for``); and the head is checked
+out into a fresh temporary repository that borrows the cache's objects, so the gate's own
+state is out of the rows' way.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import assay.refs as refs
 from assay.briefs import Brief, load_briefs, parse_brief
 from assay.claims.record import CLAIM_FILE, parse_record
-from assay.errors import BadInput
+from assay.errors import BadInput, Failed
 from assay.evidence.reviews import ReviewRecord, read_review_at, reviews_ref
 from assay.evidence.store import evidence_ref
 from assay.forge import Forge
@@ -43,8 +44,16 @@ def holdout_ref(brief: str) -> str:
     return refs.holdout_ref(brief)
 
 
+def journal_ref(brief: str) -> str:
+    return refs.journal_ref(brief)
+
+
 def journal_path(brief: str) -> str:
     return f".assay/journal/{check_id(brief)}"
+
+
+# What the code of a checkpoint leaves out: the run's journal and Assay's other files.
+ASSAY_FOLDER = ".assay"
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class ForgeView:
     claim: str | None
     events: str | None = None  # the brief's events log (its approvals), as the fetch found it
     holdout: str | None = None  # the brief's holdout rows (sealed), as the fetch found it
+    journal: str | None = None  # the brief's checkpoints (journal ref), as the fetch found it
 
     @property
     def head(self) -> str | None:
@@ -78,6 +88,7 @@ def fetch_view(forge: Forge, brief: str) -> ForgeView:
         "claim": claim_ref(brief),
         "events": events_ref(brief),
         "holdout": holdout_ref(brief),
+        "journal": journal_ref(brief),
     }
     found = forge.refresh(list(refs.values()))
     review = read_review_at(forge, brief, found.get(refs["review"]))
@@ -90,6 +101,7 @@ def fetch_view(forge: Forge, brief: str) -> ForgeView:
         claim=found.get(refs["claim"]),
         events=found.get(refs["events"]),
         holdout=found.get(refs["holdout"]),
+        journal=found.get(refs["journal"]),
     )
 
 
@@ -185,3 +197,30 @@ def journal_from_commit(forge: Forge, sha: str, brief: str, into: Path) -> Journ
     from assay.branch import read_branch_journal
 
     return read_branch_journal(forge, sha, brief, into) or read_journal(into / journal_path(brief))
+
+
+def same_code(forge: Forge, checkpoint: str, code: str) -> bool:
+    """Whether ``checkpoint``'s tree is ``code``'s but for ``.assay`` (the journal)."""
+    return forge.tree_keeping(checkpoint, ASSAY_FOLDER, like=code) == forge.tree_keeping(
+        code, ASSAY_FOLDER, like=code
+    )
+
+
+def checkpoint_for(forge: Forge, view: ForgeView, head: str) -> str:
+    """The commit whose journal speaks for code commit ``head``: the journal ref's tip when
+    its code is the head's; the head itself when it holds the journal (a run written before
+    the journal ref); else, for an older head (``verify --sha``), the newest checkpoint on
+    the journal ref whose code it is. ``Failed`` when no checkpoint has that code."""
+    brief = view.brief
+    tip = view.journal
+    if tip is not None and same_code(forge, tip, head):
+        return tip
+    if tip is None or forge.has_paths([(head, journal_path(brief))])[0]:
+        return head  # the journal rides on the branch (or there is none: an empty journal)
+    for sha in forge.history(tip):
+        if same_code(forge, sha, head):
+            return sha
+    raise Failed(
+        f"{brief}: no checkpoint on {journal_ref(brief)} holds the code of {head[:12]}: "
+        "the branch and its journal disagree"
+    )

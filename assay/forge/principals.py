@@ -37,7 +37,7 @@ MAX_TOKENS_BYTES = 1 << 20
 
 # What each role may write (ref prefixes or whole ref names); admin writes anything.
 WRITES: Mapping[str, tuple[str, ...]] = {
-    "desk": (refs.CLAIMS, refs.BRANCHES, refs.REVIEWS),
+    "desk": (refs.CLAIMS, refs.BRANCHES, refs.JOURNALS, refs.REVIEWS),
     "gate": (refs.EVIDENCE, refs.REVIEWS, refs.MAIN, refs.RUNS),
     "person": (refs.EVENTS, refs.MAIN, refs.HOLDOUT),
     "sweeper": (refs.STATUS, refs.SWEEPS, refs.CLAIMS),
@@ -47,7 +47,7 @@ DELETES: Mapping[str, tuple[str, ...]] = {
     "sweeper": (refs.STATUS, refs.SWEEPS),
 }
 # A brief's refs a desk writes only while the brief's claim names it.
-_HELD = (refs.BRANCHES, refs.REVIEWS)
+_HELD = (refs.BRANCHES, refs.JOURNALS, refs.REVIEWS)
 # Refs only admin deletes or moves other than forward.
 _GUARDED = (refs.CLAIMS, refs.EVIDENCE, refs.MAIN, refs.CONFIG)
 
@@ -218,7 +218,7 @@ def refusal(
     ``claim_desk`` is the ``desk`` the claim record at ``new`` names (None: none can be
     read); a desk writes only claims naming itself, by its token's name. ``holder_of(brief)``
     is the desk the brief's claim names as this push leaves it (the claim pushed beside, else
-    the forge's): a desk writes a brief's branch and review only while that is itself."""
+    the forge's): a desk writes a brief's branch, journal and review only while that is itself."""
     role = principal.role
     if role == "admin":
         return None

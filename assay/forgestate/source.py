@@ -43,6 +43,7 @@ from assay.refs import (
     EVIDENCE,
     FETCH_ALL,
     HOLDOUT,
+    JOURNALS,
     MAIN,
     REVIEWS,
     STATUS,
@@ -103,7 +104,7 @@ def _suffix(ref: str, prefix: str) -> str:
 
 
 def journal_entries(batch: GitBatch, sha: str, brief: str) -> tuple[list[dict[str, Any]], str, str]:
-    """The journal lines on branch tip ``sha`` (segments in order), its head, and a problem.
+    """The journal lines at checkpoint ``sha`` (segments in order), its head, and a problem.
 
     Each line's ``sum`` and the ``prev`` chain are checked, as the journal reader does (blobs
     are not: the board reads no payload). A torn last line (a crash mid-append) is dropped;
@@ -329,9 +330,10 @@ class _Parts:
     invalid: dict[str, AssayError] = field(default_factory=dict)
     event_notes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     holdout: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    checkpoints: set[str] = field(default_factory=set)  # briefs whose journal was read
 
 
-_PREFIXES = (CLAIMS, BRANCHES, EVIDENCE, REVIEWS, EVENTS, STATUS, HOLDOUT)
+_PREFIXES = (CLAIMS, JOURNALS, BRANCHES, EVIDENCE, REVIEWS, EVENTS, STATUS, HOLDOUT)
 
 
 # Records this process decoded, by the ref and commit they were read from (and the gate key
@@ -412,7 +414,10 @@ def _read_ref(
             status = _decoded((ref, sha, ""), lambda: _status(batch, sha))
             if status is not None:
                 parts.statuses[brief] = status
-        elif journals:
+        elif journals and (prefix == JOURNALS or brief not in parts.checkpoints):
+            # The journal ref holds the checkpoints (it sorts before the branches); a run
+            # written before it had its own ref keeps its journal on the branch.
+            parts.checkpoints.add(brief)
             entries, head, problem = journal_entries(batch, sha, brief)
             claim = parts.claims.get(brief)  # claims/ sorts before heads/: read already
             if not problem and claim is not None and claim.record is not None:
@@ -498,7 +503,7 @@ def snapshot_from_cache(
         templates=templates,
         round_trips=round_trips,
         evidence_key=checked_by.fingerprint if checked_by else "",
-        **vars(parts),
+        **{name: value for name, value in vars(parts).items() if name != "checkpoints"},
     )
 
 
@@ -520,18 +525,26 @@ def read_snapshot(
             refs.events_ref(only_brief),
             refs.status_ref(only_brief),
             refs.branch_ref(only_brief),
+            refs.journal_ref(only_brief),
         ]
     from assay.branch import merged_branches
 
     # Without journals (a desk's view) other briefs' branches are only listed: their tips
     # are what a view decides by, and merged_branches needs no object a main the cache
     # holds does not reach.
-    fetched = forge.refresh(wanted, listed_only=() if journals else (BRANCHES,))
+    fetched = forge.refresh(wanted, listed_only=() if journals else (BRANCHES, JOURNALS))
     branches = {
         _suffix(ref, BRANCHES): sha for ref, sha in fetched.items() if ref.startswith(BRANCHES)
     }
     main = fetched.get(MAIN)
-    merged = merged_branches(forge, branches, main) if main and only_brief is None else set()
+    journal_tips = {
+        _suffix(ref, JOURNALS): sha for ref, sha in fetched.items() if ref.startswith(JOURNALS)
+    }
+    merged = (
+        merged_branches(forge, branches, main, journal_tips)
+        if main and only_brief is None
+        else set()
+    )
     snapshot = snapshot_from_cache(
         str(getattr(forge, "display_url", forge.url)),
         forge,

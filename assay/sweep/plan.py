@@ -198,6 +198,10 @@ def find_orphans(snapshot: ForgeSnapshot) -> list[tuple[str, str, str]]:
     for brief in snapshot.branches():
         if brief not in snapshot.briefs and brief not in snapshot.claims:
             found.append(("branch without brief or claim", refs.BRANCHES + brief, brief))
+    for ref in snapshot.refs:
+        brief = refs.brief_of(ref, refs.JOURNALS)
+        if brief and brief not in snapshot.briefs and brief not in snapshot.claims:
+            found.append(("journal without brief or claim", ref, brief))
     for brief in sorted(snapshot.claims):
         if brief not in snapshot.briefs:
             found.append(("claim without brief", refs.CLAIMS + brief, brief))

@@ -1,4 +1,5 @@
-"""BranchSync: the brief's branch as one CAS-pushed commit per durability point."""
+"""BranchSync: a brief's checkpoints on its journal ref, its code on its branch, one atomic
+CAS push of both per durability point."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from assay.branch import BranchSync, branch_ref
 from assay.errors import BadInput, Fenced
 from assay.forge import Forge
 from assay.plumbing import Identity, RefUpdate
+from assay.refs import journal_ref
 
 ME = Identity.for_holder("coder", "h1")
 HEIR = Identity.for_holder("coder", "h2")
 REF = branch_ref("b1")
+JOURNAL = journal_ref("b1")
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -38,9 +41,62 @@ def test_a_new_branch_starts_from_main_and_each_sync_is_one_commit(
     (sync.journal_dir / "000001.jsonl").write_text('{"seq":1}\n{"seq":2}\n')
     second = sync.sync("step 2")
     assert _git(work, "rev-list", "--count", f"{first}..{second}") == "1"
-    changed = _git(work, "diff", "--name-only", first, second).splitlines()
+    # The branch (the review) holds the code alone; the journal ref the whole checkpoint.
+    assert _git(work, "diff", "--name-only", first, second).splitlines() == ["src.py"]
+    checkpoint = forge.ls_refs(JOURNAL)[JOURNAL]
+    assert checkpoint == sync.checkpoint == sync.head()
+    changed = _git(work, "diff", "--name-only", f"{checkpoint}~1", checkpoint).splitlines()
     assert changed == [".assay/journal/b1/000001.jsonl", "src.py"]
+    assert not [
+        p
+        for p in _git(work, "ls-tree", "-r", "--name-only", second).splitlines()
+        if p.startswith(".assay/")
+    ]
     assert sync.sync("nothing new") == second  # no change: no commit, no push
+    assert forge.ls_refs(JOURNAL)[JOURNAL] == checkpoint
+
+
+def test_a_step_that_changes_only_the_journal_moves_only_the_journal_ref(
+    forge: Forge, tmp_path: Path
+) -> None:
+    sync = BranchSync(forge, "b1", workdir=tmp_path / "w", identity=ME)
+    work = sync.checkout()
+    sync.journal_dir.mkdir(parents=True)
+    (work / "src.py").write_text("x = 1\n")
+    (sync.journal_dir / "000001.jsonl").write_text('{"seq":1}\n')
+    code = sync.sync("tool")
+    lines = '{"seq":1}\n'
+    for step in range(2, 5):  # model calls: the journal grows, the code does not
+        lines += f'{{"seq":{step}}}\n'
+        (sync.journal_dir / "000001.jsonl").write_text(lines)
+        assert sync.sync("model") == code
+    assert forge.ls_refs(REF)[REF] == code
+    checkpoint = forge.ls_refs(JOURNAL)[JOURNAL]
+    main = forge.ls_refs("refs/heads/main")["refs/heads/main"]
+    assert _git(work, "rev-list", "--count", f"{main}..{checkpoint}") == "4"
+    assert _git(work, "rev-list", "--count", f"{main}..{code}") == "1"
+    assert _git(work, "diff", "--name-only", main, code).splitlines() == ["src.py"]
+
+
+def test_a_stale_holders_push_of_branch_and_journal_is_refused_whole(
+    forge: Forge, tmp_path: Path
+) -> None:
+    old = BranchSync(forge, "b1", workdir=tmp_path / "old", identity=ME)
+    (old.checkout() / "a.txt").write_text("old 1")
+    old.sync("old step 1")
+    heir = BranchSync(forge, "b1", workdir=tmp_path / "heir", identity=HEIR)
+    heir.checkout()
+    # The heir's takeover moves the journal ref alone (its code is the old holder's).
+    heir.journal_dir.mkdir(parents=True)
+    (heir.journal_dir / "000001.jsonl").write_text('{"takeover":1}\n')
+    code = heir.sync("takeover")
+    before = forge.ls_refs("refs/")
+    assert before[REF] == code == old.tip and before[JOURNAL] == heir.checkpoint
+    # The stale holder's branch lease still holds; its journal lease does not: nothing moves.
+    (old.workdir / "a.txt").write_text("old 2")
+    with pytest.raises(Fenced, match="another holder"):
+        old.sync("old step 2")
+    assert forge.ls_refs("refs/") == before
 
 
 def test_commits_name_the_holder_whatever_the_machine_config_says(
@@ -68,8 +124,8 @@ def test_the_journal_is_committed_even_when_ignored(forge: Forge, tmp_path: Path
     sync.journal_dir.mkdir(parents=True)
     (sync.journal_dir / "000001.jsonl").write_text("{}\n")
     (work / "debug.log").write_text("noise")
-    tip = sync.sync("step")
-    files = _git(work, "ls-tree", "-r", "--name-only", tip).splitlines()
+    sync.sync("step")
+    files = _git(work, "ls-tree", "-r", "--name-only", sync.checkpoint or "").splitlines()
     assert ".assay/journal/b1/000001.jsonl" in files and "debug.log" not in files
 
 
@@ -149,3 +205,30 @@ def test_a_pushed_step_is_in_the_cache_so_reading_it_back_starts_no_fetch(
     with monkeypatch.context() as no_git:
         no_git.setenv("PATH", "")  # a git fetch could not even start
         assert forge.refresh([REF]) == {REF: second}
+
+
+def test_a_branch_written_before_the_journal_ref_is_resumed_from_as_it_is(
+    forge: Forge, tmp_path: Path
+) -> None:
+    # An older run: its journal rides on the branch, and there is no journal ref.
+    main = forge.ls_refs("refs/heads/main")["refs/heads/main"]
+    forge.refresh(["refs/heads/main"])
+    names = forge.list_tree(main, "")
+    files = dict(zip(names, forge.read_blobs([(main, n) for n in names]), strict=True))
+    files |= {".assay/journal/b1/000001.jsonl": b'{"seq":1}\n', "a.txt": b"old"}
+    legacy = forge.commit(files, parents=[main], message="b1: model", author=ME)
+    assert forge.push([RefUpdate(REF, legacy, expected=None)]).ok
+    sync = BranchSync(forge, "b1", workdir=tmp_path / "w", identity=HEIR)
+    work = sync.checkout()
+    assert sync.tip == legacy and sync.checkpoint is None
+    assert (sync.journal_dir / "000001.jsonl").read_text() == '{"seq":1}\n'
+    assert (work / "a.txt").read_text() == "old"
+    (sync.journal_dir / "000001.jsonl").write_text('{"seq":1}\n{"seq":2}\n')
+    code = sync.sync("takeover")
+    refs = forge.ls_refs("refs/")
+    # From its next push on: the checkpoints on the journal ref, the branch the code alone.
+    assert refs[REF] == code and refs[JOURNAL] == sync.checkpoint
+    assert _git(work, "rev-parse", f"{sync.checkpoint}~1") == legacy
+    assert _git(work, "rev-parse", f"{code}~1") == legacy
+    assert _git(work, "ls-tree", "-r", "--name-only", code, ".assay") == ""
+    assert _git(work, "show", f"{code}:a.txt") == "old"

@@ -23,6 +23,7 @@ from tests.forge_fixtures import Served, clone, wait_until
 
 BRIEF = "b1"
 BRANCH = f"refs/heads/assay/{BRIEF}"
+JOURNAL = f"refs/assay/journal/{BRIEF}"
 
 
 def _holder(
@@ -78,9 +79,9 @@ def _status(path: Path) -> dict[str, Any]:
 
 def _remote_journal(url: str, dest: Path) -> tuple[list[dict[str, Any]], Path]:
     work = clone(url, dest)
-    subprocess.run(
-        ["git", "checkout", "--quiet", f"assay/{BRIEF}"], cwd=work, check=True, timeout=30
-    )
+    # The checkpoints (work tree and journal) live on the brief's journal ref.
+    for args in (["fetch", "--quiet", "origin", JOURNAL], ["checkout", "--quiet", "FETCH_HEAD"]):
+        subprocess.run(["git", *args], cwd=work, check=True, timeout=30)
     return read_journal(work / journal_path(BRIEF)).entries, work
 
 
@@ -161,7 +162,7 @@ def test_forge_down_mid_run_exits_69_then_the_run_resumes_from_the_forge(
         store = ClaimStore(forge, skew_s=0)
         record = store.get(BRIEF)
         assert record is not None and (record.fence, record.state) == (1, "held")
-        assert set(refs) == {"refs/heads/main", BRANCH, f"refs/assay/claims/{BRIEF}"}
+        assert set(refs) == {"refs/heads/main", BRANCH, JOURNAL, f"refs/assay/claims/{BRIEF}"}
 
         def claimable() -> bool:
             current = store.get(BRIEF)

@@ -85,8 +85,8 @@ def test_main_holds_one_commit_per_merged_brief_and_no_journal(
     ]
     assert sorted(briefs) == sorted(str(b) for b in report["merged"])  # type: ignore[attr-defined]
     assert git("log", "--format=%H", "--grep=: model", "main") == ""  # no checkpoint commit
-    # Each merged run is kept whole: its branch, journal included, under its run ref, and
-    # its history still reads every step.
+    # Each merged run is kept whole: its checkpoints, journal included, under its run ref,
+    # and its history still reads every step.
     brief = str(report["merged"][0])  # type: ignore[index]
     [run] = git("for-each-ref", "--format=%(refname)", f"refs/assay/runs/{brief}/").split()
     assert git("ls-tree", "-r", "--name-only", run, f".assay/journal/{brief}")
@@ -94,6 +94,40 @@ def test_main_holds_one_commit_per_merged_brief_and_no_journal(
     assert history.returncode == 0, history.stderr
     lines = [json.loads(line) for line in history.stdout.splitlines()]
     assert any(line.get("kind") == "step" for line in lines)
+
+
+def test_the_refused_briefs_review_shows_only_its_code(
+    demo_run: tuple[int, dict[str, object], Path],
+) -> None:
+    """The review (the branch) of the brief the gate refused: its diff against main names
+    no ``.assay/`` path, and it has one commit per checkpoint that changed the code; its
+    checkpoints, journal included, are on its journal ref."""
+    _code, report, _directory = demo_run
+    forge = str(report["forge_path"])
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", f"--git-dir={forge}", *args], capture_output=True, text=True, check=True
+        )
+        return done.stdout
+
+    [brief] = report["blocked"]  # type: ignore[misc]
+    branch, journal = f"refs/heads/assay/{brief}", f"refs/assay/journal/{brief}"
+    base = git("merge-base", "main", branch).strip()
+    changed = git("diff", "--name-only", base, branch).split()
+    assert changed and not [path for path in changed if path.startswith(".assay")]
+    assert git("ls-tree", "-r", "--name-only", branch, ".assay") == ""
+    # The checkpoints: every durability point, the journal included.
+    assert git("ls-tree", "-r", "--name-only", journal, f".assay/journal/{brief}")
+    checkpoints = git("rev-list", "--first-parent", f"{base}..{journal}").split()
+    code_changing = 0
+    for checkpoint in checkpoints:
+        parent = f"{checkpoint}~1"
+        paths = git("diff", "--name-only", parent, checkpoint).split()
+        code_changing += any(not path.startswith(".assay/") for path in paths)
+    commits = int(git("rev-list", "--count", f"{base}..{branch}").strip())
+    assert commits == code_changing
+    assert commits < len(checkpoints)  # model calls moved the journal ref alone
 
 
 def test_too_few_briefs_is_a_usage_error(run_assay: AssayRunner, tmp_path: Path) -> None:

@@ -58,9 +58,10 @@ def add_cli_desk(
 
 
 def journal_folder(world: World, brief: str, into: Path) -> Path:
-    """The brief's journal as the forge's branch holds it, extracted into ``into``."""
+    """The brief's journal as the forge's journal ref holds it, extracted into ``into``."""
+    ref = f"refs/assay/journal/{brief}"
     archive = subprocess.run(
-        ["git", f"--git-dir={world.forge_path}", "archive", f"assay/{brief}", ".assay/journal"],
+        ["git", f"--git-dir={world.forge_path}", "archive", ref, ".assay/journal"],
         capture_output=True,
         check=True,
     ).stdout

@@ -47,7 +47,8 @@ def end_push_gate(forge_path: Path) -> tuple[Path, Path]:
 import os, subprocess, sys, time
 for line in sys.stdin.read().splitlines():
     old, new, ref = line.split()
-    if not ref.startswith("refs/heads/assay/") or os.path.exists({str(used)!r}):
+    # The checkpoint's line: the journal ref (the branch moves only when code changed).
+    if not ref.startswith("refs/assay/journal/") or os.path.exists({str(used)!r}):
         continue
     subject = subprocess.run(["git", "log", "-1", "--format=%s", new],
                              capture_output=True, text=True).stdout.strip()

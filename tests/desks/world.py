@@ -226,7 +226,7 @@ class World:
             return forge.fetch(ref).get(ref)
 
     def journal(self, brief: str) -> Journal:
-        ref = f"refs/heads/assay/{brief}"
+        ref = f"refs/assay/journal/{brief}"  # the checkpoints: work tree and journal
         with open_forge(self.url, cache_dir=self._cache()) as forge:
             tip = forge.fetch(ref)[ref]
             journal = read_tree_journal(forge, tip, brief)
@@ -241,7 +241,7 @@ class World:
                     "git",
                     f"--git-dir={self.forge_path}",
                     "archive",
-                    f"assay/{brief}",
+                    f"refs/assay/journal/{brief}",
                     f".assay/journal/{brief}",
                 ],
                 capture_output=True,

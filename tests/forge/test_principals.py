@@ -320,6 +320,34 @@ def test_a_desk_writes_a_briefs_branch_and_review_only_while_its_claim_names_it(
     assert branch in guarded.refs()
 
 
+def test_a_desk_writes_a_briefs_journal_ref_only_while_its_claim_names_it(
+    guarded: Guarded,
+) -> None:
+    branch, journal = "refs/heads/assay/b1", "refs/assay/journal/b1"
+    alone = guarded.push("desk", f"{guarded.commit('unclaimed')}:{journal}")
+    assert alone.returncode != 0
+    assert "the brief has no claim" in alone.stdout + alone.stderr
+    assert guarded.push("admin", f"{guarded.claim('c', desk='d2')}:{CLAIM}").returncode == 0
+    # Another desk's claim: the atomic push of branch and journal is refused whole.
+    other = guarded.push(
+        "desk",
+        "--atomic",
+        f"{guarded.commit('code')}:{branch}",
+        f"{guarded.commit('checkpoint')}:{journal}",
+    )
+    assert "a claim naming desk 'd2'" in other.stdout + other.stderr
+    assert branch not in guarded.refs() and journal not in guarded.refs()
+    taken = guarded.push(
+        "desk",
+        "--atomic",
+        f"{guarded.claim('mine', guarded.refs()[CLAIM])}:{CLAIM}",
+        f"{guarded.commit('code')}:{branch}",
+        f"{guarded.commit('checkpoint')}:{journal}",
+    )
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert branch in guarded.refs() and journal in guarded.refs()
+
+
 def test_a_desk_writes_only_claims_naming_itself(guarded: Guarded) -> None:
     before = guarded.refs()
     other = guarded.push("desk", f"{guarded.claim('as d2', desk='d2')}:{CLAIM}")

@@ -168,10 +168,13 @@ def make_desk_pass(fake_github: FakeGitHub, tmp_path: Path) -> DeskPass:
     brief = f"issue-{number}"
     tip = fake_github.ref(f"refs/heads/assay/{brief}")
     assert tip is not None
+    # The checkpoint (work tree and journal) is on the journal ref; the branch is the code.
+    checkpoint = fake_github.ref(f"refs/assay/journal/{brief}")
+    assert checkpoint is not None
     tree = tmp_path / "branch"
     tree.mkdir()
     archive = subprocess.run(
-        ["git", "archive", tip], cwd=fake_github.bare, capture_output=True, check=True
+        ["git", "archive", checkpoint], cwd=fake_github.bare, capture_output=True, check=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     calls = list(fake_github.calls)

@@ -55,7 +55,8 @@ def test_rolled_segments_are_byte_identical_in_every_later_checkpoint(
                     {"kind": "step", "pos": pos, "status": "ok", "out": {"value": "x" * LINE_PAD}}
                 )
             writer.sync()
-            commits.append(sync.sync(f"step {pos}"))
+            sync.sync(f"step {pos}")
+            commits.append(str(sync.checkpoint))  # the journal's commit: the checkpoint
     seen: dict[str, str] = {}  # a rolled segment's blob id, from the first commit after its roll
     for commit in commits:
         segments = _segments(work, commit, journal)

@@ -53,6 +53,7 @@ from assay.errors import Busy, Fenced
 from assay.forge import Forge, init_forge, open_forge
 from assay.journal import read_journal
 from assay.plumbing import Identity
+from assay.refs import journal_ref
 from assay.runtime import Event, Run
 
 LEASE_S = 10
@@ -452,6 +453,7 @@ class ClaimProtocol(RuleBasedStateMachine):
             "for-each-ref",
             "--format=%(refname) %(objectname)",
             "refs/assay/claims/",
+            "refs/assay/journal/",
             "refs/heads/assay/",
         )
         refs = dict(line.split(" ", 1) for line in lines.decode().splitlines())
@@ -465,7 +467,8 @@ class ClaimProtocol(RuleBasedStateMachine):
                 else:
                     record = json.loads(git(self.bare, "show", f"{sha}:{CLAIM_FILE}"))
                     truth.claim_fence[brief] = int(record["fence"])
-            tip = refs.get(branch_ref(brief))
+            # The checkpoints (journal included) are on the journal ref.
+            tip = refs.get(journal_ref(brief)) or refs.get(branch_ref(brief))
             if tip is not None:
                 truth.branch_tip[brief] = tip
                 if tip == self.seen.branch_tip.get(brief):

@@ -336,11 +336,14 @@ class Fleet:
         """Read every brief's claim, review, journal and tree from the forge (one fetch)."""
         results: dict[str, BriefResult] = {}
         with open_forge(str(self.forge_path), cache_dir=self.root / "inspect-cache") as forge:
-            tips = forge.fetch("refs/heads/assay/")
+            tips = forge.fetch(["refs/heads/assay/", "refs/assay/journal/"])
             claims = {r.brief: r for r in ClaimStore(forge).list()}
             for brief in self.briefs:
                 claim = claims.get(brief)
-                tip = tips.get(f"refs/heads/assay/{brief}")
+                # The checkpoint (work tree and journal): the journal ref, by the branch.
+                tip = tips.get(f"refs/assay/journal/{brief}") or tips.get(
+                    f"refs/heads/assay/{brief}"
+                )
                 review = read_review(forge, brief)
                 result = BriefResult(
                     brief=brief,

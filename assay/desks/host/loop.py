@@ -45,6 +45,7 @@ from assay.evidence.table import pending_table, table_in, with_table
 from assay.forge import Forge
 from assay.journal import Redactor
 from assay.plumbing import RefUpdate, no_space_error
+from assay.refs import journal_ref
 from assay.runtime import execute
 
 
@@ -205,8 +206,15 @@ class DeskLoop:
         return None
 
     def _acquire(self, view: ForgeView, candidate: Candidate) -> Claim:
-        tip = view.branches.get(candidate.brief)
-        also = [RefUpdate(branch_ref(candidate.brief), tip, expected=tip)] if tip else []
+        # The claim asserts the tips the checkout then starts from: branch and checkpoints.
+        also = [
+            RefUpdate(ref, tip, expected=tip)
+            for ref, tip in (
+                (branch_ref(candidate.brief), view.branches.get(candidate.brief)),
+                (journal_ref(candidate.brief), view.journal_tips.get(candidate.brief)),
+            )
+            if tip
+        ]
         return self.store.acquire(
             candidate.brief,
             self.desk.name,
@@ -222,7 +230,11 @@ class DeskLoop:
     def _known_tips(view: ForgeView, brief: str) -> dict[str, str | None] | None:
         if view.main is None:
             return None  # nothing to start from: the checkout's fetch says so
-        return {branch_ref(brief): view.branches.get(brief), MAIN_REF: view.main}
+        return {
+            branch_ref(brief): view.branches.get(brief),
+            journal_ref(brief): view.journal_tips.get(brief),
+            MAIN_REF: view.main,
+        }
 
     # ------------------------------------------------------------------ running
 

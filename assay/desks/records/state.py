@@ -44,6 +44,7 @@ class ForgeView:
     budget_left: Callable[[Brief, Any], bool] = lambda brief, summary: False
     issues: bool = False  # whether the forge's issues were read too (GitHub)
     event_tips: dict[str, str] | None = None  # brief -> events ref tip, as fetched (None: unknown)
+    journal_tips: dict[str, str] = field(default_factory=dict)  # brief -> journal ref tip
     _journals: dict[str, Journal | None] = field(default_factory=dict)
     _events: dict[str, list[Any]] = field(default_factory=dict)
     # brief -> notes on the event records the view's read skipped (never delivered)
@@ -70,11 +71,13 @@ class ForgeView:
         return self._events[brief_id]
 
     def journal(self, brief_id: str) -> Journal | None:
-        """The journal on the brief's branch tip (read once per view), or None. The view
-        only listed other briefs' branches: the tip's objects are fetched here, if needed."""
+        """The journal at the brief's checkpoint (its journal ref's tip, else its branch's on
+        a forge written before the journal ref), read once per view; None without one. The
+        view only listed the tips: the tip's objects are fetched here, if needed."""
         if brief_id not in self._journals:
-            ref = refs.branch_ref(brief_id)
-            tip = self.forge.with_objects({ref: self.branches.get(brief_id)})[ref]
+            journal = self.journal_tips.get(brief_id)
+            ref = refs.journal_ref(brief_id) if journal else refs.branch_ref(brief_id)
+            tip = self.forge.with_objects({ref: journal or self.branches.get(brief_id)})[ref]
             self._journals[brief_id] = (
                 None if tip is None else read_tree_journal(self.forge, tip, brief_id)
             )
@@ -236,6 +239,11 @@ def read_view(forge: Forge) -> ForgeView:
             ref.removeprefix(refs.EVENTS): sha
             for ref, sha in snapshot.refs.items()
             if ref.startswith(refs.EVENTS)
+        },
+        journal_tips={
+            ref.removeprefix(refs.JOURNALS): sha
+            for ref, sha in snapshot.refs.items()
+            if ref.startswith(refs.JOURNALS)
         },
     )
     view.event_notes = dict(snapshot.event_notes)
