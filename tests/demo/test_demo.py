@@ -163,7 +163,11 @@ def test_the_refused_brief_is_never_done_or_merged_anywhere(
             group = line[3:]
         elif match := re.match(r"^\| ([a-z][a-z0-9-]*) \|", line):
             board[match.group(1)] = group
-    rows = re.findall(r'<tr class="brief" data-state="([^"]+)"><td>([^<]+)</td>', html)
+    # The id cell links to the brief's run page when it has one.
+    rows = re.findall(
+        r'<tr class="brief" data-state="([^"]+)"><td>(?:<a href="[^"]*">)?([^<]+)(?:</a>)?</td>',
+        html,
+    )
     page = {brief: state for state, brief in rows}
     status = json.loads(run_assay("status", "--json", "--forge", forge).stdout)
     resync = json.loads(run_assay("resync", "--json", "--forge", forge).stdout)
