@@ -1,9 +1,10 @@
 /*
  * Assay's claim and fencing protocol (DESIGN.md section 5), for the spin model checker.
  *
- * One claim ref and one journal branch per brief live on a forge whose ref updates are
- * atomic compare-and-swap (git's ref lock on the server). Desks fetch claims, acquire by
- * CAS push, push a takeover entry, renew, push journal entries (CAS on the branch tip),
+ * One claim ref and one journal (its checkpoint ref and code branch, pushed together) per
+ * brief live on a forge whose ref updates are atomic compare-and-swap (git's ref lock on
+ * the server). Desks fetch claims, acquire by CAS push, push a takeover entry, renew, push
+ * journal entries (CAS on the journal's tip),
  * make effects after re-checking ownership, suspend to `waiting`, release, finish `done`,
  * crash (losing every local variable) and pause past their lease (zombies) and resume.
  * A sweeper marks expired claims `stuck`. A clock advances abstract time.
