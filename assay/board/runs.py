@@ -1,7 +1,8 @@
 """Run pages: one HTML page per brief's run, linked from the board's HTML page.
 
-A run page is a view of the journal on the brief's branch, read with
-``assay.branch.read_branch_journal`` (the one way a journal is read from a commit) and
+A run page is a view of the run's journal at its checkpoint (the journal ref's tip, or
+the branch of a run written before it), read with ``assay.branch.read_branch_journal``
+(the one way a journal is read from a commit) and
 drawn through ``assay.runtime.timeline``: the rows ``assay history --brief`` prints, each
 model call with what the model said, each tool step with its output and what it cost,
 where a process stopped and where the next one resumed, the requests sent upstream again.
@@ -88,7 +89,7 @@ def build_run_pages(
             continue
         evidence = _evidence(snapshot, row.id, tip)
         try:
-            journal = read_branch_journal(forge, tip, row.id, scratch)
+            journal = read_branch_journal(forge, snapshot.checkpoint(row.id), row.id, scratch)
         except AssayError as error:
             pages.append(RunPage(row, tip, problem=error.message, evidence=evidence))
             continue

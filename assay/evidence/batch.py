@@ -45,16 +45,14 @@ from assay.evidence.gate import (
     ASSAY_FOLDER,
     MERGE_ATTEMPTS,
     GateContext,
-    RowChecks,
     already_merged,
     gate_fingerprint,
-    holdout_in_tree,
     judge_for_merge,
-    pinned_tree,
+    record_template,
+    run_brief_rows,
     run_row_specs,
     squash_message,
 )
-from assay.evidence.holdout import sealed_record
 from assay.evidence.keys import GateKey, PublicKey, gate_key
 from assay.evidence.pinning import apply_pins, plan_for
 from assay.evidence.records import EvidenceRecord
@@ -427,36 +425,15 @@ def _rows_on(
         )
         # The batch's other briefs may have edited this one's acceptance set: main's runs.
         changed = apply_pins(forge, tree, pins) if pins is not None else []
-        template = EvidenceRecord(
-            brief=ctx.view.brief,
-            row="",
-            command="",
-            exit=0,
-            timed_out=False,
-            seconds=0.0,
-            output_sha256="",
-            output_bytes=0,
-            output_tail="",
-            head_sha=top,
-            env_fingerprint=fp,
+        template = record_template(
+            ctx.view.brief,
+            top,
+            fingerprint=fp,
             verifier="gate:batch",
             journal_head="",
-            at="",
-            pinned=tuple(pins.pinned) if pins is not None else (),
-            notes=tuple(changed),
+            plan=pins,
             sandboxed=sandbox.sandboxed,
-        )
-        ran = run_row_specs(
-            ctx.rows,
-            trees=functools.partial(pinned_tree, forge, top, pins, workdir=workdir),
-            site=Path(site),
-            environ=environ,
-            sandbox=sandbox,
-            template=template,
-            key=key,
-            checks=RowChecks(forge, pins, Path(reports), workdir=workdir),
-            on_start=None,
-            on_row=None,
+            notes=changed,
         )
         # The holdout rows too, by the same rules as verify runs them: a brief the batch's
         # other briefs break where only a holdout row looks is left out like any other.
@@ -465,20 +442,23 @@ def _rows_on(
             if ctx.holdout and key is None
             else ()
         )
-        opened, hidden_plan, place = holdout_in_tree(forge, ctx, key, top)
-        hidden = run_row_specs(
-            [row.spec() for row in opened],
-            trees=functools.partial(pinned_tree, forge, top, pins, workdir=workdir, then=place),
-            site=Path(site),
-            environ=environ,
-            sandbox=sandbox,
-            template=template,
-            key=key,
-            checks=RowChecks(forge, hidden_plan, Path(reports), workdir=workdir),
-            on_start=None,
-            on_row=None,
+        ran = run_brief_rows(
+            forge,
+            ctx,
+            key,
+            top,
+            plan=pins,
+            run=functools.partial(
+                run_row_specs,
+                site=Path(site),
+                environ=environ,
+                sandbox=sandbox,
+                template=template,
+                key=key,
+            ),
+            reports=Path(reports),
+            workdir=workdir,
         )
-        ran += [sealed_record(record, row) for row, record in zip(opened, hidden, strict=True)]
     return _OnTree(tuple(ran), tuple(problems), unjudged)
 
 

@@ -327,36 +327,25 @@ def verify(
         template = _record_template(
             brief_id, head, at, verifier=verifier, sandboxed=sandbox.sandboxed
         )
-        run_rows = functools.partial(
-            run_row_specs,
-            site=Path(site),
-            environ=at.environ,
-            sandbox=sandbox,
-            template=template,
-            key=key,
-        )
-        ran = run_rows(
-            ctx.rows,
-            trees=functools.partial(pinned_tree, forge, head, at.plan, workdir=workdir),
-            checks=RowChecks(forge, at.plan, Path(reports), workdir=workdir),
+        ran = run_brief_rows(
+            forge,
+            ctx,
+            key,
+            head,
+            plan=at.plan,
+            run=functools.partial(
+                run_row_specs,
+                site=Path(site),
+                environ=at.environ,
+                sandbox=sandbox,
+                template=template,
+                key=key,
+            ),
+            reports=Path(reports),
+            workdir=workdir,
             on_start=on_start,
             on_row=on_row,
         )
-        # Holdout rows run by the same rules (pinned, their runners' reports read), with no
-        # progress line (it would show the command); their records say nothing of their
-        # content.
-        opened, hidden_plan, place = holdout_in_tree(forge, ctx, key, head)
-        hidden = run_rows(
-            [row.spec() for row in opened],
-            trees=functools.partial(pinned_tree, forge, head, at.plan, workdir=workdir, then=place),
-            checks=RowChecks(forge, hidden_plan, Path(reports), workdir=workdir),
-            on_start=None,
-            on_row=None,
-        )
-        for row, record in zip(opened, hidden, strict=True):
-            ran.append(sealed_record(record, row))
-            if on_row is not None:
-                on_row(row.row.spec(), ran[-1])
     timings["rows"] = sum(record.seconds for record in ran)
     with _timed(timings, "record"):
         log = append_records(forge, brief_id, ran, key=key, log=ctx.log)
@@ -502,8 +491,33 @@ def _record_template(
     brief_id: str, head: str, at: _AtHead, *, verifier: str, sandboxed: bool
 ) -> EvidenceRecord:
     """What every row's record shares; ``run_rows`` fills in the row's own fields."""
+    return record_template(
+        brief_id,
+        head,
+        fingerprint=at.fingerprint,
+        verifier=verifier,
+        journal_head=at.journal.head,
+        plan=at.plan,
+        sandboxed=sandboxed,
+        notes=at.notes,
+    )
+
+
+def record_template(
+    brief: str,
+    head: str,
+    *,
+    fingerprint: dict[str, str],
+    verifier: str,
+    journal_head: str,
+    plan: PinPlan | None,
+    sandboxed: bool,
+    notes: Sequence[str],
+) -> EvidenceRecord:
+    """The fields every row's record of one run shares (``run_row_specs`` fills in each
+    row's own): verify's at a review's head, a batch's on its combined tree."""
     return EvidenceRecord(
-        brief=brief_id,
+        brief=brief,
         row="",
         command="",
         exit=0,
@@ -513,14 +527,56 @@ def _record_template(
         output_bytes=0,
         output_tail="",
         head_sha=head,
-        env_fingerprint=at.fingerprint,
+        env_fingerprint=fingerprint,
         verifier=verifier,
-        journal_head=at.journal.head,
+        journal_head=journal_head,
         at="",
-        pinned=tuple(at.plan.pinned) if at.plan is not None else (),
+        pinned=tuple(plan.pinned) if plan is not None else (),
         sandboxed=sandboxed,
-        notes=tuple(at.notes),
+        notes=tuple(notes),
     )
+
+
+RowRunner = Callable[..., list[EvidenceRecord]]  # run_row_specs with a run's settings bound
+
+
+def run_brief_rows(
+    forge: Forge,
+    ctx: GateContext,
+    key: GateKey | None,
+    head: str,
+    *,
+    plan: PinPlan | None,
+    run: RowRunner,
+    reports: Path,
+    workdir: Path | None,
+    on_start: Callable[[RowSpec], None] | None = None,
+    on_row: Callable[[RowSpec, EvidenceRecord], None] | None = None,
+) -> list[EvidenceRecord]:
+    """The brief's rows at ``head``, each in a pinned tree of its own, then its holdout
+    rows by the same rules (pinned for their commands too, their runners' reports read),
+    with no progress line (it would show the command), their records saying nothing of
+    their content: for verify at a review's head and for a batch on its combined tree."""
+    ran = run(
+        ctx.rows,
+        trees=functools.partial(pinned_tree, forge, head, plan, workdir=workdir),
+        checks=RowChecks(forge, plan, reports, workdir=workdir),
+        on_start=on_start,
+        on_row=on_row,
+    )
+    opened, hidden_plan, place = holdout_in_tree(forge, ctx, key, head)
+    hidden = run(
+        [row.spec() for row in opened],
+        trees=functools.partial(pinned_tree, forge, head, plan, workdir=workdir, then=place),
+        checks=RowChecks(forge, hidden_plan, reports, workdir=workdir),
+        on_start=None,
+        on_row=None,
+    )
+    for row, record in zip(opened, hidden, strict=True):
+        ran.append(sealed_record(record, row))
+        if on_row is not None:
+            on_row(row.row.spec(), ran[-1])
+    return ran
 
 
 class RowChecks:

@@ -173,6 +173,11 @@ class ForgeSnapshot:
         """The sha of ``assay/<brief>``, or "" when there is no such branch."""
         return self.refs.get(refs.BRANCHES + brief, "")
 
+    def checkpoint(self, brief: str) -> str:
+        """The commit whose journal speaks for the brief's run: its journal ref's tip, else
+        (a run written before the journal ref) its branch's; "" when it has neither."""
+        return self.refs.get(refs.journal_ref(brief), "") or self.branch(brief)
+
     def invalid_reason(self, brief: str) -> str:
         """Why a record of ``brief`` failed its owner's decoder ("" when all are sound):
         its file on main, its claim, events, evidence or review record, or its journal."""
