@@ -72,6 +72,7 @@ def _row(
         steps=info.steps,
         model_calls=info.model_calls,
         repeated_requests=info.repeated_requests,
+        repaid_model_calls=info.repaid_model_calls,
         tokens_in=info.tokens_in,
         tokens_out=info.tokens_out,
         usd=info.usd,

@@ -41,6 +41,7 @@ class BriefRow:
     steps: int = 0
     model_calls: int = 0
     repeated_requests: int = 0  # requests sent upstream again: the one in flight at a kill
+    repaid_model_calls: int = 0  # calls a lost machine took with it (not yet pushed): paid again
     tokens_in: int = 0
     tokens_out: int = 0
     usd: float = 0.0
@@ -85,6 +86,7 @@ class Totals:
     steps: int = 0
     model_calls: int = 0
     repeated_requests: int = 0
+    repaid_model_calls: int = 0
     tokens: int = 0
     usd: float = 0.0
     run_age_s: float = 0.0
@@ -142,6 +144,7 @@ class BoardState:
             steps=sum(row.steps for row in self.rows),
             model_calls=sum(row.model_calls for row in self.rows),
             repeated_requests=sum(row.repeated_requests for row in self.rows),
+            repaid_model_calls=sum(row.repaid_model_calls for row in self.rows),
             tokens=sum(row.tokens for row in self.rows),
             usd=round(sum(row.usd for row in self.rows), 6),
             run_age_s=sum(row.run_age_s(self.as_of) or 0.0 for row in self.rows),

@@ -242,6 +242,11 @@ def status(now: str | None, forge: str | None, as_json: bool) -> None:
             f"; {totals['repeated_requests']} model request(s) sent upstream again "
             "(in flight when a process stopped)"
         )
+    if totals["repaid_model_calls"]:
+        line += (
+            f"; {totals['repaid_model_calls']} model call(s) paid again (a machine was lost "
+            "before they reached the forge)"
+        )
     out.print(line, markup=False, highlight=False, soft_wrap=False)
 
 

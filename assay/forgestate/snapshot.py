@@ -91,6 +91,7 @@ class JournalInfo:
     steps: int = 0
     model_calls: int = 0
     repeated_requests: int = 0  # model requests sent upstream again after an interruption
+    repaid_model_calls: int = 0  # calls a lost machine took with it, paid again on resume
     tokens_in: int = 0
     tokens_out: int = 0
     usd: float = 0.0
@@ -229,6 +230,7 @@ def journal_info(
         steps=facts.totals.steps,
         model_calls=facts.totals.model_calls,
         repeated_requests=facts.repeated_requests,
+        repaid_model_calls=facts.repaid_model_calls,
         tokens_in=facts.totals.tokens_in,
         tokens_out=facts.totals.tokens_out,
         usd=facts.totals.usd,

@@ -151,6 +151,14 @@ def test_a_lost_machine_repays_the_calls_since_the_forge_checkpoint(
         assert f"{repaid} model call(s) paid again" in table.stdout
     else:
         assert "paid again" not in table.stdout
+    # The board's read of the forge says it too: status --json per brief and in all.
+    status = world.assay("status", "--forge", world.url, "--json")
+    assert status.returncode == 0, status.stderr
+    said = json.loads(status.stdout)
+    [row] = [row for row in said["briefs"] if row["id"] == "b1"]
+    assert row["repaid_model_calls"] == repaid == said["totals"]["repaid_model_calls"]
+    shown = world.assay("status", "--forge", world.url)
+    assert (f"{repaid} model call(s) paid again" in shown.stdout) == bool(repaid)
 
 
 def test_window_mode_pushes_an_unpushed_commit_after_one_window(world: World) -> None:
