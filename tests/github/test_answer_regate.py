@@ -14,16 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from assay.branch import BranchSync
-from assay.claims import ClaimStore
-from assay.desks.records.review import write_review
-from assay.forge import Identity
-from assay.github.forge import GitHubForge
 from assay.github.init import starter_files
-from assay.github.mirror import GitHubMirror
-from assay.github.target import resolve_target
-from tests.github.fake_github import FakeGitHub
-from tests.github.test_gate_check import BRIEF, GATE, Scene, _key_file
+from tests.github.test_gate_check import BRIEF, Scene, in_review
 
 APPROVAL_BRIEF = f"""---
 id: {BRIEF}
@@ -39,29 +31,11 @@ Leave a file called ok; a maintainer approves it.
 
 @pytest.fixture
 def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
-    root = tmp_path_factory.mktemp("answer-regate")
-    with FakeGitHub(root / "github") as fake:
-        workflows = {path: source.read_text() for path, source in starter_files().items()}
-        fake.seed_main({**workflows, f"briefs/{BRIEF}.md": APPROVAL_BRIEF})
-        _key_file(root / "gate-state", GATE)
-        env = {"GITHUB_API_URL": fake.api_url, "GITHUB_TOKEN": "ghs-bot"}
-        target = resolve_target(f"github:{fake.slug}", environ=env)
-        with GitHubForge(target, cache_dir=root / "desk-cache") as forge:
-            store = ClaimStore(forge)
-            claim = store.acquire(BRIEF, "coder", lease_s=3600)
-            sync = BranchSync(
-                forge, BRIEF, workdir=root / "work", identity=Identity.for_holder("coder", "h")
-            )
-            (sync.checkout() / "ok").write_text("ok\n")
-            head = sync.sync("leave ok")
-            store.release(claim, done=True)
-            write_review(forge, BRIEF, head_sha=head, title="Tidy up", body="", state="ready")
-            GitHubMirror(forge).open_review(
-                BRIEF, title="Tidy up", branch=f"assay/{BRIEF}", body=""
-            )
-            (pull,) = fake.pulls
-            yield Scene(fake, root, forge, head, pull)
-    assert not fake.violations, "GitHub contract violations:\n" + "\n".join(fake.violations)
+    # The workflows too: the fake dispatches only a workflow main holds.
+    workflows = {path: source.read_text() for path, source in starter_files().items()}
+    main = {**workflows, f"briefs/{BRIEF}.md": APPROVAL_BRIEF}
+    with in_review(tmp_path_factory.mktemp("answer-regate"), main) as made:
+        yield made
 
 
 def events(scene: Scene, *args: str) -> dict[str, object]:

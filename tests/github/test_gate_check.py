@@ -11,6 +11,7 @@ fresh ``ASSAY_STATE`` (a fresh runner: a cold cache).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from collections.abc import Iterator
@@ -106,13 +107,13 @@ def _key_file(directory: Path, key: GateKey) -> None:
     (directory / "gate.key").chmod(0o600)
 
 
-@pytest.fixture(scope="module")
-def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
-    """One brief in review for the whole module: the tests below are one story, in order
-    (look-alikes, the gate's run, a flip, a rollback, forged and deleted refs, the merge)."""
-    root = tmp_path_factory.mktemp("gate-check")
+@contextlib.contextmanager
+def in_review(root: Path, main: dict[str, str]) -> Iterator[Scene]:
+    """A fake GitHub whose main holds ``main``, and the brief in review on it: the desk's
+    branch with its work, its claim settled at that head, a ready review record and a
+    pull request; the gate's key in ``root/gate-state``."""
     with FakeGitHub(root / "github") as fake:
-        fake.seed_main({"briefs/tidy.md": BRIEF_FILE})
+        fake.seed_main(main)
         _key_file(root / "gate-state", GATE)
         env = {"GITHUB_API_URL": fake.api_url, "GITHUB_TOKEN": "ghs-bot"}
         target = resolve_target(f"github:{fake.slug}", environ=env)
@@ -131,6 +132,14 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
             (pull,) = fake.pulls
             yield Scene(fake, root, forge, head, pull)
     assert not fake.violations, "GitHub contract violations:\n" + "\n".join(fake.violations)
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
+    """One brief in review for the whole module: the tests below are one story, in order
+    (look-alikes, the gate's run, a flip, a rollback, forged and deleted refs, the merge)."""
+    with in_review(tmp_path_factory.mktemp("gate-check"), {"briefs/tidy.md": BRIEF_FILE}) as made:
+        yield made
 
 
 def post_check(fake: FakeGitHub, token: str, **fields: Any) -> dict[str, Any]:
