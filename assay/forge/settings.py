@@ -170,33 +170,31 @@ def write_settings(
 def record_push_budget(forge: Forge, per_minute: int, *, author: Identity = ADMIN) -> bool:
     """Record ``per_minute`` (0: unlimited) as the forge's push budget, the other settings
     kept; False when it already was."""
-    check_pushes_per_minute(per_minute, "--pushes-per-minute")
-    settings = read_settings(forge)
-    if settings.pushes_per_minute == per_minute:
-        return False
-    said = f"{per_minute} a minute" if per_minute else "unlimited"
-    write_settings(
-        forge,
-        dataclasses.replace(settings, pushes_per_minute=per_minute),
-        author=author,
-        message=f"config: push budget {said}",
-    )
-    return True
+    return _record_budget(forge, "pushes_per_minute", "push", per_minute, author=author)
 
 
 def record_merge_budget(forge: Forge, per_minute: int, *, author: Identity = ADMIN) -> bool:
     """Record ``per_minute`` (0: unlimited) as the merges the gate makes a minute, the other
     settings kept; False when it already was."""
-    check_pushes_per_minute(per_minute, "--merges-per-minute")
+    return _record_budget(forge, "merges_per_minute", "merge", per_minute, author=author)
+
+
+def _record_budget(
+    forge: Forge, name: str, noun: str, per_minute: int, *, author: Identity
+) -> bool:
+    """One budget field of the settings record set to ``per_minute`` (its flag,
+    ``--<field with dashes>``, named when it is out of range)."""
+    check_pushes_per_minute(per_minute, "--" + name.replace("_", "-"))
     settings = read_settings(forge)
-    if settings.merges_per_minute == per_minute:
+    if getattr(settings, name) == per_minute:
         return False
     said = f"{per_minute} a minute" if per_minute else "unlimited"
+    changes: dict[str, Any] = {name: per_minute}
     write_settings(
         forge,
-        dataclasses.replace(settings, merges_per_minute=per_minute),
+        dataclasses.replace(settings, **changes),
         author=author,
-        message=f"config: merge budget {said}",
+        message=f"config: {noun} budget {said}",
     )
     return True
 
