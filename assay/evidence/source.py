@@ -182,15 +182,6 @@ class CleanTree:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def journal_at(tree: Path, brief: str) -> Journal:
-    """The verified journal of ``brief`` in a checked-out tree (``Corrupt`` when edited, or
-    when a folder on its way, a segment or a blob is a symlink or not a regular file)."""
-    from assay.journal.files import check_tree
-
-    check_tree(tree, journal_path(brief))
-    return read_journal(tree / journal_path(brief))
-
-
 def journal_from_commit(forge: Forge, sha: str, brief: str, into: Path) -> Journal:
     """The journal of ``brief`` at ``sha``, materialised under ``into`` without a checkout
     (``assay.branch.read_branch_journal``; an absent journal reads as empty)."""
