@@ -62,6 +62,14 @@ def wait_until(
         time.sleep(interval)
 
 
+def files_named(root: Path, name: str) -> list[Path]:
+    """Every file called ``name`` under ``root``, read while other processes change the tree.
+
+    ``Path.rglob`` raises when a directory it listed is removed before it descends into it
+    (a gate's scratch checkouts come and go under its TMPDIR); ``os.walk`` skips it."""
+    return [Path(top) / name for top, _dirs, files in os.walk(root) if name in files]
+
+
 def _git(*args: str, cwd: Path | None = None) -> str:
     env = {**os.environ, **ASSAY_IDENTITY.env(), "GIT_TERMINAL_PROMPT": "0"}
     done = subprocess.run(

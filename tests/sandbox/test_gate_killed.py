@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.conftest import popen_assay
 from tests.evidence.gatekit import Scene
-from tests.forge_fixtures import wait_until
+from tests.forge_fixtures import files_named, wait_until
 from tests.sandbox.probe import lock_is_free
 
 HOLDER = "setsid flock {lock} sh -c 'touch {ready}; exec sleep 600' & wait"
@@ -40,7 +40,7 @@ def test_a_killed_gate_takes_its_double_forked_row_down(tmp_path: Path) -> None:
         env={"ASSAY_STATE": str(tmp_path / "state"), "TMPDIR": str(work)},
     )
     try:
-        ready = wait_until(lambda: list(work.rglob("row.ready")), timeout=120, what="the row")
+        ready = wait_until(lambda: files_named(work, "row.ready"), timeout=120, what="the row")
         lock = ready[0].parent / "row.lock"
         assert not lock_is_free(lock)
         os.kill(gate.pid, signal.SIGKILL)  # the gate alone: bwrap must die with it
