@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from assay.errors import BadInput
 from assay.gateway.apis import ApiName
-from assay.gateway.volatile import TEMP_PATHS, Mask, masks
+from assay.gateway.volatile import RUNNER_TIMES, TEMP_PATHS, Mask, mask_text, masks
 
 Api = ApiName  # the wire API a CLI speaks: one of assay.gateway.apis.API_NAMES
 PROMPT = "{prompt}"
@@ -148,6 +148,9 @@ class CliProfile:
     # patterns (a pattern's groups, when it has any, are what is masked). Test runners'
     # run times hold for every CLI and are masked by the gateway itself.
     volatile_output: ClassVar[tuple[str, ...]] = ()
+    # Whether a call without tools is still a conversation turn (a CLI that never sends
+    # tools: aider), rather than a side request (a title, a token count) a resume may skip.
+    toolless_turns: ClassVar[bool] = False
 
     def output_masks(
         self, extra: Sequence[str] = (), *, where: str = "cli.volatile_output"
@@ -450,6 +453,308 @@ GEMINI_DATE = re.compile(r"(Today's date is )[^\n]*?( \(formatted)")
 GEMINI_TREE = re.compile(r"(- \*\*Directory Structure:\*\*\n).*?(</session_context>)", re.DOTALL)
 
 
+class QwenCodeProfile(CliProfile):
+    """Qwen Code (``@qwen-code/qwen-code``, a fork of the Gemini CLI) in headless mode
+    (``--prompt``) against ``/v1/chat/completions``: its ``openai`` auth reads
+    ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` (the token) from the environment, so no
+    command line carries the key. ``--approval-mode=yolo``: Assay's sandbox confines it.
+
+    Its settings are written to ``$HOME/.qwen/settings.json``: the declared tools are its
+    only core tools (``tools.core``), the tools it registers outside that list (sub-agents,
+    skills, goals, worktrees, cron, tool search...) are denied unless declared
+    (``permissions.deny``), the Assay MCP server is the only one allowed, hooks and skills
+    are off, and there is no telemetry, usage statistics or update check. As for the Gemini
+    CLI, a work tree's ``.qwen/settings.json`` would override the user's, so a work tree
+    holding one is refused at launch unless the desk gives its own ``cli.command``."""
+
+    # The shell tool's output footer, as the Gemini CLI's: a process group id per run.
+    volatile_output = (r"^Process Group PGID: (\d+)$", r"\bbackground PIDs?: ([\d, ]+)")
+    # What 0.24 registers beside its core tools; denied unless the desk declares one.
+    EXTRA_TOOLS: ClassVar[tuple[str, ...]] = (
+        "agent",
+        "cron_create",
+        "cron_delete",
+        "cron_list",
+        "enter_worktree",
+        "exit_worktree",
+        "get_goal",
+        "list_agents",
+        "loop_wakeup",
+        "monitor",
+        "read_mcp_resource",
+        "record_artifact",
+        "report_findings",
+        "send_message",
+        "skill",
+        "task_stop",
+        "tool_call",
+        "tool_search",
+        "update_goal",
+        "web_fetch",
+        "zoom_image",
+    )
+
+    def arguments(
+        self, base: list[str], *, home: Path, model: str, tools: Sequence[str], mcp_url: str | None
+    ) -> list[str]:
+        return _options_before_prompt(base, [f"--model={model}", "--approval-mode=yolo"])
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        return {
+            "OPENAI_BASE_URL": url + "/v1",
+            "OPENAI_API_KEY": token,
+            "QWEN_CODE_NO_RELAUNCH": "true",  # the process the desk kills is the CLI
+            "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+            "NO_BROWSER": "true",
+        }
+
+    def check_work_tree(self, workdir: Path) -> None:
+        folder = workdir / ".qwen"
+        if folder.is_symlink() or os.path.lexists(folder / "settings.json"):
+            raise BadInput(
+                f"{folder / 'settings.json'}: the work tree configures Qwen Code (hooks and "
+                "MCP servers the desk does not declare would run); remove it from the "
+                "branch, or give the desk its own cli.command to accept it"
+            )
+
+    def config_files(
+        self,
+        *,
+        url: str,
+        home: Path,
+        token: str,
+        model: str,
+        mcp_url: str | None,
+        tools: Sequence[str] = (),
+    ) -> dict[Path, bytes]:
+        builtin = [t for t in tools if not t.startswith("mcp__")]
+        settings: dict[str, Any] = {
+            "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
+            "tools": {"core": builtin, "useRipgrep": False},
+            "permissions": {"deny": [t for t in self.EXTRA_TOOLS if t not in tools]},
+            "skills": {"disabledLevels": ["project", "user", "extension", "bundled"]},
+            "disableAllHooks": True,
+            "mcp": {"allowed": [MCP_NAME] if mcp_url else []},
+            "mcpServers": {},
+            "general": {"enableAutoUpdate": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+        }
+        if mcp_url:
+            settings["mcpServers"][MCP_NAME] = {
+                "httpUrl": mcp_url,
+                "headers": {"Authorization": f"Bearer {token}"},
+                "trust": True,
+            }
+        text = json.dumps(settings, indent=2) + "\n"
+        return {home / ".qwen" / "settings.json": text.encode()}
+
+    def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        for message in _items(body.get("messages")):
+            if not isinstance(message, dict) or message.get("role") != "user":
+                continue
+            content = message.get("content")
+            parts = content if isinstance(content, list) else [message]
+            key = "text" if isinstance(content, list) else "content"
+            for part in parts:
+                if isinstance(part, dict) and isinstance(part.get(key), str):
+                    text = QWEN_DATE.sub(r"\1<date>", part[key])
+                    part[key] = QWEN_TREE.sub(r"\1<tree>\2", text)
+        return body
+
+
+# Its startup context and its date reminder name the day; the context lists the work tree
+# as found at launch (a relaunched CLI finds the same files, but the journal has grown).
+QWEN_DATE = re.compile(r"(Today's date is |The current date is: )[^\n.]*")
+QWEN_TREE = re.compile(
+    r"(folder structure of the current working directories:\n).*?(</system-reminder>)", re.DOTALL
+)
+
+
+class OpenCodeProfile(CliProfile):
+    """OpenCode (npm ``opencode-ai``): ``opencode run`` against ``/v1/chat/completions``
+    through a custom provider of the AI SDK's ``@ai-sdk/openai-compatible`` (bundled in the
+    binary: nothing is installed at run time).
+
+    Its config is written to ``$HOME/.config/opencode/opencode.json`` (no ``opencode.json``
+    in the repository): the provider ``assay`` with the gateway's base URL and the key read
+    from ``ASSAY_GATEWAY_TOKEN`` (``{env:…}``, so the file holds no secret), the desk's model
+    as both ``model`` and ``small_model`` (its title request), permissions that deny every
+    tool but the declared ones and Assay's MCP tools (a denied tool is not offered), and
+    the Assay MCP server as a remote server. ``OPENCODE_DISABLE_PROJECT_CONFIG`` keeps a
+    work tree's ``opencode.json``, ``.opencode/`` (agents, commands, plugins) and
+    ``AGENTS.md`` out; no model list fetch, update check, sharing or default plugins."""
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        return {
+            "ASSAY_GATEWAY_TOKEN": token,
+            "OPENCODE_DISABLE_PROJECT_CONFIG": "true",
+            "OPENCODE_DISABLE_MODELS_FETCH": "true",
+            "OPENCODE_DISABLE_AUTOUPDATE": "true",
+            "OPENCODE_DISABLE_SHARE": "true",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "true",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "true",
+            "OPENCODE_DISABLE_CLAUDE_CODE": "true",
+        }
+
+    def config_files(
+        self,
+        *,
+        url: str,
+        home: Path,
+        token: str,
+        model: str,
+        mcp_url: str | None,
+        tools: Sequence[str] = (),
+    ) -> dict[Path, bytes]:
+        permission = {"*": "deny", **{tool: "allow" for tool in tools}}
+        config: dict[str, Any] = {
+            "$schema": "https://opencode.ai/config.json",
+            "model": f"{MCP_NAME}/{model}",
+            "small_model": f"{MCP_NAME}/{model}",
+            "autoupdate": False,
+            "share": "disabled",
+            "provider": {
+                MCP_NAME: {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Assay gateway",
+                    "options": {"baseURL": url + "/v1", "apiKey": "{env:ASSAY_GATEWAY_TOKEN}"},
+                    "models": {model: {"name": model, "tool_call": True}},
+                }
+            },
+            "permission": permission,
+            "mcp": {},
+        }
+        if mcp_url:
+            permission[f"{MCP_NAME}_*"] = "allow"
+            config["mcp"][MCP_NAME] = {
+                "type": "remote",
+                "url": mcp_url,
+                "headers": {"Authorization": "Bearer {env:ASSAY_GATEWAY_TOKEN}"},
+                "oauth": False,
+            }
+        text = json.dumps(config, indent=2) + "\n"
+        return {home / ".config" / "opencode" / "opencode.json": text.encode()}
+
+    def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        for message in _items(body.get("messages")):
+            if isinstance(message, dict) and isinstance(message.get("content"), str):
+                message["content"] = OPENCODE_DATE.sub(r"\1<date>", message["content"])
+        return body
+
+
+OPENCODE_DATE = re.compile(r"(Today's date: )[^\n]*")
+
+
+class AiderProfile(CliProfile):
+    """aider (PyPI ``aider-chat``) with one ``--message``, against ``/v1/chat/completions``
+    through litellm (``openai/M``; ``OPENAI_API_BASE``, ``OPENAI_API_KEY`` the token).
+
+    aider sends no ``tools``: the model edits files by writing them out in its reply (an edit
+    format), and aider asks again on its own (a *reflection*) when an edit fails to apply,
+    the reply names a file it must add, or its linter finds errors in an edited file. So its
+    calls without tools are conversation turns (``toolless_turns``), matched like any turn
+    on resume. It runs with ``--yes-always`` (the shell commands a reply suggests need an
+    explicit yes, which it never gives: ``--no-suggest-shell-commands``), ``--no-git``
+    (Assay commits), its histories in HOME (not the work tree), and the model's metadata in
+    ``$HOME/.aider.model.metadata.json`` (it would fetch litellm's price list). Its
+    ``.aider.conf.yml``, ``.env`` and model settings files are read from the work tree too,
+    over the profile's (an ``.env`` sets its base URL, lint and test commands), so a work
+    tree holding one is refused at launch unless the desk gives its own ``cli.command``.
+    It has no MCP client."""
+
+    toolless_turns = True
+    WORK_TREE_CONFIG: ClassVar[tuple[str, ...]] = (
+        ".aider.conf.yml",
+        ".env",
+        ".aider.model.settings.yml",
+        ".aider.model.metadata.json",
+    )
+
+    def arguments(
+        self, base: list[str], *, home: Path, model: str, tools: Sequence[str], mcp_url: str | None
+    ) -> list[str]:
+        options = [
+            f"--model={self.litellm_model(model)}",
+            "--yes-always",
+            "--no-git",
+            "--no-suggest-shell-commands",
+            "--no-detect-urls",
+            "--no-check-update",
+            "--no-show-release-notes",
+            "--no-show-model-warnings",
+            "--no-pretty",
+            "--no-fancy-input",
+            f"--chat-history-file={home / '.aider.chat.history.md'}",
+            f"--input-history-file={home / '.aider.input.history'}",
+            f"--env-file={home / '.env'}",
+        ]
+        return _options_before_prompt(base, options)
+
+    @staticmethod
+    def litellm_model(model: str) -> str:
+        return model if model.startswith("openai/") else f"openai/{model}"
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        return {
+            "OPENAI_API_BASE": url + "/v1",
+            "OPENAI_API_KEY": token,
+            "AIDER_ANALYTICS": "false",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_TELEMETRY": "False",
+        }
+
+    def check_work_tree(self, workdir: Path) -> None:
+        for name in self.WORK_TREE_CONFIG:
+            if os.path.lexists(workdir / name):
+                raise BadInput(
+                    f"{workdir / name}: the work tree configures aider (its base URL, lint "
+                    "and test commands would be the branch's); remove it from the branch, "
+                    "or give the desk its own cli.command to accept it"
+                )
+
+    def config_files(
+        self,
+        *,
+        url: str,
+        home: Path,
+        token: str,
+        model: str,
+        mcp_url: str | None,
+        tools: Sequence[str] = (),
+    ) -> dict[Path, bytes]:
+        # Prices are the gateway's; a context window aider need not look up on the network.
+        metadata = {
+            self.litellm_model(model): {
+                "max_input_tokens": 128000,
+                "max_output_tokens": 16384,
+                "input_cost_per_token": 0,
+                "output_cost_per_token": 0,
+                "litellm_provider": "openai",
+                "mode": "chat",
+            }
+        }
+        text = json.dumps(metadata, indent=2) + "\n"
+        return {home / ".aider.model.metadata.json": text.encode()}
+
+    def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        # Its tools' output reaches the model as user messages it writes itself (a lint
+        # report, a command's output): the volatile parts are masked there.
+        found = RUNNER_TIMES + self.output_masks()
+        for message in _items(body.get("messages")):
+            if (
+                isinstance(message, dict)
+                and message.get("role") == "user"
+                and isinstance(message.get("content"), str)
+                and message["content"].startswith(AIDER_TOOL_OUTPUT)
+            ):
+                message["content"] = mask_text(message["content"], found)
+        return body
+
+
+AIDER_TOOL_OUTPUT = ("# Fix any errors below", "I ran this command:")
+
+
 class GenericProfile(CliProfile):
     """Any other CLI: the common base-URL variables and the token as both keys, nothing else;
     the desk's ``cli.command`` is required."""
@@ -540,6 +845,25 @@ PROFILES: Mapping[str, CliProfile] = MappingProxyType(
             "gemini",
             ("gemini", f"--prompt={PROMPT}"),
             install="npm install -g @google/gemini-cli",
+        ),
+        "qwen-code": QwenCodeProfile(
+            "qwen-code",
+            "openai-chat",
+            ("qwen", f"--prompt={PROMPT}"),
+            install="npm install -g @qwen-code/qwen-code",
+        ),
+        "opencode": OpenCodeProfile(
+            "opencode",
+            "openai-chat",
+            ("opencode", "run", "--", PROMPT),
+            install="npm install -g opencode-ai",
+        ),
+        "aider": AiderProfile(
+            "aider",
+            "openai-chat",
+            ("aider", f"--message={PROMPT}"),
+            mcp=False,
+            install="pip install aider-chat",
         ),
         "generic": GenericProfile("generic", "openai-chat", ()),
     }

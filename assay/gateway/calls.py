@@ -79,6 +79,7 @@ class CallHandler:
         allowed: Callable[[str], bool],
         normalise_extra: Normaliser | None = None,
         masks: tuple[Mask, ...] = (),
+        toolless_turns: bool = False,
     ) -> None:
         self.session = session
         self.upstream = upstream
@@ -86,6 +87,7 @@ class CallHandler:
         self.allowed = allowed
         self.normalise_extra = normalise_extra
         self.masks = masks
+        self.toolless_turns = toolless_turns
         self.seen_tools: set[str] = set()
         self.calls = 0
         self.replayed = 0
@@ -117,9 +119,17 @@ class CallHandler:
             digest=digest(call.route, normal),
             stream=call.stream,
             tools=fresh,
-            steerable=not call.wire.counts_tokens(call.route) and bool(call.body.get("tools")),
+            steerable=self.is_turn(call),
             marks=MARKERS[call.api],
         )
+
+    def is_turn(self, call: ModelCall) -> bool:
+        """Whether a call is a conversation turn (matched strictly on resume, open to
+        steering) rather than a side request a resume may skip: it offers tools, or its
+        CLI never does (``toolless_turns``: aider); a token count never is."""
+        if call.wire.counts_tokens(call.route):
+            return False
+        return self.toolless_turns or bool(call.body.get("tools"))
 
     def difference(self, recorded: dict[str, Any], request: WireRequest) -> str:
         api = request.api

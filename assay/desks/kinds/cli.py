@@ -365,6 +365,7 @@ class CliRun:
             allowed=lambda name: tool_allowed(name, self.desk.tools, offered),
             normalise_extra=self.profile.normalise,
             masks=output_masks(self.desk),
+            toolless_turns=self.profile.toolless_turns,
         )
         wire.settle_waits(CAPACITY)  # the relaunched CLI will not ask for the desk's waits
         try:
