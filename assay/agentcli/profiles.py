@@ -530,7 +530,13 @@ class QwenCodeProfile(CliProfile):
         builtin = [t for t in tools if not t.startswith("mcp__")]
         settings: dict[str, Any] = {
             "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
-            "tools": {"core": builtin, "useRipgrep": False},
+            # Its pipe runner settles a command on "exit", before the pipe's last data: a
+            # quick command's output is lost now and then (0.24.4). The pty runner is not.
+            "tools": {
+                "core": builtin,
+                "useRipgrep": False,
+                "shell": {"enableInteractiveShell": True},
+            },
             "permissions": {"deny": [t for t in self.EXTRA_TOOLS if t not in tools]},
             "skills": {"disabledLevels": ["project", "user", "extension", "bundled"]},
             "disableAllHooks": True,
@@ -551,7 +557,11 @@ class QwenCodeProfile(CliProfile):
 
     def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
         for message in _items(body.get("messages")):
-            if not isinstance(message, dict) or message.get("role") != "user":
+            if not isinstance(message, dict):
+                continue
+            if message.get("role") == "system" and isinstance(message.get("content"), str):
+                message["content"] = QWEN_GIT.sub("", message["content"])
+            if message.get("role") != "user":
                 continue
             content = message.get("content")
             parts = content if isinstance(content, list) else [message]
@@ -566,6 +576,9 @@ class QwenCodeProfile(CliProfile):
 # Its startup context and its date reminder name the day; the context lists the work tree
 # as found at launch (a relaunched CLI finds the same files, but the journal has grown).
 QWEN_DATE = re.compile(r"(Today's date is |The current date is: )[^\n.]*")
+# The system prompt's git snapshot (branch, status, last commits) when `git status` answered
+# within its time: after a resume it shows the desk's own checkpoint commits, or nothing.
+QWEN_GIT = re.compile(r"Git snapshot at conversation start\..*?\n```(?:\n\n|\Z)", re.DOTALL)
 QWEN_TREE = re.compile(
     r"(folder structure of the current working directories:\n).*?(</system-reminder>)", re.DOTALL
 )

@@ -25,12 +25,14 @@ with ``"stream": true`` (for Gemini, the streaming route) is answered with the A
 server-sent events (see ``wire_render``).
 
 Which scripted turn answers a request: by default (``by="turns"``) the number of assistant
-turns already in the request's history, so a resumed CLI that resends a conversation gets
-the same answers; ``by="count"`` answers turns in arrival order. A request that is not a
-conversation turn (``count_tokens``, a quota probe, title generation, a warm-up, any call
-without tools: every CLI here sends its tools with each turn) is a *side request*: it is
-answered with ``side_text`` and consumes no turn (``side_answered`` counts them). Pass
-``is_side=`` to classify differently.
+turns already in the request's history since a desk's ``# Brief`` heading (a CLI's own
+few-shot preamble before it, as aider's, is not the conversation), so a resumed CLI that
+resends a conversation gets the same answers; ``by="count"`` answers turns in arrival
+order. A request that is not a conversation turn (``count_tokens``, a quota probe, title
+generation, a warm-up, any call without tools: every CLI here but aider sends its tools
+with each turn) is a *side request*: it is answered with ``side_text`` and consumes no turn
+(``side_answered`` counts them). Pass ``is_side=`` to classify differently
+(``toolless_side`` for aider, whose every call is a turn).
 
 Counters (read them under no lock; they only grow): ``received`` (every request),
 ``answered`` (conversation turns answered with a completion; alias ``count``),
@@ -96,11 +98,25 @@ def assistant_turns(api: str, body: dict[str, Any]) -> int:
     wire = REGISTRY.get(api.removesuffix("-count"))
     items = body.get(wire.conversation_key if wire is not None else "messages")
     items = items if isinstance(items, list) else []
+    items = items[_brief_at(items) :]
     if api == "openai-responses":
         flags = [_is_assistant_item(i) for i in items]
     else:  # Gemini's turns are the model's
         flags = [isinstance(m, dict) and m.get("role") in ("assistant", "model") for m in items]
     return sum(1 for i, flag in enumerate(flags) if flag and (i == 0 or not flags[i - 1]))
+
+
+def _brief_at(items: list[Any]) -> int:
+    """Where the conversation about a brief starts: the first item holding a desk's
+    ``# Brief <id>:`` heading (0 when none does). What comes before it is the CLI's own
+    preamble: aider's few-shot examples are assistant messages that answer no turn."""
+    for index, item in enumerate(items):
+        if BRIEF_HEADING in json.dumps(item):
+            return index
+    return 0
+
+
+BRIEF_HEADING = "# Brief "
 
 
 def _is_assistant_item(item: Any) -> bool:
@@ -118,6 +134,13 @@ def default_side(api: str, body: dict[str, Any]) -> str | None:
     if not body.get("tools"):
         return "no tools"
     return None
+
+
+def toolless_side(api: str, body: dict[str, Any]) -> str | None:
+    """``default_side`` for a CLI that never sends tools (aider): only token counts and
+    quota probes are side requests."""
+    reason = default_side(api, body)
+    return None if reason == "no tools" else reason
 
 
 class WireFake(LoopbackServer):
