@@ -25,14 +25,15 @@ with ``"stream": true`` (for Gemini, the streaming route) is answered with the A
 server-sent events (see ``wire_render``).
 
 Which scripted turn answers a request: by default (``by="turns"``) the number of assistant
-turns already in the request's history since a desk's ``# Brief`` heading (a CLI's own
-few-shot preamble before it, as aider's, is not the conversation), so a resumed CLI that
-resends a conversation gets the same answers; ``by="count"`` answers turns in arrival
-order. A request that is not a conversation turn (``count_tokens``, a quota probe, title
-generation, a warm-up, any call without tools: every CLI here but aider sends its tools
-with each turn) is a *side request*: it is answered with ``side_text`` and consumes no turn
-(``side_answered`` counts them). Pass ``is_side=`` to classify differently
-(``toolless_side`` for aider, whose every call is a turn).
+turns already in the request's history, so a resumed CLI that resends a conversation gets
+the same answers; ``by="replies"`` the number of the script's own replies in it (aider's
+history also holds its few-shot examples and the "Ok." it writes for the model after each
+file it adds); ``by="count"`` answers turns in arrival order. A request that is not a
+conversation turn (``count_tokens``, a quota probe, title generation, a warm-up, any call
+without tools: every CLI here but aider sends its tools with each turn) is a *side
+request*: it is answered with ``side_text`` and consumes no turn (``side_answered`` counts
+them). Pass ``is_side=`` to classify differently (``toolless_side`` for aider, whose every
+call is a turn).
 
 Counters (read them under no lock; they only grow): ``received`` (every request),
 ``answered`` (conversation turns answered with a completion; alias ``count``),
@@ -98,25 +99,11 @@ def assistant_turns(api: str, body: dict[str, Any]) -> int:
     wire = REGISTRY.get(api.removesuffix("-count"))
     items = body.get(wire.conversation_key if wire is not None else "messages")
     items = items if isinstance(items, list) else []
-    items = items[_brief_at(items) :]
     if api == "openai-responses":
         flags = [_is_assistant_item(i) for i in items]
     else:  # Gemini's turns are the model's
         flags = [isinstance(m, dict) and m.get("role") in ("assistant", "model") for m in items]
     return sum(1 for i, flag in enumerate(flags) if flag and (i == 0 or not flags[i - 1]))
-
-
-def _brief_at(items: list[Any]) -> int:
-    """Where the conversation about a brief starts: the first item holding a desk's
-    ``# Brief <id>:`` heading (0 when none does). What comes before it is the CLI's own
-    preamble: aider's few-shot examples are assistant messages that answer no turn."""
-    for index, item in enumerate(items):
-        if BRIEF_HEADING in json.dumps(item):
-            return index
-    return 0
-
-
-BRIEF_HEADING = "# Brief "
 
 
 def _is_assistant_item(item: Any) -> bool:
@@ -143,6 +130,20 @@ def toolless_side(api: str, body: dict[str, Any]) -> str | None:
     return None if reason == "no tools" else reason
 
 
+def scripted_replies(body: dict[str, Any], script: Sequence[dict[str, Any]]) -> int:
+    """How many of a chat request's assistant messages are one of ``script``'s texts."""
+    texts = {str(t["content"]).strip() for t in script if t.get("content")}
+    messages = body.get("messages")
+    return sum(
+        1
+        for m in (messages if isinstance(messages, list) else [])
+        if isinstance(m, dict)
+        and m.get("role") == "assistant"
+        and isinstance(m.get("content"), str)
+        and m["content"].strip() in texts
+    )
+
+
 class WireFake(LoopbackServer):
     """The scripted upstream (see the module docstring)."""
 
@@ -155,8 +156,8 @@ class WireFake(LoopbackServer):
         side_text: str = "ok",
         is_side: SideRule = default_side,
     ) -> None:
-        if by not in ("turns", "count"):
-            raise ValueError(f"by must be 'turns' or 'count', not {by!r}")
+        if by not in ("turns", "replies", "count"):
+            raise ValueError(f"by must be 'turns', 'replies' or 'count', not {by!r}")
         super().__init__()
         self.script = list(script)
         self.by = by
@@ -247,7 +248,7 @@ class WireFake(LoopbackServer):
                 self.failures_sent += 1
                 seen.fault = str(fault.kind)
                 return fault, None
-            turn = assistant_turns(seen.api, seen.body) if self.by == "turns" else self.answered
+            turn = self._turn_of(seen)
             seen.turn = turn
             self.on_request(seen)
             self.in_flight += 1
@@ -269,6 +270,13 @@ class WireFake(LoopbackServer):
             self.on_answer(seen)
             self._lock.notify_all()
             return None, script[turn]
+
+    def _turn_of(self, seen: Seen) -> int:
+        if self.by == "turns":
+            return assistant_turns(seen.api, seen.body)
+        if self.by == "replies":
+            return scripted_replies(seen.body, self.script_for(seen))
+        return self.answered
 
     # -- what a subclass may decide (each called under the lock) ---------------------------
 

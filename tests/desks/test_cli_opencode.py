@@ -36,9 +36,7 @@ BRANCH_FILES = {
 
 
 def script() -> list[dict[str, object]]:
-    shell = [
-        {"name": "bash", "arguments": {"command": c, "description": "step"}} for c in COMMANDS
-    ]
+    shell = [{"name": "bash", "arguments": {"command": c, "description": "step"}} for c in COMMANDS]
     finish = {"name": "assay_finish", "arguments": FINISH}
     return [{"tool_calls": [c]} for c in [*shell, finish]] + [{"content": "Done."}]
 
