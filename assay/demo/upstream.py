@@ -242,6 +242,7 @@ class WireFake(LoopbackServer):
             if seen.side is not None:
                 self.side_answered += 1
                 seen.status = 200
+                self.on_side(seen)
                 return None, {"content": self.side_text}
             if self._faults:
                 fault = self._faults.pop(0)
@@ -298,6 +299,9 @@ class WireFake(LoopbackServer):
 
     def on_answer(self, seen: Seen) -> None:
         """Called once per conversation turn answered, before the answer is sent."""
+
+    def on_side(self, seen: Seen) -> None:
+        """Called once per side request answered (a title, a token count)."""
 
 
 def _route(method: str, path: str) -> tuple[str, str]:

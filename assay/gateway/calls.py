@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from assay.errors import AssayError, Denied, Paused, Unavailable
+from assay.gateway.apis import Said
 from assay.gateway.server import ModelCall
+from assay.gateway.transcript import read_said
 from assay.gateway.upstream import Reply, Upstream
 from assay.gateway.volatile import Mask
 from assay.gateway.wire import (
@@ -91,6 +93,7 @@ class CallHandler:
         self.seen_tools: set[str] = set()
         self.calls = 0
         self.replayed = 0
+        self.last: tuple[str, WireReply] | None = None  # the API and answer of the last call
 
     def normal(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
         return matching_body(api, body, masks=self.masks, extra=self.normalise_extra)
@@ -165,7 +168,15 @@ class CallHandler:
             call.refuse(403, "permission_error", f"assay: {reply.denied}")
             raise Denied(reply.denied)
         call.answer(Reply(reply.status, reply.content_type, reply.body, reply.stream))
+        self.last = (call.api, reply)
         return reply
+
+    def last_said(self) -> Said | None:
+        """What the model said in the last answer the CLI got (replayed or live)."""
+        if self.last is None:
+            return None
+        api, reply = self.last
+        return read_said(api, reply.body, stream=reply.stream)
 
     def check(self, reply: WireReply) -> str | None:
         refused = [name for name in reply.tool_names if not self.allowed(name)]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assay.agentcli.finish import WORDS_HINT, claim_in
 from assay.desks.kinds.agent import brief_prompt, claimed_rows
 from assay.desks.kinds.tools import ToolBox
 from assay.errors import (
@@ -396,6 +397,8 @@ class CliRun:
                 f"its model: {output.strip()[-300:]}"
             )
         wire.close()
+        if self.finish is None and not self.profile.mcp:  # said in words (agentcli.finish)
+            self.finish = claim_in(handler.last_said())
         return CliOutcome(code, output, self.finish)
 
     def wait_for_capacity(self, wire: WireSession) -> None:
@@ -422,7 +425,7 @@ class CliRun:
             gateway_url=gateway.url,
             token=gateway.token,
             model=self.desk.model.model,
-            prompt=brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else ""),
+            prompt=brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else WORDS_HINT),
             tools=list(self.desk.tools),
             mcp_url=gateway.mcp_url,
             env=self.desk.cli.env,
