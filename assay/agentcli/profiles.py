@@ -689,6 +689,9 @@ class AiderProfile(CliProfile):
     ) -> list[str]:
         options = [
             f"--model={self.litellm_model(model)}",
+            # its "weak" model (commit messages, history summaries) is the desk's model too:
+            # the one whose metadata the profile writes, so it looks up nothing online
+            f"--weak-model={self.litellm_model(model)}",
             "--yes-always",
             "--no-git",
             "--no-suggest-shell-commands",

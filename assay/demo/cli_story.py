@@ -119,7 +119,8 @@ CLIS = {
     "mini-swe-agent": CliChoice(
         "mini-swe-agent", "mini", "openai", "gpt-5", "bash", {}, prefix="mini-swe-agent", bin="bin"
     ),
-    "aider": CliChoice("aider", "aider", "openai", "gpt-5", "", {}, prefix="aider", bin="bin"),
+    # A model aider has no settings for: it edits in its "whole" format, the one scripted.
+    "aider": CliChoice("aider", "aider", "openai", "demo-model", "", {}, prefix="aider", bin="bin"),
 }
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # how mini-swe-agent ends its session
 
