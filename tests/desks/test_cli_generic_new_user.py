@@ -28,6 +28,7 @@ cli:
   files:
     .qwen/settings.json: |
       {"security": {"auth": {"selectedType": "openai"}},
+       "permissions": {"deny": ["tool_search", "tool_call"]},
        "tools": {"shell": {"enableInteractiveShell": true}},
        "mcpServers": {"assay": {"httpUrl": "{mcp_url}", "trust": true,
                                 "headers": {"Authorization": "Bearer {token}"}}}}
@@ -58,7 +59,8 @@ def test_qwen_code_through_the_generic_profile_as_the_docs_say(
         turns = fake.turn_requests()
     assert [t.turn for t in turns] == [0, 1, 2]
     assert all(t.headers["authorization"] == f"Bearer {KEY}" for t in turns)
-    offered = {t["function"]["name"] for t in turns[0].body["tools"]}
+    # it connects to MCP servers while it starts: by the call that finishes, it offers finish
+    offered = {t["function"]["name"] for t in turns[1].body["tools"]}
     assert {"run_shell_command", "mcp__assay__finish"} <= offered
     assert "Bearer" not in json.dumps([t.body for t in turns])  # the token stayed in HOME
     assert world.show("assay/gen:a.txt") == "hi\n"

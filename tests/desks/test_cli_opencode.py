@@ -56,7 +56,7 @@ def test_opencode_killed_in_a_call_resumes_repaying_only_that_request(
     assert_resumed_cleanly(scene, len(turns))
     conversation = [s for s in scene.requests if s.turn is not None]
     assert all(s.stream and s.headers["authorization"] == f"Bearer {KEY}" for s in conversation)
-    offered = {t["function"]["name"] for t in conversation[0].body["tools"]}
+    offered = {t["function"]["name"] for t in conversation[held].body["tools"]}
     assert {"bash", "assay_finish"} <= offered and "webfetch" not in offered, offered
     assert not offered - {"bash", "assay_finish", "assay_request_approval", "assay_check_messages"}
     assert MARKER not in json.dumps([s.body for s in scene.requests])
