@@ -44,7 +44,7 @@ from assay.desks.records.events import EventLog
 from assay.errors import AssayError, BadInput
 from assay.evidence.keys import GateKey, gate_key
 from assay.forge import RefLog
-from assay.github.accept import TextAcceptance
+from assay.github.accept import TextAcceptance, writer_refusal
 from assay.github.forge import GitHubForge
 from assay.github.pins import IssuePin
 from assay.ids import check_id
@@ -197,11 +197,7 @@ class _Collector:
 
     def refusal(self, actor: str) -> str | None:
         """Why ``actor``'s command is not honoured (None: a person with write permission)."""
-        if actor.endswith("[bot]"):
-            return f"{actor} is a bot: desks act as one"
-        if not self.api.can_write(actor):
-            return f"{actor} has {self.api.permission(actor)} permission, not write"
-        return None
+        return writer_refusal(self.api, actor)
 
     def known(self, brief: str) -> set[str]:
         if brief not in self._seen:
@@ -283,9 +279,7 @@ def collect_events(forge: GitHubForge, *, reviews_for: Iterable[str] = ()) -> Ev
     before = read_cursor(forge)
     cursor = EventsCursor(since=before.since, ignored=dict(before.ignored))
     collector = _Collector(forge, report, cursor)
-    texts = TextAcceptance(
-        forge, writer=collector.refusal, signer=collector.signer, remembered=cursor.ignored
-    )
+    texts = TextAcceptance(forge, signer=collector.signer, remembered=cursor.ignored)
     texts.from_labels()
     by_number, pulls = brief_numbers(forge, texts.pins)
     if by_number or texts.issues:

@@ -8,9 +8,14 @@ What it cannot make is the gate's signature, so the gate puts one in the check r
 
     <brief>:<workflow run id>:<pass|fail>:<evidence tip or ->:<ed25519 signature>
 
-signed over the brief, the head sha, the verdict, the evidence ref's tip and the check
-run's own id (``proof_payload``). The id binding matters: a desk that kept an old passing
-proof cannot paste it onto a newer run, and runs cannot be deleted by a token.
+signed over the brief, the head sha, the verdict, the evidence ref's tip, the check run's
+own id and name, and the gate's workflow run (``proof_payload``). The id binding matters: a
+desk that kept an old passing proof cannot paste it onto a newer run, and runs cannot be
+deleted by a token. The name binding matters because the same app may rename a run: a desk
+that renamed the gate's red run out of the way is seen (the signed name differs from the
+run's). The workflow run must be a run of main's ``.github/workflows/assay-gate.yml``
+(``GET actions/runs/{id}``): a proof made by a gate started on a desk's branch, or by a
+key used outside the gate's workflow, is not one.
 
 - Publishing (``publish_gate_check``): the check runs at the head are re-read from GitHub,
   never from the desk-writable mirror record. When the newest run the gate proved says
@@ -18,9 +23,13 @@ proof cannot paste it onto a newer run, and runs cannot be deleted by a token.
   is created, then completed with the proof bound to its id: a fail after a pass at the
   same head makes the newest run (the one GitHub shows) red. Old runs are not updated in
   place, because the desk's token, being the same app, could put an old proof back.
-- Reading (``gate_check_problems``): among the runs of the expected app at the head, the
-  newest one that is not another brief's proven run must carry a valid proof for this
-  brief, at this head, bound to its id, with verdict ``pass`` and conclusion ``success``;
+- Reading (``gate_check_problems``): the head's check runs are listed in full
+  (``filter=all``, every page: GitHub's default lists only the run of each name completed
+  last, and the desk's app can set ``completed_at``). Among the runs of the expected app
+  named ``assay/evidence`` or carrying a valid proof, the newest one (by id, which nobody
+  sets) that is not another brief's proven run must carry a valid proof for this brief,
+  at this head, bound to its id, under the name it was signed with, from a run of main's
+  gate workflow, with verdict ``pass`` and conclusion ``success``;
   a run by any other app is ignored (it cannot block or pass), and a newer unproven run
   of the expected app refuses the merge (fail closed: a desk can delay its own merge, not
   make one). The proof's evidence tip must be the tip the merge read, or an ancestor of
@@ -40,6 +49,7 @@ from assay.errors import AssayError
 from assay.evidence.keys import GateKey, PublicKey, split_signature
 from assay.forge import Forge
 from assay.github.api import GitHubApi
+from assay.github.rest import GitHubNotFound
 
 CHECK_NAME = "assay/evidence"
 GATE_WORKFLOW = ".github/workflows/assay-gate.yml"
@@ -48,16 +58,21 @@ PROOF_KIND = "github-gate-check"
 VERDICTS = ("pass", "fail")
 
 
-def proof_payload(*, brief: str, head_sha: str, verdict: str, tip: str | None, check: int) -> bytes:
-    """The bytes the gate signs for one check run."""
+def proof_payload(
+    *, brief: str, head_sha: str, verdict: str, tip: str | None, check: int, run: str
+) -> bytes:
+    """The bytes the gate signs for one check run (named ``CHECK_NAME``, made by the gate's
+    workflow run ``run``)."""
     body = {
-        "v": 1,
+        "v": 2,
         "kind": PROOF_KIND,
         "brief": brief,
         "head": head_sha,
         "verdict": verdict,
         "tip": tip,
         "check": check,
+        "name": CHECK_NAME,
+        "run": run,
     }
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
@@ -90,7 +105,12 @@ class GateProof:
         except AssayError:
             return False
         payload = proof_payload(
-            brief=self.brief, head_sha=head_sha, verdict=self.verdict, tip=self.tip, check=check
+            brief=self.brief,
+            head_sha=head_sha,
+            verdict=self.verdict,
+            tip=self.tip,
+            check=check,
+            run=self.run,
         )
         return key.verifies(signature, payload)
 
@@ -108,10 +128,11 @@ class GateRun:
 
 
 def app_runs(api: GitHubApi, head_sha: str) -> list[dict[str, Any]]:
-    """The ``assay/evidence`` runs the expected app made at ``head_sha``, oldest first."""
+    """Every check run the expected app made at ``head_sha``, whatever its name, oldest
+    first (by id: GitHub assigns it, no job can set it)."""
     runs = [
         run
-        for run in api.check_runs(head_sha, name=CHECK_NAME)
+        for run in api.check_runs(head_sha)
         if str((run.get("app") or {}).get("slug") or "") == EXPECTED_APP
     ]
     return sorted(runs, key=lambda run: int(run.get("id") or 0))
@@ -127,14 +148,35 @@ def _proven(run: Mapping[str, Any], key: PublicKey | None, head_sha: str) -> Gat
 def newest_gate_run(
     api: GitHubApi, key: PublicKey | None, *, brief: str, head_sha: str
 ) -> GateRun | None:
-    """The newest run of the expected app at ``head_sha`` that is not another brief's
-    proven run (None: there is none); its ``proof`` is None unless the gate signed it."""
+    """The newest run of the expected app at ``head_sha`` named ``CHECK_NAME`` or proven
+    (a proven run renamed since still counts, under its old name) that is not another
+    brief's proven run (None: there is none); its ``proof`` is None unless the gate signed
+    it."""
     for run in reversed(app_runs(api, head_sha)):
         proof = _proven(run, key, head_sha)
+        if proof is None and run.get("name") != CHECK_NAME:
+            continue  # another job's run of the same app (every workflow job is one)
         if proof is not None and proof.brief != brief:
             continue  # the gate's run of another brief at the same commit
         return GateRun(dict(run), proof)
     return None
+
+
+def gate_run_problems(api: GitHubApi, run: str) -> list[str]:
+    """Why the workflow run ``run`` is not a run of main's gate workflow (empty: it is)."""
+    if not run.isdigit():
+        return ["it names no workflow run: it was not published by the gate's workflow"]
+    try:
+        found = api.workflow_run(int(run))
+    except GitHubNotFound:
+        return [f"its workflow run {run} does not exist"]
+    path, branch = str(found.get("path") or ""), str(found.get("head_branch") or "")
+    if path.split("@", 1)[0] != GATE_WORKFLOW or branch != "main":
+        return [
+            f"its workflow run {run} ran {path or 'no workflow'} on {branch or 'no branch'}, "
+            f"not {GATE_WORKFLOW} on main"
+        ]
+    return []
 
 
 def gate_check_problems(
@@ -160,11 +202,20 @@ def gate_check_problems(
             f"the newest {where} ({number}) carries no gate signature for {brief}: "
             "any job with the same app token could have made it"
         ]
+    if found.run.get("name") != CHECK_NAME:
+        return [
+            f"the gate's newest run at {head_sha[:12]} ({number}) was renamed from "
+            f"{CHECK_NAME} to {found.run.get('name')!r}: only the gate's app can, and a "
+            "run it renamed hides its verdict from the ruleset"
+        ]
     if proof.verdict != "pass" or found.run.get("conclusion") != "success":
         return [
             f"the gate's newest {where} ({number}) is {proof.verdict} "
             f"({found.run.get('conclusion')})"
         ]
+    unproven = gate_run_problems(api, proof.run)
+    if unproven:
+        return [f"the gate's newest {where} ({number}): {unproven[0]}"]
     if proof.tip is not None and not _descends(forge, tip, from_tip=proof.tip):
         return [
             f"evidence rollback: the gate's check run {number} names evidence tip "
@@ -207,6 +258,7 @@ def publish_gate_check(
         and current.proof is not None
         and (current.proof.verdict, current.proof.tip) == (verdict, tip)
         and current.run.get("conclusion") == conclusion
+        and current.run.get("name") == CHECK_NAME
     ):
         return current.id, False
     run_id = (os.environ if environ is None else environ).get("GITHUB_RUN_ID", "").strip()
@@ -224,7 +276,9 @@ def publish_gate_check(
     )
     if key is None:
         return number, True
-    payload = proof_payload(brief=brief, head_sha=head_sha, verdict=verdict, tip=tip, check=number)
+    payload = proof_payload(
+        brief=brief, head_sha=head_sha, verdict=verdict, tip=tip, check=number, run=run
+    )
     proof = GateProof(brief, run, verdict, tip, key.sign(payload))
     api.update_check_run(
         number,

@@ -26,9 +26,10 @@ from assay.evidence.gate import merge_decision
 from assay.evidence.keys import KEY_ENV, PUBLIC_KEY_ENV, GateKey, gate_key, public_key_from_env
 from assay.evidence.rule import MergeDecision
 from assay.evidence.trust import merge_key
+from assay.github.accept import rollback_problems
 from assay.github.forge import GitHubForge
 from assay.github.gatecheck import gate_check_problems
-from assay.github.issues import issue_briefs
+from assay.github.issues import IssueBrief, issue_briefs
 from assay.github.mirror import GitHubMirror, MirrorState, mirror_ref, review_body
 
 PARTS = ("claims", "reviews", "evidence")
@@ -217,8 +218,13 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
     mirror = GitHubMirror(forge)
     state = mirror.state(brief)
     record = ClaimStore(forge).get(brief)
+    issue = issue_briefs(forge).briefs.get(brief)
+    if issue is not None and issue.pin is not None:
+        # The accepted state's record is desk-writable: GitHub's own record of the
+        # issue says whether a writer acted after it (a rollback to an older text).
+        blocking += rollback_problems(forge.api, issue.pin)
     if not blocking:
-        blocking += _record_problems(forge, brief, state, claimed=record is not None)
+        blocking += _record_problems(forge, brief, state, claimed=record is not None, issue=issue)
     if blocking:
         raise Failed(
             f"{brief}: merge refused at {decision.head_sha[:12]}: " + "; ".join(blocking),
@@ -244,7 +250,12 @@ def mirror_batch(forge: GitHubForge, landed: Sequence[tuple[str, str]]) -> dict[
 
 
 def _record_problems(
-    forge: GitHubForge, brief: str, state: MirrorState, *, claimed: bool
+    forge: GitHubForge,
+    brief: str,
+    state: MirrorState,
+    *,
+    claimed: bool,
+    issue: IssueBrief | None,
 ) -> list[str]:
     """Why the refs any job may write do not hold what a merge needs (fail closed).
 
@@ -271,8 +282,7 @@ def _record_problems(
             f"GitHub's open pull request from assay/{brief} is {actual}"
         )
     if state.issue is not None:
-        issues = issue_briefs(forge).briefs
-        number = issues[brief].number if brief in issues else None
+        number = issue.number if issue is not None else None
         if number != state.issue:
             problems.append(
                 f"the mirror record {mirror_ref(brief)} names issue #{state.issue}, and the "
