@@ -6,10 +6,11 @@ create check runs named ``assay/evidence`` on any commit and update any run that
 What it cannot make is the gate's signature, so the gate puts one in the check run's
 ``external_id``:
 
-    <brief>:<workflow run id>:<pass|fail>:<evidence tip or ->:<ed25519 signature>
+    <brief>:<workflow run id>:<pass|fail>:<evidence tip or ->:<events tip or ->:<signature>
 
-signed over the brief, the head sha, the verdict, the evidence ref's tip, the check run's
-own id and name, and the gate's workflow run (``proof_payload``). The id binding matters: a
+signed over the brief, the head sha, the verdict, the evidence ref's tip, the brief's
+events ref's tip (the answers the verdict counted), the check run's own id and name, and
+the gate's workflow run (``proof_payload``). The id binding matters: a
 desk that kept an old passing proof cannot paste it onto a newer run, and runs cannot be
 deleted by a token. The name binding matters because the same app may rename a run: a desk
 that renamed the gate's red run out of the way is seen (the signed name differs from the
@@ -34,7 +35,9 @@ key used outside the gate's workflow, is not one.
   of the expected app refuses the merge (fail closed: a desk can delay its own merge, not
   make one). The proof's evidence tip must be the tip the merge read, or an ancestor of
   it: a desk that force-pushed the evidence ref back past the gate's records is caught by
-  a gate with a cold cache, from what only the gate can write.
+  a gate with a cold cache, from what only the gate can write. The same holds for the
+  events ref: pushed back past an answer the gate counted (a signed ``/assay reject``
+  followed by a new approval, rolled back to the first), the merge is refused.
 """
 
 from __future__ import annotations
@@ -59,7 +62,14 @@ VERDICTS = ("pass", "fail")
 
 
 def proof_payload(
-    *, brief: str, head_sha: str, verdict: str, tip: str | None, check: int, run: str
+    *,
+    brief: str,
+    head_sha: str,
+    verdict: str,
+    tip: str | None,
+    events: str | None,
+    check: int,
+    run: str,
 ) -> bytes:
     """The bytes the gate signs for one check run (named ``CHECK_NAME``, made by the gate's
     workflow run ``run``)."""
@@ -70,6 +80,7 @@ def proof_payload(
         "head": head_sha,
         "verdict": verdict,
         "tip": tip,
+        "events": events,
         "check": check,
         "name": CHECK_NAME,
         "run": run,
@@ -85,19 +96,23 @@ class GateProof:
     run: str  # the workflow run that published it ("" outside Actions)
     verdict: str
     tip: str | None
+    events: str | None
     sig: str
 
     @property
     def external_id(self) -> str:
-        return f"{self.brief}:{self.run}:{self.verdict}:{self.tip or '-'}:{self.sig}"
+        tips = f"{self.tip or '-'}:{self.events or '-'}"
+        return f"{self.brief}:{self.run}:{self.verdict}:{tips}:{self.sig}"
 
     @classmethod
     def parse(cls, text: str) -> GateProof | None:
-        parts = text.split(":", 4)
-        if len(parts) != 5 or parts[2] not in VERDICTS or not parts[4]:
+        parts = text.split(":", 5)
+        if len(parts) != 6 or parts[2] not in VERDICTS or not parts[5]:
             return None
-        brief, run, verdict, tip, sig = parts
-        return cls(brief, run, verdict, None if tip == "-" else tip, sig)
+        brief, run, verdict, tip, events, sig = parts
+        return cls(
+            brief, run, verdict, None if tip == "-" else tip, None if events == "-" else events, sig
+        )
 
     def signed_by(self, key: PublicKey, *, head_sha: str, check: int) -> bool:
         try:
@@ -109,6 +124,7 @@ class GateProof:
             head_sha=head_sha,
             verdict=self.verdict,
             tip=self.tip,
+            events=self.events,
             check=check,
             run=self.run,
         )
@@ -187,9 +203,11 @@ def gate_check_problems(
     brief: str,
     head_sha: str,
     tip: str | None,
+    events: str | None,
 ) -> list[str]:
     """Why the gate's own check run does not let ``brief`` merge at ``head_sha`` with the
-    evidence ref at ``tip`` (empty: it does); see the module docstring."""
+    evidence ref at ``tip`` and the events ref at ``events`` (empty: it does); see the
+    module docstring."""
     where = f"{CHECK_NAME} check run at {head_sha[:12]}"
     if key is None:
         return [f"no gate public key to check the {where} check run with"]
@@ -222,11 +240,17 @@ def gate_check_problems(
             f"{proof.tip[:12]}, and the evidence ref is at {(tip or 'nothing')[:12]}, "
             "which does not descend from it"
         ]
+    if proof.events is not None and not _descends(forge, events, from_tip=proof.events):
+        return [
+            f"events rollback: the gate's check run {number} counted the events ref at "
+            f"{proof.events[:12]}, and it is at {(events or 'nothing')[:12]}, which does not "
+            "descend from it"
+        ]
     return []
 
 
 def _descends(forge: Forge, tip: str | None, *, from_tip: str) -> bool:
-    """Whether the evidence ``tip`` is ``from_tip`` or a descendant of it (a commit this
+    """Whether the ``tip`` of a ref is ``from_tip`` or a descendant of it (a commit this
     cache never fetched is no ancestor of a tip it did)."""
     if tip == from_tip:
         return True
@@ -240,6 +264,7 @@ def publish_gate_check(
     head_sha: str,
     passed: bool,
     tip: str | None,
+    events: str | None = None,
     title: str,
     summary: str,
     text: str,
@@ -256,7 +281,8 @@ def publish_gate_check(
     if (
         current is not None
         and current.proof is not None
-        and (current.proof.verdict, current.proof.tip) == (verdict, tip)
+        and (current.proof.verdict, current.proof.tip, current.proof.events)
+        == (verdict, tip, events)
         and current.run.get("conclusion") == conclusion
         and current.run.get("name") == CHECK_NAME
     ):
@@ -277,9 +303,15 @@ def publish_gate_check(
     if key is None:
         return number, True
     payload = proof_payload(
-        brief=brief, head_sha=head_sha, verdict=verdict, tip=tip, check=number, run=run
+        brief=brief,
+        head_sha=head_sha,
+        verdict=verdict,
+        tip=tip,
+        events=events,
+        check=number,
+        run=run,
     )
-    proof = GateProof(brief, run, verdict, tip, key.sign(payload))
+    proof = GateProof(brief, run, verdict, tip, events, key.sign(payload))
     api.update_check_run(
         number,
         {

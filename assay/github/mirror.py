@@ -313,6 +313,7 @@ class GitHubMirror:
             head_sha=head_sha,
             passed=passed,
             tip=decision.evidence_tip,
+            events=self.forge.refresh([refs.events_ref(brief)]).get(refs.events_ref(brief)),
             title=f"{brief}: {'verified' if passed else 'not verified'}",
             summary=summary,
             text=render_markdown(decision),

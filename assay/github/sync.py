@@ -214,6 +214,7 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
             brief=brief,
             head_sha=decision.head_sha,
             tip=decision.evidence_tip,
+            events=forge.refresh([refs.events_ref(brief)]).get(refs.events_ref(brief)),
         )
     mirror = GitHubMirror(forge)
     state = mirror.state(brief)

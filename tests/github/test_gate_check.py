@@ -204,7 +204,7 @@ def test_the_gates_own_run_is_the_one_a_merge_reads(scene: Scene) -> None:
     run = scene.gate_runs()[-1]
     assert (run["conclusion"], run["app"]["slug"]) == ("success", "github-actions")
     tip = scene.fake.ref(f"refs/assay/evidence/{BRIEF}")
-    assert tip is not None and f":pass:{tip}:ed25519:" in run["external_id"]
+    assert tip is not None and f":pass:{tip}:-:ed25519:" in run["external_id"]
     scene.tips["first pass"] = tip
     scene.tips["first proof"] = run["external_id"]
     again = scene.run("github", "sync", "--only", "evidence", "--json", gate=True)

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from assay.desks.records.events import EventLog
+from assay.desks.records.events import EventLog, events_ref
 from assay.github.pins import pin_ref
 from tests.github.fake_github import BOT, FakeGitHub
 from tests.github.test_gate_check import DESK, Scene, desk_push, in_review, refused
