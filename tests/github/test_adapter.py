@@ -188,6 +188,9 @@ def test_a_whole_brief_lifecycle_within_the_rest_budget(
 
     # A maintainer approves on the pull request; the comment becomes one event.
     approval = comment(fake_github, pull, "/assay approve ship it", "ghp-maintainer")
+    # A second later on GitHub (stamps are whole seconds): the claim comment changed the
+    # issue after the maintainer's label.
+    fake_github.issues[issue]["updated_at"] = "2099-01-01T00:00:00Z"
     report = collect_events(forge)
     assert [(e["kind"], e["actor"], e["text"]) for e in report.appended] == [
         ("approve", "maintainer", "ship it")

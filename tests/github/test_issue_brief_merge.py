@@ -144,6 +144,23 @@ def test_a_record_pushed_back_to_an_older_accepted_text_refuses_the_merge(scene:
     refused(scene, "rolled back")
     desk_push(scene, pin_ref(issue(scene)), latest)
     assert cli(scene, "verify", "tidy")["passed"] is True
+
+
+def test_an_events_ref_pushed_back_past_a_reject_refuses_the_merge(scene: Scene) -> None:
+    ref = events_ref("tidy")
+    approved = scene.fake.ref(ref)
+    assert approved is not None
+    for command in ("/assay reject not like this", "/assay approve"):
+        scene.fake.add_comment(issue(scene), command, "maintainer")
+        assert len(cli(scene, "github", "events")["appended"]) == 1
+    assert cli(scene, "verify", "tidy")["published"] == ["check+"]
+    answered = scene.fake.ref(ref)
+    assert answered is not None
+    # Back to the first approval, past the signed reject: every record left is signed, the
+    # newest answer is an approval, and the runner's cache is cold.
+    desk_push(scene, ref, approved)
+    refused(scene, "events rollback", approved[:12])
+    desk_push(scene, ref, answered)
     merged = scene.merge()
     assert merged.returncode == 0, merged.stdout + merged.stderr
     assert scene.fake.pulls[scene.pull]["merged"] is True
