@@ -24,7 +24,8 @@ import pytest
 
 from assay.branch import BranchSync
 from assay.claims import ClaimStore
-from assay.desks.records.review import write_review
+from assay.desks.records.review import read_review, write_review
+from assay.evidence.table import table_in
 from assay.evidence.keys import GateKey
 from assay.forge import Identity, RefLog
 from assay.github.forge import GitHubForge
@@ -226,6 +227,20 @@ def test_the_gates_own_run_is_the_one_a_merge_reads(scene: Scene) -> None:
     refused(scene, "carries no gate signature")
     # Another app cannot touch the gate's run; the desk's app can, and gains nothing.
     assert patch_check(scene.fake, "ghs-other", run["id"], conclusion="failure").status_code == 403
+
+
+def test_the_pull_request_shows_the_block_the_gate_wrote_and_a_desk_judges_nothing(
+    scene: Scene,
+) -> None:
+    # The desk's sync (no key) mirrors the review record as the gate left it: the evidence
+    # block there is the gate's rendering at its verify, not a verdict the sync computed.
+    done = scene.run("github", "sync", "--only", "reviews", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    review = read_review(scene.forge, BRIEF)
+    assert review is not None
+    block = table_in(review.body)
+    assert block is not None and "verified" in block.lower()
+    assert table_in(str(scene.fake.issues[scene.pull]["body"])) == block
 
 
 def test_a_fail_after_a_pass_at_the_same_head_turns_the_check_red(scene: Scene) -> None:
