@@ -25,8 +25,8 @@ import pytest
 from assay.branch import BranchSync
 from assay.claims import ClaimStore
 from assay.desks.records.review import read_review, write_review
-from assay.evidence.table import table_in
 from assay.evidence.keys import GateKey
+from assay.evidence.table import table_in
 from assay.forge import Identity, RefLog
 from assay.github.forge import GitHubForge
 from assay.github.gatecheck import CHECK_NAME, GATE_WORKFLOW
