@@ -295,6 +295,47 @@ def brief_numbers(
     return by_number, pulls
 
 
+ANSWERS = ("approve", "reject")
+
+
+def unrecorded_answers(
+    forge: GitHubForge, brief: str, *, issue: int | None, since: str, pull: int | None
+) -> list[str]:
+    """Writers' ``/assay approve`` and ``/assay reject`` comments on the brief's issue
+    (made at or after ``since``, when it became a brief) and pull request, newer than the
+    newest one its events ref holds, as GitHub itself lists them (a conditional read each).
+
+    The gate signs the events it read; a desk job that pushed the ref back past a reject
+    the events job had just appended, before the gate read it, leaves a signed log that
+    lacks it. GitHub's comments are the record a desk cannot rewind. An answer lost that
+    way and followed by a newer one the log holds is superseded: the maintainer's next
+    answer is what unblocks the brief."""
+    recorded = {event.id for event in EventLog(forge, brief).read()}
+    answers: list[tuple[str, int, str, str, int]] = []  # (at, comment id, actor, verb, number)
+    for number, after in ((issue, since), (pull, "")):
+        if number is None:
+            continue
+        for comment in forge.api.issue_comments(number):
+            parsed = parse_command(str(comment.get("body") or ""))
+            at = str(comment.get("created_at"))
+            if parsed is None or parsed[0] not in ANSWERS or at < after:
+                continue
+            actor = str((comment.get("user") or {}).get("login") or "")
+            answers.append((at, int(comment["id"]), actor, parsed[0], number))
+    missing: list[str] = []
+    for _, comment_id, actor, verb, number in sorted(answers, reverse=True):
+        event_id = f"github-comment-{comment_id}"
+        if event_id in recorded:
+            break
+        if writer_refusal(forge.api, actor) is None:
+            missing.append(
+                f"{actor}'s /assay {verb} ({event_id}) on #{number} is not on "
+                f"{refs.events_ref(brief)}: the events ref was rolled back, or the events "
+                "job has not read it yet"
+            )
+    return missing
+
+
 def _accept(
     texts: TextAcceptance, report: EventsReport, number: int, comment: dict[str, Any], text: str
 ) -> None:

@@ -29,6 +29,7 @@ from assay.evidence.keys import KEY_ENV, PUBLIC_KEY_ENV, GateKey, gate_key, publ
 from assay.evidence.rule import MergeDecision
 from assay.evidence.trust import merge_key
 from assay.github.accept import rollback_problems
+from assay.github.events import unrecorded_answers
 from assay.github.forge import GitHubForge
 from assay.github.gatecheck import gate_check_problems
 from assay.github.issues import IssueBrief, issue_briefs
@@ -218,6 +219,14 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
         # The accepted state's record is desk-writable: GitHub's own record of the
         # issue says whether a writer acted after it (a rollback to an older text).
         blocking += rollback_problems(forge.api, issue.pin)
+    pull = forge.api.find_pull(f"{refs.BRANCH_PREFIX}{brief}")
+    blocking += unrecorded_answers(
+        forge,
+        brief,
+        issue=issue.number if issue is not None else None,
+        since=issue.pin.act_at if issue is not None and issue.pin is not None else "",
+        pull=int(pull["number"]) if pull is not None else None,
+    )
     if not blocking:
         blocking += _record_problems(forge, brief, state, claimed=record is not None, issue=issue)
     if blocking:

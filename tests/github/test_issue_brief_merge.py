@@ -161,6 +161,21 @@ def test_an_events_ref_pushed_back_past_a_reject_refuses_the_merge(scene: Scene)
     desk_push(scene, ref, approved)
     refused(scene, "events rollback", approved[:12])
     desk_push(scene, ref, answered)
+
+    # The maintainer rejects again; the desk pushes the ref back before the gate reads it,
+    # so the gate's proof names the rolled-back tip. GitHub's comments still hold the reject.
+    reject = scene.fake.add_comment(issue(scene), "/assay reject still not", "maintainer")
+    assert len(cli(scene, "github", "events")["appended"]) == 1
+    desk_push(scene, ref, answered)
+    assert cli(scene, "verify", "tidy")["passed"] is True
+    refused(scene, f"github-comment-{reject['id']}", "is not on refs/assay/events/tidy")
+    # The events job's next run reads the last minute again and finds the reject missing.
+    healed = cli(scene, "github", "events")["appended"]
+    assert [e["id"] for e in healed] == [f"github-comment-{reject['id']}"]
+    refused(scene)
+    # The maintainer answers again: the newest answer is on the log, the lost one superseded.
+    scene.fake.add_comment(issue(scene), "/assay approve", "maintainer")
+    assert len(cli(scene, "github", "events")["appended"]) == 1
     merged = scene.merge()
     assert merged.returncode == 0, merged.stdout + merged.stderr
     assert scene.fake.pulls[scene.pull]["merged"] is True
