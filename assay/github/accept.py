@@ -31,6 +31,7 @@ from assay.github.pins import (
     issue_digest,
     mark_seen,
     meaningful_labels,
+    pin_ref,
     read_pins,
     state_digest,
     unaccepted_note,
@@ -110,7 +111,7 @@ def rollback_problems(api: GitHubApi, pin: IssuePin) -> list[str]:
         if writer_refusal(api, act.actor) is None:
             return [
                 f"issue #{number}: {act.actor}'s act {act.via} at {act.at} is newer than the "
-                f"accepted text's record on refs/assay/github-issues/{number} (it has seen "
+                f"accepted text's record on {pin_ref(number)} (it has seen "
                 f"acts up to {pin.seen_at}): the record was rolled back, or the events job "
                 "has not read it yet"
             ]
@@ -258,7 +259,8 @@ class TextAcceptance:
         return None
 
     def report(self) -> None:
-        """Tell each issue whose live state is not its accepted one, once per state."""
+        """Tell each issue whose live state is not its accepted one, once per state, in one
+        comment per issue edited in place."""
         for number, issue in sorted(self.issues.items()):
             digest = issue_digest(issue)
             pin = self.pins.get(number)
@@ -268,6 +270,13 @@ class TextAcceptance:
                 continue
             if self.remembered.get(key) == digest[:16]:
                 continue
-            self.api.create_comment(number, unaccepted_note(number, digest, pin))
+            note = unaccepted_note(number, digest, pin)
+            # One note per issue, edited for each new state: found by its marker (one
+            # conditional read), so a restarted cursor does not post it again either.
+            found = self.api.find_comment(number, note)
+            if found is None:
+                self.api.create_comment(number, note)
+            else:
+                self.api.update_comment(int(found["id"]), note)
             self.remembered[key] = digest[:16]
             self.done.noted.append(number)

@@ -239,7 +239,7 @@ def mark_seen(forge: Forge, key: GateKey, pin: IssuePin, *, seen_at: str) -> Iss
 def unaccepted_note(number: int, digest: str, pin: IssuePin | None) -> str:
     """The comment telling an issue its current state (title, labels, text) is not the
     accepted one (once each)."""
-    marker = f"<!-- assay:issue-text issue={number} digest={digest[:16]} -->"
+    marker = f"<!-- assay:issue-text issue={number} -->"  # one note per issue, edited
     if pin is None:
         kept = "No text of this issue has been accepted yet, so it is not a brief."
     else:
