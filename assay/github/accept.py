@@ -39,7 +39,6 @@ from assay.github.pins import (
 )
 
 _HEX = re.compile(r"[0-9a-f]+")
-_ACCEPT = re.compile(r"\A[ \t]*/assay[ \t]+accept(?![\w-])")
 
 
 def writer_refusal(api: GitHubApi, actor: str) -> str | None:
@@ -89,10 +88,12 @@ def label_acts(timeline: Iterable[dict[str, Any]]) -> list[Act]:
 
 def accept_acts(comments: Iterable[dict[str, Any]]) -> list[Act]:
     """The ``/assay accept`` comments among an issue's comments, oldest first."""
+    from assay.github.events import ACCEPT, parse_command  # events reads this module
+
     return [
         Act(f"comment-{int(c['id'])}", str(c.get("created_at")), _login(c, "user"))
         for c in comments
-        if _ACCEPT.match(str(c.get("body") or "").replace("\r\n", "\n"))
+        if (parse_command(str(c.get("body") or "")) or ("",))[0] == ACCEPT
     ]
 
 
@@ -149,6 +150,7 @@ class TextAcceptance:
         return writer_refusal(self.api, actor)
 
     def _fix(self, number: int, act: Act) -> None:
+        before = self.pins.get(number)
         self.pins[number] = write_pin(
             self.forge,
             self.signer(),
@@ -156,6 +158,7 @@ class TextAcceptance:
             writer=act.actor,
             via=act.via,
             act_at=act.at,
+            seen_at=max(act.at, before.seen_at) if before is not None else act.at,
             secrets=self.forge.secrets,
         )
         self.done.fixed[number] = act.via

@@ -203,12 +203,14 @@ def write_pin(
     writer: str,
     via: str,
     act_at: str,
+    seen_at: str,
     secrets: Iterable[str] = (),
 ) -> IssuePin:
     """Record (signed) that ``writer`` accepted the REST ``issue`` as it stands (title,
-    meaningful labels, body) by the act ``via`` stamped ``act_at``. The digest is the live
-    state's (what readers compare); the recorded body has ``secrets`` (the job's token,
-    pasted into an issue by mistake) redacted, as every journal has."""
+    meaningful labels, body) by the act ``via`` stamped ``act_at``, the events job having
+    seen writer acts up to ``seen_at`` (never earlier than the last record said). The
+    digest is the live state's (what readers compare); the recorded body has ``secrets``
+    (the job's token, pasted into an issue by mistake) redacted, as every journal has."""
     number = int(issue["number"])
     text = Redactor(secrets).text(str(issue.get("body") or "").replace("\r\n", "\n"))
     pin = IssuePin(
@@ -220,7 +222,7 @@ def write_pin(
         writer=writer,
         via=via,
         act_at=act_at,
-        seen_at=act_at,
+        seen_at=seen_at,
         at=_now(),
     ).signed(key)
     return _append(forge, pin, f"issue #{number}: text accepted by {writer}")
