@@ -48,14 +48,15 @@ def _strings(value: Any) -> list[str]:
 
 
 def _claims(text: str) -> list[dict[str, Any]]:
-    """Each JSON object that follows a marker in ``text`` (what trails it, a closing quote
-    of the ``echo`` that printed it, is left)."""
+    """Each JSON object that starts on a marker's line in ``text`` (what trails it, the
+    closing quote of the ``echo`` that printed it, is left)."""
     decoder = json.JSONDecoder()
     found = []
     at = text.find(MARKER)
     while at >= 0:
         start = text.find("{", at)
-        if start >= 0:
+        line_end = text.find("\n", at)
+        if start >= 0 and (line_end < 0 or start < line_end):
             try:
                 value, _ = decoder.raw_decode(text, start)
             except ValueError:

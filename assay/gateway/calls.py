@@ -93,7 +93,7 @@ class CallHandler:
         self.seen_tools: set[str] = set()
         self.calls = 0
         self.replayed = 0
-        self.last: tuple[str, WireReply] | None = None  # the API and answer of the last call
+        self.last: tuple[str, WireReply] | None = None  # the last turn's API and answer
 
     def normal(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
         return matching_body(api, body, masks=self.masks, extra=self.normalise_extra)
@@ -168,11 +168,13 @@ class CallHandler:
             call.refuse(403, "permission_error", f"assay: {reply.denied}")
             raise Denied(reply.denied)
         call.answer(Reply(reply.status, reply.content_type, reply.body, reply.stream))
-        self.last = (call.api, reply)
+        if request.steerable:
+            self.last = (call.api, reply)
         return reply
 
     def last_said(self) -> Said | None:
-        """What the model said in the last answer the CLI got (replayed or live)."""
+        """What the model said in the last conversation answer the CLI got (replayed or
+        live; a side request's is not one)."""
         if self.last is None:
             return None
         api, reply = self.last
