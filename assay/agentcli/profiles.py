@@ -395,13 +395,7 @@ class GeminiCliProfile(CliProfile):
         }
 
     def check_work_tree(self, workdir: Path) -> None:
-        folder = workdir / ".gemini"
-        if folder.is_symlink() or os.path.lexists(folder / "settings.json"):
-            raise BadInput(
-                f"{folder / 'settings.json'}: the work tree configures the Gemini CLI (hooks "
-                "and MCP servers the desk does not declare would run); remove it from the "
-                "branch, or give the desk its own cli.command to accept it"
-            )
+        _refuse_settings_folder(workdir / ".gemini", "the Gemini CLI")
 
     def config_files(
         self,
@@ -447,6 +441,23 @@ class GeminiCliProfile(CliProfile):
         return body
 
 
+def _refuse_settings_folder(folder: Path, cli: str) -> None:
+    """``BadInput`` when a work tree's settings folder of a Gemini-CLI-like CLI holds its
+    settings (merged over the user's: their hooks and MCP servers would run)."""
+    if folder.is_symlink() or os.path.lexists(folder / "settings.json"):
+        raise _configures(
+            folder / "settings.json",
+            f"{cli} (hooks and MCP servers the desk does not declare would run)",
+        )
+
+
+def _configures(path: Path, what: str) -> BadInput:
+    return BadInput(
+        f"{path}: the work tree configures {what}; remove it from the branch, or give the "
+        "desk its own cli.command to accept it"
+    )
+
+
 GEMINI_DATE = re.compile(r"(Today's date is )[^\n]*?( \(formatted)")
 # The session context lists the work tree as the CLI found it at launch: a relaunched CLI
 # finds the same files (the tree is restored) but the journal under .assay/ has grown.
@@ -467,8 +478,7 @@ class QwenCodeProfile(CliProfile):
     CLI, a work tree's ``.qwen/settings.json`` would override the user's, so a work tree
     holding one is refused at launch unless the desk gives its own ``cli.command``."""
 
-    # The shell tool's output footer, as the Gemini CLI's: a process group id per run.
-    volatile_output = (r"^Process Group PGID: (\d+)$", r"\bbackground PIDs?: ([\d, ]+)")
+    volatile_output = GeminiCliProfile.volatile_output  # its shell tool's footer is the same
     # What 0.24 registers beside its core tools; denied unless the desk declares one.
     EXTRA_TOOLS: ClassVar[tuple[str, ...]] = (
         "agent",
@@ -509,13 +519,7 @@ class QwenCodeProfile(CliProfile):
         }
 
     def check_work_tree(self, workdir: Path) -> None:
-        folder = workdir / ".qwen"
-        if folder.is_symlink() or os.path.lexists(folder / "settings.json"):
-            raise BadInput(
-                f"{folder / 'settings.json'}: the work tree configures Qwen Code (hooks and "
-                "MCP servers the desk does not declare would run); remove it from the "
-                "branch, or give the desk its own cli.command to accept it"
-            )
+        _refuse_settings_folder(workdir / ".qwen", "Qwen Code")
 
     def config_files(
         self,
@@ -723,10 +727,9 @@ class AiderProfile(CliProfile):
     def check_work_tree(self, workdir: Path) -> None:
         for name in self.WORK_TREE_CONFIG:
             if os.path.lexists(workdir / name):
-                raise BadInput(
-                    f"{workdir / name}: the work tree configures aider (its base URL, lint "
-                    "and test commands would be the branch's); remove it from the branch, "
-                    "or give the desk its own cli.command to accept it"
+                raise _configures(
+                    workdir / name,
+                    "aider (its base URL, lint and test commands would be the branch's)",
                 )
 
     def config_files(
