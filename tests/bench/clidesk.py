@@ -330,7 +330,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--briefs must be at least 1")
     found = measure(cli=options.cli, briefs=options.briefs)
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"agent-CLI desk ({options.cli}, {options.briefs} briefs, 3 turns each; load {load})")
+    turns = len(CLIS[options.cli].session())
+    print(
+        f"agent-CLI desk ({options.cli}, {options.briefs} briefs, {turns} turns each; load {load})"
+    )
     print()
     print("| measure | through Assay | the CLI alone | Assay's share |")
     print("| --- | ---: | ---: | --- |")
