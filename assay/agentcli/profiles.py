@@ -476,7 +476,9 @@ class QwenCodeProfile(CliProfile):
     (``permissions.deny``), the Assay MCP server is the only one allowed, hooks and skills
     are off, and there is no telemetry, usage statistics or update check. As for the Gemini
     CLI, a work tree's ``.qwen/settings.json`` would override the user's, so a work tree
-    holding one is refused at launch unless the desk gives its own ``cli.command``."""
+    holding one is refused at launch unless the desk gives its own ``cli.command``.
+    Its own resume: ``qwen --resume ID`` (sessions in
+    ``$HOME/.qwen/projects/<work-tree-slug>/chats/ID.jsonl``)."""
 
     volatile_output = GeminiCliProfile.volatile_output  # its shell tool's footer is the same
     # What 0.24 registers beside its core tools; denied unless the desk declares one.
@@ -600,7 +602,9 @@ class OpenCodeProfile(CliProfile):
     tool but the declared ones and Assay's MCP tools (a denied tool is not offered), and
     the Assay MCP server as a remote server. ``OPENCODE_DISABLE_PROJECT_CONFIG`` keeps a
     work tree's ``opencode.json``, ``.opencode/`` (agents, commands, plugins) and
-    ``AGENTS.md`` out; no model list fetch, update check, sharing or default plugins."""
+    ``AGENTS.md`` out; no model list fetch, update check, sharing or default plugins.
+    Its own resume: ``opencode run --session ID`` (sessions in
+    ``$HOME/.local/share/opencode/opencode.db``)."""
 
     def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
         return {
