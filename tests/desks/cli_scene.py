@@ -38,7 +38,6 @@ class Scene:
 
     requests: list[Seen]
     entries: list[dict[str, Any]]
-    output: str
     held: int
     turns: Counter[int] = field(init=False)
 
@@ -92,7 +91,6 @@ def killed_and_resumed(
     return Scene(
         requests=list(fake.seen),
         entries=world.journal(brief).entries,
-        output=again.stdout + again.stderr,
         held=held,
     )
 
