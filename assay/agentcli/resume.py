@@ -89,7 +89,8 @@ def without_resume(
 ) -> list[Any]:
     """A resumed session's conversation as the CLI would have sent it had it never stopped.
 
-    Every text part (or string content) that is the resume prompt is taken out; an item
+    Every text part (or string content) that is the resume prompt is taken out, and with it
+    what the CLI attached to the prompt's own turn (an item holding no tool result); an item
     left with nothing is dropped, and so is a turn just before a dropped one whose text is
     one of ``fillers``. A per-request marker (``markers``: ``cache_control``) that was on
     a part taken out moves to the part before it, where the CLI would have put it. Items
@@ -109,10 +110,13 @@ def without_resume(
         ):
             kept.append(item)
             continue
+        # The prompt ends a turn of its own (with what the CLI attached to it: a note of a
+        # file changed since, a reminder), or was added to the tool results it follows.
+        added = not any(isinstance(p, dict) and _is_result(p) for p in content)
         parts: list[Any] = []
         moved: dict[str, Any] = {}
         for part in content:
-            if isinstance(part, dict) and _is_prompt(part):
+            if isinstance(part, dict) and (_is_prompt(part) or added):
                 moved.update({m: part[m] for m in markers if m in part})
                 continue
             parts.append(part)
@@ -123,6 +127,13 @@ def without_resume(
         if moved:
             _mark_last(kept, moved)
     return kept
+
+
+def _is_result(part: dict[str, Any]) -> bool:
+    """A tool's result (Anthropic, Responses, Gemini), which a resume never adds."""
+    return part.get("type") in ("tool_result", "function_call_output") or (
+        "functionResponse" in part
+    )
 
 
 def _is_prompt(part: dict[str, Any]) -> bool:

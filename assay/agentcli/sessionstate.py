@@ -94,6 +94,8 @@ def session_files(home: Path, resume: NativeResume) -> dict[str, bytes]:
             if len(found) >= MAX_FILES:
                 raise StateRefused(f"more than {MAX_FILES} session files under {home}")
             data = _read_regular(home / relative, where=relative)
+            if data is not None and relative.endswith(".jsonl") and not data.endswith(b"\n"):
+                data = data[: data.rfind(b"\n") + 1]  # a line the CLI is writing now
             if data is not None:
                 found[relative] = data
     return found

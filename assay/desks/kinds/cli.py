@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import queue
@@ -62,13 +63,17 @@ FINISH_HINT = (
 
 
 def cli_profile(desk: Any) -> Any:
-    """The desk's profile (``BadInput`` naming the desk file and ``cli.profile``)."""
+    """The desk's profile (``BadInput`` naming the desk file and ``cli.profile``), without
+    its native resume when the desk's ``cli.resume`` says ``relaunch``."""
     from assay.agentcli.profiles import get_profile
 
     try:
-        return get_profile(desk.cli.profile)
+        profile = get_profile(desk.cli.profile)
     except BadInput as exc:
         raise BadInput(f"{desk.source}: {exc.message}") from None
+    if getattr(desk.cli, "resume", None) == "relaunch":
+        return dataclasses.replace(profile, resume=None)
+    return profile
 
 
 def output_masks(desk: Any) -> tuple[Mask, ...]:
