@@ -30,9 +30,9 @@ import yaml
 from assay.agentcli.profiles import PROFILES
 from assay.agentcli.resume import RESUME_PROMPT
 from tests.agentcli.clis import cli_path
-from tests.forge_fixtures import put_on_main, wait_until
 from tests.desks.world import World, brief_text
 from tests.fakes.wire import WireFake
+from tests.forge_fixtures import put_on_main, wait_until
 
 KEY = "sk-resume-upstream-key-61d2"
 IGNORED = ["runs.log", "starts.log", "marker"]

@@ -2,12 +2,12 @@
 time, Codex's session id for a command past its yield), SIGKILLed with a call in flight and
 restarted under its own ``--holder``, the desk set to resume by relaunch and replay
 (``cli.resume: relaunch``: what a CLI that cannot resume natively always does; natively,
-nothing runs again, tests/desks/test_cli_resume.py): the relaunched CLI runs its tools again, the volatile
-parts of their output are masked in the matching, and the resume diverges nowhere and sends
-upstream again only the request that was in flight. Without the masks (the desk's pattern
-for the timestamp, or the profile's own) the two sends of that request are different
-requests: the resume would have diverged there. (A divergence's exit 5 and message, end to
-end: tests/desks/test_cli_desk.py.)
+nothing runs again, tests/desks/test_cli_resume.py): the relaunched CLI runs its tools
+again, the volatile parts of their output are masked in the matching, and the resume
+diverges nowhere and sends upstream again only the request that was in flight. Without the
+masks (the desk's pattern for the timestamp, or the profile's own) the two sends of that
+request are different requests: the resume would have diverged there. (A divergence's exit
+5 and message, end to end: tests/desks/test_cli_desk.py.)
 """
 
 from __future__ import annotations
