@@ -44,7 +44,8 @@ class NativeResume:
     ``files``: globs, relative to the CLI's HOME, of its session state (``*`` within a
     folder, ``**`` across folders); only these files are recorded, never the CLI's
     configuration or credentials. ``again``: the arguments of a resumed launch, put right
-    before the prompt (before its ``--``); ``{session}`` is the session's id. ``first``:
+    before the prompt (before its ``--``, or the option it is the value of: ``-p``);
+    ``{session}`` is the session's id. ``first``:
     arguments of a first launch (a CLI that lets the desk name its session up front).
     ``result``: how the session files spell a recorded tool result, ``{id}`` its call's id
     (a CLI that writes its session behind its requests is waited for until each result
@@ -71,8 +72,8 @@ class NativeResume:
         if not extra:
             return list(base)
         where = next((i for i, arg in enumerate(base) if PROMPT in arg), len(base))
-        if where > 0 and base[where - 1] == "--":
-            where -= 1
+        if where > 1 and base[where - 1].startswith("-"):
+            where -= 1  # the prompt's ``--``, or the option the prompt is the value of
         return [*base[:where], *extra, *base[where:]]
 
     def environment(self) -> dict[str, str]:

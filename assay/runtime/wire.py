@@ -271,6 +271,10 @@ class WireSession:
         run = self.run
         if run.replay_only:
             raise EndOfHistory(pos)
+        if request.steerable and self.on_turn is not None:
+            # What the program holds as of this turn rides in this turn's checkpoint (or in
+            # the pause's, when the budget refuses the turn).
+            self.on_turn(pos, request)
         run._check_budget("model")
         key = f"{run.run_id}:{pos}"
         if rec is not None and rec.intent is not None:
@@ -281,8 +285,6 @@ class WireSession:
             steer = self._steering() if request.steerable else []
             t0 = _now()
             run._append(self._intent(pos, key, t0, request, steer))
-        if request.steerable and self.on_turn is not None:
-            self.on_turn(pos, request)  # what the program holds as of this turn, checkpointed
         run._durable("model")  # the work tree as of this call is on the forge first
         reply = forward(request, steer)
         assert run.writer is not None

@@ -104,7 +104,7 @@ class SessionKeeper:
         if ended is not None:
             return Start("ended", self.head(), resume_at=ended)
         point = self._point()
-        if point is None or point.at not in later or history[point.at].label != WIRE:
+        if point is None or not self._leads_on(point, later):
             return Start("relaunch", base)
         try:
             commit = point_commit(self.tree / ".git", self.head(), self.brief)
@@ -114,6 +114,13 @@ class SessionKeeper:
         self.point = point
         self.session = point.session or self.session
         return Start("native", commit, resume_at=point.at, point=point)
+
+    def _leads_on(self, point: ResumePoint, later: list[int]) -> bool:
+        """Whether the point's session leads to a call of this run: one the journal holds,
+        or the next one (refused before it was recorded: a spent budget)."""
+        if point.at in later:
+            return bool(self.run.history.positions[point.at].label == WIRE)
+        return point.at > max(later, default=self.run.pos)
 
     def _point(self) -> ResumePoint | None:
         resume = self.profile.resume
