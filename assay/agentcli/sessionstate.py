@@ -93,7 +93,7 @@ def session_files(home: Path, resume: NativeResume) -> dict[str, bytes]:
         if any(p.fullmatch(relative) for p in patterns):
             if len(found) >= MAX_FILES:
                 raise StateRefused(f"more than {MAX_FILES} session files under {home}")
-            data = _read_regular(home / relative, where=relative)
+            data = _read_regular(home, relative)
             if data is not None and relative.endswith(".jsonl") and not data.endswith(b"\n"):
                 data = data[: data.rfind(b"\n") + 1]  # a line the CLI is writing now
             if data is not None:
@@ -154,8 +154,7 @@ def capture(
 def load_point(tree: Path, brief: str, resume: NativeResume, *, profile: str) -> ResumePoint:
     """The resume point the work tree's checkpoint holds, validated (module docstring);
     ``FileNotFoundError`` when it holds none, ``StateRefused`` when it is not one."""
-    folder = state_folder(tree, brief)
-    raw = _read_regular(folder / POINT, where=POINT, bound=MAX_POINT, missing_ok=False)
+    raw = _read_regular(tree, f"{cli_state_path(brief)}/{POINT}", bound=MAX_POINT, missing_ok=False)
     try:
         value = json.loads(raw or b"")
     except ValueError as exc:
@@ -187,10 +186,10 @@ def load_point(tree: Path, brief: str, resume: NativeResume, *, profile: str) ->
 def restore(point: ResumePoint, *, tree: Path, brief: str, home: Path) -> None:
     """Write the point's session files into ``home`` (fresh, the desk's), each read as a
     regular file and checked against its hash first (``StateRefused``)."""
-    source = state_folder(tree, brief) / HOME_FOLDER
+    source = f"{cli_state_path(brief)}/{HOME_FOLDER}"
     contents: dict[str, bytes] = {}
     for relative, digest in point.files.items():
-        data = _read_regular(source / relative, where=relative, missing_ok=False)
+        data = _read_regular(tree, f"{source}/{relative}", missing_ok=False)
         if data is None or _sha(data) != digest:
             raise StateRefused(f"session file {relative}: its hash is not the point's")
         contents[relative] = data
@@ -275,13 +274,18 @@ def _walk(root: Path) -> Iterator[str]:
 
 
 def _read_regular(
-    path: Path, *, where: str, bound: int = MAX_FILE, missing_ok: bool = True
+    root: Path, relative: str, *, bound: int = MAX_FILE, missing_ok: bool = True
 ) -> bytes | None:
-    """The bytes of the regular file ``path``, opened without following a link and without
-    blocking on a FIFO; None for something that is not a regular file (or is missing, when
-    ``missing_ok``); ``StateRefused`` past ``bound``."""
-    for parent in (path.parent, *path.parent.parents):
-        if parent.is_symlink():
+    """The bytes of the regular file ``root/relative``, no folder below ``root`` on its way
+    a link, opened without following a link and without blocking on a FIFO; None for
+    something that is not a regular file (or is missing, when ``missing_ok``);
+    ``StateRefused`` past ``bound``."""
+    where = relative
+    path = root / relative
+    folder = root
+    for part in PurePosixPath(relative).parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
             raise StateRefused(f"{where}: a folder on its path is a link")
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)

@@ -248,3 +248,28 @@ def test_the_sandboxed_cli_writes_its_home_into_the_desks_folder_and_nowhere_els
     assert result.exit == 0 and result.output() == f"{HOME}\n"
     assert (home / "session.jsonl").read_text() == "kept\n"
     assert not (tmp_path / "outside").exists()  # beside the tree: the sandbox's own /tmp
+
+
+def test_a_linked_folder_in_the_checkpoint_is_refused_a_linked_work_root_is_not(
+    tmp_path: Path,
+) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(real, tmp_path / "root")  # the work root reached through a link: fine
+    home, tree = make_home(tmp_path), tmp_path / "root" / "tree"
+    record(home, tree)
+    point = load_point(tree, "b1", RESUME, profile="claude-code")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    restore(point, tree=tree, brief="b1", home=fresh)
+    assert (fresh / TRANSCRIPT).exists()
+
+    recorded = state_folder(tree, "b1") / "home" / ".claude"
+    moved = tmp_path / "moved"
+    recorded.rename(moved)
+    os.symlink(moved, recorded)  # the same bytes, reached through a link the forge held
+    again = tmp_path / "again"
+    again.mkdir()
+    with pytest.raises(StateRefused, match="a folder on its path is a link"):
+        restore(point, tree=tree, brief="b1", home=again)
+    assert not list(again.rglob("*"))

@@ -106,9 +106,11 @@ class SessionKeeper:
         point = self._point()
         if point is None or not self._leads_on(point, later):
             return Start("relaunch", base)
+        import pygit2
+
         try:
             commit = point_commit(self.tree / ".git", self.head(), self.brief)
-        except (KeyError, ValueError) as exc:
+        except (KeyError, ValueError, pygit2.GitError) as exc:
             self.warn(f"the session's checkpoint cannot be read ({exc}): relaunching")
             return Start("relaunch", base)
         self.point = point
