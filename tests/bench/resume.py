@@ -17,6 +17,8 @@ method, each on a brief of its own:
 Side by side: seconds from the resuming process's start to the next request reaching the
 upstream (the one that was in flight), the tools that ran again, and requests sent upstream
 again. The relaunch brief's tools print the same thing every run, so its replay matches.
+The floor: the same CLI started on its own (no desk, no sandbox) against the same upstream,
+to its first request.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -32,8 +35,10 @@ from typing import Any
 
 import yaml
 
+from assay.agentcli.profiles import get_profile
 from assay.demo.upstream import Seen, WireFake
 from assay.forge import init_forge
+from tests.agentcli.clis import cli_env, write_files
 from tests.bench.clidesk import CLIS, cli_path
 from tests.desks.world import World, brief_text
 from tests.forge_fixtures import put_on_main
@@ -125,6 +130,38 @@ def resume_once(root: Path, cli: str, calls: int, method: str) -> Resumed:
     )
 
 
+def cli_alone(root: Path, cli: str) -> float:
+    """Seconds from starting the CLI on its own to its first request reaching the upstream."""
+    chosen = CLIS[cli]
+    work, home = root / "work", root / "home"
+    work.mkdir(parents=True)
+    home.mkdir()
+    with Timed(session(cli, 1)) as fake:
+        launch = get_profile(chosen.profile).launch(
+            command=None,
+            workdir=work,
+            home=home,
+            gateway_url=fake.url,
+            token=KEY,
+            model=str(chosen.model["model"]),
+            prompt="Log every step.",
+            tools=chosen.tools,
+            mcp_url=None,
+        )
+        write_files(launch, home)
+        started = time.monotonic()
+        subprocess.run(
+            launch.argv,
+            cwd=work,
+            env=cli_env(launch, home, cli_path(chosen.binary)),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        return fake.arrived[0][1] - started
+
+
 def measure(*, cli: str = "claude-code", calls: int = 100) -> list[Resumed]:
     found = []
     for method in METHODS:
@@ -133,12 +170,18 @@ def measure(*, cli: str = "claude-code", calls: int = 100) -> list[Resumed]:
             found.append(resume_once(root, cli, calls, method))
         finally:
             shutil.rmtree(root, ignore_errors=True)
+    root = Path(tempfile.mkdtemp(prefix="assay-bench-resume-alone-"))
+    try:
+        alone = cli_alone(root, cli)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    found.append(Resumed("alone", calls, alone, alone, 0, 0))
     return found
 
 
 def rows(found: list[Resumed], cli: str) -> list[tuple[str, str, str]]:
     """(measure, value, note) rows for ``python -m tests.bench``."""
-    native, relaunch = (next(r for r in found if r.method == m) for m in METHODS)
+    native, relaunch, alone = (next(r for r in found if r.method == m) for m in (*METHODS, "alone"))
     n = native.calls
     return [
         (
@@ -146,7 +189,8 @@ def rows(found: list[Resumed], cli: str) -> list[tuple[str, str, str]]:
             f"{native.to_next_call_s:.2f}",
             f"relaunch and replay: {relaunch.to_next_call_s:.2f} "
             f"({relaunch.to_next_call_s / native.to_next_call_s:.1f}x); the resuming process's "
-            "start to the upstream's next request (the one in flight at the kill)",
+            "start to the upstream's next request (the one in flight at the kill); the CLI "
+            f"alone, started to its first request: {alone.to_next_call_s:.2f}",
         ),
         (
             f"resume ({cli}, {n}-call session): tools run again, native",
@@ -177,6 +221,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     print("| --- | ---: | ---: | ---: | ---: |")
     for r in found:
+        if r.method == "alone":
+            print(f"| the CLI alone, to its first request | {r.to_next_call_s:.2f} | | | |")
+            continue
         print(
             f"| {r.method} | {r.to_next_call_s:.2f} | {r.total_s:.2f} | {r.tools_again} "
             f"| {r.requests_again} |"

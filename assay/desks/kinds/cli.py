@@ -373,7 +373,8 @@ class CliRun:
     def session(self, brief: Any, *, base: str) -> CliOutcome:
         """Run the CLI to its exit (``base``: the commit of ``cli.base``), resumed natively
         from the checkpoint's session state when it holds one (``cli_resume``); a CLI that
-        exits before any model call when resumed so is relaunched from the start instead."""
+        exits before any model call when resumed so (its session unreadable to it) is
+        relaunched from the start instead."""
         keeper = SessionKeeper(
             self.run,
             self.profile,
@@ -449,9 +450,9 @@ class CliRun:
             raise
         finally:
             upstream.close()
+        if native and handler.calls == 0 and not gateway.unrouted:
+            return None  # it never got to the turn its session leads to
         if handler.calls == 0 and code != 0:
-            if native and not gateway.unrouted:
-                return None
             if gateway.unrouted:  # what the CLI asked for names the fix; its output may not
                 raise BadInput(
                     f"{self.desk.source}: cli.api: the agent CLI exited {code} before calling "
