@@ -17,8 +17,10 @@ without the fields that change between two runs of the same conversation (ids, t
 Claude Code's attribution header...), so the gateway can match a resumed CLI's requests
 against the journal; ``volatile_output`` lists what changes from run to run in the output of
 the CLI's tools (run times, session ids, temporary paths), which the gateway masks in tool
-results only (``output_masks``, ``assay.gateway.volatile``). What each CLI sends is written
-down in docs/agent-cli-profiles.md.
+results only (``output_masks``, ``assay.gateway.volatile``). ``resume`` says how a killed
+run goes on: the CLI's own resume from its session state (``NativeResume``,
+``assay.agentcli.resume``), or relaunch and replay. What each CLI sends is written down in
+docs/agent-cli-profiles.md.
 """
 
 from __future__ import annotations
@@ -119,10 +121,10 @@ class CliProfile:
             check_command_arg(arg, where=f"cli.command[{index}]")
         if not command:  # a desk's own command opts back in to what the profile keeps out
             self.check_work_tree(workdir)
+        if self.resume is not None:  # placed by where "{prompt}" is, so before it is filled
+            base = self.resume.arguments(base, session=session, resumed=resumed)
         # The placeholders go into the command before the profile adds its options, so a
         # "{prompt}" in a model name or a path is never replaced.
-        if self.resume is not None:
-            base = self.resume.arguments(base, session=session, resumed=resumed)
         base = [fill_placeholders(arg, values) for arg in base]
         argv = self.arguments(base, home=home, model=model, tools=tools, mcp_url=mcp_url)
         environ = self.environment(url=url, home=home, token=token, workdir=workdir)
@@ -539,8 +541,8 @@ def _signed_loop(contents: list[Any]) -> list[Any]:
             (i for i, p in enumerate(parts) if isinstance(p, dict) and "functionCall" in p), None
         )
         if call is not None and "thoughtSignature" not in parts[call]:
-            parts = [*parts[:call], {**parts[call], "thoughtSignature": SYNTHETIC_SIGNATURE}]
-            parts += _items(content.get("parts"))[call + 1 :]
+            parts = list(parts)
+            parts[call] = {**parts[call], "thoughtSignature": SYNTHETIC_SIGNATURE}
             signed[index] = {**content, "parts": parts}
     return signed
 

@@ -124,27 +124,27 @@ def capture(
     """Record ``files`` (``session_files``) in the work tree as the resume point ``at``:
     each withheld value redacted, files unchanged since the ``previous`` capture left as
     they are, files gone removed, ``point.json`` written last."""
+    if (tree / ".assay").is_symlink():  # the journal's own folder: never replaced here
+        raise StateRefused(".assay is a link")
     known = previous.files if previous is not None else {}
-    folder = state_folder(tree, brief)
-    home = folder / HOME_FOLDER
+    folder = cli_state_path(brief)
+    home = tree / folder / HOME_FOLDER
     hashes: dict[str, str] = {}
     for relative, data in files.items():
         data = _redacted(data, withheld)
         hashes[relative] = _sha(data)
         target = home / relative
-        if known.get(relative) == hashes[relative] and target.is_file():
+        if known.get(relative) == hashes[relative] and not target.is_symlink():
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        scratch = target.with_name(target.name + ".assay-tmp")
-        scratch.write_bytes(data)
-        os.replace(scratch, target)
+        parent = PurePosixPath(f"{folder}/{HOME_FOLDER}/{relative}").parent
+        _write(_own_folder(tree, str(parent)) / target.name, data)
     for stale in sorted(_walk(home), reverse=True) if home.is_dir() else []:
         if stale not in hashes:
             (home / stale).unlink()
     _prune_empty(home)
     point = ResumePoint(profile=profile, session=session, at=at, files=hashes)
     text = json.dumps(point.to_json(), indent=1, sort_keys=True) + "\n"
-    (folder / POINT).write_text(text, encoding="utf-8")
+    _write(_own_folder(tree, folder) / POINT, text.encode("utf-8"))
     return point
 
 
@@ -309,6 +309,31 @@ def _read_regular(
     if len(data) > bound:
         raise StateRefused(f"{where}: over the {bound} bytes allowed")
     return data
+
+
+def _own_folder(root: Path, relative: str) -> Path:
+    """``root/relative`` as a folder of the desk's: each folder on the way made, and one
+    that is not a folder (a link a forged checkpoint held) replaced by one, so what the
+    desk writes there stays there."""
+    folder = root
+    for part in PurePosixPath(relative).parts:
+        folder = folder / part
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            folder.unlink()
+        if not folder.exists():
+            folder.mkdir()
+    return folder
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write ``path`` whole, by a scratch file renamed over it, neither through a link."""
+    scratch = path.with_name(path.name + ".assay-tmp")
+    with contextlib.suppress(FileNotFoundError):
+        scratch.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with os.fdopen(os.open(scratch, flags, 0o644), "wb") as handle:
+        handle.write(data)
+    os.replace(scratch, path)  # a link at ``path`` is replaced, never followed
 
 
 def _redacted(data: bytes, withheld: Sequence[str]) -> bytes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -60,6 +61,7 @@ def make_home(root: Path) -> Path:
 
 
 def record(home: Path, tree: Path, *, at: int = 3) -> None:
+    tree.mkdir(parents=True, exist_ok=True)
     files = session_files(home, RESUME)
     capture(
         files,
@@ -273,3 +275,24 @@ def test_a_linked_folder_in_the_checkpoint_is_refused_a_linked_work_root_is_not(
     with pytest.raises(StateRefused, match="a folder on its path is a link"):
         restore(point, tree=tree, brief="b1", home=again)
     assert not list(again.rglob("*"))
+
+
+def test_links_a_forged_checkpoint_left_in_the_state_folder_are_never_written_through(
+    tmp_path: Path,
+) -> None:
+    home, tree = make_home(tmp_path), tmp_path / "tree"
+    record(home, tree)  # the checkout of a checkpoint someone forged, as pygit2 writes it:
+    folder = state_folder(tree, "b1")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.rmtree(folder / "home" / ".claude")
+    os.symlink(outside, folder / "home" / ".claude")  # a folder of the session, a link
+    (folder / POINT).unlink()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    os.symlink(victim, folder / POINT)  # the point itself, a link
+    (home / TRANSCRIPT).write_text('{"next": "turn"}\n')  # the CLI wrote more
+    record(home, tree, at=5)
+    assert not list(outside.rglob("*")) and victim.read_text() == "keep me"
+    assert not (folder / POINT).is_symlink() and json.loads((folder / POINT).read_text())["at"] == 5
+    assert (folder / "home" / TRANSCRIPT).read_text() == '{"next": "turn"}\n'
