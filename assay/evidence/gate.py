@@ -36,6 +36,7 @@ from assay.evidence.holdout import OpenedRow, SealedRow, place_files, sealed_rec
 from assay.evidence.holdout import open_rows as open_holdout
 from assay.evidence.holdout import read_rows as read_holdout
 from assay.evidence.keys import GateKey, PublicKey, gate_state_dir, signing_key
+from assay.evidence.leaks import LEAKED, leaked_rows
 from assay.evidence.pinning import PinPlan, apply_pins, plan_for, safe_python_env
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.results import Baselines, ReportFolder, judge, structured_runners
@@ -345,6 +346,7 @@ def verify(
             workdir=workdir,
             on_start=on_start,
             on_row=on_row,
+            desk_side=(head, at.checkpoint),
         )
     timings["rows"] = sum(record.seconds for record in ran)
     with _timed(timings, "record"):
@@ -393,6 +395,7 @@ class _AtHead:
     """What the gate read and checked in the head's clean tree before any row runs."""
 
     journal: Journal
+    checkpoint: str  # the commit whose journal speaks for the head (its work tree too)
     claimed: Claimed
     environ: dict[str, str]
     fingerprint: dict[str, str]
@@ -424,10 +427,9 @@ def _inspect_head(
 ) -> _AtHead:
     """Check the journal at ``head`` (``Corrupt``), read the desk's claims, fingerprint the
     rows' environment against the declaration and the desk's, pin the protected files."""
+    checkpoint = checkpoint_for(forge, ctx.view, head)
     with tempfile.TemporaryDirectory(prefix="assay-journal-") as scratch:
-        journal = journal_from_commit(
-            forge, checkpoint_for(forge, ctx.view, head), brief_id, Path(scratch)
-        )
+        journal = journal_from_commit(forge, checkpoint, brief_id, Path(scratch))
         _check_journal(forge, ctx, journal, head, brief_id=brief_id)
         claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
     with _timed(timings, "fingerprint"):
@@ -435,7 +437,7 @@ def _inspect_head(
     desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
     problems = _env_problems(ctx, fp, desk_fp)
     plan, changed = _pin_tree(forge, ctx, tree, head)
-    return _AtHead(journal, claimed, environ, fp, desk_fp, problems, plan, changed)
+    return _AtHead(journal, checkpoint, claimed, environ, fp, desk_fp, problems, plan, changed)
 
 
 def _what_to_verify(
@@ -552,11 +554,14 @@ def run_brief_rows(
     workdir: Path | None,
     on_start: Callable[[RowSpec], None] | None = None,
     on_row: Callable[[RowSpec, EvidenceRecord], None] | None = None,
+    desk_side: Sequence[str] = (),
 ) -> list[EvidenceRecord]:
     """The brief's rows at ``head``, each in a pinned tree of its own, then its holdout
     rows by the same rules (pinned for their commands too, their runners' reports read),
     with no progress line (it would show the command), their records saying nothing of
-    their content: for verify at a review's head and for a batch on its combined tree."""
+    their content: for verify at a review's head and for a batch on its combined tree.
+    A holdout row whose content ``desk_side`` (the commits the desk worked with) holds
+    fails (``assay.evidence.leaks``)."""
     ran = run(
         ctx.rows,
         trees=functools.partial(pinned_tree, forge, head, plan, workdir=workdir),
@@ -572,8 +577,12 @@ def run_brief_rows(
         on_start=None,
         on_row=None,
     )
+    leaked = leaked_rows(forge, desk_side, opened) if desk_side else set()
     for row, record in zip(opened, hidden, strict=True):
-        ran.append(sealed_record(record, row))
+        sealed = sealed_record(record, row)
+        if row.row.id in leaked:
+            sealed = dataclasses.replace(sealed, findings=(*sealed.findings, LEAKED))
+        ran.append(sealed)
         if on_row is not None:
             on_row(row.row.spec(), ran[-1])
     return ran
