@@ -56,6 +56,7 @@ NODE_REPORTER = "assay_gate_node.mjs"
 NODE_CHILD = "assay_gate_node_child.mjs"
 JS_RUNNERS = "assay_gate_js.cjs"  # jest's and vitest's: acts only in their own processes
 GO_EXEC = "assay_gate_go_exec"
+GO_CACHE = "assay_gate_go_cache"  # a go row's start: its own copy of main's build cache
 CARGO_RUNNER = "assay_gate_cargo_runner"
 # The host triples cargo may build for here (its runner variable is named by the triple).
 _CARGO_TRIPLES = tuple(

@@ -15,8 +15,9 @@ process into a folder whose random name the row learns only from its environment
   configuration, setup and reporter (``assay_gate_vitest*.mjs``) to the run;
 - ``assay_gate_go_exec``: the program ``go test`` starts each test binary through
   (``-exec`` in ``GOFLAGS``), and ``assay_gate_cargo_runner``, the runner cargo starts each
-  test binary through (``CARGO_TARGET_<TRIPLE>_RUNNER``), each with the gate's interpreter
-  on its first line.
+  test binary through (``CARGO_TARGET_<TRIPLE>_RUNNER``), and ``assay_gate_go_cache``, which
+  starts a go row from a private copy of main's Go build cache; each with the gate's
+  interpreter on its first line.
 
 Each Python and node reporter adds the gate's tripwire, a test known to fail with a random
 message, and reports it apart from the real tests; the exit status the runner would have
@@ -48,6 +49,7 @@ MODULES = (
 # -S (no site-packages: they need the standard library only, and start in ~20 ms, not ~170).
 PROGRAMS = {
     "assay_gate_go_exec.py": "assay_gate_go_exec",
+    "assay_gate_go_cache.py": "assay_gate_go_cache",
     "assay_gate_cargo_runner.py": "assay_gate_cargo_runner",
 }
 
