@@ -59,7 +59,7 @@ function optionValue(argv, names) {
 }
 
 function vitestConfig(argv) {
-  const root = path.resolve(optionValue(argv, ['--root', '-r']) || optionValue(argv, ['--dir']) || '.');
+  const root = path.resolve(optionValue(argv, ['--root', '-r']) || '.');
   const named = takeOption(argv, ['--config', '-c']);
   if (named) return path.resolve(root, named);
   for (let dir = root; ; dir = path.dirname(dir)) {
@@ -69,8 +69,14 @@ function vitestConfig(argv) {
   }
 }
 
+// `words` added to this process's arguments, before a `--` (what follows one is the row's).
+function addArguments(...words) {
+  const end = process.argv.indexOf('--', 2);
+  process.argv.splice(end < 0 ? process.argv.length : end, 0, ...words);
+}
+
 function jest(taken) {
-  process.argv.push(
+  addArguments(
     `--testRunner=${path.join(__dirname, 'assay_gate_jest_runner.cjs')}`,
     `--testResultsProcessor=${path.join(__dirname, 'assay_gate_jest_results.cjs')}`,
     `--outputFile=${path.join(taken.folder, `jest-${taken.nonce}.json`)}`,
@@ -88,9 +94,9 @@ function vitest(taken, script) {
     vite: pathToFileURL(require.resolve('vite', { paths: [path.dirname(script)] })).href,
   };
   if (argv.slice(2).some((word) => word === '--reporter' || word.startsWith('--reporter='))) {
-    argv.push(`--reporter=${reporter}`); // the row's reporters replace the configuration's
+    addArguments(`--reporter=${reporter}`); // the row's reporters replace the configuration's
   }
-  argv.push(`--config=${path.join(__dirname, 'assay_gate_vitest.config.mjs')}`, '--configLoader=native');
+  addArguments(`--config=${path.join(__dirname, 'assay_gate_vitest.config.mjs')}`, '--configLoader=native');
 }
 
 let taken = null;
