@@ -1,7 +1,8 @@
 """The gate: ``verify`` re-runs a brief's rows on the review's head; ``merge`` obeys the rule.
 
 ``verify`` checks out the head in a clean tree, reads and checks the desk's journal there,
-computes the environment fingerprint, runs every row (``assay.evidence.runner``), appends
+computes the environment fingerprint, runs every row (``assay.evidence.rows``: each in a
+pinned tree of its own, through ``assay.evidence.runner``), appends
 one record per row to the evidence ref, regenerates the claimed-versus-verified table in
 the review, and reports the merge rule's verdict at that head.
 
