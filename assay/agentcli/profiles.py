@@ -580,8 +580,10 @@ class QwenCodeProfile(CliProfile):
     are off, and there is no telemetry, usage statistics or update check. As for the Gemini
     CLI, a work tree's ``.qwen/settings.json`` would override the user's, so a work tree
     holding one is refused at launch unless the desk gives its own ``cli.command``.
-    Its own resume: ``qwen --resume ID`` (sessions in
-    ``$HOME/.qwen/projects/<work-tree-slug>/chats/ID.jsonl``)."""
+
+    It resumes its own session (``qwen --resume ID``; the desk names it with
+    ``--session-id`` at the first launch): its chat in
+    ``$HOME/.qwen/projects/<work-tree-slug>/chats/ID.jsonl``, written behind its requests."""
 
     volatile_output = GeminiCliProfile.volatile_output  # its shell tool's footer is the same
     # What 0.24 registers beside its core tools; denied unless the desk declares one.
@@ -681,7 +683,45 @@ class QwenCodeProfile(CliProfile):
                     part[key] = QWEN_TREE.sub(r"\1<tree>\2", text)
         return body
 
+    def resumed_request(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The base's, with the date reminder put back where the first process had it:
+        Qwen Code puts one before the first prompt each process is given and keeps none in
+        its chat file, so a resumed session has it before the resume prompt (taken out with
+        it) and none before the brief's."""
+        reminders = [
+            part
+            for message in _items(body.get("messages"))
+            if isinstance(message, dict) and _holds_resume_prompt(message.get("content"))
+            for part in message["content"]
+            if _is_date_reminder(part)
+        ]
+        repaired = super().resumed_request(api, body)
+        if not reminders:
+            return repaired
+        messages = list(_items(repaired.get("messages")))
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict) or message.get("role") != "user":
+                continue
+            content = message.get("content")
+            if isinstance(content, list) and content and not any(map(_is_date_reminder, content)):
+                content = [*content[:-1], reminders[-1], content[-1]]  # right before the prompt
+                messages[index] = {**message, "content": content}
+            break
+        return {**repaired, "messages": messages}
 
+
+def _holds_resume_prompt(content: Any) -> bool:
+    return any(
+        isinstance(part, dict) and str(part.get("text", "")).strip() == RESUME_PROMPT
+        for part in _items(content)
+    )
+
+
+def _is_date_reminder(part: Any) -> bool:
+    return isinstance(part, dict) and str(part.get("text", "")).startswith(QWEN_REMINDER)
+
+
+QWEN_REMINDER = "<system-reminder>\nThe current date is: "
 # Its startup context and its date reminder name the day; the context lists the work tree
 # as found at launch (a relaunched CLI finds the same files, but the journal has grown).
 QWEN_DATE = re.compile(r"(Today's date is |The current date is: )[^\n.]*")
@@ -706,8 +746,11 @@ class OpenCodeProfile(CliProfile):
     the Assay MCP server as a remote server. ``OPENCODE_DISABLE_PROJECT_CONFIG`` keeps a
     work tree's ``opencode.json``, ``.opencode/`` (agents, commands, plugins) and
     ``AGENTS.md`` out; no model list fetch, update check, sharing or default plugins.
-    Its own resume: ``opencode run --session ID`` (sessions in
-    ``$HOME/.local/share/opencode/opencode.db``)."""
+
+    It resumes its own session (``opencode run --continue``: its HOME holds this one
+    session), kept in a SQLite database, ``$HOME/.local/share/opencode/opencode.db`` with its
+    write-ahead log, from which it builds each request (so a turn's tool results are in it
+    before the turn is sent): recorded as a consistent copy, redacted through SQL."""
 
     def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
         return {
@@ -765,6 +808,21 @@ class OpenCodeProfile(CliProfile):
             if isinstance(message, dict) and isinstance(message.get("content"), str):
                 message["content"] = OPENCODE_DATE.sub(r"\1<date>", message["content"])
         return body
+
+    def repair_resumed(self, items: list[Any]) -> list[Any]:
+        """Without the resume prompt as ``run`` sends it: in double quotes (it quotes a
+        message that holds spaces)."""
+        quoted = json.dumps(RESUME_PROMPT)
+        return [
+            item
+            for item in items
+            if not (
+                isinstance(item, dict)
+                and item.get("role") == "user"
+                and isinstance(item.get("content"), str)
+                and item["content"].strip() == quoted
+            )
+        ]
 
 
 OPENCODE_DATE = re.compile(r"(Today's date: )[^\n]*")
@@ -1000,12 +1058,23 @@ PROFILES: Mapping[str, CliProfile] = MappingProxyType(
             "openai-chat",
             ("qwen", f"--prompt={PROMPT}"),
             install="npm install -g @qwen-code/qwen-code",
+            resume=NativeResume(
+                files=(".qwen/projects/*/chats/*.jsonl",),
+                first=("--session-id={session}",),
+                again=("--resume={session}",),
+                result='"functionResponse":{"id":"{id}"',  # written behind its requests
+            ),
         ),
         "opencode": OpenCodeProfile(
             "opencode",
             "openai-chat",
             ("opencode", "run", "--", PROMPT),
             install="npm install -g opencode-ai",
+            resume=NativeResume(
+                files=(".local/share/opencode/opencode.db",),
+                databases=(".local/share/opencode/opencode.db",),
+                again=("--continue",),  # its HOME holds this one session
+            ),
         ),
         "aider": AiderProfile(
             "aider",

@@ -111,3 +111,10 @@ def model_intents(scene: Scene, *, turn: bool) -> list[dict[str, Any]]:
         for e in scene.entries
         if e.get("step") == "model" and e.get("status") == "started" and e.get("turn") is turn
     ]
+
+
+def tool_results(body: dict[str, Any]) -> list[Any]:
+    """The tool results of a chat-completions request (its ``tool`` messages)."""
+    return [
+        m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "tool"
+    ]

@@ -1,9 +1,11 @@
 """The real OpenCode (installed by ``.ci/install``) as a ``cli`` desk through its shipped
 profile, configured only in its private HOME (no ``opencode.json`` in the repository; one
-on the branch is ignored): its bash tool prints something new on every run, it is SIGKILLed
-while a streamed chat-completions call is held inside the upstream, and the resumed run
-sends upstream again only that request, diverges nowhere and finishes through Assay's MCP
-server. Its title request (no tools) is a side request, not a turn."""
+on the branch is ignored), kept on relaunch and replay (``cli.resume: relaunch``: what a run
+killed before its first resume point falls back to; its native resume:
+tests/desks/test_cli_resume.py): its bash tool prints something new on every run, it is
+SIGKILLed while a streamed chat-completions call is held inside the upstream, and the
+relaunched run sends upstream again only that request, diverges nowhere and finishes
+through Assay's MCP server. Its title request (no tools) is a side request, not a turn."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from tests.desks.cli_scene import (
     assert_resumed_cleanly,
     killed_and_resumed,
     model_intents,
+    tool_results,
     use_cli,
 )
 from tests.desks.world import World, brief_text
@@ -42,7 +45,7 @@ def script() -> list[dict[str, object]]:
 
 
 @pytest.mark.slow
-def test_opencode_killed_in_a_call_resumes_repaying_only_that_request(
+def test_opencode_killed_in_a_call_is_relaunched_repaying_only_that_request(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     use_cli(monkeypatch, "opencode")
@@ -51,7 +54,7 @@ def test_opencode_killed_in_a_call_resumes_repaying_only_that_request(
     turns = script()
     held = len(COMMANDS)
     with WireFake(turns) as fake:
-        add_desk(world, fake, "opencode", ["bash", "finish"])
+        add_desk(world, fake, "opencode", ["bash", "finish"], cli={"resume": "relaunch"})
         scene = killed_and_resumed(world, fake, "opencode", "oc", held=held)
     assert_resumed_cleanly(scene, len(turns))
     conversation = [s for s in scene.requests if s.turn is not None]
@@ -62,8 +65,9 @@ def test_opencode_killed_in_a_call_resumes_repaying_only_that_request(
     assert MARKER not in json.dumps([s.body for s in scene.requests])
     titles = [s for s in scene.requests if s.side == "no tools"]
     assert titles and len(model_intents(scene, turn=False)) >= 1  # journaled as side requests
+    # relaunched, it ran its tools again: `date` printed a new time in the held request
     first, again = (s.body for s in conversation if s.turn == held)
-    assert json.dumps(first) != json.dumps(again)  # `date` printed a new time
+    assert tool_results(first) != tool_results(again)
     assert world.show("assay/oc:log.txt") == "stamp\n"
     (ended,) = world.outputs("oc", "cli.exit")
     assert ended["finish"]["summary"] == FINISH["summary"]

@@ -1,11 +1,11 @@
 """The real Qwen Code (installed by ``.ci/install``) as a ``cli`` desk through its shipped
-profile: its shell tool prints something new on every run, it is SIGKILLed while a streamed
-chat-completions call is held inside the upstream, and the resumed run sends upstream
+profile, kept on relaunch and replay (``cli.resume: relaunch``: what a run killed before its
+first resume point falls back to; its native resume: tests/desks/test_cli_resume.py): its
+shell tool prints something new on every run, it is SIGKILLed while a streamed
+chat-completions call is held inside the upstream, and the relaunched run sends upstream
 again only that request, diverges nowhere and finishes through Assay's MCP server."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
@@ -15,6 +15,7 @@ from tests.desks.cli_scene import (
     add_desk,
     assert_resumed_cleanly,
     killed_and_resumed,
+    tool_results,
     use_cli,
 )
 from tests.desks.world import World, brief_text
@@ -33,7 +34,7 @@ def script() -> list[dict[str, object]]:
 
 
 @pytest.mark.slow
-def test_qwen_code_killed_in_a_call_resumes_repaying_only_that_request(
+def test_qwen_code_killed_in_a_call_is_relaunched_repaying_only_that_request(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     use_cli(monkeypatch, "qwen")
@@ -41,7 +42,9 @@ def test_qwen_code_killed_in_a_call_resumes_repaying_only_that_request(
     turns = script()
     held = len(COMMANDS)  # the request that carries every shell result and asks to finish
     with WireFake(turns) as fake:
-        add_desk(world, fake, "qwen-code", ["run_shell_command", "finish"])
+        add_desk(
+            world, fake, "qwen-code", ["run_shell_command", "finish"], cli={"resume": "relaunch"}
+        )
         scene = killed_and_resumed(world, fake, "qwen-code", "qwen", held=held)
     assert_resumed_cleanly(scene, len(turns))
     conversation = [s for s in scene.requests if s.turn is not None]
@@ -53,9 +56,9 @@ def test_qwen_code_killed_in_a_call_resumes_repaying_only_that_request(
         "mcp__assay__request_approval",
         "mcp__assay__check_messages",
     }
-    # the relaunched CLI ran `date` again: the two sends of the held request differ there
+    # relaunched, it ran its tools again: `date` printed a new time in the held request
     first, again = (s.body for s in conversation if s.turn == held)
-    assert json.dumps(first) != json.dumps(again)
+    assert tool_results(first) != tool_results(again)
     assert world.show("assay/qwen:log.txt") == "stamp\n"  # the tree as one run leaves it
     (ended,) = world.outputs("qwen", "cli.exit")
     assert ended["finish"]["summary"] == FINISH["summary"]  # through Assay's MCP server
