@@ -18,7 +18,7 @@ self-contained database:
 - ``redacted_database`` replaces each withheld value in every text and blob of every table,
   checks with SQL that none is left anywhere (a trigger of the CLI's could have copied one
   aside), compacts the database again (no freed page keeps a replaced value) and checks
-  its bytes; ``StateRefused`` when a value is left.
+  its bytes; ``DatabaseRefused`` when a value is left.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def database_copy(read: Reader, relative: str) -> bytes | None:
             return None
         if read(relative + LOG) == log:
             return _applied(main, log)
-    raise DatabaseRefused(f"{relative}: the CLI kept writing it while it was read")
+    raise DatabaseRefused(f"the CLI kept writing it while it was read {READS} times")
 
 
 def _applied(main: bytes, log: bytes | None) -> bytes:
