@@ -576,8 +576,9 @@ class QwenCodeProfile(CliProfile):
     Its settings are written to ``$HOME/.qwen/settings.json``: the declared tools are its
     only core tools (``tools.core``), the tools it registers outside that list (sub-agents,
     skills, goals, worktrees, cron, tool search...) are denied unless declared
-    (``permissions.deny``), the Assay MCP server is the only one allowed, hooks and skills
-    are off, and there is no telemetry, usage statistics or update check. As for the Gemini
+    (``permissions.deny``), the Assay MCP server is the only one allowed, hooks, skills and
+    its memory subagents are off, and there is no telemetry, usage statistics or update
+    check. As for the Gemini
     CLI, a work tree's ``.qwen/settings.json`` would override the user's, so a work tree
     holding one is refused at launch unless the desk gives its own ``cli.command``.
 
@@ -650,6 +651,9 @@ class QwenCodeProfile(CliProfile):
             },
             "permissions": {"deny": [t for t in self.EXTRA_TOOLS if t not in tools]},
             "skills": {"disabledLevels": ["project", "user", "extension", "bundled"]},
+            # Its memory subagents are model calls of their own, with tools, in the background
+            # once a turn has ended (a relaunch need not make them again: a divergence).
+            "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
             "disableAllHooks": True,
             "mcp": {"allowed": [MCP_NAME] if mcp_url else []},
             "mcpServers": {},
@@ -726,8 +730,11 @@ QWEN_REMINDER = "<system-reminder>\nThe current date is: "
 # as found at launch (a relaunched CLI finds the same files, but the journal has grown).
 QWEN_DATE = re.compile(r"(Today's date is |The current date is: )[^\n.]*")
 # The system prompt's git snapshot (branch, status, last commits) when `git status` answered
-# within its time: after a resume it shows the desk's own checkpoint commits, or nothing.
-QWEN_GIT = re.compile(r"Git snapshot at conversation start\..*?\n```(?:\n\n|\Z)", re.DOTALL)
+# within its time: after a resume it shows the desk's own checkpoint commits, or nothing. Its
+# section goes with the separator before it: the prompt reads the same without one.
+QWEN_GIT = re.compile(
+    r"(?:\n\n|\A)Git snapshot at conversation start\..*?\n```(?=\n\n|\Z)", re.DOTALL
+)
 QWEN_TREE = re.compile(
     r"(folder structure of the current working directories:\n).*?(</system-reminder>)", re.DOTALL
 )

@@ -1,6 +1,7 @@
 """The Qwen Code, OpenCode and aider profiles: what they write into the CLI's private HOME,
-what they keep off the command line, which work trees they refuse, and aider's calls
-without tools counted as turns (their real runs: tests/desks/test_cli_{qwen,opencode,aider}.py)."""
+what they keep off the command line, which work trees they refuse, aider's calls without
+tools counted as turns, what their matching sets aside and what a resumed session's
+requests get back (their real runs: tests/desks/test_cli_{qwen,opencode,aider}.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from assay.agentcli.profiles import PROFILES, Launch, get_profile
+from assay.agentcli.profiles import PROFILES, QWEN_REMINDER, Launch, get_profile
+from assay.agentcli.resume import RESUME_PROMPT
 from assay.errors import BadInput
 from assay.gateway.calls import matching_body
 from assay.gateway.wire import digest
@@ -50,6 +52,7 @@ def test_qwen_code_gets_its_settings_in_home_and_the_token_in_the_environment(
     denied = settings["permissions"]["deny"]
     assert "tool_search" in denied and "web_fetch" in denied and "agent" not in denied
     assert settings["disableAllHooks"] is True and settings["mcp"]["allowed"] == ["assay"]
+    assert not any(settings["memory"].values())  # no memory subagent calls in the background
     server = settings["mcpServers"]["assay"]
     assert server["httpUrl"].endswith("/mcp") and server["headers"]["Authorization"].endswith(TOKEN)
     assert got.argv[:3] == ["qwen", "--model=some-model", "--approval-mode=yolo"]
@@ -143,3 +146,51 @@ def test_aiders_test_output_is_matched_without_its_run_time_or_temporary_paths()
     assert len(keys) == 1
     other = one.replace("AssertionError", "OK")
     assert digest("/r", matching_body(aider.api, body(other), extra=aider.normalise)) not in keys
+
+
+def test_qwen_codes_git_snapshot_is_set_aside_whether_or_not_a_section_follows_it() -> None:
+    qwen = PROFILES["qwen-code"]
+    snapshot = "\n\nGit snapshot at conversation start. Stale.\n```text\ngit: Status: (clean)\n```"
+
+    def matched(system: str) -> str:
+        body = {"messages": [{"role": "system", "content": system}]}
+        return digest("/r", matching_body(qwen.api, body, extra=qwen.normalise))
+
+    for after in ("", "\n\n## MEMORY.md\n\nempty"):  # its last section, or one follows
+        assert matched(f"base ---{snapshot}{after}") == matched(f"base ---{after}")
+    assert matched("base ---") != matched("base --- and more")
+
+
+def test_a_resumed_qwen_code_request_has_its_date_reminder_where_the_first_process_had_it() -> None:
+    reminder = {"type": "text", "text": f"{QWEN_REMINDER}Monday.\n</system-reminder>"}
+    brief = {"type": "text", "text": "# Brief b"}
+    context = {"type": "text", "text": "<system-reminder>\nstartup context\n</system-reminder>"}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    call = {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function"}]}
+    resumed = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": [context, brief]},  # rebuilt from its chat: no reminder
+            call,
+            result,
+            {"role": "user", "content": [reminder, {"type": "text", "text": RESUME_PROMPT}]},
+        ],
+    }
+    got = PROFILES["qwen-code"].resumed_request("openai-chat", resumed)
+    assert got["messages"] == [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": [context, reminder, brief]},  # as the first process sent it
+        call,
+        result,
+    ]
+    assert resumed["messages"][1]["content"] == [context, brief]  # the request is not changed
+
+
+def test_a_resumed_opencode_request_loses_its_quoted_resume_prompt() -> None:
+    messages = [
+        {"role": "user", "content": '"# Brief b"'},
+        {"role": "user", "content": json.dumps(RESUME_PROMPT)},  # `run` quotes it
+    ]
+    got = PROFILES["opencode"].resumed_request("openai-chat", {"messages": messages})
+    assert got["messages"] == messages[:1]
