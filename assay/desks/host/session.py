@@ -486,6 +486,8 @@ class Session:
 
     def close(self) -> None:
         self.hooks.stop()  # the window's pushes end here; flush() pushes the rest
+        if isinstance(self.tools, ToolBox):
+            self.tools.close()  # its sandbox: a stopped run holds no process
         if self.heartbeat is not None:
             self.heartbeat.stop()
         if self.lock is not None:

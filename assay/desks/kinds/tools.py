@@ -33,8 +33,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from assay.errors import BadInput, Denied
-from assay.sandbox import SandboxSpec, run_sandboxed, sandbox_environment
+from assay.sandbox import SandboxSpec, sandbox_environment
 from assay.sandbox.environ import process_environment
+from assay.sandbox.ward import Ward
 
 TOOL_NAMES: tuple[str, ...] = ("read_file", "write_file", "list_files", "run", "finish")
 
@@ -81,6 +82,13 @@ class ToolBox:
         unknown = self.allowed - set(TOOL_NAMES)
         if unknown:
             raise BadInput(f"unknown tools in policy: {', '.join(sorted(unknown))}")
+        # One sandbox for the run's commands, built at the first: a sandbox per command
+        # cost ten times the command (docs/sandbox.md, "Cost").
+        self._ward = Ward(self.root, policy.sandbox)
+
+    def close(self) -> None:
+        """End the run's sandbox (``run`` builds a new one if called again)."""
+        self._ward.close()
 
     # -- the ToolRunner seam -------------------------------------------------------------
 
@@ -218,11 +226,9 @@ class ToolBox:
     def _tool_run(self, args: dict[str, Any]) -> dict[str, Any]:
         command = _text_arg(args, "command")
         argv = self.check_command(command)
-        result = run_sandboxed(
+        result = self._ward.run(
             argv,
-            cwd=self.root,
             env=self.command_env(),
-            spec=self.policy.sandbox,
             timeout_s=self.policy.run_timeout_s,
             max_output_bytes=self.policy.max_output_bytes,
         )
