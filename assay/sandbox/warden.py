@@ -40,7 +40,10 @@ import os
 import select
 import sys
 import time
-from collections.abc import Callable
+
+TYPE_CHECKING = False  # typing's own would cost an import at every warden's start
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
