@@ -69,6 +69,11 @@ def _claude_session() -> list[dict[str, Any]]:
     return [*({"tool_calls": [c]} for c in calls), {"content": "Wrote and showed a.txt."}]
 
 
+def _gemini_session() -> list[dict[str, Any]]:
+    calls = [{"name": "run_shell_command", "arguments": {"command": c}} for c in COMMANDS]
+    return [*({"tool_calls": [c]} for c in calls), {"content": "Wrote and showed a.txt."}]
+
+
 CLIS = {
     "codex": Cli(
         "codex",
@@ -83,6 +88,13 @@ CLIS = {
         {"adapter": "anthropic", "model": "claude-sonnet-4-5"},
         ("Bash",),
         _claude_session,
+    ),
+    "gemini-cli": Cli(
+        "gemini",
+        "gemini-cli",
+        {"adapter": "gemini", "model": "gemini-2.5-pro"},
+        ("run_shell_command",),
+        _gemini_session,
     ),
 }
 
@@ -131,8 +143,9 @@ def _wait_cpu(proc: subprocess.Popen[bytes]) -> tuple[int, float, float]:
     return proc.returncode, usage.ru_utime + usage.ru_stime, own
 
 
-def through_assay(root: Path, cli: Cli, briefs: int) -> Figures:
-    """N briefs run by one ``assay desk run`` of a ``kind: cli`` desk."""
+def through_assay(root: Path, cli: Cli, briefs: int, *, profile: Path | None = None) -> Figures:
+    """N briefs run by one ``assay desk run`` of a ``kind: cli`` desk (under cProfile, every
+    thread on its own CPU clock, into ``profile``: ``tests.bench.profiled``)."""
     world = World(root, init_forge(root / "forge.git"))
     names = [f"cli-{i:03d}" for i in range(briefs)]
     world.add_briefs(*(brief_text(name, body=PROMPT) for name in names))
@@ -140,7 +153,7 @@ def through_assay(root: Path, cli: Cli, briefs: int) -> Figures:
     wrapped = git_wrapper(root / "bin")
     clis = str(cli_path(cli.binary).parent)
     with WireFake(cli.session()) as fake:
-        base_url = fake.url if cli.model["adapter"] == "anthropic" else fake.openai_base_url
+        base_url = fake.openai_base_url if cli.model["adapter"] == "openai" else fake.url
         manifest = {
             "name": cli.profile,
             "kind": "cli",
@@ -154,10 +167,13 @@ def through_assay(root: Path, cli: Cli, briefs: int) -> Figures:
         (world.desks / f"{cli.profile}.yaml").write_text(yaml.safe_dump(manifest))
         env = world.env("a", {"BENCH_UPSTREAM_KEY": KEY, "ASSAY_GIT_COUNT": str(counts)})
         env["PATH"] = os.pathsep.join([str(wrapped), clis, env.get("PATH", "")])
+        argv = assay_argv(*world.desk_args(cli.profile))
+        if profile is not None:
+            argv[1:3] = ["-m", "tests.bench.profiled", str(profile)]
         started = time.monotonic()
         with open(root / "desk.log", "wb") as log:
             proc = subprocess.Popen(
-                assay_argv(*world.desk_args(cli.profile)),
+                argv,
                 cwd=root,
                 env=env,
                 stdout=log,
@@ -249,12 +265,14 @@ def section_rows(found: list[tuple[str, str, str, str]], cli: str) -> list[tuple
     ]
 
 
-def measure(*, cli: str, briefs: int) -> list[tuple[str, str, str, str]]:
+def measure(
+    *, cli: str, briefs: int, profile: Path | None = None
+) -> list[tuple[str, str, str, str]]:
     chosen = CLIS[cli]
     root = Path(tempfile.mkdtemp(prefix="assay-bench-clidesk-"))
     try:
         floor = alone(root / "alone", chosen, briefs)
-        ours = through_assay(root / "assay", chosen, briefs)
+        ours = through_assay(root / "assay", chosen, briefs, profile=profile)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return rows(ours, floor)
@@ -263,18 +281,32 @@ def measure(*, cli: str, briefs: int) -> list[tuple[str, str, str, str]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--briefs", type=int, default=5, help="briefs to run (default 5)")
-    parser.add_argument("--cli", choices=sorted(CLIS), default="codex", help="default codex")
+    parser.add_argument(
+        "--cli", choices=[*sorted(CLIS), "all"], default="codex", help="default codex"
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="OUT",
+        help="cProfile the desk (every thread, CPU clock) into OUT and print its top",
+    )
     options = parser.parse_args(argv)
     if options.briefs < 1:
         parser.error("--briefs must be at least 1")
-    found = measure(cli=options.cli, briefs=options.briefs)
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"agent-CLI desk ({options.cli}, {options.briefs} briefs, 3 turns each; load {load})")
-    print()
-    print("| measure | through Assay | the CLI alone | Assay's share |")
-    print("| --- | ---: | ---: | --- |")
-    for name, ours, floor, share in found:
-        print(f"| {name} | {ours} | {floor} | {share} |")
+    for cli in sorted(CLIS) if options.cli == "all" else [options.cli]:
+        found = measure(cli=cli, briefs=options.briefs, profile=options.profile)
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"agent-CLI desk ({cli}, {options.briefs} briefs, 3 turns each; load {load})")
+        print()
+        print("| measure | through Assay | the CLI alone | Assay's share |")
+        print("| --- | ---: | ---: | --- |")
+        for name, ours, floor, share in found:
+            print(f"| {name} | {ours} | {floor} | {share} |")
+        print()
+        if options.profile is not None:
+            from tests.bench.profiled import top
+
+            print(top(str(options.profile)))
 
 
 if __name__ == "__main__":
