@@ -1,7 +1,7 @@
 """A ward: one sandbox kept for a run, which each of the run's calls enters.
 
 Building a sandbox is most of what a short call costs (bubblewrap's namespaces and some
-thirty mounts: about 10 CPU-ms, against under 1 for the program itself; see
+thirty mounts: 7 to 9 CPU-ms, against under 1 for the program itself; see
 docs/benchmarks.md, "Sandbox"). A ``Ward`` builds it once, with the warden
 (``assay.sandbox.warden``) as its PID 1, and each ``start``/``run`` asks the warden to run
 one program there: the same mounts, namespaces and environment rule as a sandbox of its

@@ -16,10 +16,11 @@ command that does not start with one of the allowed prefixes. Malformed argument
 ``ToolError`` (a ``BadInput``), which an agent loop may hand back to the model.
 
 ``run`` splits its command with ``shlex`` and executes the argv directly (never a shell)
-in the sandbox (``assay.sandbox``): the work tree its only writable path, its own PID
-namespace killed whole when the call ends, the network the manifest's ``sandbox:`` allows,
-and an environment holding only a few harmless variables plus the ones the manifest
-passes, never a secret.
+in the sandbox (``assay.sandbox``), one kept for the run and entered by each command (a
+ward: ``assay.sandbox.ward``): the work tree its only writable path, every process it
+started killed when the call ends, a fresh ``/tmp`` and ``HOME`` each time, the network
+the manifest's ``sandbox:`` allows, and an environment holding only a few harmless
+variables plus the ones the manifest passes, never a secret.
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ class ToolBox:
         unknown = self.allowed - set(TOOL_NAMES)
         if unknown:
             raise BadInput(f"unknown tools in policy: {', '.join(sorted(unknown))}")
-        # One sandbox for the run's commands, built at the first: a sandbox per command
-        # cost ten times the command (docs/sandbox.md, "Cost").
+        # One sandbox for the run's commands, built at the first: one per command cost
+        # bubblewrap ten times what the command itself did (docs/sandbox.md, "Cost").
         self._ward = Ward(self.root, policy.sandbox)
 
     def close(self) -> None:
