@@ -520,7 +520,7 @@ class Forge(Closing):
         group (the group's own fallback, for a unit no round could send)."""
         result = self._push(git_dir, updates, atomic=True, alone=True)
         if result.ok:
-            self._keep_pushed(git_dir, [u.new for u in updates if u.new is not None])
+            self.keep_pushed(git_dir, [u.new for u in updates if u.new is not None])
         return result
 
     def push_from(self, git_dir: Path, updates: Sequence[RefUpdate]) -> PushResult:
@@ -533,10 +533,12 @@ class Forge(Closing):
         """
         result = self._push(git_dir, updates, atomic=True)
         if result.ok:
-            self._keep_pushed(git_dir, [u.new for u in updates if u.new is not None])
+            self.keep_pushed(git_dir, [u.new for u in updates if u.new is not None])
         return result
 
-    def _keep_pushed(self, git_dir: Path, tips: Sequence[str]) -> None:
+    def keep_pushed(self, git_dir: Path, tips: Sequence[str]) -> None:
+        """Copy commits of ``git_dir`` the forge now holds into the cache (a shortcut for
+        the next read of their refs here; a group's unit that landed calls it too)."""
         import pygit2
 
         from assay.odb import copy_objects

@@ -215,6 +215,8 @@ class DeskHooks:
                 self._heads = {c: self._heads[c] for c in order[order.index(landed) + 1 :]}
             self.pushes += 1
             self.last_push = time.monotonic()
+            # The next read of these refs here (the desk's view, the gate) starts no fetch.
+            sync.forge.keep_pushed(sync.git_dir, [t for t in (sync.tip, landed) if t])
             pending = landed != sync.head()
             self._unpushed_since = time.monotonic() if pending else None
         renewal = self._renewal
