@@ -651,12 +651,15 @@ class Unit:
         """Make the unit what ``build(state)`` returns: ``state`` is the unit as the spool
         holds it now (each ref's base: what has landed), read and written under the spool
         lock, so the owner builds its wants on the bases as they are. A ref new to the unit
-        starts from its update's ``expected``; a ref the unit holds keeps its base."""
+        starts from its update's ``expected``; a ref the unit holds keeps its base. An
+        empty answer offers nothing (the unit is left as it was)."""
         group = self.group
         with group._spooled():
             data = group._read(self.key)
             state = _state(data) if data is not None else self._restart()
             updates = list(build(state))
+            if not updates:
+                return state  # nothing offered: the unit stays as it is
             refs = {entry["ref"]: entry for entry in (data or {}).get("refs", [])}
             for update in updates:
                 if update.new is None or update.expected is UNCHECKED:

@@ -175,6 +175,8 @@ class DeskHooks:
 
         def build(state: UnitState) -> list[RefUpdate]:
             self._absorb(state)
+            if self.fenced.is_set():
+                return []  # a lost unit offers nothing more: the run stops at its next point
             sync = self.sync
             updates: list[RefUpdate] = []
             head = sync.head() if checkpoint else sync.checkpoint
