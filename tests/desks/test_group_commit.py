@@ -47,7 +47,9 @@ def timed_pushes(forge_path: Path) -> Path:
 
 
 def read_pushes(log: Path) -> list[tuple[float, list[list[str]]]]:
-    return [tuple(json.loads(line)) for line in log.read_text(encoding="utf-8").splitlines()]  # type: ignore[misc]
+    """(time, [[old, new, ref], ...]) of each push, in order."""
+    lines = log.read_text(encoding="utf-8").splitlines()
+    return [(float(t), refs) for t, refs in map(json.loads, lines)]
 
 
 def slow_script(calls: int, delay_s: float) -> list[dict[str, Any]]:
@@ -78,7 +80,8 @@ def test_ten_desks_on_one_host_push_at_most_once_a_window_between_them(world: Wo
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
     for brief in briefs:
-        assert world.review(brief) is not None and world.review(brief).state == "ready"  # type: ignore[union-attr]
+        review = world.review(brief)
+        assert review is not None and review.state == "ready"
         assert {f"f{n}.txt" for n in range(CALLS)} <= set(world.tree(brief))
 
     pushes = read_pushes(log)
