@@ -508,9 +508,24 @@ class GroupPush:
         # The lock error names one stale ref a push; the forge's refs as they are now name
         # every other unit that lost too, so the rest goes again once, not once per loser.
         rest = [t for t in batch if t.key not in verdicts]
-        return {**verdicts, **self._by_refs(rest, report)} if rest else verdicts
+        return {**verdicts, **self._by_refs(rest)} if rest else verdicts
 
-    def _by_refs(self, batch: list[_Taken], report: Report) -> dict[str, Answer]:
+    def _preflight(self, batch: list[_Taken]) -> list[_Taken]:
+        """Answer, without a push, the units the forge's refs already settle (one lost
+        its race since it was offered, or landed in a round whose answer was lost); the
+        rest. A refused push of many units costs the budget a push and a re-send; one
+        ``ls-refs`` costs none, so a round of more than one unit reads the refs first."""
+        if len(batch) < 2:
+            return batch
+        verdicts = self._by_refs(batch)
+        if verdicts:
+            with self._spooled():
+                for taken in batch:
+                    if taken.key in verdicts:
+                        self._settle(taken, verdicts[taken.key])
+        return [taken for taken in batch if taken.key not in verdicts]
+
+    def _by_refs(self, batch: list[_Taken]) -> dict[str, Answer]:
         """Settle units from the forge's refs as they are now: all at their wants (landed
         before), or one neither at its base nor its want (lost)."""
         names = sorted({ref for taken in batch for ref, _, _ in taken.refs})
@@ -609,6 +624,7 @@ class _Request:
             if self.batch is None:
                 with group._spooled():
                     self.batch = group._collect(self.first)
+                self.batch = group._preflight(self.batch)
             self.batch, pack = group._pack(self.batch)
             updates = [
                 RefUpdate(ref, want, expected=base)
