@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import stat
 import threading
@@ -45,11 +46,12 @@ from assay.errors import AssayError, Denied, Fenced, ForgeUnavailable, Internal
 from assay.forge import Forge
 from assay.forge.group import UnitState
 from assay.journal import read_journal, secrets_from_env, summarize
-from assay.plumbing import Identity, PushOutcome, PushResult, RefUpdate
+from assay.plumbing import GitError, Identity, PushOutcome, PushResult, RefUpdate
 from assay.runtime import Budget, Event
 from assay.sandbox import require_sandbox
 from assay.sandbox.scan import CheckpointScan
 
+LOG = logging.getLogger("assay.desks.host.session")
 GROUPED = frozenset({"tool"})  # durability points that may wait for the next push
 GROUP_WINDOW_S = 5.0  # ... for at most this long
 
@@ -335,6 +337,21 @@ def repaid_calls(previous: ClaimRecord | None, claim: Claim, sync: BranchSync) -
     return max(0, previous.calls - summarize(read_journal(sync.journal_dir)).model_calls)
 
 
+def recover_local(sync: BranchSync, secrets: list[str]) -> None:
+    """Commit what a process of this machine killed mid-step left in the brief's work
+    directory: journal lines it fsynced after its last checkpoint (a model call's answer,
+    paid for) and the files they describe, so the checkout resumes them and no call is
+    paid twice. Scanned first like any checkpoint: a tree holding a secret is not
+    committed, and the checkout resets it to the last checkpoint."""
+    if not sync.git_dir.is_dir():
+        return
+    try:
+        CheckpointScan(secrets, journal_dir=sync.journal_dir).check_worktree(sync.workdir)
+        sync.recover(f"{sync.brief}: recovered after its process was killed")
+    except (Denied, GitError) as refused:
+        LOG.warning("%s: the work directory is not resumed: %s", sync.brief, refused.message)
+
+
 def wants_approval(brief: Brief, desk: Any) -> bool:
     """Whether ``finish`` waits for ``assay approve``: the brief needs it
     (``Brief.needs_approval``) or the desk manifest sets ``approval: true``."""
@@ -502,13 +519,17 @@ class Session:
     ) -> Session:
         sync = BranchSync(forge, brief.id, workdir=workdir, identity=identity)
         durability = Durability.for_desk(desk, forge)
+        secrets = session_secrets(forge, desk)
         # Step mode pushes every point before the run goes on: the forge's tip is the run
         # (a push lost in flight costs its one call, as documented); the other modes resume
-        # the commits they chose not to push yet.
-        worktree = sync.checkout(known=tips, local=durability.mode != "step")
+        # the commits they chose not to push yet, and the lines a killed process fsynced
+        # past its last commit.
+        local = durability.mode != "step"
+        if local:
+            recover_local(sync, secrets)
+        worktree = sync.checkout(known=tips, local=local)
         if desk.kind in ("agent", "command", "cli") and desk.sandbox_spec().isolation == "on":
             require_sandbox()  # SandboxUnavailable (78), saying how to fix, before any work
-        secrets = session_secrets(forge, desk)
         hooks = DeskHooks(
             sync=sync,
             store=store,
