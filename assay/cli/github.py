@@ -121,6 +121,8 @@ def briefs_command(forge: str | None, token_env: str | None, as_json: bool) -> N
             "url": value.url,
             # The rows of the text a writer accepted; "changed": the issue says otherwise now.
             "text": "accepted" if value.current else "changed",
+            "labels": list(value.brief.labels),
+            "needs_approval": value.brief.needs_approval,
             "verify": [{"id": row.id, "run": row.run} for row in value.brief.verify],
         }
         for key, value in sorted(found.briefs.items())

@@ -16,7 +16,10 @@ become events on ``refs/assay/events/<brief>``, the same log the embedded forge'
   costs no REST call.
 - Cursor: comments are read since the last one seen (``since`` = the newest ``updated_at``
   read, kept in one record on ``refs/assay/github-events/cursor``), oldest first, every page:
-  no window, so a hundred comments after an approval cannot push it out of sight. The query
+  no window, so a hundred comments after an approval cannot push it out of sight. The
+  record is signed with the job's key: one it did not sign (a desk moved ``since`` forward,
+  or put a maintainer's ``/assay reject`` among the refused) is not taken, and the job
+  reads every comment again from the beginning (``read_cursor``). The query
   starts ``OVERLAP_S`` before the cursor, so a comment stamped in the same second as the last
   one read, or listed late by GitHub, is still read (a re-read costs nothing: see below).
 - Cost: one conditional call per page of comments updated since the cursor, for every brief;
@@ -33,6 +36,7 @@ become events on ``refs/assay/events/<brief>``, the same log the embedded forge'
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,9 +46,9 @@ from typing import Any
 import assay.refs as refs
 from assay.desks.records.events import EventLog
 from assay.errors import AssayError, BadInput
-from assay.evidence.keys import GateKey, gate_key
+from assay.evidence.keys import GateKey, PublicKey, gate_key, split_signature
 from assay.forge import RefLog
-from assay.github.accept import TextAcceptance
+from assay.github.accept import TextAcceptance, writer_refusal
 from assay.github.forge import GitHubForge
 from assay.github.pins import IssuePin
 from assay.ids import check_id
@@ -86,6 +90,18 @@ class EventsCursor:
     def to_json(self) -> dict[str, Any]:
         return {"since": self.since, "ignored": dict(self.ignored)}
 
+    def payload(self) -> bytes:
+        """The bytes the events job signs: a desk that moved ``since`` forward or added a
+        maintainer's comment to ``ignored`` would skip a ``/assay reject`` silently."""
+        return json.dumps({"kind": CURSOR_KIND, **self.to_json()}, sort_keys=True).encode()
+
+    def signed_by(self, key: PublicKey, sig: str) -> bool:
+        try:
+            _, signature = split_signature(sig, source=refs.GITHUB_EVENTS_CURSOR)
+        except AssayError:
+            return False
+        return key.verifies(signature, self.payload())
+
     def pruned(self) -> EventsCursor:
         """Forget refused comments older than the next read starts: they are never read
         again unless edited, and an edit changes their stamp. Refused reviews are kept,
@@ -111,18 +127,34 @@ def _validate_cursor(record: dict[str, Any]) -> None:
         for key, value in ignored.items()
     ):
         raise BadInput("field 'ignored' must map event ids to timestamps")
+    if not isinstance(record.get("sig", ""), str):
+        raise BadInput("field 'sig' must be a signature")
 
 
 def _cursor_log(forge: GitHubForge) -> RefLog:
     return RefLog(forge, refs.GITHUB_EVENTS_CURSOR, kind=CURSOR_KIND, validate=_validate_cursor)
 
 
-def read_cursor(forge: GitHubForge) -> EventsCursor:
-    """The events cursor on the forge (an empty one before the first collection)."""
-    record = _cursor_log(forge).latest()
+def read_cursor(forge: GitHubForge, key: PublicKey) -> tuple[EventsCursor, str | None]:
+    """The events cursor on the forge, and why it was not taken (None: it was).
+
+    Only a cursor this job signed (``key``) is taken; any other (unsigned, signed by
+    another key, undecodable) restarts from the beginning, every comment read again and
+    every refusal checked again: slower once, never a skipped command. Before the first
+    collection there is no cursor, and that is the same start."""
+    try:
+        record = _cursor_log(forge).latest()
+    except AssayError as bad:
+        return EventsCursor(), f"{refs.GITHUB_EVENTS_CURSOR} does not read ({bad.message})"
     if record is None:
-        return EventsCursor()
-    return EventsCursor(since=record.get("since"), ignored=dict(record["ignored"]))
+        return EventsCursor(), None
+    cursor = EventsCursor(since=record.get("since"), ignored=dict(record["ignored"]))
+    if not cursor.signed_by(key, str(record.get("sig") or "")):
+        return EventsCursor(), (
+            f"{refs.GITHUB_EVENTS_CURSOR} is not signed by this job's key: every comment "
+            "is read again from the beginning"
+        )
+    return cursor, None
 
 
 @dataclass(frozen=True)
@@ -154,6 +186,7 @@ class EventsReport:
     since: str | None = None  # the cursor after this collection
     accepted: dict[int, str] = field(default_factory=dict)  # issue -> the act fixing its text
     noted: list[int] = field(default_factory=list)  # issues told their text is not accepted
+    restarted: str | None = None  # why the cursor was not taken (read from the beginning)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -164,6 +197,7 @@ class EventsReport:
             "since": self.since,
             "accepted": {str(number): via for number, via in self.accepted.items()},
             "noted": self.noted,
+            "restarted": self.restarted,
         }
 
 
@@ -197,11 +231,7 @@ class _Collector:
 
     def refusal(self, actor: str) -> str | None:
         """Why ``actor``'s command is not honoured (None: a person with write permission)."""
-        if actor.endswith("[bot]"):
-            return f"{actor} is a bot: desks act as one"
-        if not self.api.can_write(actor):
-            return f"{actor} has {self.api.permission(actor)} permission, not write"
-        return None
+        return writer_refusal(self.api, actor)
 
     def known(self, brief: str) -> set[str]:
         if brief not in self._seen:
@@ -265,6 +295,47 @@ def brief_numbers(
     return by_number, pulls
 
 
+ANSWERS = ("approve", "reject")
+
+
+def unrecorded_answers(
+    forge: GitHubForge, brief: str, *, issue: int | None, since: str, pull: int | None
+) -> list[str]:
+    """Writers' ``/assay approve`` and ``/assay reject`` comments on the brief's issue
+    (made at or after ``since``, when it became a brief) and pull request, newer than the
+    newest one its events ref holds, as GitHub itself lists them (a conditional read each).
+
+    The gate signs the events it read; a desk job that pushed the ref back past a reject
+    the events job had just appended, before the gate read it, leaves a signed log that
+    lacks it. GitHub's comments are the record a desk cannot rewind. An answer lost that
+    way and followed by a newer one the log holds is superseded: the maintainer's next
+    answer is what unblocks the brief."""
+    recorded = {event.id for event in EventLog(forge, brief).read()}
+    answers: list[tuple[str, int, str, str, int]] = []  # (at, comment id, actor, verb, number)
+    for number, after in ((issue, since), (pull, "")):
+        if number is None:
+            continue
+        for comment in forge.api.issue_comments(number):
+            parsed = parse_command(str(comment.get("body") or ""))
+            at = str(comment.get("created_at"))
+            if parsed is None or parsed[0] not in ANSWERS or at < after:
+                continue
+            actor = str((comment.get("user") or {}).get("login") or "")
+            answers.append((at, int(comment["id"]), actor, parsed[0], number))
+    missing: list[str] = []
+    for _, comment_id, actor, verb, number in sorted(answers, reverse=True):
+        event_id = f"github-comment-{comment_id}"
+        if event_id in recorded:
+            break
+        if writer_refusal(forge.api, actor) is None:
+            missing.append(
+                f"{actor}'s /assay {verb} ({event_id}) on #{number} is not on "
+                f"{refs.events_ref(brief)}: the events ref was rolled back, or the events "
+                "job has not read it yet"
+            )
+    return missing
+
+
 def _accept(
     texts: TextAcceptance, report: EventsReport, number: int, comment: dict[str, Any], text: str
 ) -> None:
@@ -280,12 +351,10 @@ def collect_events(forge: GitHubForge, *, reviews_for: Iterable[str] = ()) -> Ev
     """Turn new ``/assay`` comments (and reviews on the pull requests of ``reviews_for``)
     into events on the forge; see the module docstring for who, once and cost."""
     report = EventsReport()
-    before = read_cursor(forge)
-    cursor = EventsCursor(since=before.since, ignored=dict(before.ignored))
-    collector = _Collector(forge, report, cursor)
-    texts = TextAcceptance(
-        forge, writer=collector.refusal, signer=collector.signer, remembered=cursor.ignored
-    )
+    collector = _Collector(forge, report, EventsCursor())
+    before, report.restarted = read_cursor(forge, collector.signer().public)
+    cursor = collector.cursor = EventsCursor(since=before.since, ignored=dict(before.ignored))
+    texts = TextAcceptance(forge, signer=collector.signer, remembered=cursor.ignored)
     texts.from_labels()
     by_number, pulls = brief_numbers(forge, texts.pins)
     if by_number or texts.issues:
@@ -330,9 +399,9 @@ def collect_events(forge: GitHubForge, *, reviews_for: Iterable[str] = ()) -> Ev
     report.accepted = dict(texts.done.fixed)
     report.noted = list(texts.done.noted)
     after = cursor.pruned()
-    if after != before:
+    if after != before or report.restarted is not None:
         _cursor_log(forge).append(
-            after.to_json(),
+            {**after.to_json(), "sig": collector.signer().sign(after.payload())},
             author=CURSOR_IDENTITY,
             message=f"github events: read comments up to {after.since}",
         )

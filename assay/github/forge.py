@@ -69,6 +69,7 @@ class GitHubForge(Forge):
             window=window_from_env(),
             name=target.spec,
             max_wait_s=self.rest.max_total_wait_s,
+            charge=lambda seconds: self.rest.charge_wait(seconds, what=f"push to {target.spec}"),
         )
 
     def running(self, workflow_runs: Collection[int]) -> frozenset[int]:

@@ -25,12 +25,11 @@ from assay.briefs import Brief, parse_brief
 from assay.briefs.yamldoc import load_yaml
 from assay.errors import BadInput
 from assay.github.api import GitHubApi
-from assay.github.pins import IssuePin, body_digest, read_pins
+from assay.github.pins import BRIEF_LABEL, IssuePin, issue_digest, read_pins
 
 if TYPE_CHECKING:
     from assay.github.forge import GitHubForge as Forge
 
-BRIEF_LABEL = "assay"
 _PRIORITY = re.compile(r"priority:(-?\d+)")
 _NUMBERED = re.compile(r"issue-(\d+)")
 
@@ -38,12 +37,14 @@ _NUMBERED = re.compile(r"issue-(\d+)")
 @dataclass(frozen=True)
 class IssueBrief:
     """A brief, the issue it came from, and whether the issue still says what a writer
-    accepted (``current``: the live body's digest is the accepted one)."""
+    accepted (``current``: the live state's digest is the accepted one; ``pin``: the
+    accepted state's record)."""
 
     brief: Brief
     number: int
     url: str
     current: bool = True
+    pin: IssuePin | None = None
 
 
 @dataclass
@@ -59,8 +60,9 @@ def load_issue_briefs(
 ) -> IssueBriefs:
     """One conditional list call; a 304 costs nothing against the rate limit.
 
-    Each brief is built from the text a writer accepted (``pins``, see
-    ``assay.github.pins``), never from the live body; an issue with none is reported.
+    Each brief is built from the state a writer accepted (``pins``, see
+    ``assay.github.pins``: title, labels and body), never from the live issue; an issue
+    with none is reported.
     Ids are the repository's: ``issue-<M>`` belongs to issue #M alone, and the oldest
     issue naming any other id keeps it (GitHub lists the newest first, so a new issue
     reusing a brief's id cannot take that brief over): the newer one is reported.
@@ -79,7 +81,8 @@ def load_issue_briefs(
             )
             continue
         try:
-            found = brief_from_issue({**issue, "body": pin.body}, label=label)
+            accepted = {**issue, "title": pin.title, "labels": list(pin.labels), "body": pin.body}
+            found = brief_from_issue(accepted, label=label)
         except BadInput as exc:
             result.errors.append(exc)
             continue
@@ -103,8 +106,8 @@ def load_issue_briefs(
                 )
             )
             continue
-        current = body_digest(issue.get("body")) == pin.digest
-        result.briefs[found.brief.id] = dataclasses.replace(found, current=current)
+        current = issue_digest(issue) == pin.digest
+        result.briefs[found.brief.id] = dataclasses.replace(found, current=current, pin=pin)
     return result
 
 

@@ -93,7 +93,7 @@ def test_rows_rewritten_by_the_author_or_the_desk_token_are_refused_and_reported
         ran = github(run_assay, env, "events")
         assert ran["accepted"] == {} and ran["noted"] == [number]
     assert github(run_assay, env, "events")["noted"] == []  # told once per text
-    assert len(notes(fake_github, number)) == 2
+    assert len(notes(fake_github, number)) == 1  # one note, edited for the second text
     assert brief_rows(run_assay, env) == {brief: ("changed", ["python -m pytest -q"])}
     note = notes(fake_github, number)[-1]
     assert "/assay accept " in note and "not accepted" in note

@@ -239,3 +239,23 @@ def test_a_lifted_budget_lets_a_test_push_freely(tmp_path: Path) -> None:
 def test_the_window_setting_is_the_embedded_forges(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(WINDOW_ENV, "7.5")
     assert Limits().push_window_s == 7.5
+
+
+def test_rest_and_push_waits_share_one_total_cap(
+    fake_github: FakeGitHub, github_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command waits out a rate limit, then a refused push: each wait alone is under the
+    command's cap (``ASSAY_GITHUB_MAX_TOTAL_WAIT``), the two together are not, so it stops
+    with exit 69 and nothing pushed rather than outlast its job."""
+    monkeypatch.setenv("ASSAY_GITHUB_MAX_TOTAL_WAIT", "1.5")
+    with github_forge(tmp_path / "capped") as forge:
+        fake_github.inject(429, retry_after=1, method="GET", path_contains="/issues")
+        assert forge.api.open_issues("assay") == []
+        assert forge.rest.stats.retries == 1
+        fake_github.throttle_next_pushes(1)  # refused with Retry-After: 1
+        pushes = len(fake_github.pushes)
+        with pytest.raises(ForgeUnavailable, match="in all") as raised:
+            create(forge, "refs/heads/capped")
+        assert "push to github:acme/widgets" in raised.value.message
+        assert len(fake_github.pushes) == pushes and fake_github.ref("refs/heads/capped") is None
+        assert forge.rest.waited_in_all_s <= 1.5

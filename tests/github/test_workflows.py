@@ -211,3 +211,71 @@ def test_only_jobs_whose_work_is_a_dispatch_hold_actions_write() -> None:
         assert "desk run" not in scripts and "assay verify" not in scripts, (file, name)
         checkouts = [s for s in job["steps"] if "actions/checkout" in str(s.get("uses"))]
         assert all("ref" not in (s.get("with") or {}) for s in checkouts), (file, name)
+
+
+# The rule above, by behaviour: the shipped steps themselves, run in a checkout whose
+# `pip/` and `yaml.py` are canaries that leave a mark when imported.
+_CANARY = (
+    "import os\nopen(os.environ['CANARY'], 'a').write(__name__ + '\\n')\nraise SystemExit(3)\n"
+)
+
+
+def _python_steps() -> list[tuple[str, str, str]]:
+    """Every step of the shipped workflows that runs Python: (file, step name, script)."""
+    return [
+        (path.name, str(step.get("name") or ""), str(step["run"]))
+        for path in FILES
+        if path.name != "ci.yml"
+        for job in load(path)["jobs"].values()
+        for step in job.get("steps", [])
+        if _PYTHON.search(str(step.get("run", "")))
+    ]
+
+
+def _run_step(
+    script: str, checkout: Path, canary: Path, *, drop_isolation: bool = False
+) -> subprocess.CompletedProcess[str]:
+    if drop_isolation:
+        script = script.replace("python -I ", "python ")
+    env = {
+        "PATH": f"{BIN}:/usr/bin:/bin",
+        "HOME": str(checkout.parent),
+        "CANARY": str(canary),
+        # Already installed, with no index: pip runs its whole install path, changes nothing.
+        "ASSAY_INSTALL": "pyyaml",
+        "DESK": "example",
+        "PIP_NO_INDEX": "1",
+    }
+    return subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_checkouts_pip_and_yaml_never_run_in_a_workflow_step(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    (checkout / "pip").mkdir(parents=True)
+    (checkout / "pip" / "__init__.py").write_text(_CANARY)
+    (checkout / "yaml.py").write_text(_CANARY)
+    (checkout / "desks").mkdir()
+    (checkout / "desks" / "example.yaml").write_text("kind: python\n")
+    canary = tmp_path / "canary.log"
+    steps = _python_steps()
+    scripts = {script for _, _, script in steps}
+    assert any("-m pip install" in s for s in scripts) and any("yaml" in s for s in scripts)
+    # Each distinct script once (every workflow installs Assay with the same line).
+    for script, (file, name) in {script: (f, n) for f, n, script in steps}.items():
+        done = _run_step(script, checkout, canary)
+        assert done.returncode == 0, (file, name, done.stdout + done.stderr)
+        assert not canary.exists(), (file, name, canary.read_text())
+    # The canaries are live: the same steps without -I import them.
+    for module, script in (("pip", "-m pip install"), ("yaml", "yaml")):
+        chosen = next(s for s in scripts if script in s)
+        done = _run_step(chosen, checkout, canary, drop_isolation=True)
+        assert done.returncode != 0 and canary.read_text().split() == [module], done.stderr
+        canary.unlink()
