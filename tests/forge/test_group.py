@@ -228,7 +228,9 @@ def test_a_unit_that_loses_inside_the_push_is_answered_alone_and_the_rest_sent_a
         f"""#!/bin/sh
 refs=$(cut -d' ' -f3 | tr '\\n' ' ')
 echo "$refs" >> {log}
-case "$refs" in *claims/a*) env -u GIT_QUARANTINE_PATH git update-ref refs/assay/claims/a {other} {base_a} ;; esac
+case "$refs" in *claims/a*)
+  env -u GIT_QUARANTINE_PATH git update-ref refs/assay/claims/a {other} {base_a} ;;
+esac
 exit 0
 """,
         encoding="utf-8",
