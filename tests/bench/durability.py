@@ -1,12 +1,17 @@
 """Pushes per brief in each durability mode: ``python -m tests.bench.durability``.
 
-One brief at a time, run by ``assay desk run coder --once`` (a real process) on an embedded
+One brief at a time, run by ``assay desk run --once`` (a real process) on an embedded
 forge whose pre-receive hook writes one line per push it receives (the forge's own count;
 every ref: the claim, the branch's checkpoints, the settled claim with the review). The
 scripted agent desk answers instantly, so in ``window`` mode no window runs out inside a
 brief: what is measured is the pushes the mode makes at its fixed points. Lease renewals
-are the lease's pushes (one every ``lease / 3`` of running time), not the mode's: the lease
-here (300 s) is long enough that none falls inside a brief.
+ride in those pushes or, alone, go once per half lease: the lease here (300 s) is long
+enough that none falls inside a brief.
+
+Beside them, an agent-CLI desk (Codex through the model gateway, ``tests.bench.clidesk``'s
+harness) on a 40-call session against the scripted upstream: each call is a journaled
+model step and each of its commands a tool run in the sandbox, so the brief takes long
+enough for ``window`` mode's 30-second window to run out in it.
 """
 
 from __future__ import annotations
@@ -53,14 +58,100 @@ def pushes_per_brief(mode: str, calls: int) -> dict[str, Any]:
         return {"mode": mode, "calls": calls, "pushes": len(brief), "branch_pushes": branch}
 
 
-def measure(*, sizes: tuple[int, ...] = (4, 20)) -> list[dict[str, Any]]:
-    return [pushes_per_brief(mode, calls) for calls in sizes for mode in MODES]
+CLI_CALLS = 40
+
+
+def cli_pushes_per_brief(mode: str, calls: int = CLI_CALLS) -> dict[str, Any]:
+    """One brief of an agent-CLI desk (Codex) whose session is ``calls`` model calls:
+    ``calls - 1`` commands, then its answer; pushes counted by the forge's hook."""
+    import os
+    import time
+
+    from assay.demo.upstream import WireFake
+    from assay.forge import init_forge
+    from tests.bench.clidesk import CLIS, KEY, PROMPT, cli_path
+    from tests.conftest import assay_argv
+    from tests.desks.world import World, brief_text
+
+    cli = CLIS["codex"]
+    session: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": f"echo {n} >> a.txt"}}]}
+        for n in range(calls - 1)
+    ]
+    session.append({"content": "Wrote a.txt."})
+    with tempfile.TemporaryDirectory(prefix="bench-durability-cli-") as tmp:
+        root = Path(tmp)
+        world = World(root, init_forge(root / "forge.git"))
+        world.add_briefs(brief_text("c000", body=PROMPT))
+        log = count_pushes(world.forge_path)
+        with WireFake(session) as fake:
+            manifest = {
+                "name": cli.profile,
+                "kind": "cli",
+                "takes": {"globs": ["*"]},
+                "cli": {"profile": cli.profile},
+                "model": {**cli.model, "base_url": fake.openai_base_url, "api_key_env": "KEY"},
+                "tools": list(cli.tools),
+                "lease": "300s",
+                "durability": mode,
+                "sandbox": {"toolchains": ["python", "node"]},
+            }
+            (world.desks / f"{cli.profile}.yaml").write_text(yaml.safe_dump(manifest))
+            env_ = world.env("a", {"KEY": KEY})
+            env_["PATH"] = os.pathsep.join([str(cli_path(cli.binary).parent), env_["PATH"]])
+            started = time.monotonic()
+            done = subprocess.run(
+                assay_argv(*world.desk_args(cli.profile, "--once", "--json")),
+                cwd=root,
+                env=env_,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            seconds = time.monotonic() - started
+            paid = fake.answered
+        if done.returncode != 0:
+            raise RuntimeError(f"cli {mode}: exit {done.returncode}: {done.stderr[-2000:]}")
+        lines = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
+        brief = [refs for refs in lines if any(ref.endswith("/c000") for ref in refs)]
+        branch = sum(1 for refs in brief if "refs/heads/assay/c000" in refs)
+        return {
+            "mode": mode,
+            "calls": paid,
+            "pushes": len(brief),
+            "branch_pushes": branch,
+            "seconds": round(seconds, 1),
+            "desk": "cli",
+        }
+
+
+def measure(*, sizes: tuple[int, ...] = (4, 20), cli: bool = True) -> list[dict[str, Any]]:
+    found = [pushes_per_brief(mode, calls) for calls in sizes for mode in MODES]
+    if cli:
+        try:
+            found += [cli_pushes_per_brief(mode) for mode in MODES]
+        except (RuntimeError, SystemExit) as missing:  # the CLI not installed here
+            found.append({"mode": "cli", "error": str(missing)})
+    return found
 
 
 def rows(found: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     out = []
     for item in found:
+        if "error" in item:
+            out.append(("durability: agent-CLI desk", "n/a", str(item["error"])[:200]))
+            continue
         mode, calls = item["mode"], item["calls"]
+        if item.get("desk") == "cli":
+            out.append(
+                (
+                    f"durability: pushes per brief, {mode} mode, {calls}-call agent-CLI desk",
+                    str(item["pushes"]),
+                    f"Codex through the gateway, {item['seconds']} s a brief; "
+                    f"{item['branch_pushes']} of them to the branch",
+                )
+            )
+            continue
         target = {
             "step": "today's behaviour: a push per model call",
             "window": f"target at most {WINDOW_TARGET} whatever the number of calls",
