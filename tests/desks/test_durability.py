@@ -162,6 +162,12 @@ def test_a_lost_machine_repays_the_calls_since_the_forge_checkpoint(
     assert row["repaid_model_calls"] == repaid == said["totals"]["repaid_model_calls"]
     shown = world.assay("status", "--forge", world.url)
     assert (f"{repaid} model call(s) paid again" in shown.stdout) == bool(repaid)
+    # And the board, Markdown and HTML alike, beside the brief's model calls.
+    drawn = world.assay("board", "--forge", world.url, "--out", str(world.root / "BOARD.md"))
+    assert drawn.returncode == 0, drawn.stderr
+    for page in ("BOARD.md", "board.html"):
+        text = (world.root / page).read_text(encoding="utf-8")
+        assert (f"+{repaid} repaid" in text) == bool(repaid), page
 
 
 def test_window_mode_pushes_an_unpushed_commit_after_one_window(world: World) -> None:
