@@ -517,11 +517,9 @@ class Forge(Closing):
 
     def push_alone(self, git_dir: Path, updates: Sequence[RefUpdate]) -> PushResult:
         """An atomic CAS push of commits in ``git_dir`` by this handle alone, outside its
-        group (the group's own fallback, for a unit no round could send)."""
-        result = self._push(git_dir, updates, atomic=True, alone=True)
-        if result.ok:
-            self.keep_pushed(git_dir, [u.new for u in updates if u.new is not None])
-        return result
+        group (the group's own path for a push with nothing to carry, and its fallback for
+        a unit no round could send)."""
+        return self._push(git_dir, updates, atomic=True, alone=True)
 
     def push_from(self, git_dir: Path, updates: Sequence[RefUpdate]) -> PushResult:
         """Push CAS updates of commits in another repository (a work tree whose objects

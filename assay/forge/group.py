@@ -168,6 +168,7 @@ class GroupStats:
     units: int = 0  # units those requests carried, all told
     retried: int = 0  # requests sent again without a unit that lost or was refused
     alone: int = 0  # units answered "alone" (their owner pushed them itself)
+    direct: int = 0  # pushes made at once, with nothing else in the spool to carry
 
 
 class GroupPush:
@@ -262,6 +263,13 @@ class GroupPush:
             or all(u.new == u.expected for u in updates)  # nothing moves: nothing to carry
         ):
             return None
+        with self._leading_if_free() as leading:
+            if leading and not self._others_moving(None):
+                self.stats.direct += 1
+                result = self.push_alone(git_dir, updates)  # nothing to carry: no spool
+                if result.ok:
+                    self._pushed()
+                return result
         unit = self.unit(git_dir, hidden=hidden)
         unit.offer(lambda state: updates)
         try:
@@ -299,6 +307,32 @@ class GroupPush:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _leading_if_free(self) -> Iterator[bool]:
+        """The leader lock when nobody holds it (True), else nothing (False) at once."""
+        with open(self.spool / "leader.lock", "a+b") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _others_moving(self, key: str | None) -> bool:
+        """Whether a unit other than ``key`` waits for a push (files are replaced whole,
+        so they read without the spool lock; one offered after this look waits for the
+        leader lock, and so for the next round)."""
+        for other in self._keys():
+            data = None if other == key else self._read(other)
+            if data is None or not _alive(int(data["pid"])):
+                continue
+            if any(r["base"] != r["want"] for r in data["refs"]):
+                return True
+        return False
 
     @contextlib.contextmanager
     def _spooled(self) -> Iterator[None]:
@@ -345,6 +379,21 @@ class GroupPush:
         LOG.warning("group push: unit %s in %s dropped: %s", key, self.spool, why)
         with contextlib.suppress(FileNotFoundError):
             self._path(key).unlink()
+
+    def _pushed(self) -> None:
+        """Note that a push of this host landed now (``last_push``)."""
+        marker = self.spool / "pushed"
+        marker.touch()
+        os.utime(marker)
+
+    def last_push(self) -> float | None:
+        """When a push of this host last landed (wall clock), None before the first: a
+        desk's window counts from the host's last push, whoever made it, so the host
+        pushes about once a window however many desks it runs."""
+        try:
+            return (self.spool / "pushed").stat().st_mtime
+        except FileNotFoundError:
+            return None
 
     def _keys(self) -> list[str]:
         keys = []
@@ -598,6 +647,7 @@ class GroupPush:
                     if was is not None and entry["base"] == was[0]:
                         entry["base"] = was[1]
                 data["landed_at"] = time.time()
+                self._pushed()
             data["answer"] = answer.to_json()
         self._write(taken.key, data)
 
@@ -734,7 +784,11 @@ class Unit:
                 state = self.state()
                 if state.settled(seq) or self._alone(state, seq):
                     continue
-                self.group.round(first=self.key)
+                if self.group._others_moving(self.key):
+                    self.group.round(first=self.key)
+                else:  # nothing to carry: this unit's own push, with no round to build
+                    self.group.stats.direct += 1
+                    self._push_alone(state)
 
     def withdraw(self) -> UnitState:
         """Take the unit out of the spool (after a round that carries it has ended) and

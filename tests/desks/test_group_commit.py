@@ -119,7 +119,8 @@ def waits_unpushed(world: World, brief: str) -> bool:
     except (OSError, ValueError):
         return False
     moving = any(r["base"] != r["want"] for r in unit["refs"] if "journal" in r["ref"])
-    return moving and unit["flight"] is None
+    # Offered again since a round took it (or none has): commits no round carries yet.
+    return moving and (unit["flight"] is None or unit["seq"] > unit["flight"])
 
 
 @pytest.mark.slow

@@ -151,7 +151,7 @@ class DeskHooks:
         window_tool = reason == "tool" and self.durability.mode == "window"
         last_step = last_step_name(self.sync.journal_dir) if window_tool else ""
         push = self.durability.pushes(
-            reason, since_push_s=now - self.last_push, last_step=last_step
+            reason, since_push_s=now - self._last_host_push(), last_step=last_step
         )
         with self._lock:
             if self.sync.commit(f"{self.claim.brief}: {reason}") is not None:
@@ -253,6 +253,15 @@ class DeskHooks:
             brief=self.claim.brief,
         )
 
+    def _last_host_push(self) -> float:
+        """When this run's checkpoint last landed or the host last pushed, whichever is
+        later (monotonic): a window counts from there, so the desks of a host push about
+        once a window between them, not once each."""
+        landed = self.unit.group.last_push()
+        if landed is None:
+            return self.last_push
+        return max(self.last_push, time.monotonic() - max(time.time() - landed, 0.0))
+
     def _renewal_rides(self) -> bool:
         return time.monotonic() - self._renewed >= self.claim.lease_s * RIDES_AFTER
 
@@ -271,7 +280,8 @@ class DeskHooks:
                 self._offer(checkpoint=waiting, renew=True)
             due = self._renewed + lease * DUE_AFTER
             if waiting and self._unpushed_since is not None:
-                due = min(due, self._unpushed_since + window)
+                oldest = max(self._unpushed_since, self._last_host_push())
+                due = min(due, oldest + window)
         if now >= due:
             self._flush()
             return 0.0
