@@ -125,8 +125,54 @@ def cli_pushes_per_brief(mode: str, calls: int = CLI_CALLS) -> dict[str, Any]:
         }
 
 
+def group_overhead(pushes: int = 60) -> dict[str, Any]:
+    """A claim-sized push (one commit, one ref) by a handle in its host's group beside one
+    pushing alone, over smart HTTP to a served embedded forge: the median of ``pushes``
+    each, alternated, uncontended (nothing else to carry: the group's direct path)."""
+    import itertools
+    import os
+    import statistics
+    import time
+
+    from assay.forge import ForgeServer, init_forge, open_forge
+    from assay.plumbing import Identity, RefUpdate
+
+    names = itertools.count()
+    times: dict[bool, list[float]] = {False: [], True: []}
+    with tempfile.TemporaryDirectory(prefix="bench-group-") as tmp:
+        root = Path(tmp)
+        saved = os.environ.get("ASSAY_STATE")
+        os.environ["ASSAY_STATE"] = str(root / "state")
+        try:
+            with ForgeServer(init_forge(root / "forge.git")) as server:
+                handles = {grouped: open_forge(server.url) for grouped in (False, True)}
+                handles[True].join_group()
+                for _ in range(pushes):
+                    for grouped, forge in handles.items():
+                        ref = f"refs/assay/claims/bench-{next(names)}"
+                        commit = forge.commit(
+                            {"x": ref.encode()},
+                            parents=[],
+                            message=ref,
+                            author=Identity("bench", "bench@bench.invalid"),
+                        )
+                        started = time.perf_counter()
+                        assert forge.push([RefUpdate(ref, commit, expected=None)]).ok
+                        times[grouped].append(time.perf_counter() - started)
+                for forge in handles.values():
+                    forge.close()
+        finally:
+            if saved is None:
+                os.environ.pop("ASSAY_STATE", None)
+            else:
+                os.environ["ASSAY_STATE"] = saved
+    alone_ms, grouped_ms = (statistics.median(times[g]) * 1000 for g in (False, True))
+    return {"mode": "group", "alone_ms": alone_ms, "grouped_ms": grouped_ms}
+
+
 def measure(*, sizes: tuple[int, ...] = (4, 20), cli: bool = True) -> list[dict[str, Any]]:
     found = [pushes_per_brief(mode, calls) for calls in sizes for mode in MODES]
+    found.append(group_overhead())
     if cli:
         try:
             found += [cli_pushes_per_brief(mode) for mode in MODES]
@@ -140,6 +186,17 @@ def rows(found: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     for item in found:
         if "error" in item:
             out.append(("durability: agent-CLI desk", "n/a", str(item["error"])[:200]))
+            continue
+        if item["mode"] == "group":
+            ratio = item["grouped_ms"] / item["alone_ms"]
+            out.append(
+                (
+                    "group commit: a push with nothing else to carry (ms)",
+                    f"{item['grouped_ms']:.2f}",
+                    f"alone: {item['alone_ms']:.2f} ms ({ratio:.2f}x); median of 60, smart "
+                    "HTTP to a served embedded forge",
+                )
+            )
             continue
         mode, calls = item["mode"], item["calls"]
         if item.get("desk") == "cli":
