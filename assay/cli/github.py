@@ -141,7 +141,8 @@ def briefs_command(forge: str | None, token_env: str | None, as_json: bool) -> N
 @click.option(
     "--reviews/--no-reviews",
     default=True,
-    help="Also read pull request reviews of waiting briefs (one call per waiting brief).",
+    help="Also read pull request reviews: of waiting briefs, and of every brief's pull "
+    "request that changed since the last run (one conditional call each).",
 )
 @click.option(
     "--dispatch",
@@ -181,7 +182,7 @@ def events_command(
     with _open(forge, token_env) as opened:
         claims = {record.brief: record for record in ClaimStore(opened).list()}
         waiting = sorted(b for b, r in claims.items() if r.state == "waiting")
-        report = collect_events(opened, reviews_for=waiting if reviews else ())
+        report = collect_events(opened, reviews_for=waiting if reviews else (), reviews=reviews)
         woken = sorted({e["brief"] for e in report.appended if e["brief"] in waiting})
         if dispatch_workflow:
             for brief in woken:
