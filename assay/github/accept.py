@@ -5,8 +5,10 @@ live state (title, meaningful labels, body) is not its accepted one, or that cha
 the last writer act the record has seen, has its timeline read (one conditional call, only
 for those). The newest ``labeled: assay`` event by a writer fixes the state when nothing
 changed the issue after it; label changes alone, every one by a writer, fix the new labels.
-``/assay accept [DIGEST]`` comments go through ``accept``. At the end, each issue whose live
-state is still not accepted is told so once per state (``report``).
+``/assay accept [DIGEST]`` comments go through ``accept``. Each accepted text's id is bound
+to the issue that named it first (``bind``, ``assay.github.briefids``). At the end, each
+issue whose live state is still not accepted is told so once per state, and each whose id
+is another issue's once per accepted text (``report``).
 
 Who counts as a writer is ``writer_refusal``, the collector's rule for every command: write
 permission from the API, never a ``[bot]``. ``rollback_problems`` is the merge's check that

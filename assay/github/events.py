@@ -22,6 +22,10 @@ become events on ``refs/assay/events/<brief>``, the same log the embedded forge'
   reads every comment again from the beginning (``read_cursor``). The query
   starts ``OVERLAP_S`` before the cursor, so a comment stamped in the same second as the last
   one read, or listed late by GitHub, is still read (a re-read costs nothing: see below).
+- Reviews: read on the pull requests of waiting briefs and of every brief whose pull
+  request changed since the last read (``pulls_since`` in the cursor: a review changes its
+  pull request's ``updated_at``), so ``assay github merge`` finds every writer's review on
+  the log, or refuses (``unrecorded_answers``).
 - Cost: one conditional call per page of comments updated since the cursor, for every brief;
   a quiet poll is a free 304. A refused command is remembered in the cursor with the stamp
   it had (its ``updated_at``), so re-reading it costs no second permission check; an edit
