@@ -370,6 +370,18 @@ def _login(item: Mapping[str, Any]) -> str:
     return str((item.get("user") or {}).get("login") or "")
 
 
+def _changed_pulls(cursor: EventsCursor, pulls: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The briefs whose open pull request changed since the cursor's last read of reviews
+    (every one on a first read, ``OVERLAP_S`` early as for comments); ``pulls_since``
+    moves to the newest ``updated_at`` listed."""
+    read_from = _rewound(cursor.pulls_since)
+    stamps = {brief: str(pull.get("updated_at") or "") for brief, pull in pulls.items()}
+    newest = max((at for at in stamps.values() if _STAMP.fullmatch(at)), default=None)
+    if newest is not None and (cursor.pulls_since is None or newest > cursor.pulls_since):
+        cursor.pulls_since = newest
+    return {brief for brief, at in stamps.items() if read_from is None or at >= read_from}
+
+
 def _accept(
     texts: TextAcceptance, report: EventsReport, number: int, comment: dict[str, Any], text: str
 ) -> None:
@@ -421,15 +433,7 @@ def collect_events(
                 actor=str(comment["user"]["login"]),
                 data={"source": "github", "comment": comment["id"], "url": comment.get("html_url")},
             )
-    read_from = _rewound(cursor.pulls_since)
-    stamps = {brief: str(pull.get("updated_at") or "") for brief, pull in pulls.items()}
-    changed = {b for b, at in stamps.items() if read_from is None or at >= read_from}
-    if reviews:
-        newest = max((at for at in stamps.values() if _STAMP.fullmatch(at)), default=None)
-        if newest is not None and (cursor.pulls_since is None or newest > cursor.pulls_since):
-            cursor.pulls_since = newest
-    else:
-        changed = set()
+    changed = _changed_pulls(cursor, pulls) if reviews else set()
     for brief in sorted(changed | set(reviews_for)):
         if brief not in pulls:
             continue
