@@ -1,12 +1,14 @@
-"""One claimed brief being run by one desk process: checkout, hooks, heartbeat, desk kind.
+"""One claimed brief being run by one desk process: checkout, hooks, pusher, desk kind.
 
-``Session.open`` checks out ``assay/<brief>`` (BranchSync), builds the desk's model and
-tools, starts the heartbeat thread, and picks the function the runtime will execute for
-the desk's kind (``agent``, ``cli``, ``command`` or ``python``, wrapped by the objective loop when
-the brief has one). ``DeskHooks`` is the runtime's ``RunHooks``: every durability point is
-a commit of work tree plus journal CAS-pushed to the branch (a refused push is ``Fenced``),
-heartbeats renew the claim, ``ensure_owner`` re-reads the claim ref before effects, and
-``events()`` reads the brief's events ref.
+``Session.open`` checks out ``assay/<brief>`` (BranchSync; in ``window`` and ``exit`` mode
+after committing what a killed process of this machine left there), builds the desk's model
+and tools, starts the hooks' pusher thread, and picks the function the runtime will execute
+for the desk's kind (``agent``, ``cli``, ``command`` or ``python``, wrapped by the objective
+loop when the brief has one). ``DeskHooks`` is the runtime's ``RunHooks``: every durability
+point is a commit of work tree plus journal, pushed by the desk's mode through the host's
+group with the claim beside it (a refused push is ``Fenced``), lease renewals ride in the
+host's pushes, ``ensure_owner`` re-reads the claim ref before effects, and ``events()``
+reads the brief's events ref.
 """
 
 from __future__ import annotations
@@ -466,7 +468,8 @@ def budget_for(brief: Brief, desk: Any) -> Budget:
 
 @dataclass
 class Session:
-    """A claimed brief checked out and ready to execute: hooks, model, tools, heartbeat."""
+    """A claimed brief checked out and ready to execute: hooks (and their pusher), model,
+    tools."""
 
     forge: Forge
     brief: Brief
