@@ -276,6 +276,8 @@ class GroupPush:
             answer = unit.flush(alone=False).answer
         finally:
             unit.withdraw()
+        if unit.pushed_alone is not None:
+            return unit.pushed_alone  # pushed by itself: the forge's own answer
         if answer is None or answer.outcome == "alone":
             return None
         if answer.outcome == "error":
@@ -712,6 +714,7 @@ class Unit:
         self.hidden = hidden
         self.seq = 0
         self._known: UnitState = UnitState()  # what the file said last (kept past a withdraw)
+        self.pushed_alone: PushResult | None = None  # the last push this unit made by itself
 
     def offer(self, build: Callable[[UnitState], Sequence[RefUpdate]]) -> UnitState:
         """Make the unit what ``build(state)`` returns: ``state`` is the unit as the spool
@@ -817,6 +820,7 @@ class Unit:
         outcome into the spool as a round would."""
         updates = state.updates()
         result = self.group.push_alone(self.git_dir, updates)
+        self.pushed_alone = result
         outcome: Outcome = "ok" if result.ok else "lost" if result.lost else "refused"
         statuses = {
             u.ref: "ok" if result.ok else result.refs.get(u.ref, result.outcome).value

@@ -305,6 +305,36 @@ def test_many_threads_of_one_process_share_rounds(handles: list[Forge]) -> None:
     assert group.stats.requests == 1 and group.stats.units == 8
 
 
+def test_a_one_shot_that_waited_for_the_lock_and_lost_hears_a_lost_race(
+    handles: list[Forge],
+) -> None:
+    """A push that waited for a round under way, then found nothing else to carry, goes
+    by itself; a race it lost there is a lost race to its caller (a claim's acquire reads
+    it as Busy), never a refusal."""
+    forge = handles[0]
+    group = forge.group
+    assert group is not None
+    first = commit(forge, "one")
+    assert forge.push([RefUpdate("refs/assay/claims/race", first, expected=None)]).ok
+    stale = commit(forge, "two")
+    answers = []
+    pushing = threading.Thread(
+        target=lambda: answers.append(
+            forge.push([RefUpdate("refs/assay/claims/race", stale, expected=None)])
+        )
+    )
+    with group.leading():  # a round under way: the push waits in the spool
+        pushing.start()
+        wait_until(
+            lambda: len(list((group.spool / "units").glob("*.json"))) == 1,
+            timeout=30,
+            what="the push's unit spooled",
+        )
+    pushing.join(60)
+    [answer] = answers
+    assert answer.lost and answer.refs["refs/assay/claims/race"].lost, answer
+
+
 @pytest.mark.parametrize(
     "content",
     [
