@@ -90,6 +90,7 @@ class DeskHooks:
         self.sync = sync
         self.scan = scan
         self.refused: Denied | None = None
+        self.push_refused: GitError | None = None  # a refusal that is not a lost race
         self.store = store
         self.claim = claim
         self.log = events
@@ -143,6 +144,8 @@ class DeskHooks:
             return
         if self.refused is not None:
             raise self.refused
+        if self.push_refused is not None:
+            raise self.push_refused  # the forge refused this run's push (not a lost race)
         if self.scan is not None:
             try:
                 # Before every local commit too: a window's pushed history holds them all.
@@ -179,8 +182,8 @@ class DeskHooks:
 
         def build(state: UnitState) -> list[RefUpdate]:
             self._absorb(state)
-            if self.fenced.is_set():
-                return []  # a lost unit offers nothing more: the run stops at its next point
+            if self.fenced.is_set() or self.push_refused is not None:
+                return []  # a lost or refused unit offers nothing more: the run stops
             sync = self.sync
             updates: list[RefUpdate] = []
             head = sync.head() if checkpoint else sync.checkpoint
@@ -234,8 +237,13 @@ class DeskHooks:
             self._renewal = None
             self._renewed = time.monotonic()
         answer = state.answer
-        if answer is not None and state.pending and answer.outcome in ("lost", "refused"):
+        if answer is not None and state.pending and answer.outcome == "lost":
             self.fenced.set()  # the unit can never land: another holder moved its refs
+        elif answer is not None and state.pending and answer.outcome == "refused":
+            said = "; ".join(answer.errors) or ", ".join(
+                f"{ref} {status}" for ref, status in answer.statuses.items()
+            )
+            self.push_refused = GitError(f"push of assay/{self.claim.brief} refused: {said}")
 
     def _flush(self) -> None:
         """Push the unit now (the host's next round, led here when none is under way)."""
@@ -245,6 +253,8 @@ class DeskHooks:
         answer = state.answer
         if self.fenced.is_set():
             raise self._fenced()
+        if self.push_refused is not None:
+            raise self.push_refused
         if state.pending and answer is not None and answer.outcome == "error":
             raise ForgeUnavailable(answer.message)
 
