@@ -39,7 +39,7 @@ from assay.evidence.keys import GateKey, PublicKey, gate_state_dir, signing_key
 from assay.evidence.pinning import PinPlan, apply_pins, plan_for, safe_python_env
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.results import Baselines, ReportFolder, judge, structured_runners
-from assay.evidence.reviews import next_version, reviews_ref
+from assay.evidence.reviews import reviews_ref, stage_version
 from assay.evidence.rule import MergeDecision, decide
 from assay.evidence.runner import (
     RowRun,
@@ -69,8 +69,9 @@ from assay.evidence.store import EvidenceLog, append_records, default_verifier, 
 from assay.evidence.table import render_markdown, with_table
 from assay.evidence.trust import gate_trust, merge_key, reader_key, refuse_other_signers
 from assay.forge import Forge
+from assay.forge.records import LostRace, Stage, WritePolicy, write
 from assay.journal import Journal, Redactor, secrets_from_env
-from assay.plumbing import GitError, RefUpdate
+from assay.plumbing import PushResult, RefUpdate
 from assay.refs import holdout_ref, run_ref
 from assay.runtime.types import Event
 from assay.sandbox import SandboxSpec
@@ -276,14 +277,19 @@ def _update_review_table(forge: Forge, view: ForgeView, decision: MergeDecision)
     body = with_table(review.body, render_markdown(decision))
     if body == review.body:
         return False
-    _, commit = next_version(
-        forge,
-        review,
-        message=f"review {view.brief}: evidence table at {decision.head_sha[:12]}",
-        body=body,
-    )
-    result = forge.push([RefUpdate(reviews_ref(view.brief), commit, expected=review.commit)])
-    return result.ok
+
+    def build(_again: bool) -> Stage:
+        stage = Stage(forge)
+        stage_version(
+            stage,
+            review,
+            message=f"review {view.brief}: evidence table at {decision.head_sha[:12]}",
+            body=body,
+        )
+        return stage
+
+    policy = WritePolicy(attempts=1, what="review", on_lost=lambda _r: LostRace.GIVE_BACK)
+    return write(forge, build, policy=policy).ok
 
 
 def verify(
@@ -932,7 +938,11 @@ def merge(
     the host; without it their records block the merge. Signatures are checked with the
     key the forge vouches for (no private key needed), else with this gate's own."""
     trusted = merge_key(forge, key, insecure=insecure)
-    for _attempt in range(MERGE_ATTEMPTS):
+    merged: list[MergeResult] = []
+
+    def build(_again: bool) -> Stage:
+        """Judge from fresh refs and stage the merge (again after a lost race: something
+        moved, main, the branch or the review)."""
         ctx, decision = judge_for_merge(
             forge, brief_id, key=trusted, insecure=insecure, allow_unsandboxed=allow_unsandboxed
         )
@@ -941,37 +951,40 @@ def merge(
         head = decision.head_sha
         view = ctx.view
         new_main, outcome = squashed_main(forge, ctx, head, ff_only=ff_only, brief=brief_id)
-        updates: list[RefUpdate] = []
+        stage = Stage(forge)
         run = None
         if outcome is not MergeOutcome.UP_TO_DATE:
             run = run_ref(brief_id, ctx.anchors.attempt)
-            updates.append(RefUpdate(MAIN_REF, new_main, expected=view.main))
+            stage.add(RefUpdate(MAIN_REF, new_main, expected=view.main))
             # The run's checkpoints (its journal with them), not only the code main holds.
-            updates.append(RefUpdate(run, checkpoint_for(forge, view, head), expected=None))
+            stage.add(RefUpdate(run, checkpoint_for(forge, view, head), expected=None))
+            stage.send = forge.merge_gate  # a merge: within the forge's merge budget
         # Pin the branch and its journal at what was judged: a push racing the merge aborts it.
-        pinned = [(branch_ref(brief_id), view.branch), (journal_ref(brief_id), view.journal)]
-        updates += [RefUpdate(ref, tip, expected=tip) for ref, tip in pinned if tip is not None]
+        for ref, tip in (
+            (branch_ref(brief_id), view.branch),
+            (journal_ref(brief_id), view.journal),
+        ):
+            if tip is not None:
+                stage.pin(ref, tip)
         if view.review is not None and view.review.state != "merged":
-            _, commit = next_version(
-                forge,
+            stage_version(
+                stage,
                 view.review,
                 message=f"review {brief_id}: merged at {head[:12]}",
                 state="merged",
                 head_sha=head,
                 body=with_table(view.review.body, render_markdown(decision)),
             )
-            updates.append(RefUpdate(reviews_ref(brief_id), commit, expected=view.review.commit))
-        if all(u.ref in {ref for ref, _ in pinned} for u in updates):
-            return MergeResult(
-                brief_id, head, view.main, new_main, MergeOutcome.UP_TO_DATE, decision
-            )
-        if outcome is MergeOutcome.UP_TO_DATE:
-            result = forge.push(updates, atomic=True)
-        else:  # a merge: within the forge's merge budget
-            result = forge.merge_gate(functools.partial(forge.push, updates, atomic=True))
-        if result.ok:
-            return MergeResult(brief_id, head, view.main, new_main, outcome, decision, run)
-        if not result.lost and result.outcome.value != "rejected":
-            raise GitError(f"merge push refused: {result.detail}")
-        # Something moved (main, the branch or the review): judge again from fresh refs.
-    raise Busy(f"{brief_id}: main, the branch or the review kept moving; merge not done")
+        if not stage.moves:
+            outcome, run = MergeOutcome.UP_TO_DATE, None
+        merged[:] = [MergeResult(brief_id, head, view.main, new_main, outcome, decision, run)]
+        return stage
+
+    def busy(_result: PushResult) -> Busy:
+        return Busy(f"{brief_id}: main, the branch or the review kept moving; merge not done")
+
+    policy = WritePolicy(
+        attempts=MERGE_ATTEMPTS, what="merge", refused_is_lost=True, exhausted=busy
+    )
+    write(forge, build, policy=policy)
+    return merged[0]

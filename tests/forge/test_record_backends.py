@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from assay.errors import BadInput, Corrupt
 from assay.forge import open_forge
 from assay.forge.memory import MemoryForge
-from assay.forge.records import RecordBackend, RecordCodec, RefLog
+from assay.forge.records import RecordBackend, RecordCodec, RefLog, Stage
 from assay.plumbing import Identity, PushOutcome, RefUpdate
 
 REF = "refs/assay/status/b1"
@@ -154,15 +154,14 @@ def test_a_staged_record_lands_only_with_the_push_that_carries_it(
     # the record is checked and encoded by the log's codec either way.
     log = _log(backend)
     tip = log.append({"n": 1}, author=WRITER).commit
-    staged = log.stage({"n": 2}, on=tip, author=WRITER, message="staged")
+    stage = Stage(backend)
+    staged = stage.record(log.codec, {"n": 2}, on=tip, author=WRITER, message="staged")
     assert staged.record == {"n": 2, "v": 1, "kind": "status"}
     assert [r["n"] for r in _log(backend).read()] == [1]  # nothing moved yet
     other = "refs/assay/status/b2"
-    pushed = backend.push(
-        [RefUpdate(REF, staged.commit, expected=tip), RefUpdate(other, staged.commit)]
-    )
-    assert pushed.ok
+    stage.add(RefUpdate(other, staged.commit))
+    assert stage.push().ok
     assert [r["n"] for r in _log(backend).read()] == [1, 2]
     with pytest.raises(BadInput, match="field 'n'"):
-        log.stage({"n": -1}, on=staged.commit, author=WRITER, message="bad")
+        Stage(backend).record(log.codec, {"n": -1}, on=staged.commit, author=WRITER, message="x")
     assert _log(backend).head() == staged.commit
