@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import assay.refs as refs
-from assay.claims.record import CLAIM_FILE, parse_record
+from assay.claims.record import ClaimCodec
 from assay.errors import BadInput, Corrupt
 from assay.forge import Forge
+from assay.forge.records import walk
 from assay.journal import Journal
 
 # States in which no desk runs, so the branch's journal must end at the anchored head.
@@ -67,13 +68,9 @@ def read_claim_anchors(forge: Forge, brief: str, claim_tip: str | None) -> Claim
     """The anchors along the claim ref's history (already fetched); ``Corrupt`` if a record is."""
     if claim_tip is None:
         return ClaimAnchors(brief)
-    ref = refs.claim_ref(brief)
-    commits = forge.history(claim_tip, limit=_HISTORY_LIMIT)
-    blobs = forge.read_blobs([(sha, CLAIM_FILE) for sha in commits])
-    records = [
-        parse_record(blob, ref=ref, sha=sha) for sha, blob in zip(commits, blobs, strict=True)
-    ]
-    records.reverse()  # oldest first
+    with forge.batch() as reader:
+        entries = walk(reader, ClaimCodec(brief), claim_tip, limit=_HISTORY_LIMIT)
+    records = [entry.record for entry in entries]  # oldest first, each with its commit
     anchors: list[Anchor] = []
     seen: set[str] = set()
     for record in records:

@@ -21,6 +21,7 @@ from assay.errors import BadInput, Failed
 from assay.evidence.reviews import ReviewRecord, read_review_at, reviews_ref
 from assay.evidence.store import evidence_ref
 from assay.forge import Forge
+from assay.forge.records import chain
 from assay.ids import check_id
 from assay.journal import Journal, read_journal
 from assay.plumbing import checkout_detached
@@ -208,9 +209,11 @@ def checkpoint_for(forge: Forge, view: ForgeView, head: str) -> str:
         return tip
     if tip is None or forge.has_paths([(head, journal_path(brief))])[0]:
         return head  # the journal rides on the branch (or there is none: an empty journal)
-    for sha in forge.history(tip):
-        if same_code(forge, sha, head):
-            return sha
+    with forge.batch() as reader:
+        checkpoints = chain(reader, journal_ref(brief), tip, None)
+    for link in reversed(checkpoints):  # the newest first
+        if same_code(forge, link.commit, head):
+            return link.commit
     raise Failed(
         f"{brief}: no checkpoint on {journal_ref(brief)} holds the code of {head[:12]}: "
         "the branch and its journal disagree"

@@ -31,7 +31,7 @@ from assay.evidence.records import (
     seal,
 )
 from assay.forge import Forge
-from assay.forge.records import Stage, WritePolicy, write
+from assay.forge.records import ObjectReader, Stage, WritePolicy, chain, write
 from assay.ids import check_id
 from assay.plumbing import Identity
 
@@ -130,21 +130,18 @@ def _check_extends_seen(forge: Forge, brief: str, tip: str | None, *, source: st
 
 
 def decode_records(
-    brief: str,
-    commits: Sequence[tuple[str, Sequence[str]]],
-    blobs: Sequence[bytes | None],
-    *,
-    key: PublicKey | None,
+    brief: str, reader: ObjectReader, tip: str | None, *, key: PublicKey | None
 ) -> list[EvidenceRecord]:
-    """The evidence log's one walker: ``commits`` (``(sha, parents)``, oldest first) and
-    their ``record.json`` blobs, checked and decoded, for the gate's read and the forge's
-    read model alike. ``Corrupt`` unless each commit is the single-parent child of the one
-    before it, holds a record the evidence decoder accepts (its digest, and ``key``'s
-    signature when given) for this brief, and chains to the record before it."""
+    """The evidence log from ``tip``, read by the records layer's walker and checked, for
+    the gate's read and the forge's read model alike. ``Corrupt`` unless each commit is the
+    single-parent child of the one before it (a merge or a grafted history is an edit),
+    holds a record the evidence decoder accepts (its digest, and ``key``'s signature when
+    given) for this brief, and chains to the record before it."""
     source = evidence_ref(brief)
     records: list[EvidenceRecord] = []
     previous: str | None = None
-    for index, ((sha, parents), data) in enumerate(zip(commits, blobs, strict=True)):
+    for index, link in enumerate(chain(reader, source, tip, RECORD_FILE)):
+        sha, parents, data = link.commit, link.parents, link.data
         if list(parents) != ([previous] if previous else []):
             raise Corrupt(
                 f"{source}: evidence commit {sha[:12]} (record {index}) is not a single-parent "
@@ -171,9 +168,8 @@ def read_log(
     log = EvidenceLog(brief=brief, tip=tip)
     if tip is None:
         return log
-    commits = forge.parent_lists(tip)
-    blobs = forge.read_blobs([(sha, RECORD_FILE) for sha, _ in commits])
-    log.records.extend(decode_records(brief, commits, blobs, key=key))
+    with forge.batch() as reader:
+        log.records.extend(decode_records(brief, reader, tip, key=key))
     _remember(forge, brief, tip)
     return log
 

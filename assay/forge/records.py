@@ -28,7 +28,8 @@ import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from types import TracebackType
+from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 import assay.refs as refs
 from assay.errors import AssayError, BadInput, Busy, Corrupt
@@ -43,6 +44,26 @@ Validator = Callable[[dict[str, Any]], None]
 R = TypeVar("R")
 
 
+class ObjectReader(Protocol):
+    """Objects read in process by id or ``<commit>:<path>`` (``assay.forge.batch.GitBatch``
+    over the forge's cache, ``assay.forge.memory.MemoryBatch``): what the walker reads."""
+
+    def parents(self, sha: str) -> tuple[str, ...] | None: ...
+
+    def blob(self, spec: str) -> bytes | None: ...
+
+    def tree(self, spec: str) -> dict[str, tuple[str, str]] | None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
 class RecordBackend(Protocol):
     """What a record log asks of a forge: the git forge (``assay.forge.base.Forge``) and
     the in-memory one of the record tests (``assay.forge.memory.MemoryForge``) both answer
@@ -53,6 +74,8 @@ class RecordBackend(Protocol):
     ) -> dict[str, str]: ...
 
     def history(self, tip: str, *, limit: int | None = None) -> list[str]: ...
+
+    def batch(self) -> ObjectReader: ...
 
     def read_blob(self, commit: str, path: str) -> bytes | None: ...
 
@@ -172,33 +195,49 @@ class LogEntry(Generic[R]):
     record: R
 
 
+@dataclass(frozen=True)
+class Link:
+    """One commit of a log's chain: its parents and the bytes of the record file it holds."""
+
+    commit: str
+    parents: tuple[str, ...]
+    data: bytes | None
+
+
 def chain(
-    forge: RecordBackend,
+    reader: ObjectReader,
     ref: str,
     tip: str | None,
-    path: str,
+    path: str | None,
     *,
     after: str | None = None,
     limit: int | None = None,
-) -> list[tuple[str, bytes | None]]:
-    """The walker's reading half: ``(commit, bytes of path)`` along ``tip``'s first parents,
-    oldest first, unparsed (for a reader that skips the records it refuses instead of
-    failing on the first: the events log). ``after``: only the commits after that one
-    (``Corrupt`` when it is no longer in the log); ``limit``: the newest that many."""
-    if tip is None:
-        return []
-    commits = forge.history(tip, limit=limit)
-    if after is not None:
-        if after not in commits:
-            raise Corrupt(f"{ref}: commit {after[:12]} is no longer in the log")
-        commits = commits[: commits.index(after)]
-    commits.reverse()
-    blobs = forge.read_blobs([(commit, path) for commit in commits])
-    return list(zip(commits, blobs, strict=True))
+) -> list[Link]:
+    """The walker's reading half: the commits along ``tip``'s first parents, oldest first,
+    each with its parents and the bytes of ``path`` (None: no file read), unparsed (for a
+    reader that skips the records it refuses instead of failing on the first: the events
+    log). ``after``: only the commits after that one (``Corrupt`` when it is no longer in
+    the log); ``limit``: the newest that many. A commit missing from the objects is
+    ``Corrupt``: a log is never read short."""
+    links: list[Link] = []
+    at, found = tip, after is None
+    while at is not None and (limit is None or len(links) < limit):
+        if at == after:
+            found = True
+            break
+        parents = reader.parents(at)
+        if parents is None:
+            raise Corrupt(f"{ref}: commit {at[:12]} is missing from the objects read", ref=ref)
+        links.append(Link(at, parents, reader.blob(f"{at}:{path}") if path else None))
+        at = parents[0] if parents else None
+    if not found:
+        raise Corrupt(f"{ref}: commit {str(after)[:12]} is no longer in the log", ref=ref)
+    links.reverse()
+    return links
 
 
 def walk(
-    forge: RecordBackend,
+    reader: ObjectReader,
     codec: Codec[R],
     tip: str | None,
     *,
@@ -209,8 +248,8 @@ def walk(
     first, each decoded by the codec (the first bad one is its ``Corrupt``, naming the ref
     and the commit)."""
     return [
-        LogEntry(commit, codec.parse(commit, blob))
-        for commit, blob in chain(forge, codec.ref, tip, codec.path, after=after, limit=limit)
+        LogEntry(link.commit, codec.parse(link.commit, link.data))
+        for link in chain(reader, codec.ref, tip, codec.path, after=after, limit=limit)
     ]
 
 
@@ -433,13 +472,16 @@ class RefLog:
     ) -> list[tuple[str, bytes | None]]:
         """``(commit, record bytes)`` oldest first, unparsed: for a reader that skips the
         records it refuses instead of failing on the first (the events log)."""
-        return chain(self.forge, self.ref, self.head(fetch=fetch), self.path, after=after)
+        with self.forge.batch() as reader:
+            links = chain(reader, self.ref, self.head(fetch=fetch), self.path, after=after)
+        return [(link.commit, link.data) for link in links]
 
     def entries(
         self, *, fetch: bool = True, after: str | None = None
     ) -> list[LogEntry[dict[str, Any]]]:
         """Every record, oldest first (only those after commit ``after`` when given)."""
-        return walk(self.forge, self.codec, self.head(fetch=fetch), after=after)
+        with self.forge.batch() as reader:
+            return walk(reader, self.codec, self.head(fetch=fetch), after=after)
 
     def parse(self, commit: str, blob: bytes | None) -> dict[str, Any]:
         """One record as ``entries`` parses it (``Corrupt`` naming the commit)."""
