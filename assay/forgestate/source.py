@@ -468,10 +468,12 @@ def snapshot_from_cache(
 
 
 def brief_refs(brief: str) -> list[str]:
-    """Every ref (or prefix) one brief's records live on, and main: what the many-brief
-    read fetches of it, and all the one-brief read does."""
+    """Every ref (or prefix) one brief's records live on, main, and the settings record
+    (which key checks its evidence): what the many-brief read fetches of it, and all the
+    one-brief read does."""
     return [
         MAIN,
+        refs.CONFIG,
         refs.claim_ref(brief),
         refs.events_ref(brief),
         refs.status_ref(brief),
