@@ -52,6 +52,7 @@ from assay.evidence.gate import (
     run_brief_rows,
     run_row_specs,
     squash_message,
+    stage_run,
 )
 from assay.evidence.keys import GateKey, PublicKey, gate_key
 from assay.evidence.pinning import apply_pins, plan_for
@@ -59,13 +60,13 @@ from assay.evidence.records import EvidenceRecord
 from assay.evidence.reviews import GATE_IDENTITY, stage_version
 from assay.evidence.rule import MergeDecision
 from assay.evidence.runner import gate_sandbox, shield_gate_process
-from assay.evidence.source import MAIN_REF, CleanTree, branch_ref, checkpoint_for
+from assay.evidence.source import MAIN_REF, CleanTree
 from assay.evidence.table import render_markdown, with_table
 from assay.evidence.trust import merge_key
 from assay.forge import Forge
 from assay.forge.records import Stage, WritePolicy, write
 from assay.plumbing import PushResult, RefUpdate
-from assay.refs import journal_ref, run_ref
+from assay.refs import run_ref
 from assay.sandbox import SandboxSpec
 
 # The review body's note on why the last batch left the brief out (replaced at each batch,
@@ -514,14 +515,8 @@ def _stage(forge: Forge, plan: _Plan) -> Stage:
     for candidate in plan.stack:
         ctx, head = candidate.ctx, candidate.head
         brief, view = ctx.view.brief, ctx.view
-        # The run's checkpoints (its journal with them), as a single merge keeps them.
-        checkpoint = checkpoint_for(forge, view, head)
-        stage.add(RefUpdate(run_ref(brief, ctx.anchors.attempt), checkpoint, expected=None))
-        # The branch and its journal pinned at what was judged: a push racing the merge
-        # aborts the whole batch.
-        for ref, tip in ((branch_ref(brief), view.branch), (journal_ref(brief), view.journal)):
-            if tip is not None:
-                stage.pin(ref, tip)
+        # The run's checkpoints kept, its branch and journal pinned, as a single merge does.
+        stage_run(stage, forge, ctx, head)
         if view.review is not None and view.review.state != "merged":
             table = render_markdown(candidate.decision)
             stage_version(

@@ -69,7 +69,7 @@ from assay.evidence.store import EvidenceLog, append_records, default_verifier, 
 from assay.evidence.table import render_markdown, with_table
 from assay.evidence.trust import gate_trust, merge_key, reader_key, refuse_other_signers
 from assay.forge import Forge
-from assay.forge.records import LostRace, Stage, WritePolicy, write
+from assay.forge.records import LostRace, Stage, WritePolicy, refuse_on_loss, write
 from assay.journal import Journal, Redactor, secrets_from_env
 from assay.plumbing import PushResult, RefUpdate
 from assay.refs import holdout_ref, run_ref
@@ -907,6 +907,61 @@ def squashed_main(
     return commit, MergeOutcome.CREATED if main is None else MergeOutcome.SQUASHED
 
 
+def stage_run(stage: Stage, forge: Forge, ctx: GateContext, head: str) -> str:
+    """Stage the run's checkpoints (its journal with them) under its run ref, with the
+    branch and the journal ref pinned at what was judged (a push racing the merge aborts
+    it); returns the run ref. Main keeps only the squashed code: this ref keeps the rest.
+
+    A run ref this very attempt already has (a merge that stopped after keeping the run
+    and before main moved, on a forge where the two are not one push) is moved on to the
+    judged checkpoint when it holds an older one of the same run, and left when it holds
+    this one; one holding anything else is not this run's: ``Failed``."""
+    view = ctx.view
+    run = run_ref(view.brief, ctx.anchors.attempt)
+    checkpoint = checkpoint_for(forge, view, head)
+    kept = view.runs.get(run)
+    if kept is not None and kept != checkpoint and not is_ancestor(forge, kept, checkpoint):
+        raise Failed(
+            f"{view.brief}: {run} holds {kept[:12]}, which is not a checkpoint of the run "
+            f"judged at {head[:12]}: another run's, or forged"
+        )
+    if kept != checkpoint:
+        stage.add(RefUpdate(run, checkpoint, expected=kept))
+    pin_judged(stage, view)
+    return run
+
+
+def pin_judged(stage: Stage, view: ForgeView) -> None:
+    """Pin the branch and its journal ref at what was judged."""
+    for ref, tip in (
+        (branch_ref(view.brief), view.branch),
+        (journal_ref(view.brief), view.journal),
+    ):
+        if tip is not None:
+            stage.pin(ref, tip)
+
+
+def keep_run(forge: Forge, ctx: GateContext, head: str) -> str:
+    """Push the run ref alone (``stage_run``), before a forge that merges on its own (GitHub)
+    moves main: the run is kept first, so no merged brief is ever without its run; a lost
+    race (the branch or its journal moved since it was judged) is ``Busy``."""
+    run = ""
+
+    def build(_again: bool) -> Stage:
+        nonlocal run
+        stage = Stage(forge)
+        run = stage_run(stage, forge, ctx, head)
+        return stage
+
+    def moved(_result: PushResult) -> Busy:
+        return Busy(f"{ctx.view.brief}: the branch or its journal moved since it was judged")
+
+    write(
+        forge, build, policy=WritePolicy(attempts=1, what="run ref", on_lost=refuse_on_loss(moved))
+    )
+    return run
+
+
 def squash_message(ctx: GateContext, head: str) -> str:
     """The squash commit's message: the brief's title, then trailers naming the brief, the
     head it was judged at, the evidence log's newest record and the kept run."""
@@ -954,18 +1009,11 @@ def merge(
         stage = Stage(forge)
         run = None
         if outcome is not MergeOutcome.UP_TO_DATE:
-            run = run_ref(brief_id, ctx.anchors.attempt)
             stage.add(RefUpdate(MAIN_REF, new_main, expected=view.main))
-            # The run's checkpoints (its journal with them), not only the code main holds.
-            stage.add(RefUpdate(run, checkpoint_for(forge, view, head), expected=None))
+            run = stage_run(stage, forge, ctx, head)
             stage.send = forge.merge_gate  # a merge: within the forge's merge budget
-        # Pin the branch and its journal at what was judged: a push racing the merge aborts it.
-        for ref, tip in (
-            (branch_ref(brief_id), view.branch),
-            (journal_ref(brief_id), view.journal),
-        ):
-            if tip is not None:
-                stage.pin(ref, tip)
+        else:
+            pin_judged(stage, view)
         if view.review is not None and view.review.state != "merged":
             stage_version(
                 stage,

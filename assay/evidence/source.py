@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import assay.refs as refs
@@ -73,6 +74,7 @@ class ForgeView:
     holdout: str | None = None  # the brief's holdout rows (sealed), as the fetch found it
     journal: str | None = None  # the brief's checkpoints (journal ref), as the fetch found it
     run: str | None = None  # its newest run ref's tip (a merged run's checkpoints, kept)
+    runs: Mapping[str, str] = field(default_factory=dict)  # every run ref of it -> its tip
 
     @property
     def head(self) -> str | None:
@@ -104,6 +106,7 @@ def fetch_view(forge: Forge, brief: str) -> ForgeView:
         holdout=found.get(holdout_ref(brief)),
         journal=found.get(journal_ref(brief)),
         run=snapshot.run(brief) or None,
+        runs={ref: sha for ref, sha in found.items() if ref.startswith(refs.runs_of(brief))},
     )
 
 

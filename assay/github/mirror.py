@@ -8,7 +8,8 @@ it, paying REST calls for *changes*, never for polling:
 - review -> a draft pull request from ``assay/<brief>``; finishing it regenerates the body,
   marks it ready for review and updates the claim comment in one GraphQL request;
 - evidence -> the check run ``assay/evidence`` on the head commit, rows in its output;
-- merge -> one GraphQL request (final body, merge at the verified head, comment "done");
+- merge -> one GraphQL request (final body, a squash at the verified head into one commit on
+  main carrying Assay's trailers, comment "done"), the run kept under its run ref before;
 - a batch that landed on main over git (``assay merge --ready``) -> one GraphQL request
   closing every brief's pull request and naming its squash commit in the claim comment,
   then the label dropped and the issue closed per brief, the records in one push.
@@ -333,15 +334,24 @@ class GitHubMirror:
     # -- merge ---------------------------------------------------------------------------------
 
     def merge(
-        self, brief: str, *, head_sha: str, body: str, claim: ClaimRecord | None = None
+        self,
+        brief: str,
+        *,
+        head_sha: str,
+        body: str,
+        message: str,
+        claim: ClaimRecord | None = None,
     ) -> list[str]:
-        """Merge the pull request at ``head_sha`` (GitHub refuses if the head moved), with the
-        final body and the claim comment, in one GraphQL request; then drop the label."""
+        """Squash the pull request at ``head_sha`` (GitHub refuses if the head moved) into one
+        commit on main whose message is ``message`` (its first line the headline, the rest
+        its body: the trailers naming the brief, its evidence and its run), with the final
+        body and the claim comment, in one GraphQL request; then drop the label."""
         state = self.state(brief)
         if state.pull_node is None:
             raise BadInput(f"brief {brief!r} has no pull request to merge")
         if state.pull_state == "merged":
             return []
+        headline, _, rest = message.partition("\n")
         mutations = []
         if state.body_digest != _digest(body):
             mutations.append(
@@ -353,7 +363,9 @@ class GitHubMirror:
                 {
                     "pullRequestId": state.pull_node,
                     "expectedHeadOid": head_sha,
-                    "mergeMethod": "MERGE",
+                    "mergeMethod": "SQUASH",
+                    "commitHeadline": headline,
+                    "commitBody": rest.strip("\n"),
                 },
             )
         )
