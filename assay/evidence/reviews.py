@@ -93,16 +93,20 @@ class ReviewCodec:
         """``record`` and its bytes; ``BadInput`` naming the ref and field when a reader
         would refuse it, or it names another brief (nothing is written)."""
         payload = json.dumps(record.to_json(), indent=2, sort_keys=True).encode() + b"\n"
-        stored = parse_review(payload, where=self.ref)
-        if stored.brief != self.brief:
-            raise BadInput(f"{self.ref}: field 'brief' is {stored.brief!r}, not {self.brief!r}")
-        return stored, payload
+        return self._checked(parse_review(payload, where=self.ref), where=self.ref), payload
 
     def parse(self, commit: str, blob: bytes | None) -> ReviewRecord:
         where = f"{self.ref}:{REVIEW_FILE}"
         if blob is None:
             raise BadInput(f"{where}: the review commit {commit[:12]} holds no {REVIEW_FILE}")
-        return parse_review(blob, where=where, commit=commit)
+        return self._checked(parse_review(blob, where=where, commit=commit), where=where)
+
+    def _checked(self, review: ReviewRecord, *, where: str) -> ReviewRecord:
+        """A review on this brief's ref must be this brief's (a copy of another brief's
+        ready review is not a review of this one)."""
+        if review.brief != self.brief:
+            raise BadInput(f"{where}: field 'brief' is {review.brief!r}, not {self.brief!r}")
+        return review
 
 
 def read_review_at(forge: Forge, brief: str, commit: str | None) -> ReviewRecord | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import assay.refs as refs
-from assay.errors import AssayError, Corrupt
+from assay.errors import AssayError
 from assay.evidence.anchors import anchor_problem
 from assay.forge.records import ObjectReader, RecordBackend, chain
 from assay.forgestate.snapshot import (
@@ -230,21 +230,19 @@ def _evidence(
 
 
 def _claim(batch: ObjectReader, ref: str, sha: str) -> ClaimInfo:
-    """The claim at ``sha``, decoded by the claims module's own strict decoder."""
-    from assay.claims.record import CLAIM_FILE, parse_record
+    """The claim at ``sha``, decoded by the claim codec (the claims module's own)."""
+    from assay.claims.record import ClaimCodec
 
-    return ClaimInfo.from_record(parse_record(batch.blob(f"{sha}:{CLAIM_FILE}"), ref=ref, sha=sha))
+    codec = ClaimCodec(_suffix(ref, CLAIMS))
+    return ClaimInfo.from_record(codec.parse(sha, batch.blob(f"{sha}:{codec.path}")))
 
 
 def _review(batch: ObjectReader, ref: str, sha: str) -> Any:
-    """The review record at ``sha``, decoded by the gate's review decoder."""
-    from assay.evidence.reviews import REVIEW_FILE, parse_review
+    """The review record at ``sha``, decoded by the review codec (the gate's decoder)."""
+    from assay.evidence.reviews import ReviewCodec
 
-    where = f"{ref} at {sha[:12]}"
-    data = batch.blob(f"{sha}:{REVIEW_FILE}")
-    if data is None:
-        raise Corrupt(f"{where}: the commit holds no {REVIEW_FILE}")
-    return parse_review(data, where=where, commit=sha)
+    codec = ReviewCodec(_suffix(ref, REVIEWS))
+    return codec.parse(sha, batch.blob(f"{sha}:{codec.path}"))
 
 
 def _events(

@@ -23,6 +23,7 @@ import assay.refs as refs
 from assay.errors import BadInput, Corrupt
 from assay.forge.records import RecordCodec, RefLog, Stage
 from assay.forgestate.snapshot import ForgeSnapshot
+from assay.forgestate.status import status_codec
 from assay.forgestate.times import iso
 from assay.sweep.plan import Action
 
@@ -53,12 +54,21 @@ def status_record(action: Action, *, by: str, at: str, sweep: str) -> dict[str, 
 
 
 # The sweep's own logs: one record per sweep, and the refs reported as orphans so far.
-SWEEP_LOG_CODEC = RecordCodec(refs.SWEEP_LOG, "sweep")
+SWEEP_LOG_CODEC = RecordCodec(refs.SWEEP_LOG, "sweep", validate=lambda r: _sweep_record(r))
 ORPHANS_CODEC = RecordCodec(
     refs.ORPHAN_LOG,
     "orphans",
     validate=lambda record: _strings(record, "refs"),
 )
+
+
+def _sweep_record(record: Mapping[str, Any]) -> None:
+    for name in ("sweep", "by", "at"):
+        if not isinstance(record.get(name), str):
+            raise BadInput(f"field {name!r} must be a string")
+    actions = record.get("actions")
+    if not isinstance(actions, list) or not all(isinstance(a, dict) for a in actions):
+        raise BadInput("field 'actions' must be a list of objects")
 
 
 def _strings(record: Mapping[str, Any], name: str) -> None:
@@ -67,12 +77,12 @@ def _strings(record: Mapping[str, Any], name: str) -> None:
         raise BadInput(f"field {name!r} must be a list of strings")
 
 
-def _codec(forge: Any, ref: str) -> RecordCodec:
+def _codec(ref: str) -> RecordCodec:
     if ref == refs.SWEEP_LOG:
         return SWEEP_LOG_CODEC
     if ref == refs.ORPHAN_LOG:
         return ORPHANS_CODEC
-    return RefLog.for_brief(forge, "status", refs.brief_of(ref, STATUS_PREFIX)).codec
+    return status_codec(refs.brief_of(ref, STATUS_PREFIX))
 
 
 @dataclass
@@ -159,7 +169,7 @@ def apply_plan(
         record = status_record(action, by=by, at=stamp, sweep=sweep)
         ref = STATUS_PREFIX + action.brief
         stage.record(
-            _codec(forge, ref),
+            _codec(ref),
             record,
             on=snapshot.refs.get(ref),
             author=author,
@@ -167,7 +177,7 @@ def apply_plan(
         )
     for ref, log_record in records.items():
         stage.record(
-            _codec(forge, ref),
+            _codec(ref),
             dict(log_record),
             on=snapshot.refs.get(ref),
             author=author,

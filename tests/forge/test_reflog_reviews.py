@@ -22,7 +22,8 @@ def test_a_review_the_desk_wrote_is_read_by_the_walker(forge: Forge) -> None:
     second = write_review(
         forge, "calc", head_sha="b" * 40, title="Add calc", body="ready body", state="ready"
     )
-    entries = walk(forge, ReviewCodec("calc"), forge.refresh([REF])[REF])
+    with forge.batch() as reader:
+        entries = walk(reader, ReviewCodec("calc"), forge.refresh([REF])[REF])
     assert [entry.record.to_json() for entry in entries] == [first.to_json(), second.to_json()]
     assert [entry.record.commit for entry in entries] == [entry.commit for entry in entries]
 
@@ -48,8 +49,8 @@ def test_a_review_commit_without_review_json_is_refused(forge: Forge) -> None:
         {RECORD_PATH: b'{"v": 1, "kind": "reviews"}'}, parents=[], message="x", author=GATE
     )
     assert forge.push([RefUpdate(REF, commit, expected=None)]).ok
-    with pytest.raises(BadInput, match=r"holds no review\.json"):
-        walk(forge, ReviewCodec("calc"), commit)
+    with forge.batch() as reader, pytest.raises(BadInput, match=r"holds no review\.json"):
+        walk(reader, ReviewCodec("calc"), commit)
 
 
 def test_a_review_naming_another_brief_is_never_staged(forge: Forge) -> None:
