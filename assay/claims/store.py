@@ -38,10 +38,10 @@ from assay.claims.record import (
     workflow_run_from_env,
 )
 from assay.errors import AssayError, BadInput, Busy, Corrupt, Fenced
-from assay.forge.base import Forge
 from assay.forge.records import (
     LostRace,
     OnLost,
+    RecordBackend,
     Stage,
     WritePolicy,
     Written,
@@ -124,7 +124,7 @@ class ClaimStore:
     """
 
     def __init__(
-        self, forge: Forge, *, skew_s: float | None = None, clock: Clock = now_utc
+        self, forge: RecordBackend, *, skew_s: float | None = None, clock: Clock = now_utc
     ) -> None:
         self.forge = forge
         self.skew_s = skew_from_env(skew_s)

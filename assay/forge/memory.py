@@ -35,9 +35,11 @@ class MemoryForge:
 
     protects_custom_refs = True  # the embedded forge's rule: only the record's writer moves it
     url = display_url = "memory:"
-    state_dir: Path | None = None  # no local state: the read model caches nothing here
 
-    def __init__(self) -> None:
+    def __init__(self, *, state_dir: Path | None = None) -> None:
+        # Where a reader keeps local state (parsed briefs, evidence tips seen), as the git
+        # forge keeps it beside its cache; None: none kept.
+        self.state_dir = state_dir
         self.refs: dict[str, str] = {}
         self._commits: dict[str, _Commit] = {}
         self._blobs: dict[str, bytes] = {}  # by git's blob id, as a tree names them

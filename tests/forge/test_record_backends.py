@@ -9,8 +9,6 @@ backend (or a rule the git forge has that the record logic relies on unknowingly
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.errors import BadInput, Busy, Corrupt
-from assay.forge import open_forge
 from assay.forge.memory import MemoryForge
 from assay.forge.records import (
     LostRace,
@@ -39,15 +36,6 @@ WRITER = Identity("writer", "writer@example.invalid")
 def _positive(record: dict[str, Any]) -> None:
     if not isinstance(record.get("n"), int) or record["n"] < 0:
         raise ValueError("field 'n' must be a number of at least 0")
-
-
-@pytest.fixture(params=["git", "memory"])
-def backend(request: pytest.FixtureRequest, forge_path: Path) -> Iterator[RecordBackend]:
-    if request.param == "memory":
-        yield MemoryForge()
-        return
-    with open_forge(str(forge_path)) as forge:
-        yield forge
 
 
 def _log(backend: RecordBackend) -> RefLog:
