@@ -1,14 +1,14 @@
 """Filling a ``ForgeSnapshot`` from a forge: one fetch, then local reads from its cache.
 
-Every ref the board and the sweepers look at (main, ``assay/*`` branches, claims, events,
-evidence, reviews, status records) comes down in one ``fetch`` — one round trip whatever the
-number of briefs — and everything after that is read from the forge's local cache through a
-single in-process reader (``GitBatch``: libgit2, no git process).
-
-Record formats read here are the ones DESIGN §4-§6 and docs/internals.md pin: ``claim.json``
-in the claim ref's tip commit, journal segments ``NNNNNN.jsonl`` under
-``.assay/journal/<brief>/`` on ``assay/<brief>``, one evidence ``record.json`` per commit on
-the evidence ref, and one JSON record per commit on the events and status refs.
+Every ref the board, the sweepers, the desks and the gate look at (main, branches, journal
+and run refs, claims, events, evidence, reviews, status and holdout records) comes down in
+one ``fetch``: one round trip whatever the number of briefs (``only_brief``: one brief's
+refs, the same read narrowed). Everything after that is read from the forge's objects
+through one in-process object reader (``forge.batch()``: libgit2 over the git forge's cache,
+or ``MemoryForge``'s dicts), walked by the records layer's walker and decoded by each
+record's codec (``assay.forge.records``); a brief's journal is read at its checkpoint
+(``checkpoint_tips``: its journal ref, its run ref once merged, or its branch) and checked
+by the journal's one checker.
 """
 
 from __future__ import annotations
