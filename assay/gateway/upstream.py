@@ -7,34 +7,30 @@ upstream's own header (``x-api-key`` for Anthropic, ``Authorization: Bearer`` fo
 it is never in a journal, a log or the CLI's environment. A response is read whole (a
 stream as its raw bytes) so it can be recorded and checked before the CLI sees any of it.
 
-Errors at the boundary: refused credentials -> ``Denied`` (77), 429/5xx/transport
-failures that outlast the retries -> ``Unavailable`` (69), a 2xx body that is not the
-API's JSON (or event stream) -> ``Unavailable``. When the last answer was 429, 503 or 529
-(the provider is up but has no capacity for the call) the ``Unavailable`` carries
-``capacity=True`` and ``http=<status>``: the desk parks the run as a durable wait instead of
-giving the brief back. Other 4xx answers are the CLI's business and are returned to it as
-they came.
+Errors at the boundary are ``assay.models.http.send``'s, the one retry policy and mapping
+the model adapters use too: refused credentials -> ``Denied`` (77), 429/5xx/transport
+failures that outlast the retries -> ``Unavailable`` (69, with ``capacity=True`` when the
+provider is up but full: the desk parks the run as a durable wait instead of giving the
+brief back). Here a 404 is ``BadInput`` naming the base URL, and a 2xx body that is not the
+API's JSON (or event stream) is ``Unavailable``. Other 4xx answers are the CLI's business
+and are returned to it as they came.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from assay.errors import BadInput, Denied, Unavailable
+from assay.errors import BadInput, Unavailable
 from assay.gateway.apis import get_api
 from assay.gateway.wire import Answer, read_answer
 from assay.models.config import AnthropicConfig, GeminiConfig, OpenAIConfig
-from assay.models.http import RETRY_STATUSES, parse_retry_after, ssl_context
+from assay.models.http import RetryPolicy, send, ssl_context
 
 PASS_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
-# Answers that say the provider is there but has no room for the call now (rate limited,
-# unavailable, Anthropic's overloaded): worth waiting for, unlike a broken endpoint.
-CAPACITY_STATUSES = frozenset({429, 503, 529})
 DEFAULT_BASE = {
     "anthropic": "https://api.anthropic.com",
     "openai": "https://api.openai.com/v1",
@@ -73,6 +69,7 @@ class Upstream:
             os.environ.get("ASSAY_MODEL_BASE_URL") if config.adapter == "openai" else None
         )
         self.base_url = (base or DEFAULT_BASE[config.adapter]).rstrip("/")
+        self.policy = RetryPolicy(config.attempts, config.backoff_s, config.max_backoff_s)
         self._client = httpx.Client(
             timeout=httpx.Timeout(config.timeout_s, connect=min(config.timeout_s, 15.0)),
             transport=transport,
@@ -117,46 +114,25 @@ class Upstream:
         wire = get_api(api)
         path, payload = wire.upstream_request(route, body, self.config.model)
         stream = wire.streams(route, body)
-        url, sent = self.url(path), self.headers(headers)
         what = f"{self.source}: model: {self.config.model} at {self.base_url}"
-        last, status = "", 0
-        for attempt in range(1, self.config.attempts + 1):
-            try:
-                response = self._client.post(url, json=payload, headers=sent)
-            except httpx.TransportError as exc:
-                last, wait, status = f"{type(exc).__name__}", None, 0
-            else:
-                reply = Reply(
-                    response.status_code,
-                    response.headers.get("content-type", "application/json"),
-                    response.content,
-                    stream and response.status_code < 300,
-                )
-                if reply.status not in RETRY_STATUSES:
-                    return reply, self._check(api, reply, what)
-                last, wait = f"HTTP {reply.status}", parse_retry_after(response.headers)
-                status = reply.status
-            if attempt < self.config.attempts:
-                time.sleep(self._delay(attempt, wait))
-        if status in CAPACITY_STATUSES:
-            raise Unavailable(
-                f"{what}: no capacity after {self.config.attempts} attempts ({last})",
-                capacity=True,
-                http=status,
-            )
-        raise Unavailable(f"{what}: unreachable after {self.config.attempts} attempts ({last})")
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return float(min(retry_after, self.config.max_backoff_s))
-        return float(min(self.config.backoff_s * 2 ** (attempt - 1), self.config.max_backoff_s))
+        response = send(
+            self._client,
+            self.url(path),
+            payload=payload,
+            headers=self.headers(headers),
+            policy=self.policy,
+            what=what,
+            key_env=self.config.api_key_env,
+        )
+        reply = Reply(
+            response.status_code,
+            response.headers.get("content-type", "application/json"),
+            response.content,
+            stream and response.status_code < 300,
+        )
+        return reply, self._check(api, reply, what)
 
     def _check(self, api: str, reply: Reply, what: str) -> Answer | None:
-        if reply.status in (401, 403):
-            hint = f"; check ${self.config.api_key_env}" if self.config.api_key_env else ""
-            raise Denied(
-                f"{what}: the endpoint refused the credentials (HTTP {reply.status}){hint}"
-            )
         if reply.status == 404:
             raise BadInput(f"{what}: no such endpoint (HTTP 404); check model.base_url")
         if not reply.ok:

@@ -1,8 +1,12 @@
 """HTTP for model APIs: one POST with retries on 429/5xx that honour ``retry-after``.
 
-Errors are translated here, at the boundary: refused credentials -> ``Denied`` (77), other
-4xx -> ``BadInput`` (65), and 429/5xx/network failures that outlast the retries ->
-``Unavailable`` (69). No header value (the API key) ever appears in a message.
+This is the one retry policy and the one mapping of HTTP failures to Assay's errors, for
+the model adapters and the agent CLIs' gateway alike (``send``): refused credentials ->
+``Denied`` (77); 429/5xx/network failures that outlast the retries -> ``Unavailable`` (69),
+with ``capacity=True`` and ``http=<status>`` when the last answer was 429, 503 or 529 (the
+provider is up but has no room for the call now, worth a durable wait). Any other answer is
+the caller's to read: an adapter refuses other 4xx as ``BadInput`` (65), the gateway hands
+them to the CLI. No header value (the API key) ever appears in a message.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from assay.errors import BadInput, Denied, Unavailable
 from assay.models.config import HttpModelConfig
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+# Answers that say the provider is there but has no room for the call now (rate limited,
+# unavailable, Anthropic's overloaded): worth waiting for, unlike a broken endpoint.
+CAPACITY_STATUSES = frozenset({429, 503, 529})
 
 
 @functools.cache
@@ -48,9 +55,10 @@ class RetryPolicy:
 
 
 class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None) -> None:
+    def __init__(self, message: str, retry_after: float | None, status: int = 0) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.status = status  # the HTTP status that asked for the retry; 0: the network
 
 
 def parse_retry_after(headers: httpx.Headers, *, now: float | None = None) -> float | None:
@@ -87,6 +95,53 @@ def _wait(policy: RetryPolicy) -> Any:
     return wait
 
 
+def send(
+    client: httpx.Client,
+    url: str,
+    *,
+    payload: dict[str, Any],
+    headers: dict[str, str],
+    policy: RetryPolicy,
+    what: str,
+    key_env: str | None = None,
+) -> httpx.Response:
+    """POST ``payload``, retrying what is transient, and return the answer that ended it.
+
+    Raises ``Denied`` for refused credentials and ``Unavailable`` when the retries run out
+    (see the module docstring); every other answer, 4xx included, is returned."""
+
+    def attempt() -> httpx.Response:
+        try:
+            response = client.post(url, json=payload, headers=headers)
+        except httpx.TransportError as exc:
+            raise _Retryable(f"{type(exc).__name__}: {exc}", None) from exc
+        status = response.status_code
+        if status in RETRY_STATUSES:
+            raise _Retryable(f"HTTP {status}", parse_retry_after(response.headers), status)
+        if status in (401, 403):
+            hint = f"; check ${key_env}" if key_env else ""
+            raise Denied(f"{what}: the endpoint refused the credentials (HTTP {status}){hint}")
+        return response
+
+    retrying = Retrying(
+        stop=stop_after_attempt(policy.attempts),
+        wait=_wait(policy),
+        retry=retry_if_exception_type(_Retryable),
+        reraise=True,
+    )
+    try:
+        response: httpx.Response = retrying(attempt)
+    except _Retryable as exc:
+        if exc.status in CAPACITY_STATUSES:
+            raise Unavailable(
+                f"{what}: no capacity after {policy.attempts} attempts ({exc})",
+                capacity=True,
+                http=exc.status,
+            ) from exc
+        raise Unavailable(f"{what}: unreachable after {policy.attempts} attempts ({exc})") from exc
+    return response
+
+
 def post_json(
     client: httpx.Client,
     url: str,
@@ -97,42 +152,20 @@ def post_json(
     what: str,
     key_env: str | None = None,
 ) -> dict[str, Any]:
-    """POST ``payload`` and return the JSON object answered, retrying what is transient."""
-
-    def attempt() -> dict[str, Any]:
-        try:
-            response = client.post(url, json=payload, headers=headers)
-        except httpx.TransportError as exc:
-            raise _Retryable(f"{type(exc).__name__}: {exc}", None) from exc
-        status = response.status_code
-        if status in RETRY_STATUSES:
-            raise _Retryable(f"HTTP {status}", parse_retry_after(response.headers))
-        if status in (401, 403):
-            hint = f"; check ${key_env}" if key_env else ""
-            raise Denied(f"{what}: the endpoint refused the credentials (HTTP {status}){hint}")
-        if status >= 400:
-            raise BadInput(f"{what}: HTTP {status}: {response.text[:300]}")
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise Unavailable(f"{what}: the answer is not JSON (HTTP {status})") from exc
-        if not isinstance(data, dict):
-            raise Unavailable(f"{what}: the answer is not a JSON object")
-        return data
-
-    retrying = Retrying(
-        stop=stop_after_attempt(policy.attempts),
-        wait=_wait(policy),
-        retry=retry_if_exception_type(_Retryable),
-        reraise=True,
+    """POST ``payload`` and return the JSON object answered; any other 4xx is ``BadInput``."""
+    response = send(
+        client, url, payload=payload, headers=headers, policy=policy, what=what, key_env=key_env
     )
+    status = response.status_code
+    if status >= 400:
+        raise BadInput(f"{what}: HTTP {status}: {response.text[:300]}")
     try:
-        result: dict[str, Any] = retrying(attempt)
-    except _Retryable as exc:
-        raise Unavailable(
-            f"{what}: unreachable after {policy.attempts} attempts (last: {exc})"
-        ) from exc
-    return result
+        data = response.json()
+    except ValueError as exc:
+        raise Unavailable(f"{what}: the answer is not JSON (HTTP {status})") from exc
+    if not isinstance(data, dict):
+        raise Unavailable(f"{what}: the answer is not a JSON object")
+    return data
 
 
 C = TypeVar("C", bound=HttpModelConfig)

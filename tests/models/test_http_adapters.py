@@ -116,7 +116,8 @@ def test_persistent_429_ends_unavailable(tmp_path: Path) -> None:
         with pytest.raises(Unavailable) as caught:
             openai(server, tmp_path, attempts=3).complete([{"role": "user", "content": "hi"}])
         assert caught.value.code == 69
-        assert "after 3 attempts" in caught.value.message
+        assert "no capacity after 3 attempts (HTTP 429)" in caught.value.message
+        assert caught.value.details == {"capacity": True, "http": 429}  # as the gateway says
         assert server.received == 3 and server.count == 0
 
 
