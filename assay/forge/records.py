@@ -285,9 +285,9 @@ class WritePolicy:
     ``attempts`` pushes at most; after a lost race ``on_lost`` says whether to build again
     on the fresh tips (``REBUILD``), give the answer back (``GIVE_BACK``), or raises (a
     refusing writer). A push refused for any other reason is ``GitError``, unless
-    ``refused_is_lost`` (a merge: GitHub refuses a push to main whose required check has
-    not run yet on a moved head, which a fresh judgement settles). Past the last attempt the
-    writer raises ``exhausted(result)``, else ``Busy`` naming the refs and ``what``."""
+    ``refused_is_lost``: a merge treats any refusal of its push as a race and judges again
+    from fresh refs, as it always has. Past the last attempt the writer raises
+    ``exhausted(result)``, else ``Busy`` naming the refs and ``what``."""
 
     attempts: int = 20
     what: str = "append"
