@@ -73,8 +73,14 @@ class ForgeView:
     events: str | None = None  # the brief's events log (its approvals), as the fetch found it
     holdout: str | None = None  # the brief's holdout rows (sealed), as the fetch found it
     journal: str | None = None  # the brief's checkpoints (journal ref), as the fetch found it
-    run: str | None = None  # its newest run ref's tip (a merged run's checkpoints, kept)
-    runs: Mapping[str, str] = field(default_factory=dict)  # every run ref of it -> its tip
+    runs: Mapping[str, str] = field(default_factory=dict)  # its run refs -> their tips
+
+    @property
+    def run(self) -> str | None:
+        """The tip of its newest run ref (a merged run's checkpoints, kept), or None."""
+        from assay.forgestate.snapshot import newest_runs
+
+        return newest_runs(self.runs).get(self.brief, (None, 0))[0]
 
     @property
     def head(self) -> str | None:
@@ -105,7 +111,6 @@ def fetch_view(forge: Forge, brief: str) -> ForgeView:
         events=found.get(events_ref(brief)),
         holdout=found.get(holdout_ref(brief)),
         journal=found.get(journal_ref(brief)),
-        run=snapshot.run(brief) or None,
         runs={ref: sha for ref, sha in found.items() if ref.startswith(refs.runs_of(brief))},
     )
 
