@@ -68,6 +68,12 @@ def journal_path(brief: str) -> str:
     return f".assay/journal/{check_id(brief)}"
 
 
+def cli_state_path(brief: str) -> str:
+    """An agent CLI's session state inside the work tree: ``.assay/cli/<brief>``
+    (``assay.agentcli.sessionstate``); checkpointed with the journal, never on the branch."""
+    return f".assay/cli/{check_id(brief)}"
+
+
 class BranchSync:
     """The local checkout of a brief's checkpoints and their CAS-pushed refs.
 
@@ -264,11 +270,17 @@ class BranchSync:
         index = repo.index
         index.read(False)
         index.add_all()
-        journal = journal_path(self.brief)
-        if self.journal_dir.exists() and repo.path_is_ignored(journal + "/000001.jsonl"):
-            for path in sorted(self.journal_dir.rglob("*")):
-                if path.is_file():
-                    index.add(path.relative_to(self.workdir).as_posix())
+        # The run's own folders ride in every checkpoint even where .gitignore hides them.
+        owned = (
+            (journal_path(self.brief), "000001.jsonl"),
+            (cli_state_path(self.brief), "point.json"),
+        )
+        for folder, probe in owned:
+            root = self.workdir / folder
+            if root.exists() and repo.path_is_ignored(f"{folder}/{probe}"):
+                for path in sorted(root.rglob("*")):
+                    if path.is_file():
+                        index.add(path.relative_to(self.workdir).as_posix())
         index.write()
         tree = index.write_tree()
         parent = self.head()

@@ -704,8 +704,9 @@ def checkout_detached(
 ) -> None:
     """A fresh work tree at ``tree`` with ``sha`` checked out (detached). Its objects are
     borrowed from the object store ``objects`` (git alternates), or ``sha`` alone is
-    fetched, shallow, from the URL ``fetch_from`` with the forge's ``config``."""
-    run_git(["init", "--quiet", str(tree)], config=config)
+    fetched, shallow, from the URL ``fetch_from`` with the forge's ``config``. No template:
+    the gate makes one per row, and git's sample hooks were most of what it then deleted."""
+    run_git(["init", "--quiet", "--template=", str(tree)], config=config)
     if objects is not None:
         (tree / ".git" / "objects" / "info" / "alternates").write_text(f"{objects}\n")
     if fetch_from is not None:

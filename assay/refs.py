@@ -42,6 +42,9 @@ WORKDIR_CODE = "refs/assay-work/code/"
 GITHUB_EVENTS_CURSOR = ASSAY + "github-events/cursor"
 # refs/assay/github-issues/<number>: the issue text a writer accepted, signed by the gate key.
 GITHUB_ISSUES = ASSAY + "github-issues/"
+# refs/assay/github-ids/<brief>: the issue a brief id is bound to (the first to name it),
+# signed by the gate key; never moved once written.
+GITHUB_IDS = ASSAY + "github-ids/"
 
 # Everything the board and the sweepers read, in one fetch.
 FETCH_ALL = (HEADS, ASSAY)
@@ -76,6 +79,7 @@ evidence_ref = _per_brief(EVIDENCE, "``refs/assay/evidence/<brief>``.")
 review_ref = _per_brief(REVIEWS, "``refs/assay/reviews/<brief>``.")
 status_ref = _per_brief(STATUS, "``refs/assay/status/<brief>``.")
 github_ref = _per_brief(GITHUB, "``refs/assay/github/<brief>``.")
+github_id_ref = _per_brief(GITHUB_IDS, "``refs/assay/github-ids/<brief>``.")
 holdout_ref = _per_brief(HOLDOUT, "``refs/assay/holdout/<brief>``.")
 workdir_code_ref = _per_brief(WORKDIR_CODE, "``refs/assay-work/code/<brief>`` (work directory).")
 journal_ref = _per_brief(

@@ -17,8 +17,10 @@ without the fields that change between two runs of the same conversation (ids, t
 Claude Code's attribution header...), so the gateway can match a resumed CLI's requests
 against the journal; ``volatile_output`` lists what changes from run to run in the output of
 the CLI's tools (run times, session ids, temporary paths), which the gateway masks in tool
-results only (``output_masks``, ``assay.gateway.volatile``). What each CLI sends is written
-down in docs/agent-cli-profiles.md.
+results only (``output_masks``, ``assay.gateway.volatile``). ``resume`` says how a killed
+run goes on: the CLI's own resume from its session state (``NativeResume``,
+``assay.agentcli.resume``), or relaunch and replay. What each CLI sends is written down in
+docs/agent-cli-profiles.md.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from assay.agentcli.resume import RESUME_PROMPT, NativeResume, without_resume
 from assay.errors import BadInput
-from assay.gateway.apis import ApiName
+from assay.gateway.apis import ApiName, get_api
 from assay.gateway.volatile import TEMP_PATHS, Mask, masks
 
 Api = ApiName  # the wire API a CLI speaks: one of assay.gateway.apis.API_NAMES
@@ -63,6 +66,15 @@ class CliProfile:
     default_command: tuple[str, ...]
     mcp: bool = True  # whether the CLI can register an MCP server over streamable HTTP
     install: str = ""  # how its program is installed, for the error when it is missing
+    # How a killed run goes on: the CLI's own resume from its session state (a
+    # ``NativeResume``), or None: relaunched from the start, its calls replayed.
+    resume: NativeResume | None = None
+
+    @property
+    def resume_method(self) -> str:
+        """``native`` (the CLI resumes its own session) or ``relaunch`` (relaunched from the
+        start, its requests answered from the journal)."""
+        return "native" if self.resume is not None else "relaunch"
 
     def launch(
         self,
@@ -78,18 +90,27 @@ class CliProfile:
         mcp_url: str | None,
         env: Mapping[str, str] | None = None,
         files: Mapping[str, str] | None = None,
+        session: str = "",
+        resumed: bool = False,
     ) -> Launch:
         """How to start the CLI: the profile's command, variables and config files, then the
         desk's own ``cli.env`` and ``cli.files`` over them, each with its placeholders
-        filled (``fill_placeholders``; the token never on the command line)."""
+        filled (``fill_placeholders``; the token never on the command line).
+
+        ``resumed``: the CLI resumes its session ``session`` (its files already restored
+        in ``home``): its resume arguments go before the prompt, which is
+        ``RESUME_PROMPT``; otherwise a CLI that lets the desk name its session is given
+        ``session`` as its name."""
         base = list(command) if command else list(self.default_command)
         if not base or not all(isinstance(arg, str) for arg in base):
             raise BadInput(
                 f"cli.command: the {self.name} profile needs a command (a list of strings)"
             )
+        if resumed and self.resume is None:
+            raise BadInput(f"cli.profile: the {self.name} CLI cannot resume its own session")
         url = gateway_url.rstrip("/")
         values = {
-            "prompt": prompt,
+            "prompt": RESUME_PROMPT if resumed else prompt,
             "gateway_url": url,
             "mcp_url": mcp_url or "",
             "home": str(home),
@@ -100,11 +121,15 @@ class CliProfile:
             check_command_arg(arg, where=f"cli.command[{index}]")
         if not command:  # a desk's own command opts back in to what the profile keeps out
             self.check_work_tree(workdir)
+        if self.resume is not None:  # placed by where "{prompt}" is, so before it is filled
+            base = self.resume.arguments(base, session=session, resumed=resumed)
         # The placeholders go into the command before the profile adds its options, so a
         # "{prompt}" in a model name or a path is never replaced.
         base = [fill_placeholders(arg, values) for arg in base]
         argv = self.arguments(base, home=home, model=model, tools=tools, mcp_url=mcp_url)
         environ = self.environment(url=url, home=home, token=token, workdir=workdir)
+        if resumed and self.resume is not None:
+            environ.update(self.resume.environment())
         written = self.config_files(
             url=url, home=home, token=token, model=model, mcp_url=mcp_url, tools=tools
         )
@@ -165,6 +190,21 @@ class CliProfile:
 
     def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
         return body
+
+    # -- native resume --------------------------------------------------------------------
+
+    def resumed_request(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A request of a natively resumed session as the CLI would have sent it had it
+        never stopped: what it added because it resumed taken out (``without_resume``)."""
+        wire = get_api(api)
+        items, rest = wire.split(body)
+        fillers = self.resume.fillers if self.resume is not None else ()
+        kept = without_resume(items, fillers=fillers, markers=wire.markers)
+        return wire.join(self.repair_resumed(kept), rest)
+
+    def repair_resumed(self, items: list[Any]) -> list[Any]:
+        """What else a resumed CLI rebuilds differently in its conversation (none here)."""
+        return items
 
 
 def _options_before_prompt(base: list[str], options: list[str]) -> list[str]:
@@ -438,10 +478,73 @@ class GeminiCliProfile(CliProfile):
     def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
         for content in _items(body.get("contents")):
             for part in _items(content.get("parts") if isinstance(content, dict) else None):
+                if isinstance(part, dict):
+                    # Opaque model state, not what was said; a resumed CLI no longer has
+                    # the signatures it was sent (see repair_resumed).
+                    part.pop("thoughtSignature", None)
                 if isinstance(part, dict) and isinstance(part.get("text"), str):
                     text = GEMINI_DATE.sub(r"\1<date>\2", part["text"])
                     part["text"] = GEMINI_TREE.sub(r"\1<tree>\2", text)
         return body
+
+    def repair_resumed(self, items: list[Any]) -> list[Any]:
+        """What the Gemini CLI rebuilds differently when it resumes a chat: each tool result
+        twice (from the call's record and from the result's own), and the calls of the
+        current loop without the thought signature it gives them while it runs (a
+        recorded signature is not kept in its chat file)."""
+        repaired = []
+        for content in items:
+            parts = content.get("parts") if isinstance(content, dict) else None
+            if isinstance(parts, list) and content.get("role") == "user":
+                unique = [
+                    p
+                    for i, p in enumerate(parts)
+                    if not (isinstance(p, dict) and "functionResponse" in p and p in parts[:i])
+                ]
+                content = {**content, "parts": unique}
+            repaired.append(content)
+        return _signed_loop(repaired)
+
+
+# The Gemini CLI's stand-in for a thought signature it does not have (its
+# ensureActiveLoopHasThoughtSignatures): the first call of each model turn since the last
+# prompt carries one.
+SYNTHETIC_SIGNATURE = "skip_thought_signature_validator"
+
+
+def _signed_loop(contents: list[Any]) -> list[Any]:
+    """``contents`` with the first function call of each model turn since the last user
+    prompt (text, no function response) signed, as the Gemini CLI sends them."""
+    start = next(
+        (
+            i
+            for i in range(len(contents) - 1, -1, -1)
+            if isinstance(contents[i], dict)
+            and contents[i].get("role") == "user"
+            and any(isinstance(p, dict) and p.get("text") for p in _items(contents[i].get("parts")))
+            and not any(
+                isinstance(p, dict) and "functionResponse" in p
+                for p in _items(contents[i].get("parts"))
+            )
+        ),
+        None,
+    )
+    if start is None:
+        return contents
+    signed = list(contents)
+    for index in range(start, len(signed)):
+        content = signed[index]
+        if not isinstance(content, dict) or content.get("role") != "model":
+            continue
+        parts = _items(content.get("parts"))
+        call = next(
+            (i for i, p in enumerate(parts) if isinstance(p, dict) and "functionCall" in p), None
+        )
+        if call is not None and "thoughtSignature" not in parts[call]:
+            parts = list(parts)
+            parts[call] = {**parts[call], "thoughtSignature": SYNTHETIC_SIGNATURE}
+            signed[index] = {**content, "parts": parts}
+    return signed
 
 
 GEMINI_DATE = re.compile(r"(Today's date is )[^\n]*?( \(formatted)")
@@ -521,12 +624,25 @@ PROFILES: Mapping[str, CliProfile] = MappingProxyType(
             "anthropic",
             ("claude", "--print", "--output-format=json", "--", PROMPT),
             install="npm install -g @anthropic-ai/claude-code",
+            resume=NativeResume(
+                files=(".claude/projects/**",),  # the transcript, and tool output kept aside
+                first=("--session-id={session}",),
+                again=("--resume={session}",),
+                result='"tool_use_id":"{id}"',  # its transcript is written behind its calls
+                fillers=("No response requested.",),
+                env={"CLAUDE_CODE_RESUME_PROMPT": PROMPT},  # added to an interrupted turn
+            ),
         ),
         "codex": CodexProfile(
             "codex",
             "openai-responses",
             ("codex", "exec", "--skip-git-repo-check", "--color=never", "--", PROMPT),
             install="npm install -g @openai/codex",
+            resume=NativeResume(
+                files=(".codex/sessions/**/rollout-*.jsonl",),
+                again=("resume", "--last"),  # its HOME holds this one session
+                result='"call_id":"{id}","output":',
+            ),
         ),
         "mini-swe-agent": MiniSweAgentProfile(
             "mini-swe-agent",
@@ -540,6 +656,16 @@ PROFILES: Mapping[str, CliProfile] = MappingProxyType(
             "gemini",
             ("gemini", f"--prompt={PROMPT}"),
             install="npm install -g @google/gemini-cli",
+            resume=NativeResume(
+                files=(
+                    ".gemini/projects.json",  # which chat folder is the work tree's
+                    ".gemini/tmp/*/.project_root",
+                    ".gemini/history/*/.project_root",
+                    ".gemini/tmp/*/chats/session-*.json*",
+                ),
+                again=("--resume=latest",),  # its HOME holds this one session
+                fillers=("[The previous response was interrupted before it completed.]",),
+            ),
         ),
         "generic": GenericProfile("generic", "openai-chat", ()),
     }

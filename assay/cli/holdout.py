@@ -70,6 +70,25 @@ def _read_file(path: str) -> tuple[str, bytes]:
     return relative.replace(os.sep, "/"), where.read_bytes()
 
 
+def _require_named(forge: Forge, brief: str, row: str) -> None:
+    """Where any job may delete the holdout ref (GitHub), a row is sealed only once the
+    brief names it (``holdout: [ROW]``, in a text a desk cannot change: main's brief file,
+    or the issue's state a writer accepted): the gate then refuses while it is missing, so
+    a desk job deleting the ref before the first verify cannot pass the brief without it."""
+    if forge.protects_custom_refs:
+        return
+    from assay.evidence.source import fetch_view, load_brief
+
+    named = load_brief(forge, fetch_view(forge, brief).main, brief).holdout
+    if row not in named:
+        raise BadInput(
+            f"{forge.display_url}: brief {brief!r} does not name holdout row {row!r}: any job "
+            f"may delete {refs.holdout_ref(brief)} there, so add `holdout: [{row}]` to the "
+            "brief first (main's brief file, or the issue's front matter, accepted by a "
+            "writer), then seal the row"
+        )
+
+
 @holdout_group.command("add")
 @click.argument("brief")
 @click.option("--id", "row", required=True, help="The row's id (shown on reviews and boards).")
@@ -115,6 +134,7 @@ def add_command(
     contents = dict(_read_file(path) for path in files)
     with open_forge(forge) as handle:
         public = _public_key(handle, public_key)
+        _require_named(handle, brief, row)
         rows = add_row(
             handle,
             brief,
@@ -131,8 +151,7 @@ def add_command(
         out.print(f"{brief}: holdout row {row} sealed ({len(rows)} in all)", markup=False)
         err.print(
             f"assay: name it in the brief's front matter (holdout: [{row}]) so the gate "
-            "refuses while it is missing: a desk job can delete the holdout ref where custom "
-            "refs are unprotected (GitHub)",
+            "refuses while it is missing (required where custom refs are unprotected: GitHub)",
             markup=False,
             highlight=False,
         )

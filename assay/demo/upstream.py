@@ -148,6 +148,7 @@ class WireFake(LoopbackServer):
         self.seen: list[Seen] = []
         self._faults: list[_Fault] = []
         self._hold: tuple[bool, int | None] = (False, None)
+        self._mid_stream = False  # a held streamed answer is held after its first event
 
     @classmethod
     def from_script(cls, path: Path, **options: Any) -> WireFake:
@@ -179,14 +180,18 @@ class WireFake(LoopbackServer):
         with self._lock:
             self._faults.extend(_Fault(kind, retry_after) for _ in range(times))
 
-    def hold(self, *, at_turn: int | None = None) -> None:
-        """Block conversation requests (only turn ``at_turn`` when given) until release()."""
+    def hold(self, *, at_turn: int | None = None, mid_stream: bool = False) -> None:
+        """Block conversation requests (only turn ``at_turn`` when given) until release();
+        ``mid_stream``: a streamed answer is held after its first event was sent (the
+        client is in the middle of reading it), any other before it is answered."""
         with self._lock:
             self._hold = (True, at_turn)
+            self._mid_stream = mid_stream
 
     def release(self) -> None:
         with self._lock:
             self._hold = (False, None)
+            self._mid_stream = False
             self._lock.notify_all()
 
     def wait_for_in_flight(self, n: int = 1, *, timeout: float = 30.0) -> None:
@@ -227,13 +232,8 @@ class WireFake(LoopbackServer):
             turn = assistant_turns(seen.api, seen.body) if self.by == "turns" else self.answered
             seen.turn = turn
             self.on_request(seen)
-            self.in_flight += 1
-            self._lock.notify_all()
-            try:
-                while self.held(seen):
-                    self._lock.wait()
-            finally:
-                self.in_flight -= 1
+            if not (seen.stream and self._mid_stream):
+                self._wait_held(seen)
             if self.dropped(seen):
                 seen.fault = "disconnect"
                 return _Fault("disconnect"), None
@@ -246,6 +246,22 @@ class WireFake(LoopbackServer):
             self.on_answer(seen)
             self._lock.notify_all()
             return None, script[turn]
+
+    def wait_mid_stream(self, seen: Seen) -> None:
+        """Called after a streamed answer's first event: hold it there (``mid_stream``)."""
+        with self._lock:
+            if self._mid_stream:
+                self._wait_held(seen)
+
+    def _wait_held(self, seen: Seen) -> None:
+        """Wait while ``seen`` is held (the lock held), counted in ``in_flight``."""
+        self.in_flight += 1
+        self._lock.notify_all()
+        try:
+            while self.held(seen):
+                self._lock.wait()
+        finally:
+            self.in_flight -= 1
 
     # -- what a subclass may decide (each called under the lock) ---------------------------
 
@@ -362,7 +378,7 @@ class _Handler(QuietHandler):
         number = seen.turn if seen.turn is not None else 9000 + self.fake.side_answered
         whole, events = _render(seen, turn, number, self.fake.model)
         if seen.stream:
-            self._stream(events)
+            self._stream(events, seen)
         else:
             self._json(200, whole)
 
@@ -374,17 +390,19 @@ class _Handler(QuietHandler):
     ) -> None:
         super()._send(status, kind, data, {"request-id": "req_fake", **(extra or {})})
 
-    def _stream(self, events: Iterable[render.Event]) -> None:
+    def _stream(self, events: Iterable[render.Event], seen: Seen) -> None:
         try:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream; charset=utf-8")
             self.send_header("cache-control", "no-cache")
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
-            for event in events:
+            for index, event in enumerate(events):
                 chunk = render.sse(event)
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.flush()
+                if index == 0:
+                    self.fake.wait_mid_stream(seen)
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):

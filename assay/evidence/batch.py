@@ -48,9 +48,6 @@ from assay.evidence.gate import (
     already_merged,
     gate_fingerprint,
     judge_for_merge,
-    record_template,
-    run_brief_rows,
-    run_row_specs,
     squash_message,
     stage_run,
 )
@@ -58,6 +55,7 @@ from assay.evidence.keys import GateKey, PublicKey, gate_key
 from assay.evidence.pinning import apply_pins, plan_for
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.reviews import GATE_IDENTITY, stage_version
+from assay.evidence.rows import record_template, run_brief_rows, run_row_specs
 from assay.evidence.rule import MergeDecision
 from assay.evidence.runner import gate_sandbox, shield_gate_process
 from assay.evidence.source import MAIN_REF, CleanTree

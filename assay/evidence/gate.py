@@ -1,7 +1,8 @@
 """The gate: ``verify`` re-runs a brief's rows on the review's head; ``merge`` obeys the rule.
 
 ``verify`` checks out the head in a clean tree, reads and checks the desk's journal there,
-computes the environment fingerprint, runs every row (``assay.evidence.runner``), appends
+computes the environment fingerprint, runs every row (``assay.evidence.rows``: each in a
+pinned tree of its own, through ``assay.evidence.runner``), appends
 one record per row to the evidence ref, regenerates the claimed-versus-verified table in
 the review, and reports the merge rule's verdict at that head.
 
@@ -23,7 +24,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,22 +32,18 @@ from assay.errors import Busy, Corrupt, Failed
 from assay.evidence.anchors import ClaimAnchors, check_anchors, read_claim_anchors
 from assay.evidence.claimed import Claimed, claimed_from_entries, journal_anchors
 from assay.evidence.fingerprint import declaration_problems, diff_fingerprints, fingerprint
-from assay.evidence.holdout import OpenedRow, SealedRow, place_files, sealed_record
-from assay.evidence.holdout import open_rows as open_holdout
+from assay.evidence.holdout import SealedRow
 from assay.evidence.holdout import read_rows as read_holdout
-from assay.evidence.keys import GateKey, PublicKey, gate_state_dir, signing_key
-from assay.evidence.pinning import PinPlan, apply_pins, plan_for, safe_python_env
+from assay.evidence.keys import GateKey, PublicKey, signing_key
+from assay.evidence.pinning import PinPlan, apply_pins, plan_for
 from assay.evidence.records import EvidenceRecord
-from assay.evidence.results import Baselines, ReportFolder, judge, structured_runners
 from assay.evidence.reviews import reviews_ref, stage_version
+from assay.evidence.rows import record_template, run_brief_rows, run_row_specs
 from assay.evidence.rule import MergeDecision, decide
 from assay.evidence.runner import (
-    RowRun,
     gate_sandbox,
     row_environment,
-    run_row,
     shield_gate_process,
-    withheld_values,
 )
 from assay.evidence.source import (
     MAIN_REF,
@@ -70,7 +66,7 @@ from assay.evidence.table import render_markdown, with_table
 from assay.evidence.trust import gate_trust, merge_key, reader_key, refuse_other_signers
 from assay.forge import Forge
 from assay.forge.records import LostRace, Stage, WritePolicy, refuse_on_loss, write
-from assay.journal import Journal, Redactor, secrets_from_env
+from assay.journal import Journal
 from assay.plumbing import PushResult, RefUpdate
 from assay.refs import holdout_ref, run_ref
 from assay.runtime.types import Event
@@ -78,10 +74,6 @@ from assay.sandbox import SandboxSpec
 from assay.sandbox.environ import process_environment
 
 MERGE_ATTEMPTS = 5  # a merge (or a batch) judged again after this many lost races: Busy
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -351,6 +343,7 @@ def verify(
             workdir=workdir,
             on_start=on_start,
             on_row=on_row,
+            desk_side=(head, at.checkpoint),
         )
     timings["rows"] = sum(record.seconds for record in ran)
     with _timed(timings, "record"):
@@ -399,6 +392,7 @@ class _AtHead:
     """What the gate read and checked in the head's clean tree before any row runs."""
 
     journal: Journal
+    checkpoint: str  # the commit whose journal speaks for the head (its work tree too)
     claimed: Claimed
     environ: dict[str, str]
     fingerprint: dict[str, str]
@@ -430,10 +424,9 @@ def _inspect_head(
 ) -> _AtHead:
     """Check the journal at ``head`` (``Corrupt``), read the desk's claims, fingerprint the
     rows' environment against the declaration and the desk's, pin the protected files."""
+    checkpoint = checkpoint_for(forge, ctx.view, head)
     with tempfile.TemporaryDirectory(prefix="assay-journal-") as scratch:
-        journal = journal_from_commit(
-            forge, checkpoint_for(forge, ctx.view, head), brief_id, Path(scratch)
-        )
+        journal = journal_from_commit(forge, checkpoint, brief_id, Path(scratch))
         _check_journal(forge, ctx, journal, head, brief_id=brief_id)
         claimed = claimed_from_entries(journal.entries, load_blob=journal.load)
     with _timed(timings, "fingerprint"):
@@ -441,7 +434,7 @@ def _inspect_head(
     desk_fp = dict(claimed.env_fingerprint) if claimed.env_fingerprint else None
     problems = _env_problems(ctx, fp, desk_fp)
     plan, changed = _pin_tree(forge, ctx, tree, head)
-    return _AtHead(journal, claimed, environ, fp, desk_fp, problems, plan, changed)
+    return _AtHead(journal, checkpoint, claimed, environ, fp, desk_fp, problems, plan, changed)
 
 
 def _what_to_verify(
@@ -507,238 +500,6 @@ def _record_template(
         sandboxed=sandboxed,
         notes=at.notes,
     )
-
-
-def record_template(
-    brief: str,
-    head: str,
-    *,
-    fingerprint: dict[str, str],
-    verifier: str,
-    journal_head: str,
-    plan: PinPlan | None,
-    sandboxed: bool,
-    notes: Sequence[str],
-) -> EvidenceRecord:
-    """The fields every row's record of one run shares (``run_row_specs`` fills in each
-    row's own): verify's at a review's head, a batch's on its combined tree."""
-    return EvidenceRecord(
-        brief=brief,
-        row="",
-        command="",
-        exit=0,
-        timed_out=False,
-        seconds=0.0,
-        output_sha256="",
-        output_bytes=0,
-        output_tail="",
-        head_sha=head,
-        env_fingerprint=fingerprint,
-        verifier=verifier,
-        journal_head=journal_head,
-        at="",
-        pinned=tuple(plan.pinned) if plan is not None else (),
-        sandboxed=sandboxed,
-        notes=tuple(notes),
-    )
-
-
-RowRunner = Callable[..., list[EvidenceRecord]]  # run_row_specs with a run's settings bound
-
-
-def run_brief_rows(
-    forge: Forge,
-    ctx: GateContext,
-    key: GateKey | None,
-    head: str,
-    *,
-    plan: PinPlan | None,
-    run: RowRunner,
-    reports: Path,
-    workdir: Path | None,
-    on_start: Callable[[RowSpec], None] | None = None,
-    on_row: Callable[[RowSpec, EvidenceRecord], None] | None = None,
-) -> list[EvidenceRecord]:
-    """The brief's rows at ``head``, each in a pinned tree of its own, then its holdout
-    rows by the same rules (pinned for their commands too, their runners' reports read),
-    with no progress line (it would show the command), their records saying nothing of
-    their content: for verify at a review's head and for a batch on its combined tree."""
-    ran = run(
-        ctx.rows,
-        trees=functools.partial(pinned_tree, forge, head, plan, workdir=workdir),
-        checks=RowChecks(forge, plan, reports, workdir=workdir),
-        on_start=on_start,
-        on_row=on_row,
-    )
-    opened, hidden_plan, place = holdout_in_tree(forge, ctx, key, head)
-    hidden = run(
-        [row.spec() for row in opened],
-        trees=functools.partial(pinned_tree, forge, head, plan, workdir=workdir, then=place),
-        checks=RowChecks(forge, hidden_plan, reports, workdir=workdir),
-        on_start=None,
-        on_row=None,
-    )
-    for row, record in zip(opened, hidden, strict=True):
-        ran.append(sealed_record(record, row))
-        if on_row is not None:
-            on_row(row.row.spec(), ran[-1])
-    return ran
-
-
-class RowChecks:
-    """The structured verdict of each row (``assay.evidence.results``): which runners it
-    reads, a fresh report folder per run, and main's outcomes at the base, measured once."""
-
-    def __init__(
-        self, forge: Forge, plan: PinPlan | None, root: Path, *, workdir: Path | None
-    ) -> None:
-        self.forge = forge
-        self.plan = plan
-        self.root = root
-        self.workdir = workdir
-        self.baselines = Baselines(gate_state_dir() / "baselines")
-
-    def runners(self, row: RowSpec) -> tuple[str, ...]:
-        return structured_runners(self.plan.runners_of(row.command)) if self.plan else ()
-
-    def baseline(
-        self, row: RowSpec, run: Callable[[Path, ReportFolder], object]
-    ) -> dict[str, str] | None:
-        """Main's outcomes for ``row`` at the brief's base (run there once, then kept)."""
-        if self.plan is None:
-            return None
-        if not self.plan.main_has_tests(row.command):
-            return {}  # main has none of the row's tests: nothing to run there
-        cached = self.baselines.get(self.plan.base, row.command)
-        if cached is not None:
-            return cached
-        folder = ReportFolder.make(self.root)
-        with CleanTree(self.forge, self.plan.base, parent=self.workdir) as base_tree:
-            run(base_tree, folder)
-        tests = folder.read().tests()
-        self.baselines.put(self.plan.base, row.command, tests)
-        return tests
-
-
-TreeSource = Callable[[], contextlib.AbstractContextManager[Path]]
-
-
-@contextlib.contextmanager
-def pinned_tree(
-    forge: Forge,
-    head: str,
-    plan: PinPlan | None,
-    *,
-    workdir: Path | None,
-    then: Callable[[Path], object] | None = None,
-) -> Iterator[Path]:
-    """A fresh checkout of ``head`` with ``plan``'s pins applied (and ``then`` done to it):
-    each row runs in one of its own. A row runs the code under test, which may rewrite the
-    tree as it likes; in a shared tree the next row would judge what that code wrote (a
-    test edited, the module swapped), not the commit."""
-    with CleanTree(forge, head, parent=workdir) as tree:
-        if plan is not None:
-            apply_pins(forge, tree, plan)
-        if then is not None:
-            then(tree)
-        yield tree
-
-
-def run_row_specs(
-    rows: Sequence[RowSpec],
-    *,
-    trees: TreeSource,
-    site: Path,
-    environ: dict[str, str],
-    sandbox: SandboxSpec,
-    template: EvidenceRecord,
-    key: GateKey | None,
-    checks: RowChecks,
-    on_start: Callable[[RowSpec], None] | None,
-    on_row: Callable[[RowSpec, EvidenceRecord], None] | None,
-) -> list[EvidenceRecord]:
-    """Run each row in a tree of its own from ``trees`` (``pinned_tree``) and make its
-    (unsealed) record from ``template``.
-
-    ``site`` holds the gate's sitecustomize and reporters for the rows' Python
-    (``safe_python_env``); each row the gate can read gets its own report folder."""
-    environ = safe_python_env(environ, site)
-    # The rows' private /tmp hides the gate's folders unless they are bound in.
-    sandbox = sandbox.with_read_only(site).with_writable(checks.root)
-    # Evidence is committed to the forge: scrub any secret a row found and printed.
-    redactor = Redactor([*withheld_values(), *secrets_from_env(()), *([key.text] if key else [])])
-    ran: list[EvidenceRecord] = []
-    for row in rows:
-        if on_start is not None:
-            on_start(row)
-        runners = checks.runners(row)
-        folder = ReportFolder.make(checks.root) if runners else None
-
-        def run(where: Path, into: ReportFolder | None, row: RowSpec = row) -> RowRun:
-            env = environ if into is None else into.environ(environ, site)
-            return run_row(
-                row.command, cwd=where, timeout_s=row.timeout_s, env=env, sandbox=sandbox
-            )
-
-        with trees() as tree:
-            result = run(tree, folder)
-        findings: list[str] = []
-        notes = list(template.notes)
-        if folder is not None:
-            baseline = checks.baseline(row, run)
-            findings = judge(
-                runners=runners, reports=folder.read(), exit=result.exit, baseline=baseline
-            )
-        else:
-            notes.append(f"{row.id}: unstructured: judged by its exit code alone")
-        record = dataclasses.replace(
-            template,
-            runner="+".join(runners),
-            findings=tuple(findings),
-            notes=tuple(notes),
-            row=row.id,
-            command=row.command,
-            exit=result.exit,
-            timed_out=result.timed_out,
-            seconds=result.seconds,
-            output_sha256=result.output_sha256,
-            output_bytes=result.output_bytes,
-            output_tail=redactor.text(result.output_tail),
-            at=_now(),
-        )
-        ran.append(record)
-        if on_row is not None:
-            on_row(row, record)
-    return ran
-
-
-def holdout_in_tree(
-    forge: Forge, ctx: GateContext, key: GateKey | None, head: str
-) -> tuple[list[OpenedRow], PinPlan | None, Callable[[Path], None]]:
-    """The brief's holdout rows, opened, with their pin plan and what makes a row's tree
-    theirs: a tree pinned for the public rows is pinned to main for the holdout commands
-    too (a branch's ``conftest.py`` beside a holdout file is removed like any other), then
-    the rows' own files are placed, over anything the branch has at their paths. The plan
-    also says which runners each row starts, so their reports are read as for any row. A
-    gate without a key (the insecure mode) cannot open them: none run, they stay missing,
-    and the merge is refused."""
-    if key is None or not ctx.holdout:
-        return [], None, lambda tree: None
-    opened = open_holdout(key, ctx.holdout, brief=ctx.view.brief)
-    plan = plan_for(
-        forge,
-        head=head,
-        main=ctx.view.main,
-        commands=[row.spec().command for row in opened],
-        protect=ctx.protect,
-    )
-
-    def place(tree: Path) -> None:
-        if plan is not None:
-            apply_pins(forge, tree, plan)  # its lines would name paths the rows use: not kept
-        place_files(tree, opened)
-
-    return opened, plan, place
 
 
 class MergeOutcome(enum.Enum):

@@ -75,6 +75,7 @@ class PinPlan:
     protect_nothing: bool = False  # the brief's ``protect: []``: the desk writes its own tests
     # (row command, the runners it starts, whether main has any test it runs)
     row_runners: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
+    restore_modes: tuple[str, ...] = ()  # each restored file's git mode, when known
 
     def runners_of(self, command: str) -> tuple[str, ...]:
         """The runners ``command`` starts, as discovery found them."""
@@ -90,11 +91,8 @@ class PinPlan:
         return sorted({*self.restore, *self.remove})
 
 
-def _listing(forge: Forge, commit: str) -> Tree:
-    return Tree(name for _mode, kind, name in forge.tree_entries(commit) if kind == "blob")
-
-
 def _modes(forge: Forge, commit: str) -> dict[str, str]:
+    """Each file of ``commit``'s tree, with its git mode."""
     return {name: mode for mode, kind, name in forge.tree_entries(commit) if kind == "blob"}
 
 
@@ -113,9 +111,12 @@ def plan_pins(
     commands: Sequence[str],
     protect: Sequence[str] | None,
     read: Callable[[str], str | None] = lambda _path: None,
+    modes: Mapping[str, str] | None = None,
 ) -> PinPlan:
     """The pure part: which paths the rows see from main, given both listings (``read``
-    gives main's text of a configuration file: a makefile's recipe, ``testpaths``)."""
+    gives main's text of a configuration file: a makefile's recipe, ``testpaths``;
+    ``modes`` main's git modes, kept so each row's tree is pinned without listing main
+    again)."""
     per_row = tuple(
         (command, *row_runners(command, main=main, branch=tree, read=read)) for command in commands
     )
@@ -131,9 +132,11 @@ def plan_pins(
     for pattern in protect or ():
         restore |= {p for p in main.files if fnmatch.fnmatchcase(p, pattern)}
         remove |= {p for p in tree.files if fnmatch.fnmatchcase(p, pattern) and p not in main.files}
+    restored = tuple(sorted(restore))
     return PinPlan(
         base=base,
-        restore=tuple(sorted(restore)),
+        restore=restored,
+        restore_modes=tuple(modes.get(p, "100644") for p in restored) if modes else (),
         remove=tuple(sorted(remove)),
         unpinned=tuple(sorted(found.named - restore - remove)),
         runners=tuple(sorted(found.runners)),
@@ -153,7 +156,8 @@ def plan_for(
     base = brief_base(forge, head, main)
     if base is None:
         return None
-    main_tree = _listing(forge, base)
+    modes = _modes(forge, base)
+    main_tree = Tree(modes)
 
     def read(path: str) -> str | None:
         if path not in main_tree.files:
@@ -163,11 +167,12 @@ def plan_for(
 
     return plan_pins(
         main_tree,
-        _listing(forge, head),
+        Tree(_modes(forge, head)),
         base=base,
         commands=commands,
         protect=protect,
         read=read,
+        modes=modes,
     )
 
 
@@ -190,7 +195,10 @@ def _clear_way(tree: Path, relative: str) -> Path:
 def apply_pins(forge: Forge, tree: Path, plan: PinPlan) -> list[str]:
     """Write main's bytes (and modes) of ``plan.restore`` and delete ``plan.remove``; one
     line per file the branch had changed there, for the review."""
-    modes = _modes(forge, plan.base) if plan.restore else {}
+    if plan.restore_modes:
+        modes = dict(zip(plan.restore, plan.restore_modes, strict=True))
+    else:
+        modes = _modes(forge, plan.base) if plan.restore else {}
     blobs = forge.read_blobs([(plan.base, path) for path in plan.restore])
     changed: list[str] = []
     for path, data in zip(plan.restore, blobs, strict=True):

@@ -1,10 +1,10 @@
 """Results read from the runner, checked against main: the structured verdict of one row.
 
 An exit code can be forged by the code under test (``os._exit(0)``, a patched
-``assertEqual``). For a row that runs pytest, unittest, ``node --test``, ``go test`` or
-``cargo test``, the gate also reads the runner's own report (``assay.evidence.reporters``,
-loaded from the gate's folder, writing into a folder with a random name outside the tree)
-and the row passes only with all of:
+``assertEqual``). For a row that runs pytest, unittest, ``node --test``, jest, vitest,
+``go test`` or ``cargo test``, the gate also reads the runner's own report
+(``assay.evidence.reporters``, loaded from the gate's folder, writing into a folder with a
+random name outside the tree) and the row passes only with all of:
 
 - exit 0 (as before);
 - a complete report from each runner the row starts (one that started and wrote nothing
@@ -19,14 +19,18 @@ and the row passes only with all of:
 
 ``node --test`` runs each test file in a process of its own: a file whose process ended
 before its natural end (an explicit exit, a kill) is a test in error, and the tripwire must
-be told by every file's process. ``go test`` starts each package's test binary through the
-gate's program (``-exec`` in ``GOFLAGS``), which reads its status lines and knows from a
-file ``testing`` writes only at the end of ``M.Run`` whether the binary finished; one that
-did not is a test in error (Go has no tripwire: see the program's docstring). ``cargo
-test`` runs each test binary through the gate's runner, which lists the binary's tests and
-reads each outcome from libtest's log file; a listed test with no outcome there is one the
-run never finished. A row whose runners the gate does not read (``make`` alone, ``npm
-test``, jest, a script) is judged by its exit code and marked ``unstructured``.
+be told by every file's process. jest and vitest run each test file in a worker: the
+gate's tripwire is a test in every file, run after the file's own, and the report is
+written in the runner's own process once the run is over (jest's results processor,
+vitest's reporter), so a run cut short leaves none. ``go test`` starts each package's test
+binary through the gate's program (``-exec`` in ``GOFLAGS``), which reads its status lines
+and knows from a file ``testing`` writes only at the end of ``M.Run`` whether the binary
+finished; one that did not is a test in error (Go has no tripwire: see the program's
+docstring). ``cargo test`` runs each test binary through the gate's runner, which lists the
+binary's tests and reads each outcome from libtest's log file; a listed test with no
+outcome there is one the run never finished. A row whose runners the gate does not read
+(``make`` alone, a script, ``bun test``) is judged by its exit code and marked
+``unstructured``.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from pathlib import Path
 
 from assay.evidence.reporters import REPORT_ENV
 
-STRUCTURED = ("pytest", "unittest", "node:test", "go", "cargo")
+STRUCTURED = ("pytest", "unittest", "node:test", "jest", "vitest", "go", "cargo")
 # Runners whose reports prove the run's end another way than the tripwire (go: the end of
 # testing's M.Run, told by the profile it writes only then; cargo: a line in libtest's log
 # file for every test the harness lists).
@@ -50,7 +54,9 @@ UNTRIPPED = ("go", "cargo")
 PYTEST_PLUGIN = "assay_gate_pytest"
 NODE_REPORTER = "assay_gate_node.mjs"
 NODE_CHILD = "assay_gate_node_child.mjs"
+JS_RUNNERS = "assay_gate_js.cjs"  # jest's and vitest's: acts only in their own processes
 GO_EXEC = "assay_gate_go_exec"
+GO_CACHE = "assay_gate_go_cache"  # a go row's start: its own copy of main's build cache
 CARGO_RUNNER = "assay_gate_cargo_runner"
 # The host triples cargo may build for here (its runner variable is named by the triple).
 _CARGO_TRIPLES = tuple(
@@ -111,15 +117,16 @@ class ReportFolder:
 
     def environ(self, env: Mapping[str, str], site: Path) -> dict[str, str]:
         """``env`` with the reporters in ``site`` switched on: pytest's plugin, unittest's
-        runner, and for ``node --test`` the gate's reporter beside node's own output and its
-        module in every test file's process."""
+        runner, for ``node --test`` the gate's reporter beside node's own output and its
+        module in every test file's process, the module that joins the gate to jest's and
+        vitest's runs, and the programs go and cargo start test binaries through."""
         more = dict(env)
         more[REPORT_ENV] = f"{self.path}\n{self.nonce}"
         more["PYTEST_ADDOPTS"] = f"-p {PYTEST_PLUGIN} {env.get('PYTEST_ADDOPTS', '')}".strip()
         node = (
             f"--test-reporter={site / NODE_REPORTER} --test-reporter-destination=/dev/null "
             "--test-reporter=spec --test-reporter-destination=stdout "
-            f"--import={site / NODE_CHILD}"
+            f"--import={site / NODE_CHILD} --require={site / JS_RUNNERS}"
         )
         more["NODE_OPTIONS"] = f"{node} {env.get('NODE_OPTIONS', '')}".strip()
         # -count=1: a result go test kept from an earlier run would run no binary to read.

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,14 +167,17 @@ def run_row(
     tail_bytes: int = TAIL_BYTES,
     tail_lines: int = TAIL_LINES,
     sandbox: SandboxSpec | None = None,
+    start: Sequence[str] = (),
 ) -> RowRun:
     """Run one row in ``cwd`` (in the sandbox) and return its exit, duration, digest and tail.
 
-    A row killed at its timeout reports ``timed_out`` and the signal exit (-9). A command
-    that cannot start (no such program) is a failed row with exit 127, as a shell says.
+    ``start`` is a program of the gate's that prepares the row's sandbox and then becomes
+    the row's command (``assay_gate_go_cache``). A row killed at its timeout reports
+    ``timed_out`` and the signal exit (-9). A command that cannot start (no such program) is
+    a failed row with exit 127, as a shell says.
     """
     result = run_sandboxed(
-        row_argv(command),
+        [*start, *row_argv(command)],
         cwd=cwd,
         env=dict(row_environment() if env is None else env),
         spec=gate_sandbox() if sandbox is None else sandbox,

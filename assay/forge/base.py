@@ -588,6 +588,14 @@ class Forge(Closing):
     # A merge waits at most this many budget windows for its turn (then ForgeUnavailable).
     MERGE_WAIT_WINDOWS = 10
 
+    def wait_charge(self, what: str) -> Callable[[float], None] | None:
+        """What a push or merge budget's wait for ``what`` is counted against before it is
+        waited (``PushLedger(charge=...)``): nothing here, where the ledger's own
+        ``max_wait_s`` bounds each wait; a forge whose client caps every wait of one
+        command (GitHub's REST client) counts it there, so REST, push and merge waits
+        together stay under the job's timeout."""
+        return None
+
     def merges_per_minute(self) -> int:
         """The merges the gate makes a minute on this forge (0: unlimited): its settings
         record's ``merges_per_minute`` (a ``github:`` forge: one a minute unless set)."""
@@ -616,6 +624,7 @@ class Forge(Closing):
                 name=self.display_url,
                 max_wait_s=window * self.MERGE_WAIT_WINDOWS,
                 noun="merge",
+                charge=self.wait_charge(f"merge to {self.display_url}"),
             )
             self.merge_ledger = ledger
         return ledger(send, counts=lambda result: result.ok)

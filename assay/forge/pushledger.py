@@ -20,7 +20,9 @@ it sends into one ledger file under the forge's state folder, and asks it first:
 The window is the embedded forge's setting (``assay.forge.budget.window_from_env``:
 ``ASSAY_FORGE_BUDGET_WINDOW_SECONDS``, else 60 s), so a test that shortens it shortens the
 forge's minute and this ledger's alike. One push waits at most ``max_wait_s`` in all;
-past it, ``ForgeUnavailable`` (69) and nothing was pushed.
+past it, ``ForgeUnavailable`` (69) and nothing was pushed. A client with a wait cap of its
+own for the whole command (GitHub's REST client) passes ``charge``, which each wait is
+counted against first and which raises past that cap.
 
 The same ledger, in a file of its own, is the gate's merge budget (``Forge.merge_gate``:
 GitHub recommends at most one merged pull request a minute per repository): each merge push
@@ -93,6 +95,7 @@ class PushLedger:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         noun: str = "push",
+        charge: Callable[[float], None] | None = None,
     ) -> None:
         self.path = path
         self.noun = noun  # what it counts, for log lines and errors: "push" or "merge"
@@ -103,6 +106,7 @@ class PushLedger:
         self.max_wait_s = max_wait_s
         self.clock = clock
         self.sleep = sleep
+        self.charge = charge
         self.stats = LedgerStats()
 
     def __call__(self, send: Callable[[], T], *, counts: Callable[[T], bool] | None = None) -> T:
@@ -167,6 +171,8 @@ class PushLedger:
                     else f"{self.limit} {self.nouns} in {self.window:g} s to {self.name}",
                     wait,
                 )
+            if self.charge is not None:
+                self.charge(wait)
             self.sleep(wait)
             self.stats.waited_s += wait
 

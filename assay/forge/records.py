@@ -301,8 +301,11 @@ class Stage:
     writer read: record commits (encoded by their log's codec), and any other move a
     writer makes beside them (main's squash commit, a run ref, a deletion, a pin)."""
 
-    def __init__(self, forge: RecordBackend) -> None:
+    def __init__(self, forge: RecordBackend, *, atomic: bool = True) -> None:
         self.forge = forge
+        # atomic=False: each ref lands or loses on its own (writes of unrelated refs that
+        # must not wait on each other); the push's answer says which, ref by ref.
+        self.atomic = atomic
         self._updates: dict[str, RefUpdate] = {}
         self._pins: set[str] = set()
         self.send: Callable[[Callable[[], PushResult]], PushResult] | None = None
@@ -352,10 +355,11 @@ class Stage:
         return any(ref not in self._pins for ref in self._updates)
 
     def push(self) -> PushResult:
-        """One atomic push of every staged update (through ``send``, a forge's budget)."""
+        """One push of every staged update, atomic unless the stage says otherwise (through
+        ``send``, a forge's budget)."""
 
         def send() -> PushResult:
-            return self.forge.push(self.updates, atomic=True)
+            return self.forge.push(self.updates, atomic=self.atomic)
 
         return self.send(send) if self.send is not None else send()
 

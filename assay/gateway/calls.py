@@ -68,7 +68,10 @@ class CallHandler:
 
     ``masks`` are the volatile parts of tool output (the profile's and the desk's,
     ``CliProfile.output_masks``): masked in the matching digest and in the comparison that
-    names a divergence, never in what goes upstream or into the journal."""
+    names a divergence, never in what goes upstream or into the journal. ``rewrite``: what
+    a natively resumed CLI's requests are taken as before anything else (its resume turns
+    taken out, ``CliProfile.resumed_request``): that is what is matched, recorded and sent
+    upstream."""
 
     def __init__(
         self,
@@ -79,8 +82,10 @@ class CallHandler:
         allowed: Callable[[str], bool],
         normalise_extra: Normaliser | None = None,
         masks: tuple[Mask, ...] = (),
+        rewrite: Normaliser | None = None,
     ) -> None:
         self.session = session
+        self.rewrite = rewrite
         self.upstream = upstream
         self.price = price
         self.allowed = allowed
@@ -133,6 +138,8 @@ class CallHandler:
     def handle(self, call: ModelCall, headers: dict[str, str] | None = None) -> WireReply:
         """Answer ``call``; raise (after answering the CLI) when the run must stop."""
         self.calls += 1
+        if self.rewrite is not None:
+            call.body = self.rewrite(call.api, call.body)
         request = self.request_of(call)
 
         def forward(req: WireRequest, steer: list[Event]) -> WireReply:

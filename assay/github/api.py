@@ -82,13 +82,17 @@ class GitHubApi:
         when it has none), written by a bot or a user with write permission."""
         first = body.split("\n", 1)[0]
         marked = first.startswith("<!-- assay:") and first.endswith("-->")
-        for comment in reversed(self.rest.get_all(f"{self.base}/issues/{number}/comments")):
+        for comment in reversed(self.issue_comments(number)):
             text = str(comment.get("body") or "").replace("\r\n", "\n")
             if (text.split("\n", 1)[0] == first) if marked else (text == body):
                 user = comment.get("user") or {}
                 if user.get("type") == "Bot" or self.can_write(str(user.get("login", ""))):
                     return dict(comment)
         return None
+
+    def issue_comments(self, number: int) -> list[dict[str, Any]]:
+        """Issue ``number``'s comments, oldest first (conditional pages)."""
+        return self.rest.get_all(f"{self.base}/issues/{int(number)}/comments")
 
     def update_comment(self, comment_id: int, body: str) -> None:
         self.rest.patch(f"{self.base}/issues/comments/{comment_id}", {"body": body})
@@ -217,14 +221,27 @@ class GitHubApi:
         """PATCH a check run (GitHub lets only the app that made it do so)."""
         self.rest.patch(f"{self.base}/check-runs/{int(check_run_id)}", fields)
 
-    def check_runs(self, head_sha: str, *, name: str) -> list[dict[str, Any]]:
-        """The check runs named ``name`` on commit ``head_sha``."""
-        found = self.rest.get(
-            f"{self.base}/commits/{quote(head_sha, safe='')}/check-runs",
-            params={"check_name": name, "per_page": 100},
-        )
-        runs = found.get("check_runs", []) if isinstance(found, dict) else []
-        return [run for run in runs if isinstance(run, dict)]
+    def check_runs(self, head_sha: str, *, name: str | None = None) -> list[dict[str, Any]]:
+        """Every check run on commit ``head_sha`` (``name``: only those named so, as the
+        caller filters them: a run's name is not fixed, its app may rename it).
+
+        ``filter=all`` on every page: GitHub's default, ``latest``, lists one run per name,
+        the one completed last, and a job of the same app can set ``completed_at``, so the
+        default could hide a newer red run behind an older green one."""
+        found: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            body = self.rest.get(
+                f"{self.base}/commits/{quote(head_sha, safe='')}/check-runs",
+                params={"filter": "all", "per_page": 100, "page": page},
+            )
+            runs = body.get("check_runs", []) if isinstance(body, dict) else []
+            found.extend(run for run in runs if isinstance(run, dict))
+            total = body.get("total_count", 0) if isinstance(body, dict) else 0
+            if len(runs) < 100 or page * 100 >= int(total):
+                break
+            page += 1
+        return [run for run in found if name is None or run.get("name") == name]
 
     def workflow_run(self, run_id: int) -> dict[str, Any]:
         """One workflow run (its ``path`` names the workflow file it ran)."""

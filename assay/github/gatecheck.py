@@ -6,11 +6,17 @@ create check runs named ``assay/evidence`` on any commit and update any run that
 What it cannot make is the gate's signature, so the gate puts one in the check run's
 ``external_id``:
 
-    <brief>:<workflow run id>:<pass|fail>:<evidence tip or ->:<ed25519 signature>
+    <brief>:<workflow run id>:<pass|fail>:<evidence tip or ->:<events tip or ->:<signature>
 
-signed over the brief, the head sha, the verdict, the evidence ref's tip and the check
-run's own id (``proof_payload``). The id binding matters: a desk that kept an old passing
-proof cannot paste it onto a newer run, and runs cannot be deleted by a token.
+signed over the brief, the head sha, the verdict, the evidence ref's tip, the brief's
+events ref's tip (the answers the verdict counted), the check run's own id and name, and
+the gate's workflow run (``proof_payload``). The id binding matters: a
+desk that kept an old passing proof cannot paste it onto a newer run, and runs cannot be
+deleted by a token. The name binding matters because the same app may rename a run: a desk
+that renamed the gate's red run out of the way is seen (the signed name differs from the
+run's). The workflow run must be a run of main's ``.github/workflows/assay-gate.yml``
+(``GET actions/runs/{id}``): a proof made by a gate started on a desk's branch, or by a
+key used outside the gate's workflow, is not one.
 
 - Publishing (``publish_gate_check``): the check runs at the head are re-read from GitHub,
   never from the desk-writable mirror record. When the newest run the gate proved says
@@ -18,14 +24,20 @@ proof cannot paste it onto a newer run, and runs cannot be deleted by a token.
   is created, then completed with the proof bound to its id: a fail after a pass at the
   same head makes the newest run (the one GitHub shows) red. Old runs are not updated in
   place, because the desk's token, being the same app, could put an old proof back.
-- Reading (``gate_check_problems``): among the runs of the expected app at the head, the
-  newest one that is not another brief's proven run must carry a valid proof for this
-  brief, at this head, bound to its id, with verdict ``pass`` and conclusion ``success``;
+- Reading (``gate_check_problems``): the head's check runs are listed in full
+  (``filter=all``, every page: GitHub's default lists only the run of each name completed
+  last, and the desk's app can set ``completed_at``). Among the runs of the expected app
+  named ``assay/evidence`` or carrying a valid proof, the newest one (by id, which nobody
+  sets) that is not another brief's proven run must carry a valid proof for this brief,
+  at this head, bound to its id, under the name it was signed with, from a run of main's
+  gate workflow, with verdict ``pass`` and conclusion ``success``;
   a run by any other app is ignored (it cannot block or pass), and a newer unproven run
   of the expected app refuses the merge (fail closed: a desk can delay its own merge, not
   make one). The proof's evidence tip must be the tip the merge read, or an ancestor of
   it: a desk that force-pushed the evidence ref back past the gate's records is caught by
-  a gate with a cold cache, from what only the gate can write.
+  a gate with a cold cache, from what only the gate can write. The same holds for the
+  events ref: pushed back past an answer the gate counted (a signed ``/assay reject``
+  followed by a new approval, rolled back to the first), the merge is refused.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ from assay.errors import AssayError
 from assay.evidence.keys import GateKey, PublicKey, split_signature
 from assay.forge import Forge
 from assay.github.api import GitHubApi
+from assay.github.rest import GitHubNotFound
 
 CHECK_NAME = "assay/evidence"
 GATE_WORKFLOW = ".github/workflows/assay-gate.yml"
@@ -48,16 +61,29 @@ PROOF_KIND = "github-gate-check"
 VERDICTS = ("pass", "fail")
 
 
-def proof_payload(*, brief: str, head_sha: str, verdict: str, tip: str | None, check: int) -> bytes:
-    """The bytes the gate signs for one check run."""
+def proof_payload(
+    *,
+    brief: str,
+    head_sha: str,
+    verdict: str,
+    tip: str | None,
+    events: str | None,
+    check: int,
+    run: str,
+) -> bytes:
+    """The bytes the gate signs for one check run (named ``CHECK_NAME``, made by the gate's
+    workflow run ``run``)."""
     body = {
-        "v": 1,
+        "v": 2,
         "kind": PROOF_KIND,
         "brief": brief,
         "head": head_sha,
         "verdict": verdict,
         "tip": tip,
+        "events": events,
         "check": check,
+        "name": CHECK_NAME,
+        "run": run,
     }
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
@@ -70,19 +96,23 @@ class GateProof:
     run: str  # the workflow run that published it ("" outside Actions)
     verdict: str
     tip: str | None
+    events: str | None
     sig: str
 
     @property
     def external_id(self) -> str:
-        return f"{self.brief}:{self.run}:{self.verdict}:{self.tip or '-'}:{self.sig}"
+        tips = f"{self.tip or '-'}:{self.events or '-'}"
+        return f"{self.brief}:{self.run}:{self.verdict}:{tips}:{self.sig}"
 
     @classmethod
     def parse(cls, text: str) -> GateProof | None:
-        parts = text.split(":", 4)
-        if len(parts) != 5 or parts[2] not in VERDICTS or not parts[4]:
+        parts = text.split(":", 5)
+        if len(parts) != 6 or parts[2] not in VERDICTS or not parts[5]:
             return None
-        brief, run, verdict, tip, sig = parts
-        return cls(brief, run, verdict, None if tip == "-" else tip, sig)
+        brief, run, verdict, tip, events, sig = parts
+        return cls(
+            brief, run, verdict, None if tip == "-" else tip, None if events == "-" else events, sig
+        )
 
     def signed_by(self, key: PublicKey, *, head_sha: str, check: int) -> bool:
         try:
@@ -90,7 +120,13 @@ class GateProof:
         except AssayError:
             return False
         payload = proof_payload(
-            brief=self.brief, head_sha=head_sha, verdict=self.verdict, tip=self.tip, check=check
+            brief=self.brief,
+            head_sha=head_sha,
+            verdict=self.verdict,
+            tip=self.tip,
+            events=self.events,
+            check=check,
+            run=self.run,
         )
         return key.verifies(signature, payload)
 
@@ -108,10 +144,11 @@ class GateRun:
 
 
 def app_runs(api: GitHubApi, head_sha: str) -> list[dict[str, Any]]:
-    """The ``assay/evidence`` runs the expected app made at ``head_sha``, oldest first."""
+    """Every check run the expected app made at ``head_sha``, whatever its name, oldest
+    first (by id: GitHub assigns it, no job can set it)."""
     runs = [
         run
-        for run in api.check_runs(head_sha, name=CHECK_NAME)
+        for run in api.check_runs(head_sha)
         if str((run.get("app") or {}).get("slug") or "") == EXPECTED_APP
     ]
     return sorted(runs, key=lambda run: int(run.get("id") or 0))
@@ -127,14 +164,35 @@ def _proven(run: Mapping[str, Any], key: PublicKey | None, head_sha: str) -> Gat
 def newest_gate_run(
     api: GitHubApi, key: PublicKey | None, *, brief: str, head_sha: str
 ) -> GateRun | None:
-    """The newest run of the expected app at ``head_sha`` that is not another brief's
-    proven run (None: there is none); its ``proof`` is None unless the gate signed it."""
+    """The newest run of the expected app at ``head_sha`` named ``CHECK_NAME`` or proven
+    (a proven run renamed since still counts, under its old name) that is not another
+    brief's proven run (None: there is none); its ``proof`` is None unless the gate signed
+    it."""
     for run in reversed(app_runs(api, head_sha)):
         proof = _proven(run, key, head_sha)
+        if proof is None and run.get("name") != CHECK_NAME:
+            continue  # another job's run of the same app (every workflow job is one)
         if proof is not None and proof.brief != brief:
             continue  # the gate's run of another brief at the same commit
         return GateRun(dict(run), proof)
     return None
+
+
+def gate_run_problems(api: GitHubApi, run: str) -> list[str]:
+    """Why the workflow run ``run`` is not a run of main's gate workflow (empty: it is)."""
+    if not run.isdigit():
+        return ["it names no workflow run: it was not published by the gate's workflow"]
+    try:
+        found = api.workflow_run(int(run))
+    except GitHubNotFound:
+        return [f"its workflow run {run} does not exist"]
+    path, branch = str(found.get("path") or ""), str(found.get("head_branch") or "")
+    if path.split("@", 1)[0] != GATE_WORKFLOW or branch != "main":
+        return [
+            f"its workflow run {run} ran {path or 'no workflow'} on {branch or 'no branch'}, "
+            f"not {GATE_WORKFLOW} on main"
+        ]
+    return []
 
 
 def gate_check_problems(
@@ -145,9 +203,11 @@ def gate_check_problems(
     brief: str,
     head_sha: str,
     tip: str | None,
+    events: str | None,
 ) -> list[str]:
     """Why the gate's own check run does not let ``brief`` merge at ``head_sha`` with the
-    evidence ref at ``tip`` (empty: it does); see the module docstring."""
+    evidence ref at ``tip`` and the events ref at ``events`` (empty: it does); see the
+    module docstring."""
     where = f"{CHECK_NAME} check run at {head_sha[:12]}"
     if key is None:
         return [f"no gate public key to check the {where} check run with"]
@@ -160,22 +220,37 @@ def gate_check_problems(
             f"the newest {where} ({number}) carries no gate signature for {brief}: "
             "any job with the same app token could have made it"
         ]
+    if found.run.get("name") != CHECK_NAME:
+        return [
+            f"the gate's newest run at {head_sha[:12]} ({number}) was renamed from "
+            f"{CHECK_NAME} to {found.run.get('name')!r}: only the gate's app can, and a "
+            "run it renamed hides its verdict from the ruleset"
+        ]
     if proof.verdict != "pass" or found.run.get("conclusion") != "success":
         return [
             f"the gate's newest {where} ({number}) is {proof.verdict} "
             f"({found.run.get('conclusion')})"
         ]
+    unproven = gate_run_problems(api, proof.run)
+    if unproven:
+        return [f"the gate's newest {where} ({number}): {unproven[0]}"]
     if proof.tip is not None and not _descends(forge, tip, from_tip=proof.tip):
         return [
             f"evidence rollback: the gate's check run {number} names evidence tip "
             f"{proof.tip[:12]}, and the evidence ref is at {(tip or 'nothing')[:12]}, "
             "which does not descend from it"
         ]
+    if proof.events is not None and not _descends(forge, events, from_tip=proof.events):
+        return [
+            f"events rollback: the gate's check run {number} counted the events ref at "
+            f"{proof.events[:12]}, and it is at {(events or 'nothing')[:12]}, which does not "
+            "descend from it"
+        ]
     return []
 
 
 def _descends(forge: Forge, tip: str | None, *, from_tip: str) -> bool:
-    """Whether the evidence ``tip`` is ``from_tip`` or a descendant of it (a commit this
+    """Whether the ``tip`` of a ref is ``from_tip`` or a descendant of it (a commit this
     cache never fetched is no ancestor of a tip it did)."""
     if tip == from_tip:
         return True
@@ -189,6 +264,7 @@ def publish_gate_check(
     head_sha: str,
     passed: bool,
     tip: str | None,
+    events: str | None = None,
     title: str,
     summary: str,
     text: str,
@@ -205,8 +281,10 @@ def publish_gate_check(
     if (
         current is not None
         and current.proof is not None
-        and (current.proof.verdict, current.proof.tip) == (verdict, tip)
+        and (current.proof.verdict, current.proof.tip, current.proof.events)
+        == (verdict, tip, events)
         and current.run.get("conclusion") == conclusion
+        and current.run.get("name") == CHECK_NAME
     ):
         return current.id, False
     run_id = (os.environ if environ is None else environ).get("GITHUB_RUN_ID", "").strip()
@@ -224,8 +302,16 @@ def publish_gate_check(
     )
     if key is None:
         return number, True
-    payload = proof_payload(brief=brief, head_sha=head_sha, verdict=verdict, tip=tip, check=number)
-    proof = GateProof(brief, run, verdict, tip, key.sign(payload))
+    payload = proof_payload(
+        brief=brief,
+        head_sha=head_sha,
+        verdict=verdict,
+        tip=tip,
+        events=events,
+        check=number,
+        run=run,
+    )
+    proof = GateProof(brief, run, verdict, tip, events, key.sign(payload))
     api.update_check_run(
         number,
         {

@@ -149,9 +149,10 @@ def claim_comment(brief: str, record: ClaimRecord | None, *, note: str = "") -> 
 def review_body(
     brief: str, *, issue: int | None, summary: str, decision: MergeDecision | None
 ) -> str:
-    """The pull request body: the review's own body with its evidence block replaced by the
-    gate's table as things stand (``assay.evidence.table``, the one renderer of the verdict);
-    left as the review has it when nothing could be judged."""
+    """The pull request body: the review's own body, its evidence block as the gate wrote
+    it there at its last verify (``decision`` None: what a sync shows, judging nothing), or
+    replaced by ``decision``'s table (the merge's own judgement, as it merges), rendered by
+    the one renderer of the verdict (``assay.evidence.table``)."""
     parts = [f"<!-- assay:review brief={brief} -->"]
     if issue is not None:
         parts.append(f"Closes #{issue}")
@@ -320,6 +321,7 @@ class GitHubMirror:
             head_sha=head_sha,
             passed=passed,
             tip=decision.evidence_tip,
+            events=self.forge.refresh([refs.events_ref(brief)]).get(refs.events_ref(brief)),
             title=f"{brief}: {'verified' if passed else 'not verified'}",
             summary=summary,
             text=render_markdown(decision),

@@ -7,8 +7,10 @@
   says so) are waited out with tenacity, honouring ``retry-after`` and ``x-ratelimit-reset``;
   a wait longer than ``max_wait_s`` gives up at once with ``ForgeUnavailable``.
 - Every wait of one client adds up to at most ``max_total_wait_s`` (default 300 s, under the
-  shortest workflow timeout): past it the client gives up with ``ForgeUnavailable`` instead
-  of being killed by the runner half way through.
+  shortest workflow timeout; ``ASSAY_GITHUB_MAX_TOTAL_WAIT``): past it the client gives up
+  with ``ForgeUnavailable`` instead of being killed by the runner half way through. The
+  forge's push-budget waits are charged to the same total (``charge_wait``), so one
+  command's REST retries and push waits together stay under its job's timeout.
 - Writes are serial and spaced (GitHub asks for one mutating request at a time, a second
   apart, to stay under the secondary limits); the spacing is a parameter so tests stay fast.
 - A POST that creates something is never sent twice blindly: a 5xx or a dropped connection
@@ -174,6 +176,7 @@ class RestClient:
         self.max_total_wait_s = max_total_wait_s
         self.attempts = attempts
         self.stats = RestStats()
+        self.waited_in_all_s = 0.0  # REST waits and the push waits charged to this client
         self._sleep = sleep
         self._etag_path = etag_cache
         self._etags: dict[str, tuple[str, Any]] = self._load_etags()
@@ -368,12 +371,20 @@ class RestClient:
             return exc.wait_s
         return float(min(0.5 * 2 ** (state.attempt_number - 1), 8.0))
 
-    def _sleep_counted(self, seconds: float) -> None:
-        if self.stats.waited_s + seconds > self.max_total_wait_s:
+    def charge_wait(self, seconds: float, *, what: str = "GitHub") -> None:
+        """Count a wait of ``seconds`` against this command's total (REST retries and
+        push-budget waits alike), before it is waited; ``ForgeUnavailable`` (69) when it
+        would take the command past ``max_total_wait_s``."""
+        if self.waited_in_all_s + seconds > self.max_total_wait_s:
             raise ForgeUnavailable(
-                f"GitHub: another {seconds:.0f}s wait would take this command past its "
-                f"{self.max_total_wait_s:.0f}s of waiting in all; nothing was lost"
+                f"{what}: another {seconds:.1f}s wait would take this command past its "
+                f"{self.max_total_wait_s:g}s of waiting in all "
+                f"(ASSAY_GITHUB_MAX_TOTAL_WAIT); nothing was lost"
             )
+        self.waited_in_all_s += seconds
+
+    def _sleep_counted(self, seconds: float) -> None:
+        self.charge_wait(seconds)
         self._count(retries=1, waited_s=seconds)
         self._sleep(seconds)
 

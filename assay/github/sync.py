@@ -8,7 +8,9 @@ regenerated, made ready for review), the ``assay/evidence`` check run. The mirro
 record says what was written last, so a sync with nothing new costs no REST call at all.
 
 ``parts`` limits a sync to what a workflow's token may do: the gate runs with
-``checks: write`` only, so it syncs ``evidence`` alone.
+``checks: write`` only, so it syncs ``evidence`` alone. Only that part judges anything (the
+gate's key in hand); the pull request's body is the review record's, with the evidence
+block the gate wrote there.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from assay.evidence.gate import judge_for_merge, keep_run, merge_decision, squas
 from assay.evidence.keys import KEY_ENV, PUBLIC_KEY_ENV, GateKey, gate_key, public_key_from_env
 from assay.evidence.rule import MergeDecision
 from assay.evidence.trust import merge_key
+from assay.github.accept import rollback_problems
+from assay.github.events import unrecorded_answers
 from assay.github.forge import GitHubForge
 from assay.github.gatecheck import gate_check_problems
-from assay.github.issues import issue_briefs
+from assay.github.issues import IssueBrief, issue_briefs
 from assay.github.mirror import GitHubMirror, MirrorState, mirror_ref, review_body
 
 PARTS = ("claims", "reviews", "evidence")
@@ -73,23 +77,17 @@ def sync(
             actions += mirror.claim(brief, claims.get(brief), issue=issue)
             state = mirror.state(brief)
         review = read_review(forge, brief) if wanted & {"reviews", "evidence"} else None
-        decision = _judged(forge, brief, review, report)
         if "reviews" in wanted and review is not None:
             actions += _sync_review(
                 mirror,
                 brief,
                 review,
                 state,
-                decision,
                 claim=claims.get(brief),
                 gate_workflow=gate_workflow,
             )
-        if (
-            "evidence" in wanted
-            and decision is not None
-            and any(status.verified for status in decision.rows)
-        ):
-            actions += _publish_evidence(mirror, brief)
+        if "evidence" in wanted and review is not None:
+            actions += _publish_evidence(mirror, brief, report)
         report.actions[brief] = actions
     return report
 
@@ -109,32 +107,22 @@ class _IssueNumbers:
         return self._numbers.get(brief)
 
 
-def _judged(
-    forge: GitHubForge, brief: str, review: Review | None, report: SyncReport
-) -> MergeDecision | None:
-    """The merge rule's decision (none without a review, or when it cannot be judged)."""
-    if review is None:
-        return None
-    try:
-        return merge_decision(forge, brief)
-    except Exception as exc:  # a sync reports evidence it cannot judge; it goes on
-        report.problems[brief] = f"{type(exc).__name__}: {exc}"
-        return None
-
-
 def _sync_review(
     mirror: GitHubMirror,
     brief: str,
     review: Review,
     state: MirrorState,
-    decision: MergeDecision | None,
     *,
     claim: ClaimRecord | None,
     gate_workflow: str | None,
 ) -> list[str]:
-    """Open, regenerate or ready the pull request; dispatch the gate for a ready head."""
+    """Open, regenerate or ready the pull request; dispatch the gate for a ready head.
+
+    The body is the review record's, the gate's evidence block included as the gate
+    wrote it at its last verify (``assay.evidence.gate``): a sync judges nothing, so the
+    verdict has one owner and one rendering."""
     actions: list[str] = []
-    body = review_body(brief, issue=state.issue, summary=review.body, decision=decision)
+    body = review_body(brief, issue=state.issue, summary=review.body, decision=None)
     if state.pull is None:
         actions += mirror.open_review(brief, title=review.title, branch=review.branch, body=body)
     if review.state == "ready":
@@ -146,16 +134,24 @@ def _sync_review(
     return actions
 
 
-def _publish_evidence(mirror: GitHubMirror, brief: str) -> list[str]:
+def _publish_evidence(mirror: GitHubMirror, brief: str, report: SyncReport) -> list[str]:
     """The gate's ``assay/evidence`` check run at the review's head (``check+`` when a run
     was written), with the merge rule's verdict (an approval included: a ruleset that
-    requires the check must not let a brief merge before it). Only a holder of the gate's
-    key publishes: an unproven run would only stand in the gate's way (the merge reads the
-    newest run), so a sync without the key (a desk's) leaves it alone."""
+    requires the check must not let a brief merge before it), once the gate has verified
+    a row there. Only a holder of the gate's key publishes: an unproven run would only
+    stand in the gate's way (the merge reads the newest run), so a sync without the key (a
+    desk's) leaves it alone and judges nothing."""
     key = gate_key()
     if key is None:
         return []
-    return publish_verified(mirror, merge_decision(mirror.forge, brief, key=key.public), key=key)
+    try:
+        decision = merge_decision(mirror.forge, brief, key=key.public)
+    except Exception as exc:  # a sync reports evidence it cannot judge; it goes on
+        report.problems[brief] = f"{type(exc).__name__}: {exc}"
+        return []
+    if not any(status.verified for status in decision.rows):
+        return []
+    return publish_verified(mirror, decision, key=key)
 
 
 def publish_verified(mirror: GitHubMirror, decision: MergeDecision, *, key: GateKey) -> list[str]:
@@ -216,12 +212,26 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
             brief=brief,
             head_sha=decision.head_sha,
             tip=decision.evidence_tip,
+            events=forge.refresh([refs.events_ref(brief)]).get(refs.events_ref(brief)),
         )
     mirror = GitHubMirror(forge)
     state = mirror.state(brief)
     record = ClaimStore(forge).get(brief)
+    issue = issue_briefs(forge).briefs.get(brief)
+    if issue is not None and issue.pin is not None:
+        # The accepted state's record is desk-writable: GitHub's own record of the
+        # issue says whether a writer acted after it (a rollback to an older text).
+        blocking += rollback_problems(forge.api, issue.pin)
+    pull = forge.api.find_pull(f"{refs.BRANCH_PREFIX}{brief}")
+    blocking += unrecorded_answers(
+        forge,
+        brief,
+        issue=issue.number if issue is not None else None,
+        since=issue.pin.act_at if issue is not None and issue.pin is not None else "",
+        pull=int(pull["number"]) if pull is not None else None,
+    )
     if not blocking:
-        blocking += _record_problems(forge, brief, state, claimed=record is not None)
+        blocking += _record_problems(forge, brief, state, claimed=record is not None, issue=issue)
     if blocking:
         raise Failed(
             f"{brief}: merge refused at {decision.head_sha[:12]}: " + "; ".join(blocking),
@@ -253,7 +263,12 @@ def mirror_batch(forge: GitHubForge, landed: Sequence[tuple[str, str]]) -> dict[
 
 
 def _record_problems(
-    forge: GitHubForge, brief: str, state: MirrorState, *, claimed: bool
+    forge: GitHubForge,
+    brief: str,
+    state: MirrorState,
+    *,
+    claimed: bool,
+    issue: IssueBrief | None,
 ) -> list[str]:
     """Why the refs any job may write do not hold what a merge needs (fail closed).
 
@@ -280,8 +295,7 @@ def _record_problems(
             f"GitHub's open pull request from assay/{brief} is {actual}"
         )
     if state.issue is not None:
-        issues = issue_briefs(forge).briefs
-        number = issues[brief].number if brief in issues else None
+        number = issue.number if issue is not None else None
         if number != state.issue:
             problems.append(
                 f"the mirror record {mirror_ref(brief)} names issue #{state.issue}, and the "

@@ -17,9 +17,13 @@ normalised request; a tool call's, its canonical arguments) instead of by strict
 
 A session occupies the positions from the one after ``run.pos`` at its start up to the
 position of its end step (``compute:cli.exit``): after ``close()`` the run continues
-positionally from there. A live model call is a durability point *before* it is
-forwarded (intent journaled, work tree and journal pushed) and again after its answer is
-recorded, so a crash costs at most the call in flight.
+positionally from there. A program that resumes its own state (an agent CLI's native
+resume) starts at ``resume_at``: the recorded calls before it are what that state already
+holds, never made again, so only those from ``resume_at`` on are pending; ``on_turn(pos,
+request)`` is told of each live conversation turn before its durability point, so the
+program's state as of that turn rides in the same checkpoint. A live model call is a
+durability point *before* it is forwarded (intent journaled, work tree and journal pushed)
+and again after its answer is recorded, so a crash costs at most the call in flight.
 
 Journal entries of a model call (``step: model``, ``name: wire``): the intent carries
 ``api``, ``route``, ``digest``, ``stream``, ``turn`` (a conversation turn, not a side
@@ -94,18 +98,29 @@ Difference = Callable[[dict[str, Any], WireRequest], str]
 class WireSession:
     """Matches and journals an outside program's calls on ``run`` (module docstring)."""
 
-    def __init__(self, run: Any, *, difference: Difference) -> None:
+    def __init__(
+        self,
+        run: Any,
+        *,
+        difference: Difference,
+        resume_at: int | None = None,
+        on_turn: Callable[[int, WireRequest], None] | None = None,
+    ) -> None:
         self.run = run
         self.difference = difference
+        self.on_turn = on_turn
         self.start = self.top = int(run.pos)
         self.pending: dict[int, Recorded] = {}
         for pos in sorted(p for p in run.history.positions if p > self.start):
             rec = run.history.positions[pos]
             if rec.label == END:
                 break
-            self.pending[pos] = rec
+            if resume_at is None or pos >= resume_at:
+                self.pending[pos] = rec
             for event in (rec.intent or {}).get("steer") or []:
                 run.history.consumed.add(str(event.get("id")))
+        if resume_at is not None:
+            self.top = max(self.top, resume_at - 1)
         self.contexts: dict[str, tuple[list[str], list[Any]]] = {}  # node: (refs, items)
         self.store = BlobStore(run.directory)
 
@@ -256,6 +271,10 @@ class WireSession:
         run = self.run
         if run.replay_only:
             raise EndOfHistory(pos)
+        if request.steerable and self.on_turn is not None:
+            # What the program holds as of this turn rides in this turn's checkpoint (or in
+            # the pause's, when the budget refuses the turn).
+            self.on_turn(pos, request)
         run._check_budget("model")
         key = f"{run.run_id}:{pos}"
         if rec is not None and rec.intent is not None:

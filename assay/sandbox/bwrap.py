@@ -2,11 +2,13 @@
 
 The sandbox sees: ``/usr`` (and the ``/bin``, ``/lib*`` links) read-only, a short list of
 ``/etc`` files read-only, the declared toolchains' prefixes and read-only paths, a private
-``/tmp`` holding ``HOME``, its own ``/proc`` and ``/dev``, and the work tree as the one
-writable path. It gets its own PID, IPC, UTS and (unless ``network: host``) network
-namespaces, no capabilities, a new session (no terminal to inject into), and dies with its
-parent. bwrap's own init is PID 1 of the namespace, so when the command (or the gateway
-relay) exits, the kernel kills whatever it left behind: ``setsid`` is no escape.
+``/tmp`` holding ``HOME`` (a fresh folder, or a folder of the supervisor's when the spec
+names one: an agent CLI's, whose session files the desk records), its own ``/proc`` and
+``/dev``, and the work tree as the one writable path (besides the spec's own). It gets
+its own PID, IPC, UTS and (unless ``network: host``) network namespaces, no capabilities, a
+new session (no terminal to inject into), and dies with its parent. bwrap's own init is
+PID 1 of the namespace, so when the command (or the gateway relay) exits, the kernel kills
+whatever it left behind: ``setsid`` is no escape.
 """
 
 from __future__ import annotations
@@ -219,6 +221,12 @@ def bwrap_argv(
         if not resolved.is_dir():
             raise BadInput(f"sandbox.writable: {path} is not a folder")
         args += ["--bind", str(resolved), inside(Path(path), resolved)]
+    if spec.home is not None:
+        # The CLI's session files must outlive the process, for the desk to record them.
+        home = Path(os.path.realpath(spec.home))
+        if not home.is_dir():
+            raise BadInput(f"the sandbox's HOME {spec.home} is not a folder")
+        args += ["--bind", str(home), HOME]
     work = Path(os.path.realpath(cwd))
     args += ["--bind", str(work), str(work), "--chdir", str(work)]
     for name in PROTECTED:

@@ -9,7 +9,7 @@ off`` runs without bubblewrap at all. Either ``host`` or ``off`` makes the run
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,6 +31,9 @@ class SandboxSpec:
     read_only: tuple[Path, ...] = ()
     toolchains: tuple[str, ...] = ("python",)
     writable: tuple[Path, ...] = ()  # folders besides the work tree (the gate's reports)
+    # A folder of the supervisor's mounted as the sandbox's HOME (an agent CLI's, whose
+    # session files the desk records); None: HOME is a fresh folder of the private /tmp.
+    home: Path | None = None
 
     def __post_init__(self) -> None:
         if self.network not in NETWORKS:
@@ -48,23 +51,15 @@ class SandboxSpec:
 
     def with_read_only(self, *paths: Path) -> SandboxSpec:
         """The same spec with more read-only paths (a brief file, a prompt file)."""
-        return SandboxSpec(
-            network=self.network,
-            isolation=self.isolation,
-            read_only=(*self.read_only, *paths),
-            toolchains=self.toolchains,
-            writable=self.writable,
-        )
+        return replace(self, read_only=(*self.read_only, *paths))
 
     def with_writable(self, *paths: Path) -> SandboxSpec:
         """The same spec with more writable folders (the gate's report folder)."""
-        return SandboxSpec(
-            network=self.network,
-            isolation=self.isolation,
-            read_only=self.read_only,
-            toolchains=self.toolchains,
-            writable=(*self.writable, *paths),
-        )
+        return replace(self, writable=(*self.writable, *paths))
+
+    def with_home(self, home: Path) -> SandboxSpec:
+        """The same spec with ``home`` (a folder of the supervisor's) as the sandbox's HOME."""
+        return replace(self, home=home)
 
     def to_json(self) -> dict[str, Any]:
         """What the journal's start entry records."""

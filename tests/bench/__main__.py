@@ -16,6 +16,8 @@ Measures, in one run on this machine, and prints as ONE table:
 - scale: 500 briefs and 20 desk processes on the served embedded forge (``tests.bench.scale``);
 - the agent-CLI desk: Codex through ``assay desk run`` against Codex alone on the same
   scripted session, per brief (``tests.bench.clidesk``);
+- resume: a 100-call Claude Code session killed with a call in flight, seconds to its next
+  new call resumed natively against relaunched and replayed (``tests.bench.resume``);
 - sandbox: one tool call in bubblewrap against a bare ``subprocess.run`` (``tests.bench.sandbox``);
 - GitHub budget: REST calls per brief lifecycle against the fake GitHub, and the briefs per
   hour a 1,000-requests-per-hour token allows (``tests.bench.github_budget``);
@@ -68,6 +70,7 @@ from tests.bench import (
     mainline,
     peers,
     records,
+    resume,
     sandbox,
     scale,
     wake,
@@ -186,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
         default="",
         help="comma-separated sections to run (peers, gateway, growth, mainline, sandbox, "
         "durability, gate, records, claims, cost, "
-        "wake, scale, clidesk, github); "
+        "wake, scale, clidesk, resume, github); "
         "implies --no-write",
     )
     parser.add_argument(
@@ -256,6 +259,12 @@ def main(argv: list[str] | None = None) -> None:
         raw["clidesk"] = found
         return clidesk.section_rows(found, f"codex, {briefs} briefs of 3 turns")
 
+    def resume_rows() -> list[Row]:
+        calls = 20 if quick else 100
+        found = resume.measure(cli="claude-code", calls=calls)
+        raw["resume"] = [vars(r) for r in found]
+        return resume.rows(found, "claude-code")
+
     def github_rows() -> list[Row]:
         raw["github"] = github_budget.measure(briefs=2 if quick else 5)
         return github_budget.rows(raw["github"])
@@ -317,6 +326,7 @@ def main(argv: list[str] | None = None) -> None:
         ("wake", wake_rows),
         ("scale", scale_rows),
         ("clidesk", clidesk_rows),
+        ("resume", resume_rows),
         ("github", github_rows),
     ]
     if options.only:

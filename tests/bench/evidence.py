@@ -6,12 +6,12 @@ from what the gate adds: fetching refs, checking out a clean tree, reading the j
 fingerprinting the environment, and recording evidence (5 commits, one CAS push). The
 merge (judging again, and one atomic push) is timed too.
 
-Then, per row kind (a plain command, and pytest, ``node --test``, ``go test`` and ``cargo
-test`` rows, whose reports the gate reads), what one row costs through ``verify`` beside
-the same command run bare (``subprocess.run``, the floor): the row's own time in the gate's
-sandbox with its reporters, and the gate's overhead around it (the target: under 100 ms a
-row); and holdout rows per second (sealed rows opened, placed, run and recorded), beside
-bare runs of the same command per second.
+Then, per row kind (a plain command, and pytest, ``node --test``, ``go test``, ``cargo
+test``, jest and vitest rows, whose reports the gate reads), what one row costs through
+``verify`` beside the same command run bare (``subprocess.run``, the floor): the row's own
+time in the gate's sandbox with its reporters, and the gate's overhead around it (the
+target: under 100 ms a row); and holdout rows per second (sealed rows opened, placed, run
+and recorded), beside bare runs of the same command per second.
 
     python -m tests.bench.evidence [--runs N] [--row-seconds S] [--kinds]
 """
@@ -47,6 +47,9 @@ GO_FILES = {
     "go.mod": "module example.com/bench\n\ngo 1.19\n",
     "bench_test.go": 'package bench\n\nimport "testing"\n\nfunc TestOne(t *testing.T) {}\n',
 }
+JS_RUNNERS = Path(sys.executable).parent.parent / "js-runners" / "node_modules" / ".bin"
+JEST_TEST = "test('one', () => { expect(1 + 1).toBe(2); });\n"
+VITEST_TEST = "import { expect, test } from 'vitest';\n\n" + JEST_TEST
 CARGO_FILES = {
     "Cargo.toml": '[package]\nname = "bench"\nversion = "0.1.0"\nedition = "2021"\n',
     "src/lib.rs": "#[cfg(test)]\nmod tests {\n    #[test]\n    fn one() {}\n}\n",
@@ -116,6 +119,15 @@ def _kinds() -> dict[str, tuple[str, dict[str, str]]]:
         # with the user's warm cache, is the floor, not the same work.
         "go": (f"{shutil.which('go') or 'go'} test ./...", GO_FILES),
         "cargo": ("/usr/bin/cargo test --offline -q", CARGO_FILES),  # Debian's (.ci/install)
+        # The pinned runners .ci/install puts under .venv/js-runners.
+        "jest": (
+            f"{JS_RUNNERS / 'jest'} --ci",
+            {"package.json": "{}", "bench.test.js": JEST_TEST},
+        ),
+        "vitest": (
+            f"{JS_RUNNERS / 'vitest'} run",
+            {"package.json": '{"type": "module"}', "bench.test.js": VITEST_TEST},
+        ),
     }
 
 

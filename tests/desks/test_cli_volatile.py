@@ -1,11 +1,13 @@
 """A real CLI whose tools print something new on every run (``date +%s%N``, unittest's run
 time, Codex's session id for a command past its yield), SIGKILLed with a call in flight and
-restarted under its own ``--holder``: the relaunched CLI runs its tools again, the volatile
-parts of their output are masked in the matching, and the resume diverges nowhere and sends
-upstream again only the request that was in flight. Without the masks (the desk's pattern
-for the timestamp, or the profile's own) the two sends of that request are different
-requests: the resume would have diverged there. (A divergence's exit 5 and message, end to
-end: tests/desks/test_cli_desk.py.)
+restarted under its own ``--holder``, the desk set to resume by relaunch and replay
+(``cli.resume: relaunch``: what a CLI that cannot resume natively always does; natively,
+nothing runs again, tests/desks/test_cli_resume.py): the relaunched CLI runs its tools
+again, the volatile parts of their output are masked in the matching, and the resume
+diverges nowhere and sends upstream again only the request that was in flight. Without the
+masks (the desk's pattern for the timestamp, or the profile's own) the two sends of that
+request are different requests: the resume would have diverged there. (A divergence's exit
+5 and message, end to end: tests/desks/test_cli_desk.py.)
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def test_volatile_tool_output_resumes_without_diverging(
     script = _script(profile)
     held = len(script) - 1  # the last tool's result goes upstream in the held request
     with WireFake(script) as fake:
-        cli = {"profile": profile, "volatile_output": [NANOS]}
+        cli = {"profile": profile, "volatile_output": [NANOS], "resume": "relaunch"}
         add_desk(world, fake, profile, CASES[profile], cli=cli)
         code, out = _killed_and_restarted(world, fake, profile, held)
         assert code == 0, out

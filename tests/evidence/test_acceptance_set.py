@@ -179,13 +179,19 @@ def test_the_right_code_passes_with_its_discovered_tests_pinned(
     )
 
 
-def _plan(commands: list[str], main: set[str], branch: set[str] | None = None) -> Any:
+def _plan(
+    commands: list[str],
+    main: set[str],
+    branch: set[str] | None = None,
+    texts: Mapping[str, str] | None = None,
+) -> Any:
     return plan_pins(
         Tree(main),
         Tree(main if branch is None else branch),
         base="b",
         commands=commands,
         protect=None,
+        read=lambda path: (texts or {}).get(path),
     )
 
 
@@ -227,6 +233,7 @@ def test_discovery_follows_each_runner_rule() -> None:
             "cd crate && cargo test",
         ],
         main,
+        texts={"web/package.json": '{"scripts": {"test": "jest"}}'},
     )
     pinned = set(plan.pinned)
     assert {"tests/pytest.ini", "tests/a/conftest.py", "tests/a/test_one.py"} <= pinned
@@ -235,7 +242,7 @@ def test_discovery_follows_each_runner_rule() -> None:
     assert {"crate/Cargo.toml", "crate/tests/it.rs", "crate/.cargo/config.toml"} <= pinned
     assert "go.work" in pinned
     assert not {"tests/a/helper.py", "go/x.go", "web/src/c.js", "crate/src/lib.rs"} & pinned
-    assert set(plan.runners) == {"pytest", "unittest", "go", "node", "cargo"}
+    assert set(plan.runners) == {"pytest", "unittest", "go", "node", "cargo", "npm", "jest"}
 
 
 def test_a_go_row_reads_its_flags_values_as_values_not_packages() -> None:

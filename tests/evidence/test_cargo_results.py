@@ -119,3 +119,29 @@ def test_the_runner_reads_test_binaries_only_and_refuses_a_harness_it_cannot_rea
     assert done.stdout.endswith(b"custom \n")
     [report] = [json.loads(p.read_text()) for p in folder.glob("*.json")]
     assert report["tests"] == {"calc: not a libtest harness: its results cannot be read": "error"}
+
+
+WORKSPACE = '[workspace]\nmembers = ["crates/*"]\nresolver = "2"\n'
+HOLLOW = "#[test]\nfn adds_negatives() {}\n"
+
+
+def test_a_hollowed_test_of_a_workspace_member_is_restored_from_main(
+    tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    """``cargo test --workspace`` at a virtual manifest runs every member's tests: the desk
+    empties one in ``crates/calc/tests/``, and main's version runs (it fails on main's wrong
+    ``add``), named on the review."""
+    files = {
+        "Cargo.toml": WORKSPACE,
+        "crates/calc/Cargo.toml": CARGO_TOML,
+        "crates/calc/src/lib.rs": WRONG,
+        "crates/calc/tests/calc.rs": TEST,
+    }
+    scene = make_scene(tmp_path, brief(f"{ROW} --workspace"), files)
+    head = scene.desk_commit({"crates/calc/tests/calc.rs": HOLLOW})
+    scene.open_review(head)
+    report = refused(scene, run_assay)
+    assert "crates/calc/tests/calc.rs: edited by the desk; main's version ran" in report["notes"]
+    assert {"crates/calc/Cargo.toml", "crates/calc/tests/calc.rs"} <= set(report["pinned"])
+    status = rows(report)["r0"]
+    assert status["verdict"] == "failing" and status["exit"] != 0, status

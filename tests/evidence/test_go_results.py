@@ -13,6 +13,7 @@ each is refused. The right code passes with no finding.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -145,6 +146,58 @@ def test_the_right_code_passes_go_tests_structured_check(
     [record] = json.loads(done.stdout)["ran"]
     assert record["runner"] == "go" and "findings" not in record, record
     assert "ok  \texample.com/calc" in record["output_tail"]  # go test's own output is shown
+
+
+POISONS_THE_CACHE = RIGHT.replace(
+    "package calc\n",
+    """package calc
+
+import (
+	"os"
+	"path/filepath"
+)
+
+func init() {
+	dir := os.Getenv("GOCACHE")
+	filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			os.WriteFile(path, []byte("poisoned"), 0o644)
+		}
+		return nil
+	})
+	os.WriteFile(filepath.Join(dir, "poisoned"), []byte("x"), 0o644)
+}
+""",
+)
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_go_row_starts_from_main_s_build_cache_and_cannot_write_it(
+    tmp_path: Path, run_assay: AssayRunner
+) -> None:
+    """Main's run at the base fills a build cache the gate keeps; each row builds from a
+    private copy of it, so code that rewrites every file of its GOCACHE changes nothing the
+    next row (or the next verify) starts from."""
+    scene = make_scene(tmp_path, brief(ROW), FILES)
+    seed = scene.root / "gate-state" / "go-build" / str(scene.main_sha())
+    for index in range(2):
+        head = scene.desk_commit({"calc.go": POISONS_THE_CACHE, "n.txt": str(index)})
+        scene.open_review(head)
+        done = run_assay(
+            "verify", BRIEF, "--forge", str(scene.forge), "--json", env=gate_env(scene)
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        if index == 0:
+            kept = _digest(seed)
+            assert len(kept) > 10 and "poisoned" not in kept  # main's run filled it
+    assert _digest(seed) == kept
 
 
 def test_the_go_program_reads_status_lines_worst_first_and_framed_ones_only_when_framed() -> None:

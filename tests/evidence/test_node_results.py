@@ -33,6 +33,7 @@ RIGHT = "exports.add = (a, b) => a + b;\n"
 EXITS_WHEN_REQUIRED = "process.exit(0);\n" + WRONG
 NO_STRICT_EQUAL = "require('node:assert').strictEqual = () => {};\n" + WRONG
 FILES = {"calc.js": WRONG, "test/calc.test.js": TEST}
+HOLLOW = "const test = require('node:test');\n\ntest('adds', () => {});\n"
 
 
 @pytest.mark.parametrize(
@@ -68,3 +69,29 @@ def test_the_right_code_passes_node_tests_structured_check(
     [record] = json.loads(done.stdout)["ran"]
     assert record["runner"] == "node:test" and "findings" not in record
     assert "adds negatives" in record["output_tail"]  # node's own output is still shown
+
+
+@pytest.mark.parametrize(
+    ("row", "package"),
+    [
+        (f"{NODE} --test test/calc.js", '{"private": true}'),
+        ("npm test", '{"private": true, "scripts": {"test": "node --test"}}'),
+    ],
+    ids=["file-on-the-command", "npm-test-script"],
+)
+def test_a_hollowed_test_file_node_runs_is_restored_from_main_and_named(
+    tmp_path: Path, run_assay: AssayRunner, row: str, package: str
+) -> None:
+    """A test named on node's command (any name runs), or found by node's own default
+    patterns behind ``npm test``'s script: the desk empties it, main's version runs."""
+    files = {"test/calc.js": TEST, "package.json": package}
+    scene = make_scene(tmp_path, brief(row), files)
+    head = scene.desk_commit({"test/calc.js": HOLLOW})
+    scene.open_review(head)
+    report = refused(scene, run_assay)
+    assert "test/calc.js: edited by the desk; main's version ran" in report["notes"]
+    assert {"test/calc.js", "package.json"} <= set(report["pinned"])
+    status = rows(report)["r0"]
+    assert status["verdict"] == "failing" and status["exit"] != 0, status
+    [record] = report["ran"]
+    assert record["runner"] == "node:test"  # read from node's own report, through npm too

@@ -923,13 +923,27 @@ class FakeGitHub(PullsMixin, RulesMixin):
         return Reply(200, view)
 
     def _checks_list(self, *, ref: str, query: dict[str, str], **_: Any) -> Reply:
+        """GitHub's ``filter`` defaults to ``latest``: of each app's runs of one name, only
+        the one completed last (by ``completed_at``, which the app may set; a run still in
+        progress counts as the latest). ``filter=all`` lists every run. Newest first."""
         sha = self.ref(ref) or self.ref(f"refs/heads/{ref}") or ref
-        found = [
-            self._check_view(run)
-            for run in self.check_runs.values()
+        runs = [
+            run
+            for run in sorted(self.check_runs.values(), key=lambda r: -r["id"])
             if run["head_sha"] == sha and query.get("check_name", run["name"]) == run["name"]
         ]
-        return Reply(200, {"total_count": len(found), "check_runs": found})
+        if query.get("filter", "latest") == "latest":
+            latest: dict[tuple[str, str], dict[str, Any]] = {}
+            for run in runs:
+                group = (run["app"]["slug"], run["name"])
+                held = latest.get(group)
+                if held is None or _completed(run) > _completed(held):
+                    latest[group] = run
+            runs = [run for run in runs if latest[(run["app"]["slug"], run["name"])] is run]
+        per_page = min(int(query.get("per_page", 30)), 100)
+        page = int(query.get("page", 1))
+        chunk = [self._check_view(run) for run in runs[(page - 1) * per_page : page * per_page]]
+        return Reply(200, {"total_count": len(runs), "check_runs": chunk})
 
     def _permission(self, *, username: str, **_: Any) -> Reply:
         user = unquote(username)  # `github-actions%5Bbot%5D` is the login github-actions[bot]
@@ -1055,6 +1069,11 @@ class FakeGitHub(PullsMixin, RulesMixin):
         """The most admitted pushes any one budget window of the push log held."""
         with self.lock:
             return PushBudget(window=self.limits.push_window_s).count_in_window(self.pushes)
+
+
+def _completed(run: dict[str, Any]) -> str:
+    """A check run's ``completed_at`` for ordering: one still running sorts last."""
+    return str(run.get("completed_at") or "~")
 
 
 def _check_output(output: dict[str, Any] | None) -> dict[str, Any]:

@@ -267,6 +267,7 @@ class PullsMixin:
             "author_association": "OWNER" if user == self.owner else "NONE",
         }
         self.reviews[int(n)].append(review)
+        self.issues[int(n)]["updated_at"] = review["submitted_at"]  # GitHub: the pull changed
         return Reply(200, self._review_view(review))
 
     def _graphql(self, request: dict[str, Any], user: str | None) -> Reply:

@@ -190,5 +190,5 @@ def test_a_batch_lands_on_a_main_the_printed_ruleset_protects(
     assert top == result.main_after and top != before
     [check] = [r for r in fake_github.check_runs.values() if r["head_sha"] == top]
     assert (check["name"], check["conclusion"]) == ("assay/evidence", "success")
-    assert check["app"]["slug"] == "github-actions" and ":pass:-:ed25519:" in check["external_id"]
+    assert check["app"]["slug"] == "github-actions" and ":pass:-:-:ed25519:" in check["external_id"]
     assert fake_github.ref("refs/assay/merging") is None

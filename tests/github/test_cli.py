@@ -39,6 +39,9 @@ def setup_waiting_brief(fake: FakeGitHub, tmp_path: Path) -> int:
         GitHubMirror(forge).claim("tidy", claim.record, issue=number)
     for user in ("stranger", "maintainer"):
         fake.add_comment(number, "/assay approve", user)
+    # A second after the maintainer's label on GitHub (stamps are whole seconds): the
+    # comments changed the issue after the last writer act its record has seen.
+    fake.issues[number]["updated_at"] = "2099-01-01T00:00:00Z"
     return number
 
 
@@ -73,9 +76,9 @@ def test_events_command_honours_writers_reports_others_and_dispatches(
             "user": "github-actions[bot]",
         }
     ]
-    # which brief each number is (open issues, open pull requests), comments list, two
-    # permission checks, the dispatch
-    assert report["rest"]["charged"] == 6
+    # which brief each number is (open issues, open pull requests), comments list, the
+    # issue's timeline (it changed since the label), two permission checks, the dispatch
+    assert report["rest"]["charged"] == 7
     again = json.loads(run_assay("github", "events", "--json", env=env).stdout)
     # Read again or not (the cursor is inclusive), nothing is appended or checked twice.
     assert again["appended"] == [] and again["ignored"] == []

@@ -16,7 +16,8 @@ import pytest
 
 import assay.refs as refs
 from assay.claims import ClaimStore
-from assay.github.events import collect_events, parse_command
+from assay.forge import Identity, RefLog
+from assay.github.events import CURSOR_KIND, collect_events, parse_command
 from assay.github.forge import open_github_forge
 from assay.github.init import starter_files
 from assay.github.mirror import GitHubMirror
@@ -159,3 +160,28 @@ def test_a_comment_listed_late_behind_the_cursor_is_still_read(
     report = events(run_assay, env)
     assert [e["id"] for e in report["appended"]] == [f"github-comment-{late['id']}"]
     assert report["since"] == "2026-12-03T10:00:30Z"
+
+
+def test_a_cursor_the_job_did_not_sign_is_not_taken(
+    fake_github: FakeGitHub, run_assay: AssayRunner, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A desk job moves ``since`` past a maintainer's ``/assay reject`` and lists the
+    comment among the refused: the events job reads everything again and honours it."""
+    number = waiting_brief(fake_github, tmp_path)
+    assert events(run_assay, env)["restarted"] is None
+    reject = fake_github.add_comment(number, "/assay reject not this way", "maintainer")
+    with open_github_forge(f"github:{fake_github.slug}", cache_dir=tmp_path / "desk") as forge:
+        RefLog(forge, refs.GITHUB_EVENTS_CURSOR, kind=CURSOR_KIND).append(
+            {
+                "since": "2099-01-01T00:00:00Z",
+                "ignored": {f"github-comment-{reject['id']}": reject["updated_at"]},
+                "sig": "ed25519:forged:AAAA",
+            },
+            author=Identity("github-actions[bot]", "bot@example.invalid"),
+        )
+    report = events(run_assay, env)
+    assert report["restarted"] is not None and "not signed" in report["restarted"]
+    assert [e["id"] for e in report["appended"]] == [f"github-comment-{reject['id']}"]
+    assert report["since"] != "2099-01-01T00:00:00Z"
+    again = events(run_assay, env)  # the job's own signed cursor is taken again
+    assert again["restarted"] is None and again["appended"] == []

@@ -24,11 +24,12 @@ import pytest
 
 from assay.branch import BranchSync
 from assay.claims import ClaimStore
-from assay.desks.records.review import write_review
+from assay.desks.records.review import read_review, write_review
 from assay.evidence.keys import GateKey
+from assay.evidence.table import table_in
 from assay.forge import Identity, RefLog
 from assay.github.forge import GitHubForge
-from assay.github.gatecheck import CHECK_NAME
+from assay.github.gatecheck import CHECK_NAME, GATE_WORKFLOW
 from assay.github.mirror import MIRROR_KIND, GitHubMirror
 from assay.github.target import resolve_target
 from tests.conftest import assay_argv, assay_env
@@ -61,11 +62,16 @@ class Scene:
     pull: int
     runs: int = 0
     tips: dict[str, str] = field(default_factory=dict)
+    gate_run: int = 0  # the gate workflow's run on main that the gate's commands run in
 
     def env(self, *, gate: bool) -> dict[str, str]:
         self.runs += 1
         gate_state = self.root / ("gate-state" if gate else f"no-key-{self.runs}")
+        if gate and not self.gate_run:
+            self.gate_run = self.fake.add_workflow_run(GATE_WORKFLOW)
+        job = {"GITHUB_RUN_ID": str(self.gate_run)} if gate else {}
         return {
+            **job,
             "GITHUB_API_URL": self.fake.api_url,
             "GITHUB_TOKEN": "ghs-bot",
             "ASSAY_FORGE": f"github:{self.fake.slug}",
@@ -199,7 +205,7 @@ def test_the_gates_own_run_is_the_one_a_merge_reads(scene: Scene) -> None:
     run = scene.gate_runs()[-1]
     assert (run["conclusion"], run["app"]["slug"]) == ("success", "github-actions")
     tip = scene.fake.ref(f"refs/assay/evidence/{BRIEF}")
-    assert tip is not None and f":pass:{tip}:ed25519:" in run["external_id"]
+    assert tip is not None and f":pass:{tip}:-:ed25519:" in run["external_id"]
     scene.tips["first pass"] = tip
     scene.tips["first proof"] = run["external_id"]
     again = scene.run("github", "sync", "--only", "evidence", "--json", gate=True)
@@ -221,6 +227,20 @@ def test_the_gates_own_run_is_the_one_a_merge_reads(scene: Scene) -> None:
     refused(scene, "carries no gate signature")
     # Another app cannot touch the gate's run; the desk's app can, and gains nothing.
     assert patch_check(scene.fake, "ghs-other", run["id"], conclusion="failure").status_code == 403
+
+
+def test_the_pull_request_shows_the_block_the_gate_wrote_and_a_desk_judges_nothing(
+    scene: Scene,
+) -> None:
+    # The desk's sync (no key) mirrors the review record as the gate left it: the evidence
+    # block there is the gate's rendering at its verify, not a verdict the sync computed.
+    done = scene.run("github", "sync", "--only", "reviews", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    review = read_review(scene.forge, BRIEF)
+    assert review is not None
+    block = table_in(review.body)
+    assert block is not None and "verified" in block.lower()
+    assert table_in(str(scene.fake.issues[scene.pull]["body"])) == block
 
 
 def test_a_fail_after_a_pass_at_the_same_head_turns_the_check_red(scene: Scene) -> None:
@@ -261,6 +281,55 @@ def test_a_rollback_past_a_failing_record_is_caught_with_a_cold_cache(scene: Sce
     desk_push(scene, ref, scene.tips["first pass"])
     refused(scene, "evidence rollback", scene.tips["first pass"][:12])
     desk_push(scene, ref, newest)
+
+
+def test_a_renamed_red_run_a_completed_at_trick_and_a_branch_gate_are_seen(scene: Scene) -> None:
+    ref = f"refs/assay/evidence/{BRIEF}"
+    passing = scene.fake.ref(ref)
+    green = scene.gate_runs()[-1]
+    assert passing is not None and green["conclusion"] == "success"
+    # A failing verify at the same head: the gate's newest run is red.
+    scene.fake.seed_main({"briefs/tidy.md": BRIEF_FILE.replace("test -e ok", "test -e nope")})
+    assert scene.verify()["passed"] is False
+    red, failing = scene.gate_runs()[-1], scene.fake.ref(ref)
+    scene.fake.seed_main({"briefs/tidy.md": BRIEF_FILE})
+    # The desk rolls the evidence back past the failing record and renames the red run out
+    # of the way: the newest run *named* assay/evidence is the green one again.
+    desk_push(scene, ref, passing)
+    assert patch_check(scene.fake, "ghs-bot", red["id"], name="lint").status_code == 200
+    refused(scene, "renamed", "'lint'")
+    assert patch_check(scene.fake, "ghs-bot", red["id"], name=CHECK_NAME).status_code == 200
+
+    # GitHub lists one run per name by default (filter=latest, by completed_at), and the
+    # desk's app may set completed_at: the green run completes "last" and hides the red one
+    # from a default listing. Assay lists them all and orders by id.
+    listing = scene.fake.contract.raw["paths"]["/repos/{owner}/{repo}/commits/{ref}/check-runs"]
+    (wanted,) = [p for p in listing["get"]["parameters"] if p.get("name") == "filter"]
+    assert wanted["schema"]["default"] == "latest"
+    later = {"completed_at": "2099-01-01T00:00:00Z"}
+    assert patch_check(scene.fake, "ghs-bot", green["id"], **later).status_code == 200
+    with httpx.Client(
+        base_url=scene.fake.api_url, headers={"Authorization": "Bearer ghs-bot"}, timeout=10
+    ) as gh:
+        shown = gh.get(f"/repos/{scene.fake.slug}/commits/{scene.head}/check-runs").json()
+    assert [r["id"] for r in shown["check_runs"] if r["app"]["slug"] == "github-actions"] == [
+        green["id"]
+    ]
+    refused(scene, f"({red['id']}) is fail")
+
+    # The gate workflow dispatched on a desk's branch signs with the same key: no proof.
+    desk_push(scene, ref, failing)
+    branch_run = scene.fake.add_workflow_run(GATE_WORKFLOW)
+    scene.fake.workflow_runs[branch_run]["head_branch"] = f"assay/{BRIEF}"
+    main_run, scene.gate_run = scene.gate_run, branch_run
+    assert scene.verify()["published"] == ["check+"]
+    refused(scene, f"workflow run {branch_run} ran {GATE_WORKFLOW} on assay/{BRIEF}")
+    # Back on main's gate: a fail, then a pass, published from the gate's own run.
+    scene.gate_run = main_run
+    scene.fake.seed_main({"briefs/tidy.md": BRIEF_FILE.replace("test -e ok", "test -e nope")})
+    assert scene.verify()["passed"] is False
+    scene.fake.seed_main({"briefs/tidy.md": BRIEF_FILE})
+    assert scene.verify()["published"] == ["check+"]
 
 
 @pytest.mark.slow

@@ -93,7 +93,7 @@ def test_rows_rewritten_by_the_author_or_the_desk_token_are_refused_and_reported
         ran = github(run_assay, env, "events")
         assert ran["accepted"] == {} and ran["noted"] == [number]
     assert github(run_assay, env, "events")["noted"] == []  # told once per text
-    assert len(notes(fake_github, number)) == 2
+    assert len(notes(fake_github, number)) == 1  # one note, edited for the second text
     assert brief_rows(run_assay, env) == {brief: ("changed", ["python -m pytest -q"])}
     note = notes(fake_github, number)[-1]
     assert "/assay accept " in note and "not accepted" in note
@@ -130,7 +130,7 @@ def test_an_id_is_bound_to_its_issue_and_a_collision_fails_the_newer_issue_only(
     listed = github(run_assay, env, "briefs")
     assert [(b["brief"], b["issue"]) for b in listed["briefs"]] == [("issue-2", 2), ("tidy", 3)]
     errors = listed["errors"]
-    assert [e for e in errors if e.startswith("issue #1:") and "issue #2's" in e], errors
-    assert [e for e in errors if e.startswith("issue #4:") and "already used by issue #3" in e]
+    assert [e for e in errors if e.startswith("issue #1:") and "names issue #2" in e], errors
+    assert [e for e in errors if e.startswith("issue #4:") and "belongs to issue #3" in e]
     # Naming the squatter's id gets issue #2's brief; the squatter alone is exit 65.
     assert len(errors) == 2

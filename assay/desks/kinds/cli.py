@@ -1,22 +1,23 @@
 """The ``cli`` desk kind: an unmodified agent CLI run against the model gateway.
 
-One run: record the work tree's base commit (``compute:cli.base``) and restore the tree to
-it (a resumed CLI starts again from the beginning, so it must find the files as they
-were), start the gateway with the desk's MCP tools mounted, launch the CLI through its
-profile, and serve what it sends on this thread, the run's: model calls go through a
-``CallHandler`` (journaled, replayed, forwarded, refused), MCP tool calls become
-``WireSession`` tool steps (``finish`` records the claim, ``request_approval`` waits for
-approval, ``check_messages`` drains steering). When the CLI exits, ``compute:cli.exit``
-records how, the desk's own approval gate runs if it has one, and ``evidence.claimed``
-records what the agent said it checked. A CLI that asks for something that stops the run
-(budget, approval, an undeclared tool, divergence) is killed first: a suspended run holds
-no process. ``launch_cli`` is the one place a CLI process is started.
+One run: record the work tree's base commit (``compute:cli.base``), start the gateway with
+the desk's MCP tools mounted, launch the CLI through its profile (fresh, or resuming its
+own session from the checkpoint's session state: ``cli_resume``), and serve what it sends
+on this thread, the run's: model calls go through a ``CallHandler`` (journaled, replayed,
+forwarded, refused), MCP tool calls become ``WireSession`` tool steps (``finish`` records
+the claim, ``request_approval`` waits for approval, ``check_messages`` drains steering).
+When the CLI exits, ``compute:cli.exit`` records how, the desk's own approval gate runs if
+it has one, and ``evidence.claimed`` records what the agent said it checked. A CLI that
+asks for something that stops the run (budget, approval, an undeclared tool, divergence)
+is killed first: a suspended run holds no process. ``launch_cli`` is the one place a CLI
+process is started.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import queue
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.desks.kinds.agent import brief_prompt, claimed_rows
+from assay.desks.kinds.cli_resume import SessionKeeper, Start
 from assay.desks.kinds.tools import ToolBox
 from assay.errors import (
     AssayError,
@@ -61,13 +63,17 @@ FINISH_HINT = (
 
 
 def cli_profile(desk: Any) -> Any:
-    """The desk's profile (``BadInput`` naming the desk file and ``cli.profile``)."""
+    """The desk's profile (``BadInput`` naming the desk file and ``cli.profile``), without
+    its native resume when the desk's ``cli.resume`` says ``relaunch``."""
     from assay.agentcli.profiles import get_profile
 
     try:
-        return get_profile(desk.cli.profile)
+        profile = get_profile(desk.cli.profile)
     except BadInput as exc:
         raise BadInput(f"{desk.source}: {exc.message}") from None
+    if getattr(desk.cli, "resume", None) == "relaunch":
+        return dataclasses.replace(profile, resume=None)
+    return profile
 
 
 def output_masks(desk: Any) -> tuple[Mask, ...]:
@@ -249,7 +255,9 @@ class CliProcess:
 
 @contextlib.contextmanager
 def cli_home(worktree: Path) -> Iterator[Path]:
-    """A fresh HOME for the CLI beside the work tree (never inside it: not committed).
+    """A fresh HOME for the CLI beside the work tree (never inside it: not committed),
+    the desk's own folder: sandboxed, it is mounted as the sandbox's HOME, so the CLI's
+    session files outlive the CLI for the desk to record (``cli_resume``).
 
     Its path is the same for every process that works on the brief here, because CLIs
     write it into their prompts (Claude Code names its project folder), and a resumed
@@ -322,12 +330,22 @@ class CliOutcome:
 class CliRun:
     """One CLI session on one run (see the module docstring)."""
 
-    def __init__(self, run: Any, desk: Any, *, worktree: Path, secrets: list[str]) -> None:
+    def __init__(
+        self,
+        run: Any,
+        desk: Any,
+        *,
+        worktree: Path,
+        secrets: list[str],
+        head: Callable[[], str],
+    ) -> None:
         self.run = run
         self.desk = desk
         self.worktree = worktree
         self.profile = cli_profile(desk)
         self.toolbox = ToolBox(worktree, desk.tool_policy(), withheld=secrets)
+        self.secrets = secrets
+        self.head = head
         self.finish: dict[str, Any] | None = None
 
     def descriptors(self) -> list[dict[str, Any]]:
@@ -337,7 +355,7 @@ class CliRun:
 
     def gateway(self, descriptors: list[dict[str, Any]]) -> Gateway:
         """A gateway for this session, with the desk's MCP tools when the CLI takes them."""
-        gateway = Gateway(on_unrouted=self.log_unrouted)
+        gateway = Gateway(on_unrouted=self.log)
         if self.profile.mcp:
             from assay.gateway.mcp import build_mcp_app
 
@@ -345,19 +363,61 @@ class CliRun:
             gateway.mcp_app = build_mcp_app(bridge, token=gateway.token)
         return gateway
 
-    def log_unrouted(self, message: str) -> None:
-        """A request the gateway has no route for, on the desk's stderr as it happens."""
+    def log(self, message: str) -> None:
+        """A note on the desk's stderr as it happens, naming the desk (a request the
+        gateway has no route for, a session state that is not used)."""
         from assay.console import err, printable
 
         err.print(f"{self.desk.source}: {printable(message)}", markup=False, highlight=False)
 
-    def session(self, brief: Any) -> CliOutcome:
+    def session(self, brief: Any, *, base: str) -> CliOutcome:
+        """Run the CLI to its exit (``base``: the commit of ``cli.base``), resumed natively
+        from the checkpoint's session state when it holds one (``cli_resume``); a CLI that
+        exits before any model call when resumed so (its session unreadable to it) is
+        relaunched from the start instead."""
+        keeper = SessionKeeper(
+            self.run,
+            self.profile,
+            tree=self.worktree,
+            brief=brief.id,
+            head=self.head,
+            withheld=list(self.secrets),
+            warn=self.log,
+        )
+        start = keeper.start(base)
+        if start.method == "ended":  # nothing to launch: cli.exit replays what it recorded
+            WireSession(self.run, difference=lambda rec, req: "", resume_at=start.resume_at).close()
+            return CliOutcome(0, "")
+        at = self.run.pos
+        if start.method == "native":
+            outcome = self.launched(brief, keeper, start)
+            if outcome is not None:
+                return outcome
+            self.log("the CLI could not resume its session: relaunching it from the start")
+            self.run.pos = at
+            keeper.point = None
+            start = Start("relaunch", base)
+        outcome = self.launched(brief, keeper, start)
+        assert outcome is not None
+        return outcome
+
+    def launched(self, brief: Any, keeper: SessionKeeper, start: Start) -> CliOutcome | None:
+        """One launch of the CLI as ``start`` says; None when a native resume failed before
+        the CLI made any call (the caller relaunches it from the start)."""
+        restore_tree(self.worktree, start.commit)
         descriptors = self.descriptors()
         offered = [d["name"] for d in descriptors]
         gateway = self.gateway(descriptors)
+        keeper.withheld.append(gateway.token)
+        native = start.method == "native"
         upstream = Upstream(self.desk.model, source=self.desk.source)
         handler: CallHandler
-        wire = WireSession(self.run, difference=lambda rec, req: handler.difference(rec, req))
+        wire = WireSession(
+            self.run,
+            difference=lambda rec, req: handler.difference(rec, req),
+            resume_at=start.resume_at,
+            on_turn=keeper.capture_turn if self.profile.resume is not None else None,
+        )
         handler = CallHandler(
             wire,
             upstream,
@@ -365,11 +425,17 @@ class CliRun:
             allowed=lambda name: tool_allowed(name, self.desk.tools, offered),
             normalise_extra=self.profile.normalise,
             masks=output_masks(self.desk),
+            rewrite=self.profile.resumed_request if native else None,
         )
+        if native:
+            handler.seen_tools.update(keeper.seen_tool_ids())
         wire.settle_waits(CAPACITY)  # the relaunched CLI will not ask for the desk's waits
         try:
             with gateway, cli_home(self.worktree) as outside:
-                process = self.launch(brief, gateway, outside)
+                keeper.restore_home(start, outside)
+                process = self.launch(
+                    brief, gateway, outside, session=keeper.session, resumed=native
+                )
                 try:
                     code = self.serve(process, gateway, handler, wire)
                 finally:
@@ -384,6 +450,8 @@ class CliRun:
             raise
         finally:
             upstream.close()
+        if native and handler.calls == 0 and not gateway.unrouted:
+            return None  # it never got to the turn its session leads to
         if handler.calls == 0 and code != 0:
             if gateway.unrouted:  # what the CLI asked for names the fix; its output may not
                 raise BadInput(
@@ -407,11 +475,15 @@ class CliRun:
         seconds = min(float(self.desk.model.capacity_wait_s) * 2 ** min(earlier, 16), 3600.0)
         wire.wait_for(CAPACITY, timeout=seconds)
 
-    def launch(self, brief: Any, gateway: Gateway, outside: Path) -> CliProcess:
-        """Start the CLI through its profile, in the desk's sandbox unless it is off."""
+    def launch(
+        self, brief: Any, gateway: Gateway, outside: Path, *, session: str, resumed: bool
+    ) -> CliProcess:
+        """Start the CLI through its profile, in the desk's sandbox unless it is off
+        (``resumed``: on its session ``session``, restored in ``outside``)."""
         spec = self.desk.sandbox_spec()
         sandboxed = spec.isolation == "on"
-        # In the sandbox HOME is its private /tmp/home; the relay there listens on the
+        # In the sandbox HOME is /tmp/home, the desk's folder ``outside`` mounted there (the
+        # session files the desk records outlive the CLI); the relay there listens on the
         # gateway's own port, so the CLI uses the same URL inside and out.
         home = Path(SANDBOX_HOME) if sandboxed else outside
         launch = self.profile.launch(
@@ -426,12 +498,14 @@ class CliRun:
             mcp_url=gateway.mcp_url,
             env=self.desk.cli.env,
             files=self.desk.cli.files,
+            session=session,
+            resumed=resumed,
         )
         return launch_cli(
             launch,
             cwd=self.worktree,
             home=home,
-            spec=spec if sandboxed else None,
+            spec=spec.with_home(outside) if sandboxed else None,
             gateway=GatewayEndpoint(gateway.socket_path, gateway.port),
         )
 
@@ -526,8 +600,8 @@ def cli_desk(
 
     def function(run: Any, brief: Any) -> dict[str, Any]:
         base = run.step("cli.base", lambda: {"commit": head()})
-        restore_tree(worktree, str(base["commit"]))
-        outcome = CliRun(run, desk, worktree=worktree, secrets=secrets).session(brief)
+        cli = CliRun(run, desk, worktree=worktree, secrets=secrets, head=head)
+        outcome = cli.session(brief, base=str(base["commit"]))
         ended = run.step(
             "cli.exit",
             lambda: {

@@ -170,6 +170,9 @@ class CliSpec(StrictModel):
     # with placeholders ({gateway_url}, {mcp_url}, {token}, ...) filled at launch
     env: dict[str, str] = Field(default_factory=dict)
     files: dict[str, str] = Field(default_factory=dict)
+    # how a killed run goes on: the CLI's own resume (native) or relaunch and replay; by
+    # default the profile's (its ``resume_method``)
+    resume: Literal["native", "relaunch"] | None = None
 
     @field_validator("command")
     @classmethod
@@ -427,6 +430,11 @@ def _check_cli(manifest: DeskManifest, doc: YamlDoc) -> None:
         profile = get_profile(manifest.cli.profile)
     except BadInput as exc:
         raise doc.bad(["cli", "profile"], exc.message.removeprefix("cli.profile: ")) from None
+    if manifest.cli.resume == "native" and profile.resume is None:
+        raise doc.bad(
+            ["cli", "resume"],
+            f"the {profile.name} CLI cannot resume its own session: relaunch is its only method",
+        )
     for index, pattern in enumerate(manifest.cli.volatile_output):
         try:
             profile.output_masks([pattern])
