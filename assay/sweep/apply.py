@@ -9,7 +9,7 @@ without its status and log entry (the next sweep plans again what did not land).
 moved since the snapshot (a desk renewed its claim) makes the whole push lose; the engine
 then reads again and re-plans, which drops the claim that is live now.
 
-The claim commit is the one ``ClaimStore.stuck_commit`` writes: ``ClaimRecord.evolve(state=
+The claim commit is the one ``ClaimStore.stage_stuck`` stages: ``ClaimRecord.evolve(state=
 "stuck", note=...)`` as ``claim.json``, parent the record's commit, authored by the sweeper.
 """
 

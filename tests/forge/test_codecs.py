@@ -30,6 +30,7 @@ from assay.evidence.store import EvidenceCodec
 from assay.forge.records import Codec
 from assay.forge.settings import settings_codec
 from assay.forgestate.status import status_codec
+from assay.github.briefids import binding_codec
 from assay.github.events import cursor_codec
 from assay.github.mirror import mirror_codec
 from assay.github.pins import pin_codec
@@ -149,12 +150,19 @@ pins = st.fixed_dictionaries(
     {
         "issue": counters,
         "digest": hexes,
+        "title": short,
+        "labels": st.lists(short, max_size=3),
         "body": text,
         "via": st.from_regex(r"(label|comment)-\d{1,6}", fullmatch=True),
+        "act_at": stamps,
+        "seen_at": stamps,
         "writer": short,
         "at": stamps,
         "sig": short,
     }
+)
+bindings = st.fixed_dictionaries(
+    {"brief": st.just("b1"), "issue": counters, "at": stamps, "sig": short}
 )
 cursors = st.fixed_dictionaries(
     {"since": st.none() | stamps, "ignored": st.dictionaries(short, stamps, max_size=3)}
@@ -252,9 +260,22 @@ CASES: dict[str, Case] = {
     "pins": Case(
         pin_codec(7),
         pins,
-        (("issue", 0), ("digest", "abc"), ("via", "push-1"), ("writer", 5), ("body", None)),
+        (
+            ("issue", 0),
+            ("digest", "abc"),
+            ("via", "push-1"),
+            ("writer", 5),
+            ("body", None),
+            ("labels", "desk:x"),
+            ("act_at", "yesterday"),
+        ),
     ),
     "cursor": Case(cursor_codec(), cursors, (("since", "yesterday"), ("ignored", []))),
+    "brief id binding": Case(
+        binding_codec("b1"),
+        bindings,
+        (("brief", "../b"), ("issue", 0), ("issue", "3"), ("sig", None), ("at", "x" * 513)),
+    ),
 }
 
 
