@@ -38,6 +38,7 @@ from assay.ids import check_id
 from assay.plumbing import GitError, Identity, RefUpdate, local_disk
 
 if TYPE_CHECKING:
+    from assay.forgestate.source import SnapshotBackend
     from assay.journal import Journal
 
 MAIN_REF = refs.MAIN
@@ -367,7 +368,7 @@ class BranchSync:
 
 
 def merged_branches(
-    forge: Forge,
+    forge: SnapshotBackend,
     branches: dict[str, str],
     main: str,
     journals: Mapping[str, str] | None = None,

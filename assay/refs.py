@@ -95,6 +95,21 @@ def run_ref(brief: str, attempt: int) -> str:
     return f"{RUNS}{check_id(brief)}/{attempt}"
 
 
+def runs_of(brief: str) -> str:
+    """``refs/assay/runs/<brief>/``: the prefix of every run ref of ``brief``."""
+    return f"{RUNS}{check_id(brief)}/"
+
+
+def run_of(ref: str) -> tuple[str, int] | None:
+    """The ``(brief, attempt)`` a run ref names; None for any other ref."""
+    if not ref.startswith(RUNS):
+        return None
+    brief, _, attempt = ref[len(RUNS) :].rpartition("/")
+    if not brief or "/" in brief or not attempt.isdigit():
+        return None
+    return brief, int(attempt)
+
+
 def brief_of(ref: str, prefix: str) -> str:
     """The brief a per-brief ref names (``brief_of("refs/assay/claims/b1", CLAIMS)``)."""
     return ref[len(prefix) :] if ref.startswith(prefix) else ""

@@ -18,9 +18,9 @@ import jinja2
 from markupsafe import Markup, escape
 
 from assay.board import chart
-from assay.board.model import BoardState
 from assay.console import printable
 from assay.errors import BadInput
+from assay.forgestate.rows import BoardState
 from assay.forgestate.times import duration, iso, parse_time
 
 if TYPE_CHECKING:

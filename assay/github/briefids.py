@@ -35,9 +35,10 @@ import assay.refs as refs
 from assay.errors import AssayError, BadInput
 from assay.evidence.keys import GateKey, PublicKey, split_signature
 from assay.forge import Forge, RefLog
+from assay.forge.records import LostRace, RecordCodec, Stage, WritePolicy, write
 from assay.github.pins import PIN_IDENTITY, IssuePin, read_pins
 from assay.ids import check_id
-from assay.plumbing import GitError, RefUpdate
+from assay.plumbing import GitError
 
 BINDING_KIND = "github-id-binding"
 NUMBERED = "issue-"  # an id ``issue-<M>`` names issue #M alone
@@ -76,8 +77,13 @@ def _validate(record: dict[str, Any]) -> None:
             raise BadInput(f"field {name!r} must be a short string")
 
 
+def binding_codec(brief: str) -> RecordCodec:
+    """The id binding's codec: ``record.json`` on ``refs.github_id_ref(brief)``."""
+    return RecordCodec(refs.github_id_ref(brief), BINDING_KIND, validate=_validate)
+
+
 def _log(forge: Forge, brief: str) -> RefLog:
-    return RefLog(forge, refs.github_id_ref(brief), kind=BINDING_KIND, validate=_validate)
+    return RefLog.of(forge, binding_codec(brief))
 
 
 def read_bindings(
@@ -172,20 +178,21 @@ def bind_ids(
     key = signer()
     stamp = (now or _now)()
     tips = forge.refresh([refs.github_id_ref(brief) for brief in chosen])
-    updates: list[RefUpdate] = []
+    stage = Stage(forge, atomic=False)  # each binding lands, or loses its race, on its own
     written: dict[str, IdBinding] = {}
     for brief, number in sorted(chosen.items()):
         binding = IdBinding(brief=brief, issue=number, at=stamp).signed(key)
-        ref = refs.github_id_ref(brief)
-        entry = _log(forge, brief).stage(
+        stage.record(
+            binding_codec(brief),
             {**asdict(binding)},
-            on=tips.get(ref),
+            on=tips.get(refs.github_id_ref(brief)),
             author=PIN_IDENTITY,
             message=f"github: brief id {brief} bound to issue #{number}",
         )
-        updates.append(RefUpdate(ref, entry.commit, expected=tips.get(ref)))
         written[brief] = binding
-    pushed = forge.push(updates, atomic=False)
+    policy = WritePolicy(attempts=1, what="binding", on_lost=lambda _r: LostRace.GIVE_BACK)
+    pushed = write(forge, lambda _again: stage, policy=policy).result
+    assert pushed is not None  # the stage moves every chosen binding
     landed: dict[str, IdBinding] = {}
     for brief, binding in written.items():
         outcome = pushed.refs.get(refs.github_id_ref(brief))

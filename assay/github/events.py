@@ -52,6 +52,7 @@ from assay.desks.records.events import EventLog
 from assay.errors import AssayError, BadInput
 from assay.evidence.keys import GateKey, PublicKey, gate_key, split_signature
 from assay.forge import RefLog
+from assay.forge.records import RecordCodec
 from assay.github.accept import TextAcceptance, writer_refusal
 from assay.github.briefids import IdBinding
 from assay.github.forge import GitHubForge
@@ -143,8 +144,13 @@ def _validate_cursor(record: dict[str, Any]) -> None:
         raise BadInput("field 'sig' must be a signature")
 
 
+def cursor_codec() -> RecordCodec:
+    """The events cursor's codec: ``record.json`` on ``refs/assay/github-events/cursor``."""
+    return RecordCodec(refs.GITHUB_EVENTS_CURSOR, CURSOR_KIND, validate=_validate_cursor)
+
+
 def _cursor_log(forge: GitHubForge) -> RefLog:
-    return RefLog(forge, refs.GITHUB_EVENTS_CURSOR, kind=CURSOR_KIND, validate=_validate_cursor)
+    return RefLog.of(forge, cursor_codec())
 
 
 def read_cursor(forge: GitHubForge, key: PublicKey) -> tuple[EventsCursor, str | None]:

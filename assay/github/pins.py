@@ -55,6 +55,7 @@ import assay.refs as refs
 from assay.errors import AssayError, BadInput
 from assay.evidence.keys import GateKey, PublicKey, split_signature
 from assay.forge import Forge, RefLog
+from assay.forge.records import RecordCodec
 from assay.journal.redact import Redactor
 from assay.plumbing import Identity
 
@@ -161,8 +162,13 @@ def _validate(record: dict[str, Any]) -> None:
             raise BadInput(f"field {name!r} must be a short string")
 
 
+def pin_codec(number: int) -> RecordCodec:
+    """The pin record's codec: ``record.json`` on ``refs/assay/github-issues/<number>``."""
+    return RecordCodec(pin_ref(number), PIN_KIND, validate=_validate)
+
+
 def _log(forge: Forge, number: int) -> RefLog:
-    return RefLog(forge, pin_ref(number), kind=PIN_KIND, validate=_validate)
+    return RefLog.of(forge, pin_codec(number))
 
 
 def _from_record(record: Mapping[str, Any]) -> IssuePin:

@@ -33,8 +33,9 @@ Measures, in one run on this machine, and prints as ONE table:
 - the gate: one row of each kind (plain, pytest, ``node --test``) through ``verify`` beside
   the bare command, the gate's overhead per row, and holdout rows per second
   (``tests.bench.evidence``);
-- records: the record log's appends, lost races and reads on the in-memory backend beside
-  the git forge (``tests.bench.records``);
+- records: the record tests themselves (the writer, claims, events, reviews, evidence, a
+  sweep's batch, the read model) on the in-memory backend beside the git forge, their time
+  and peak memory (``tests.bench.records``);
 - a fleet on GitHub's budget: twenty desks on one host against the fake GitHub for five
   simulated minutes (time compressed 2x), 40-call briefs: pushes in every minute, REST
   writes a minute, briefs an hour (``tests.bench.fleet``).
@@ -309,7 +310,7 @@ def main(argv: list[str] | None = None) -> None:
         return fleet.rows(raw["fleet"])
 
     def records_rows() -> list[Row]:
-        raw["records"] = records.measure(records=30 if quick else 100)
+        raw["records"] = records.measure()
         return records.rows(raw["records"])
 
     def gate_rows() -> list[Row]:

@@ -215,7 +215,8 @@ def test_a_whole_brief_lifecycle_within_the_rest_budget(
     claim = store.acquire(BRIEF, "example", lease_s=60, allow_waiting=True)
     final = review_body(BRIEF, issue=issue, summary="Added median().", decision=verified)
     finished = dataclasses.replace(claim.record, state="done")
-    merged = mirror.merge(BRIEF, head_sha=head, body=final, claim=finished)
+    message = f"Add median\n\nAssay-Brief: {BRIEF}\nAssay-Head: {head}\n"
+    merged = mirror.merge(BRIEF, head_sha=head, body=final, claim=finished, message=message)
     assert merged == ["updatePullRequest", "mergePullRequest", "updateIssueComment", "label-"]
     store.release(claim, done=True)
     assert spent() == 17

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from assay.board.collect import collect_board
 from assay.desks import parse_manifest
 from assay.errors import BadInput
 from assay.forge import open_forge
+from assay.forgestate.rows import collect_board
 from tests.desks.world import World, brief_text, call, finish
 
 

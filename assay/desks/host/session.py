@@ -31,7 +31,6 @@ from assay.branch import BranchSync, journal_path
 from assay.briefs import Brief
 from assay.claims import Claim, ClaimRecord, ClaimStore
 from assay.claims.heartbeat import DUE_AFTER, RIDES_AFTER
-from assay.claims.store import PreparedClaim
 from assay.desks.host.durability import DeskPusher, Durability
 from assay.desks.host.objectives import (
     ObjectiveLoop,
@@ -47,8 +46,9 @@ from assay.desks.records.events import EventLog
 from assay.errors import AssayError, Denied, Fenced, ForgeUnavailable, Internal
 from assay.forge import Forge
 from assay.forge.group import UnitState
+from assay.forge.records import Stage
 from assay.journal import read_journal, secrets_from_env, summarize
-from assay.plumbing import GitError, Identity, PushOutcome, PushResult, RefUpdate
+from assay.plumbing import GitError, Identity, RefUpdate
 from assay.runtime import Budget, Event
 from assay.sandbox import require_sandbox
 from assay.sandbox.scan import CheckpointScan
@@ -112,7 +112,8 @@ class DeskHooks:
         # Journal heads of the local checkpoints not known to be on the forge, by commit.
         self._heads: dict[str, str] = {}
         self._unpushed_since: float | None = None  # the oldest local commit not pushed
-        self._renewal: PreparedClaim | None = None  # a renewal offered, not landed yet
+        # A renewal offered, not landed yet: its record and its update.
+        self._renewal: tuple[ClaimRecord, RefUpdate] | None = None
         self._renewed = time.monotonic()  # the claim was just acquired
         self._lock = threading.RLock()  # the run thread's commits, the pusher's ticks
         self.unit = sync.forge.unit(sync.git_dir, key=unit_key(claim))
@@ -200,9 +201,13 @@ class DeskHooks:
                 changes = self.store.renew_changes(
                     now=self.store.now(), journal_head=anchored, calls=self.local_calls()
                 )
-                self._renewal = self.store.prepare(claim, changes, f"claim {claim.brief}: renewed")
+                staged = Stage(self.store.forge)
+                record = self.store.stage_next(
+                    staged, claim, changes, f"claim {claim.brief}: renewed"
+                )
+                self._renewal = (record, staged.updates[0])
             if self._renewal is not None:
-                updates.append(self._renewal.update)
+                updates.append(self._renewal[1])
             elif updates:
                 updates.append(RefUpdate(claim.record.ref, claim.sha, expected=claim.sha))
             return updates
@@ -229,11 +234,8 @@ class DeskHooks:
             pending = landed != sync.head()
             self._unpushed_since = time.monotonic() if pending else None
         renewal = self._renewal
-        if renewal is not None and bases.get(renewal.update.ref) == renewal.update.new:
-            landed_ok = PushResult(
-                PushOutcome.FAST_FORWARD, {renewal.update.ref: PushOutcome.FAST_FORWARD}
-            )
-            self.store.settle(self.claim, renewal, landed_ok)
+        if renewal is not None and bases.get(renewal[1].ref) == renewal[1].new:
+            self.store.landed(self.claim, renewal[0])
             self._renewal = None
             self._renewed = time.monotonic()
         answer = state.answer
