@@ -429,12 +429,33 @@ class ClaimStore:
 
         ``calls``: the model calls the holder's local journal holds now (the record's
         ``calls``), so a successor knows what a lost machine had paid for."""
-        changes: dict[str, Any] = {"renewed_at": format_time(self.clock())}
+        changes = self.renew_changes(now=self.now(), journal_head=journal_head, calls=calls)
+        return self._holder_push(claim, changes, f"claim {claim.brief}: renewed")
+
+    def stage_next(
+        self, stage: Stage, claim: Claim, changes: dict[str, Any], message: str
+    ) -> ClaimRecord:
+        """The holder's next record staged on its last commit, not pushed (a desk's renewal
+        rides in its host's group push); ``landed`` applies it once that push landed."""
+        return self._stage(stage, claim.record.evolve(**changes), on=claim.sha, message=message)
+
+    @staticmethod
+    def landed(claim: Claim, record: ClaimRecord) -> None:
+        """Take ``record`` (from ``stage_next``) as the claim's: its push landed."""
+        with claim.lock:
+            claim._set(record)
+
+    @staticmethod
+    def renew_changes(
+        *, now: str, journal_head: str | None = None, calls: int | None = None
+    ) -> dict[str, Any]:
+        """A renewal's changes (a desk's ride in its group's next push prepares them)."""
+        changes: dict[str, Any] = {"renewed_at": now}
         if journal_head is not None:
             changes["journal_head"] = journal_head
         if calls is not None:
             changes["calls"] = calls
-        return self._holder_push(claim, changes, f"claim {claim.brief}: renewed")
+        return changes
 
     def release(self, claim: Claim, *, done: bool = False, note: str = "") -> None:
         """Give the brief back (``released``) or close it (``done``: never claimable again)."""

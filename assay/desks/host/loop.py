@@ -101,6 +101,9 @@ class DeskLoop:
     on_progress: Callable[[str], None] = lambda line: None
 
     def __post_init__(self) -> None:
+        # Every desk on this host pushes through one group: its claims, checkpoints and
+        # settlements go out with the others' in one push per round (assay.forge.group).
+        self.forge.join_group()
         self.store = ClaimStore(self.forge, skew_s=self.skew_s)
         self.skew_s = self.store.skew_s
         # Briefs whose run this process could not continue (diverged, corrupt, a bug):
