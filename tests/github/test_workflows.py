@@ -319,3 +319,19 @@ def test_a_checkouts_pip_and_yaml_never_run_in_a_workflow_step(tmp_path: Path) -
         done = _run_step(chosen, checkout, canary, drop_isolation=True)
         assert done.returncode != 0 and canary.read_text().split() == [module], done.stderr
         canary.unlink()
+
+
+def test_every_job_running_assay_caps_its_waits_under_its_timeout() -> None:
+    """A command's waits for GitHub (rate limits, the push and merge budgets) are capped in
+    all (``ASSAY_GITHUB_MAX_TOTAL_WAIT``); each job sets the cap under its own timeout, so
+    a long desk run is not stopped by the default meant for the shortest job, and no job is
+    cut off by GitHub mid-write."""
+    capped = 0
+    for file, name, job in _jobs():
+        runs = " ".join(str(step.get("run", "")) for step in job.get("steps", []))
+        if not re.search(r"(?<![\w/.-])assay [a-z]", runs):
+            continue
+        cap = float(job.get("env", {}).get("ASSAY_GITHUB_MAX_TOTAL_WAIT", 0))
+        assert 0 < cap < job["timeout-minutes"] * 60, (file, name, cap)
+        capped += 1
+    assert capped >= 6  # board, desk (desk and gate jobs), events, gate, sweep
