@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from assay.board.collect import collect_board
 from assay.desks import parse_manifest
 from assay.errors import BadInput
 from assay.forge import open_forge
+from assay.forgestate.rows import collect_board
 from tests.conftest import assay_env
 from tests.desks.cli_helpers import KEY, add_cli_desk, processes_in
 from tests.desks.world import World, brief_text, call, finish
