@@ -7,6 +7,9 @@ and stderr as one stream read in chunks: a sha256 of every byte, a byte count, a
 bounded head and tail, so a process printing gigabytes costs constant memory.
 ``run_sandboxed`` is the same to completion or timeout. Killing it (timeout, ``kill()``,
 an exception, the supervisor's death) ends the PID namespace and so everything in it.
+Unsandboxed (``isolation: off``) the program runs below a bare warden instead, a child
+subreaper that ends everything below it the same way (``assay.sandbox.ward``). How a
+started process ends is its ``Lifetime``: bubblewrap's here, a ward's call there.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ class ProcessResult:
         return text if lines is None else "\n".join(text.splitlines()[-lines:])
 
 
-class _Capture:
+class OutputCapture:
     """Reads one stream to its end: digest, count, head and rolling tail."""
 
     def __init__(self, stream: IO[bytes], limit: int, log: Path | None) -> None:
@@ -143,7 +146,7 @@ class SandboxProcess:
     def __init__(
         self,
         lifetime: Lifetime,
-        capture: _Capture,
+        capture: OutputCapture,
         *,
         timeout_s: float | None,
         sandboxed: bool,
@@ -363,7 +366,7 @@ def start_sandboxed(argv: Sequence[str], **options: Unpack[StartOptions]) -> San
     status_stream = os.fdopen(status, "rb")
     init = _namespace_init(status_stream)
     assert process.stdout is not None
-    capture = _Capture(process.stdout, options["max_output_bytes"], options.get("output_log"))
+    capture = OutputCapture(process.stdout, options["max_output_bytes"], options.get("output_log"))
     if stdin is not None:
         threading.Thread(target=feed, args=(process.stdin, stdin), daemon=True).start()
     return SandboxProcess(

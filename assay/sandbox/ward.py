@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -41,9 +42,9 @@ from assay.sandbox.bwrap import PROTECTED, require_sandbox, warden_argv
 from assay.sandbox.environ import process_environment
 from assay.sandbox.process import (
     CallOptions,
+    OutputCapture,
     ProcessResult,
     SandboxProcess,
-    _Capture,
     feed,
     start_sandboxed,
 )
@@ -52,6 +53,7 @@ from assay.sandbox.warden import KILL, run_frame
 
 WARDEN = str(Path(__file__).with_name("warden.py"))
 _STOP_GRACE_S = 10.0  # for the warden to end its call and exit once the socket is closed
+_MAX_LINE = 4096  # its lines are "started PID", "failed ERRNO MESSAGE" and "exit STATUS"
 
 
 class WardGone(Exception):
@@ -114,6 +116,8 @@ class _Warden:
             if not data:
                 raise WardGone("the warden is gone")
             self.lines += data
+            if len(self.lines) > _MAX_LINE:
+                raise WardGone("the warden sent a line no warden sends")
         line, _, rest = bytes(self.lines).partition(b"\n")
         self.lines = bytearray(rest)
         return line
@@ -127,7 +131,7 @@ class _Warden:
             self.process.wait(timeout=_STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, 9)
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
 
@@ -259,7 +263,7 @@ class Ward:
         finally:
             for descriptor in passed:
                 os.close(descriptor)
-        capture = _Capture(
+        capture = OutputCapture(
             os.fdopen(reader, "rb"), options["max_output_bytes"], options.get("output_log")
         )
         if feeder is not None:

@@ -118,7 +118,7 @@ class Warden:
             if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
                 count = len(payload) // 4
                 for index in range(count):
-                    passed = int.from_bytes(payload[4 * index : 4 * index + 4], "little")
+                    passed = int.from_bytes(payload[4 * index : 4 * index + 4], sys.byteorder)
                     os.set_inheritable(passed, False)
                     self.passed.append(passed)
         if not data:
