@@ -38,6 +38,7 @@ from assay.ids import check_id
 from assay.plumbing import GitError, Identity, RefUpdate, local_disk
 
 if TYPE_CHECKING:
+    from assay.forgestate.source import SnapshotBackend
     from assay.journal import Journal
 
 MAIN_REF = refs.MAIN
@@ -247,6 +248,16 @@ class BranchSync:
         with local_disk(str(self.workdir)):
             return self._code_for(self.head())
 
+    def recover(self, message: str) -> str | None:
+        """Commit, before ``checkout``, what a process killed between a journal line's fsync
+        and its checkpoint left in the work directory (its last lines and the files they
+        describe) as a local checkpoint, so that ``checkout(local=True)`` resumes it; None
+        when there is no repository there or nothing changed. The caller scans it first."""
+        if not (self.git_dir / "HEAD").exists() or odb.read_ref(self.git_dir, "HEAD") is None:
+            return None
+        with local_disk(str(self.workdir)):
+            return self._commit(message)
+
     def commit(self, message: str) -> str | None:
         """Commit the whole work tree as one checkpoint (and its code commit, if the code
         changed); the checkpoint, or None when nothing changed.
@@ -357,7 +368,7 @@ class BranchSync:
 
 
 def merged_branches(
-    forge: Forge,
+    forge: SnapshotBackend,
     branches: dict[str, str],
     main: str,
     journals: Mapping[str, str] | None = None,

@@ -42,6 +42,9 @@ WORKDIR_CODE = "refs/assay-work/code/"
 GITHUB_EVENTS_CURSOR = ASSAY + "github-events/cursor"
 # refs/assay/github-issues/<number>: the issue text a writer accepted, signed by the gate key.
 GITHUB_ISSUES = ASSAY + "github-issues/"
+# refs/assay/github-ids/<brief>: the issue a brief id is bound to (the first to name it),
+# signed by the gate key; never moved once written.
+GITHUB_IDS = ASSAY + "github-ids/"
 
 # Everything the board and the sweepers read, in one fetch.
 FETCH_ALL = (HEADS, ASSAY)
@@ -76,6 +79,7 @@ evidence_ref = _per_brief(EVIDENCE, "``refs/assay/evidence/<brief>``.")
 review_ref = _per_brief(REVIEWS, "``refs/assay/reviews/<brief>``.")
 status_ref = _per_brief(STATUS, "``refs/assay/status/<brief>``.")
 github_ref = _per_brief(GITHUB, "``refs/assay/github/<brief>``.")
+github_id_ref = _per_brief(GITHUB_IDS, "``refs/assay/github-ids/<brief>``.")
 holdout_ref = _per_brief(HOLDOUT, "``refs/assay/holdout/<brief>``.")
 workdir_code_ref = _per_brief(WORKDIR_CODE, "``refs/assay-work/code/<brief>`` (work directory).")
 journal_ref = _per_brief(
@@ -89,6 +93,21 @@ def run_ref(brief: str, attempt: int) -> str:
     if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
         raise ValueError(f"a run's attempt must be a whole number, not {attempt!r}")
     return f"{RUNS}{check_id(brief)}/{attempt}"
+
+
+def runs_of(brief: str) -> str:
+    """``refs/assay/runs/<brief>/``: the prefix of every run ref of ``brief``."""
+    return f"{RUNS}{check_id(brief)}/"
+
+
+def run_of(ref: str) -> tuple[str, int] | None:
+    """The ``(brief, attempt)`` a run ref names; None for any other ref."""
+    if not ref.startswith(RUNS):
+        return None
+    brief, _, attempt = ref[len(RUNS) :].rpartition("/")
+    if not brief or "/" in brief or not attempt.isdigit():
+        return None
+    return brief, int(attempt)
 
 
 def brief_of(ref: str, prefix: str) -> str:

@@ -31,11 +31,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
 from assay.forge import Forge, ForgeServer, init_forge, open_forge
+from assay.forge.memory import MemoryForge
 from assay.plumbing import ASSAY_IDENTITY, Identity, RefUpdate
 
 T = TypeVar("T")
@@ -237,6 +238,18 @@ def forge_path(tmp_path: Path) -> Path:
 def forge(forge_path: Path) -> Iterator[Forge]:
     """The git layer of ``forge_path``, opened over file://."""
     with open_forge(str(forge_path)) as opened:
+        yield opened
+
+
+@pytest.fixture(params=["git", "memory"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The records layer's two backends, for a test of record logic to run on each: the
+    git forge (a fresh embedded forge over file://) and ``MemoryForge`` (no disk, no
+    process), which must answer by the same compare-and-swap rules."""
+    if request.param == "memory":
+        yield MemoryForge(state_dir=tmp_path / "memory-state")
+        return
+    with open_forge(str(init_forge(tmp_path / "forge.git"))) as opened:
         yield opened
 
 

@@ -1,16 +1,17 @@
-"""The board: collect what the forge shows about every brief, render it as Markdown and HTML.
+"""The board: what the forge shows about every brief, rendered as Markdown and HTML.
 
-``collect_board(forge, ...)`` builds a ``BoardState`` from main, the claim refs, the branch
-journals and the evidence and review refs; ``render_markdown`` / ``render_html`` turn it into
-``BOARD.md`` and one self-contained HTML page through ``board_templates/*.j2``.
+The rows are the read model's (``assay.forgestate.rows.collect_board(forge, ...)`` judges a
+``BoardState`` from one snapshot, as ``assay status`` and resync read it);
+``render_markdown`` / ``render_html`` turn it into ``BOARD.md`` and one self-contained HTML
+page through ``board_templates/*.j2``, and ``assay.board.runs`` draws a page per run.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from assay.board.model import BoardState, BriefRow, Session, Totals
 from assay.forgestate.briefs import EvidenceCounts
+from assay.forgestate.rows import BoardState, BriefRow, Session, Totals
 
 if TYPE_CHECKING:
     from assay.board.render import render_html, render_markdown

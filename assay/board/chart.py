@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape, quoteattr
 
-from assay.board.model import BoardState, BriefRow
+from assay.forgestate.rows import BoardState, BriefRow
 from assay.forgestate.times import iso, parse_time
 from assay.states import COLOURS, FINISHED
 

@@ -18,9 +18,9 @@ import jinja2
 from markupsafe import Markup, escape
 
 from assay.board import chart
-from assay.board.model import BoardState
 from assay.console import printable
 from assay.errors import BadInput
+from assay.forgestate.rows import BoardState
 from assay.forgestate.times import duration, iso, parse_time
 
 if TYPE_CHECKING:
@@ -97,10 +97,12 @@ def cost(tokens: int, usd: float, seconds: float | None) -> str:
     return " ".join(parts)
 
 
-def calls(model_calls: int, repeated: int = 0) -> str:
-    """Model calls, and the requests sent upstream again (``12 +1 repeated``): a provider
-    bills each request, so the call in flight at a kill is counted as paid twice."""
-    return number(model_calls) + (f" +{number(repeated)} repeated" if repeated else "")
+def calls(model_calls: int, repeated: int = 0, repaid: int = 0) -> str:
+    """Model calls, the requests sent upstream again (``12 +1 repeated``: a provider bills
+    each request, so the call in flight at a kill is counted as paid twice), and the calls
+    a lost machine took with it, paid again from the forge's checkpoint (``+3 repaid``)."""
+    text = number(model_calls) + (f" +{number(repeated)} repeated" if repeated else "")
+    return text + (f" +{number(repaid)} repaid" if repaid else "")
 
 
 def md_cell(value: Any) -> str:

@@ -1,9 +1,10 @@
 """Run pages: one HTML page per brief's run, linked from the board's HTML page.
 
-A run page is a view of the run's journal at its checkpoint (the journal ref's tip, or
-the branch of a run written before it), read with ``assay.branch.read_branch_journal``
-(the one way a journal is read from a commit) and
-drawn through ``assay.runtime.timeline``: the rows ``assay history --brief`` prints, each
+A run page is a view of the run's journal at its checkpoint (the journal ref's tip; once
+merged, the run ref that kept it, so a branch or journal ref deleted after the merge loses
+nothing; the branch of a run written before the journal ref), read with
+``assay.branch.read_branch_journal`` (the one way a journal is read from a commit) and drawn
+through ``assay.runtime.timeline``: the rows ``assay history --brief`` prints, each
 model call with what the model said, each tool step with its output and what it cost,
 where a process stopped and where the next one resumed, the requests sent upstream again.
 Beside them: the board's row for the brief (its state, why it is there, its totals) and
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assay.board.model import BoardState, BriefRow
 from assay.errors import AssayError, BadInput
+from assay.forgestate.rows import BoardState, BriefRow
 from assay.forgestate.snapshot import EvidenceInfo, ForgeSnapshot
 from assay.ids import check_id
 from assay.runtime.timeline import Row, Timeline, build_timeline
@@ -61,7 +62,7 @@ class RunPage:
     """Everything one run page shows."""
 
     row: BriefRow
-    tip: str  # the branch's tip the journal was read at
+    tip: str  # the code the run is judged at: the branch's tip, else its review's head
     lines: tuple[Line, ...] = ()
     summary: str = ""  # the timeline's sentence of counts
     problem: str = ""  # why the journal could not be read (the page says so, and no more)
@@ -76,7 +77,7 @@ class RunPage:
 def build_run_pages(
     forge: Any, snapshot: ForgeSnapshot, state: BoardState, scratch: Path
 ) -> list[RunPage]:
-    """The run page of every brief of ``state`` with a branch (a journal may be on it),
+    """The run page of every brief of ``state`` with a checkpoint (a journal may be on it),
     its journal materialised under ``scratch`` (each in its own ``.assay/journal/<brief>``:
     one folder a brief, since removing thousands of folders costs more than reading them);
     ids unsafe as a file name get none."""
@@ -84,12 +85,13 @@ def build_run_pages(
 
     pages = []
     for row in sorted(state.rows, key=lambda r: r.id):
-        tip = snapshot.branch(row.id)
-        if not tip or not _safe(row.id):
+        checkpoint = snapshot.checkpoint(row.id)
+        if not checkpoint or not _safe(row.id):
             continue
+        tip = snapshot.branch(row.id) or snapshot.review_heads.get(row.id, "")
         evidence = _evidence(snapshot, row.id, tip)
         try:
-            journal = read_branch_journal(forge, snapshot.checkpoint(row.id), row.id, scratch)
+            journal = read_branch_journal(forge, checkpoint, row.id, scratch)
         except AssayError as error:
             pages.append(RunPage(row, tip, problem=error.message, evidence=evidence))
             continue

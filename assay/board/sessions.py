@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from assay.board.model import Session
+from assay.forgestate.rows import Session
 
 
 def sessions(entries: Iterable[Mapping[str, Any]]) -> tuple[Session, ...]:

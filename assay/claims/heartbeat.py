@@ -1,4 +1,6 @@
-"""The heartbeat: a thread that renews a held claim every ``lease / 3`` while a run works.
+"""The heartbeat: a thread that renews a held claim every ``lease / 3`` while a run works,
+each renewal a push of its own (for a program holding a claim by itself; a desk's run
+renews in its host's group push instead, on the schedule below).
 
 The moment a renewal finds the claim fenced (another holder took it over), the thread
 calls ``on_fenced`` once and stops; the caller stops the run there (exit 4) without
@@ -19,6 +21,12 @@ from assay.closing import Closing
 from assay.errors import AssayError, Fenced
 
 LOG = logging.getLogger("assay.claims.heartbeat")
+# A desk renews through its host's group push (assay.desks.host.session): its renewal rides
+# in any push the host makes once a third of the lease has passed since the last one, and
+# is pushed on its own only when half of it has, so a desk with nothing else to push costs
+# one push per half lease, and a busy host's renewals cost none.
+RIDES_AFTER = 1 / 3
+DUE_AFTER = 1 / 2
 
 
 class Heartbeat(Closing):

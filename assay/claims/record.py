@@ -283,6 +283,36 @@ def validate(data: Any) -> ClaimRecord:
     )
 
 
+@dataclass(frozen=True)
+class ClaimCodec:
+    """The claim log's codec (``assay.forge.records.Codec``): ``claim.json`` on
+    ``refs/assay/claims/<brief>``, every field checked both ways."""
+
+    brief: str
+    path: str = CLAIM_FILE
+
+    @property
+    def ref(self) -> str:
+        return claim_ref(self.brief)
+
+    def encode(self, record: ClaimRecord) -> tuple[ClaimRecord, bytes]:
+        """``record`` and its bytes; ``BadInput`` naming the ref and field when a reader
+        would refuse it (nothing is written)."""
+        if record.brief != self.brief:
+            raise BadInput(f"{self.ref}: a record of brief {record.brief!r} does not go here")
+        payload = record.to_bytes()
+        try:
+            validate(record.to_json())
+        except ValueError as exc:
+            raise BadInput(f"{self.ref}: claim record cannot be stored: {exc}") from None
+        if len(payload) > MAX_CLAIM_BYTES:
+            raise BadInput(f"{self.ref}: {CLAIM_FILE} would be over {MAX_CLAIM_BYTES} bytes")
+        return record.evolve(sha=""), payload
+
+    def parse(self, commit: str, blob: bytes | None) -> ClaimRecord:
+        return parse_record(blob, ref=self.ref, sha=commit)
+
+
 def parse_record(blob: bytes | None, *, ref: str, sha: str) -> ClaimRecord:
     """Parse and validate the ``claim.json`` of commit ``sha`` on ``ref``; Corrupt if bad."""
     where = f"{ref} at {sha[:12]}"

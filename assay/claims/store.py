@@ -20,13 +20,13 @@ import shlex
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from assay.claims.record import (
     CLAIM_FILE,
     CLAIMS_PREFIX,
+    ClaimCodec,
     ClaimRecord,
     State,
     check_lease,
@@ -38,9 +38,18 @@ from assay.claims.record import (
     workflow_run_from_env,
 )
 from assay.errors import AssayError, BadInput, Busy, Corrupt, Fenced
-from assay.forge.base import Forge
+from assay.forge.records import (
+    LostRace,
+    OnLost,
+    RecordBackend,
+    Stage,
+    WritePolicy,
+    Written,
+    refuse_on_loss,
+    write,
+)
 from assay.ids import check_id
-from assay.plumbing import GitError, Identity, PushResult, RefUpdate
+from assay.plumbing import Identity, PushResult, RefUpdate
 from assay.states import CLAIM_STATES, claim_takeable
 
 Clock = Callable[[], datetime]
@@ -99,14 +108,6 @@ class Claim:
         self._record = record
 
 
-@dataclass(frozen=True)
-class PreparedClaim:
-    """A holder's next claim record, committed in the cache, waiting for a push."""
-
-    record: ClaimRecord
-    update: RefUpdate
-
-
 class _Unseen:
     def __repr__(self) -> str:
         return "UNSEEN"
@@ -123,7 +124,7 @@ class ClaimStore:
     """
 
     def __init__(
-        self, forge: Forge, *, skew_s: float | None = None, clock: Clock = now_utc
+        self, forge: RecordBackend, *, skew_s: float | None = None, clock: Clock = now_utc
     ) -> None:
         self.forge = forge
         self.skew_s = skew_from_env(skew_s)
@@ -175,24 +176,34 @@ class ClaimStore:
 
     # ------------------------------------------------------------------ writing
 
-    def _push(
+    def _stage(
         self,
+        stage: Stage,
         record: ClaimRecord,
-        parent: str | None,
-        message: str,
         *,
+        on: str | None,
+        message: str,
         author: Identity | None = None,
-    ) -> tuple[str, PushResult]:
-        commit = self.forge.commit(
-            {CLAIM_FILE: record.to_bytes()},
-            parents=[parent] if parent else [],
-            message=message,
+    ) -> ClaimRecord:
+        """``record`` committed on claim commit ``on`` (None: the first) and staged, encoded
+        by the claim codec; returned with its new commit as ``sha``."""
+        staged = stage.record(
+            ClaimCodec(record.brief),
+            record,
+            on=on,
             author=author or Identity.for_holder(record.desk, record.holder),
+            message=message,
         )
-        result = self.forge.push([RefUpdate(record.ref, commit, expected=parent)])
-        if not result.ok and not result.lost:
-            raise GitError(f"{record.ref}: push refused: {result.detail}")
-        return commit, result
+        return record.evolve(sha=staged.commit)
+
+    def _push(self, stage: Stage, on_lost: OnLost, *, refused_is_lost: bool = False) -> Written:
+        """The records layer's writer, under a claim's lost-race rule: one attempt and never
+        a retry, since a lost race is an answer (``on_lost`` says the loser's: ``Busy`` to
+        an acquirer, ``Fenced`` to a holder)."""
+        policy = WritePolicy(
+            attempts=1, what="claim push", on_lost=on_lost, refused_is_lost=refused_is_lost
+        )
+        return write(self.forge, lambda _again: stage, policy=policy)
 
     def acquire(
         self,
@@ -285,26 +296,22 @@ class ClaimStore:
             record, text = self._successor(
                 fresh, seen, message, allow_waiting=allow_waiting, reclaim=reclaim
             )
-        parent = seen.sha if seen is not None else None
-        commit = self.forge.commit(
-            {CLAIM_FILE: record.to_bytes()},
-            parents=[parent] if parent else [],
-            message=text,
-            author=Identity.for_holder(record.desk, record.holder),
-        )
-        update = RefUpdate(record.ref, commit, expected=parent)
-        result = self.forge.push([update, *also], atomic=True)
-        if result.ok:
-            return Claim(record.evolve(sha=commit))
-        if not result.lost:
-            raise GitError(f"{record.ref}: push refused: {result.detail}")
-        if seen is not None:
-            raise self._busy(seen, lost="another writer moved it since it was read")
-        raise Busy(
-            f"brief {fresh.brief} was just claimed by another desk first",
-            status="held",
-            raced=True,
-        )
+        stage = Stage(self.forge)
+        taken = self._stage(stage, record, on=seen.sha if seen is not None else None, message=text)
+        for update in also:
+            stage.add(update)
+
+        def lost(_result: PushResult) -> AssayError:
+            if seen is not None:
+                return self._busy(seen, lost="another writer moved it since it was read")
+            return Busy(
+                f"brief {fresh.brief} was just claimed by another desk first",
+                status="held",
+                raced=True,
+            )
+
+        self._push(stage, refuse_on_loss(lost))
+        return Claim(taken)
 
     def _check_claimable(self, current: ClaimRecord, *, allow_waiting: bool) -> None:
         expired = current.expired(skew_s=self.skew_s, now=self.clock())
@@ -353,37 +360,40 @@ class ClaimStore:
 
     def _holder_push(self, claim: Claim, changes: dict[str, Any], message: str) -> Claim:
         with claim.lock:
-            record = claim.record.evolve(**changes)
-            commit, result = self._push(record, claim.sha, message)
-            if result.lost:
-                raise self._fenced(claim)
-            claim._set(record.evolve(sha=commit))
+            stage = Stage(self.forge)
+            record = self._stage(
+                stage, claim.record.evolve(**changes), on=claim.sha, message=message
+            )
+            self._push(stage, refuse_on_loss(lambda _result: self._fenced(claim)))
+            claim._set(record)
             return claim
 
-    def prepare(self, claim: Claim, changes: dict[str, Any], message: str) -> PreparedClaim:
-        """The holder's next record written as a commit but not pushed: its ``update`` goes
-        into a caller's atomic push beside other refs (the review record), and
-        :meth:`settle` applies that push's answer to the claim."""
-        record = claim.record.evolve(**changes)
-        commit = self.forge.commit(
-            {CLAIM_FILE: record.to_bytes()},
-            parents=[claim.sha],
-            message=message,
-            author=Identity.for_holder(record.desk, record.holder),
-        )
-        return PreparedClaim(record.evolve(sha=commit), RefUpdate(record.ref, commit, claim.sha))
+    def settle(
+        self,
+        claim: Claim,
+        changes: dict[str, Any],
+        message: str,
+        *,
+        beside: Stage | None = None,
+    ) -> bool:
+        """Push the holder's next record, with ``beside``'s staged updates (the review
+        record) in the same atomic push: True when it landed; ``Fenced`` when the claim had
+        moved; False when only a sibling ref refused, so nothing landed."""
+        with claim.lock:
+            stage = beside if beside is not None else Stage(self.forge)
+            record = self._stage(
+                stage, claim.record.evolve(**changes), on=claim.sha, message=message
+            )
 
-    def settle(self, claim: Claim, prepared: PreparedClaim, result: PushResult) -> bool:
-        """Apply a push that carried ``prepared``: True when it landed; ``Fenced`` when the
-        claim had moved; False when only a sibling ref refused the atomic push."""
-        outcome = result.refs.get(prepared.update.ref, result.outcome)
-        if outcome.ok:
-            with claim.lock:
-                claim._set(prepared.record)
+            def on_lost(result: PushResult) -> LostRace:
+                if result.refs.get(record.ref, result.outcome).lost:
+                    raise self._fenced(claim)
+                return LostRace.GIVE_BACK
+
+            if not self._push(stage, on_lost, refused_is_lost=True).ok:
+                return False
+            claim._set(record)
             return True
-        if outcome.lost:
-            raise self._fenced(claim)
-        return False
 
     @staticmethod
     def release_changes(*, done: bool, note: str, now: str) -> dict[str, Any]:
@@ -419,12 +429,33 @@ class ClaimStore:
 
         ``calls``: the model calls the holder's local journal holds now (the record's
         ``calls``), so a successor knows what a lost machine had paid for."""
-        changes: dict[str, Any] = {"renewed_at": format_time(self.clock())}
+        changes = self.renew_changes(now=self.now(), journal_head=journal_head, calls=calls)
+        return self._holder_push(claim, changes, f"claim {claim.brief}: renewed")
+
+    def stage_next(
+        self, stage: Stage, claim: Claim, changes: dict[str, Any], message: str
+    ) -> ClaimRecord:
+        """The holder's next record staged on its last commit, not pushed (a desk's renewal
+        rides in its host's group push); ``landed`` applies it once that push landed."""
+        return self._stage(stage, claim.record.evolve(**changes), on=claim.sha, message=message)
+
+    @staticmethod
+    def landed(claim: Claim, record: ClaimRecord) -> None:
+        """Take ``record`` (from ``stage_next``) as the claim's: its push landed."""
+        with claim.lock:
+            claim._set(record)
+
+    @staticmethod
+    def renew_changes(
+        *, now: str, journal_head: str | None = None, calls: int | None = None
+    ) -> dict[str, Any]:
+        """A renewal's changes (a desk's ride in its group's next push prepares them)."""
+        changes: dict[str, Any] = {"renewed_at": now}
         if journal_head is not None:
             changes["journal_head"] = journal_head
         if calls is not None:
             changes["calls"] = calls
-        return self._holder_push(claim, changes, f"claim {claim.brief}: renewed")
+        return changes
 
     def release(self, claim: Claim, *, done: bool = False, note: str = "") -> None:
         """Give the brief back (``released``) or close it (``done``: never claimable again)."""
@@ -475,55 +506,51 @@ class ClaimStore:
         (stuck,) = self.mark_stuck_batch([(record, note)], by=by, require_expired=require_expired)
         return stuck
 
-    def stuck_commit(self, record: ClaimRecord, *, by: str, note: str) -> ClaimRecord:
-        """The stuck record ``mark_stuck`` would push, committed but not pushed (its ``sha``
-        is the new commit, its parent ``record.sha``)."""
+    def stage_stuck(self, stage: Stage, record: ClaimRecord, *, by: str, note: str) -> ClaimRecord:
+        """The stuck record ``mark_stuck`` pushes, staged on ``record``'s commit and authored
+        by the sweeper (its ``sha`` is the new commit)."""
         check_id(by, what="sweeper name")
         stuck = record.evolve(state="stuck", note=f"{by}: {note}" if note else by)
-        commit = self.forge.commit(
-            {CLAIM_FILE: stuck.to_bytes()},
-            parents=[record.sha],
+        return self._stage(
+            stage,
+            stuck,
+            on=record.sha,
             message=f"claim {record.brief}: stuck ({by})",
             author=Identity(name=by, email=f"{by}@sweep.assay.invalid"),
         )
-        return stuck.evolve(sha=commit)
 
     def mark_stuck_batch(
         self,
         items: Sequence[tuple[ClaimRecord, str]],
         *,
         by: str,
-        also: Sequence[RefUpdate] = (),
+        stage: Stage | None = None,
         require_expired: bool = True,
     ) -> builtins.list[ClaimRecord]:
-        """Mark every ``(record, note)`` stuck in ONE atomic push, with ``also`` beside them.
+        """Mark every ``(record, note)`` stuck in ONE atomic push, with what ``stage``
+        already holds beside them.
 
-        ``also`` carries what must land with the claims (a sweep's status records and its
-        log entry): everything lands, or nothing does, so a crash or a lost race never
-        leaves a claim marked without its record. ``Busy`` (nothing written) when a claim
-        is live or changed since it was read, or another ref in ``also`` moved.
+        ``stage`` carries what must land with the claims (a sweep's status records, its log
+        entry, the refs it deletes): everything lands, or nothing does, so a crash or a lost
+        race never leaves a claim marked without its record. ``Busy`` (nothing written) when
+        a claim is live or changed since it was read, or another staged ref moved.
         """
+        stage = stage if stage is not None else Stage(self.forge)
         marked: builtins.list[ClaimRecord] = []
         for record, note in items:
             if record.state != "held" or (
                 require_expired and not record.expired(skew_s=self.skew_s, now=self.clock())
             ):
                 raise self._busy(record)
-            marked.append(self.stuck_commit(record, by=by, note=note))
-        updates = [
-            RefUpdate(record.ref, stuck.sha, expected=record.sha)
-            for (record, _), stuck in zip(items, marked, strict=True)
-        ]
-        if not updates and not also:
-            return []
-        result = self.forge.push([*updates, *also], atomic=True)
-        if result.lost:
+            marked.append(self.stage_stuck(stage, record, by=by, note=note))
+
+        def lost(result: PushResult) -> AssayError:
             moved = sorted(ref for ref, outcome in result.refs.items() if outcome.lost)
-            raise Busy(
+            return Busy(
                 f"{by}: nothing marked stuck: {', '.join(moved) or 'a ref'} changed since "
                 "it was read",
                 refs=moved,
             )
-        if not result.ok:
-            raise GitError(f"{by}: the stuck-claims push was refused: {result.detail}")
+
+        self._push(stage, refuse_on_loss(lost))
         return marked

@@ -73,10 +73,10 @@ def board(
     timeline (each model call with what the model said, each tool step with its output and
     what it cost, where a process stopped and resumed, the evidence), linked from the board.
     """
-    from assay.board.collect import collect_snapshot
     from assay.board.render import render_html, render_markdown, render_run_pages
     from assay.board.runs import RUNS_DIR, RunPage, build_run_pages
     from assay.forge import open_forge
+    from assay.forgestate.rows import collect_snapshot
 
     if no_html and html_path:
         raise BadInput("board: give --html PATH or --no-html, not both")
@@ -219,8 +219,8 @@ def _status_table(data: dict[str, Any], *, width: int | None = None) -> Table:
 @json_option
 def status(now: str | None, forge: str | None, as_json: bool) -> None:
     """Every brief's state, desk, lease, last step, usage and evidence, as a table."""
-    from assay.board.collect import collect_board
     from assay.forge import open_forge
+    from assay.forgestate.rows import collect_board
 
     moment = _now(now) or datetime.now().astimezone()
     state, _ = collect_board(open_forge(forge), now=moment)

@@ -16,6 +16,7 @@ from assay.console import err, fitted_table, out
 from assay.errors import BadInput
 from assay.github.init import (
     CLI_DESKS,
+    GATE_ENVIRONMENT,
     GATE_SECRET,
     MAIN_RULESET,
     init_repository,
@@ -73,8 +74,9 @@ def init_command(
     content, unless --force is given. Files already identical are left alone. With --cli, the
     desk workflow installs that CLI and hands it the model key's repository secret through
     the model gateway only (docs/agent-clis.md). Ends with the next step for --forge: on
-    GitHub (github:OWNER/REPO, or none), the gate's secret and main's ruleset; on an
-    embedded forge (a path or URL), the commands that file, run, gate and show a brief.
+    GitHub (github:OWNER/REPO, or none), the environment (main only) holding the gate's
+    secret, and main's ruleset; on an embedded forge (a path or URL), the commands that
+    file, run, gate and show a brief.
     """
     steps = next_steps(directory, forge)  # BadInput before anything is written
     result = init_repository(directory, force=force, cli=cli)
@@ -85,7 +87,11 @@ def init_command(
             "next": steps.to_json(),
         }
         if steps.forge == "github":
-            payload.update(secrets=[GATE_SECRET], ruleset=MAIN_RULESET)
+            payload.update(
+                secrets=[GATE_SECRET],
+                environment={"name": GATE_ENVIRONMENT, "deployment_branches": ["main"]},
+                ruleset=MAIN_RULESET,
+            )
         _emit(payload)
         return
     rows = [(str(row["path"]), str(row["action"])) for row in result.rows()]
@@ -141,7 +147,8 @@ def briefs_command(forge: str | None, token_env: str | None, as_json: bool) -> N
 @click.option(
     "--reviews/--no-reviews",
     default=True,
-    help="Also read pull request reviews of waiting briefs (one call per waiting brief).",
+    help="Also read pull request reviews: of waiting briefs, and of every brief's pull "
+    "request that changed since the last run (one conditional call each).",
 )
 @click.option(
     "--dispatch",
@@ -181,7 +188,7 @@ def events_command(
     with _open(forge, token_env) as opened:
         claims = {record.brief: record for record in ClaimStore(opened).list()}
         waiting = sorted(b for b, r in claims.items() if r.state == "waiting")
-        report = collect_events(opened, reviews_for=waiting if reviews else ())
+        report = collect_events(opened, reviews_for=waiting if reviews else (), reviews=reviews)
         woken = sorted({e["brief"] for e in report.appended if e["brief"] in waiting})
         if dispatch_workflow:
             for brief in woken:

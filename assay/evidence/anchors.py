@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import assay.refs as refs
-from assay.claims.record import CLAIM_FILE, parse_record
+from assay.claims.record import ClaimCodec
 from assay.errors import BadInput, Corrupt
 from assay.forge import Forge
+from assay.forge.records import walk
 from assay.journal import Journal
 
 # States in which no desk runs, so the branch's journal must end at the anchored head.
@@ -67,13 +68,9 @@ def read_claim_anchors(forge: Forge, brief: str, claim_tip: str | None) -> Claim
     """The anchors along the claim ref's history (already fetched); ``Corrupt`` if a record is."""
     if claim_tip is None:
         return ClaimAnchors(brief)
-    ref = refs.claim_ref(brief)
-    commits = forge.history(claim_tip, limit=_HISTORY_LIMIT)
-    blobs = forge.read_blobs([(sha, CLAIM_FILE) for sha in commits])
-    records = [
-        parse_record(blob, ref=ref, sha=sha) for sha, blob in zip(commits, blobs, strict=True)
-    ]
-    records.reverse()  # oldest first
+    with forge.batch() as reader:
+        entries = walk(reader, ClaimCodec(brief), claim_tip, limit=_HISTORY_LIMIT)
+    records = [entry.record for entry in entries]  # oldest first, each with its commit
     anchors: list[Anchor] = []
     seen: set[str] = set()
     for record in records:
@@ -176,23 +173,25 @@ def anchor_problem(
 
 
 def anchored_branch_journal(forge: Forge, brief: str, into: Path) -> tuple[str, Journal]:
-    """The journal at ``brief``'s checkpoint (its journal ref's tip, else, for a run written
-    before the journal ref, its branch's tip), checked against the claim's anchors.
+    """The journal at ``brief``'s checkpoint (the read model's ``checkpoint_tips``: its
+    journal ref's tip; once merged, the run ref that kept it; for a run written before the
+    journal ref, its branch's tip), checked against the claim's anchors.
 
     Materialised under ``into``; returns ``(tip, journal)``. ``Corrupt`` when the journal
     is edited, or rewritten, truncated or missing a segment past what the claim anchored.
     """
-    from assay.evidence.source import branch_ref, claim_ref, journal_from_commit, journal_ref
+    from assay.evidence.source import journal_from_commit
+    from assay.forgestate.snapshot import checkpoint_tips
 
-    refs = [journal_ref(brief), branch_ref(brief), claim_ref(brief)]
-    found = forge.refresh(refs)
-    tip = found.get(refs[0]) or found.get(refs[1])
+    wanted = [refs.journal_ref(brief), refs.runs_of(brief), refs.branch_ref(brief)]
+    found = forge.refresh([*wanted, refs.claim_ref(brief)])
+    tip = checkpoint_tips(found).get(brief)
     if tip is None:
         raise BadInput(
-            f"{refs[1]}: no such branch (and no {refs[0]}) on the forge, so no journal "
-            f"for {brief!r}"
+            f"{wanted[2]}: no such branch (and no {wanted[0]}, no run under {wanted[1]}) on "
+            f"the forge, so no journal for {brief!r}"
         )
     journal = journal_from_commit(forge, tip, brief, into)
-    anchors = read_claim_anchors(forge, brief, found.get(refs[2]))
+    anchors = read_claim_anchors(forge, brief, found.get(refs.claim_ref(brief)))
     check_anchors(journal.entries, journal.head, anchors, where=f"{brief}: journal at {tip[:12]}")
     return tip, journal

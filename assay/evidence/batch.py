@@ -49,20 +49,22 @@ from assay.evidence.gate import (
     gate_fingerprint,
     judge_for_merge,
     squash_message,
+    stage_run,
 )
 from assay.evidence.keys import GateKey, PublicKey, gate_key
 from assay.evidence.pinning import apply_pins, plan_for
 from assay.evidence.records import EvidenceRecord
-from assay.evidence.reviews import GATE_IDENTITY, next_version, reviews_ref
+from assay.evidence.reviews import GATE_IDENTITY, stage_version
 from assay.evidence.rows import record_template, run_brief_rows, run_row_specs
 from assay.evidence.rule import MergeDecision
 from assay.evidence.runner import gate_sandbox, shield_gate_process
-from assay.evidence.source import MAIN_REF, CleanTree, branch_ref, checkpoint_for
+from assay.evidence.source import MAIN_REF, CleanTree
 from assay.evidence.table import render_markdown, with_table
 from assay.evidence.trust import merge_key
 from assay.forge import Forge
-from assay.plumbing import GitError, PushResult, RefUpdate
-from assay.refs import journal_ref, run_ref
+from assay.forge.records import Stage, WritePolicy, write
+from assay.plumbing import PushResult, RefUpdate
+from assay.refs import run_ref
 from assay.sandbox import SandboxSpec
 
 # The review body's note on why the last batch left the brief out (replaced at each batch,
@@ -203,44 +205,62 @@ def merge_batch(
         key = gate_key()
     sandbox = gate_sandbox(unsandboxed=unsandboxed)
     wanted = list(dict.fromkeys(briefs))
-    refused = ""  # the last push's refusal, for the message when every attempt lost
-    for attempt in range(1, MERGE_ATTEMPTS + 1):
-        plan = _judge_all(
+    attempts = 0
+    plan = _Plan(main=None)
+
+    def build(again: bool) -> Stage:
+        """Judge every brief from fresh refs, settle the stack on the combined tree and
+        stage the batch's one push (again after a lost race: main, a branch or a review
+        moved, so the batch is judged whole again)."""
+        nonlocal attempts, plan
+        attempts += 1
+        if again:
+            say("main, a branch or a review moved: judging the batch again from the new main")
+        plan = _judged(
             forge, wanted, key=trusted, insecure=insecure, allow_unsandboxed=allow_unsandboxed
         )
-        if plan is None:
-            continue  # main moved while the briefs were read: read them again
         _settle_stack(forge, plan, sandbox=sandbox, workdir=workdir, key=key, say=say)
-        updates = _updates(forge, plan)
-        if not updates:
-            return _result(plan, wanted, attempt, merged=False)
-        moves_main = any(update.ref == MAIN_REF for update in updates)
-        say(
-            f"pushing {len(plan.stack)} squash commit(s) to main"
-            if moves_main
-            else "recording why briefs were left out"
+        stage = _stage(forge, plan)
+        if stage.moves:
+            if plan.stack:
+                say(f"pushing {len(plan.stack)} squash commit(s) to main")
+                assert plan.top is not None
+                for update in forge.before_main_moves(plan.top, key=key):
+                    stage.add(update)
+                stage.send = forge.merge_gate  # one merge, however many briefs it carries
+            else:
+                say("recording why briefs were left out")
+        return stage
+
+    def busy(result: PushResult) -> Busy:
+        return Busy(
+            "main, a branch or a review kept moving, or the forge kept refusing the push; the "
+            f"batch was not merged (the last refusal: {result.detail or 'none'})"
         )
-        if moves_main:
-            assert plan.top is not None
-            updates += forge.before_main_moves(plan.top, key=key)
-            result = forge.merge_gate(functools.partial(forge.push, updates, atomic=True))
-        else:
-            result = forge.push(updates, atomic=True)
-        if result.ok:
-            return _result(plan, wanted, attempt, merged=moves_main)
-        _check_lost(result)
-        refused = result.detail
-        say("main, a branch or a review moved: judging the batch again from the new main")
-    raise Busy(
-        "main, a branch or a review kept moving, or the forge kept refusing the push; the "
-        f"batch was not merged (the last refusal: {refused or 'none'})"
+
+    policy = WritePolicy(
+        attempts=MERGE_ATTEMPTS, what="merge", refused_is_lost=True, exhausted=busy
     )
+    written = write(forge, build, policy=policy)
+    return _result(plan, wanted, attempts, merged=written.result is not None and bool(plan.stack))
 
 
-def _check_lost(result: PushResult) -> None:
-    """A lost race is judged again; any other refusal is a failure of its own."""
-    if not result.lost and result.outcome.value != "rejected":
-        raise GitError(f"merge push refused: {result.detail}")
+def _judged(
+    forge: Forge,
+    briefs: Sequence[str],
+    *,
+    key: PublicKey | None,
+    insecure: bool,
+    allow_unsandboxed: bool,
+) -> _Plan:
+    """Every brief judged against one main (read again while main moves under the reads)."""
+    for _ in range(MERGE_ATTEMPTS):
+        plan = _judge_all(
+            forge, briefs, key=key, insecure=insecure, allow_unsandboxed=allow_unsandboxed
+        )
+        if plan is not None:
+            return plan
+    raise Busy("main kept moving while the batch's briefs were read; the batch was not merged")
 
 
 def _judge_all(
@@ -484,48 +504,38 @@ def _left_out_note(reasons: Sequence[str], main: str | None, merged: Sequence[st
     return "\n".join(lines)
 
 
-def _updates(forge: Forge, plan: _Plan) -> list[RefUpdate]:
+def _stage(forge: Forge, plan: _Plan) -> Stage:
     """The one atomic push: main to the top of the stack; per brief in it, its run ref,
     its branch pinned and its review merged; per brief left out, the note on its review."""
-    updates: list[RefUpdate] = []
+    stage = Stage(forge)
     if plan.stack:
-        updates.append(RefUpdate(MAIN_REF, plan.top, expected=plan.main))
+        stage.add(RefUpdate(MAIN_REF, plan.top, expected=plan.main))
     for candidate in plan.stack:
         ctx, head = candidate.ctx, candidate.head
         brief, view = ctx.view.brief, ctx.view
-        # The run's checkpoints (its journal with them), as a single merge keeps them.
-        checkpoint = checkpoint_for(forge, view, head)
-        updates.append(RefUpdate(run_ref(brief, ctx.anchors.attempt), checkpoint, expected=None))
-        # The branch and its journal pinned at what was judged: a push racing the merge
-        # aborts the whole batch.
-        for ref, tip in ((branch_ref(brief), view.branch), (journal_ref(brief), view.journal)):
-            if tip is not None:
-                updates.append(RefUpdate(ref, tip, expected=tip))
+        # The run's checkpoints kept, its branch and journal pinned, as a single merge does.
+        stage_run(stage, forge, ctx, head)
         if view.review is not None and view.review.state != "merged":
             table = render_markdown(candidate.decision)
-            body = with_table(with_note(view.review.body, None), table)
-            _, commit = next_version(
-                forge,
+            stage_version(
+                stage,
                 view.review,
                 message=f"review {brief}: merged at {head[:12]} in a batch",
                 state="merged",
                 head_sha=head,
-                body=body,
+                body=with_table(with_note(view.review.body, None), table),
             )
-            updates.append(RefUpdate(reviews_ref(brief), commit, expected=view.review.commit))
     for brief, (ctx, reasons, _rows) in plan.dropped.items():
         review = ctx.view.review
         if review is None:
             continue
         merged = [candidate.ctx.view.brief for candidate in plan.stack]
         body = with_note(review.body, _left_out_note(reasons, plan.main, merged))
-        if body == review.body:
-            continue
-        _, commit = next_version(
-            forge, review, message=f"review {brief}: left out of a batched merge", body=body
-        )
-        updates.append(RefUpdate(reviews_ref(brief), commit, expected=review.commit))
-    return updates
+        if body != review.body:
+            stage_version(
+                stage, review, message=f"review {brief}: left out of a batched merge", body=body
+            )
+    return stage
 
 
 def _result(plan: _Plan, briefs: Sequence[str], attempts: int, *, merged: bool) -> BatchResult:

@@ -37,7 +37,7 @@ from assay.evidence.holdout import read_rows as read_holdout
 from assay.evidence.keys import GateKey, PublicKey, signing_key
 from assay.evidence.pinning import PinPlan, apply_pins, plan_for
 from assay.evidence.records import EvidenceRecord
-from assay.evidence.reviews import next_version, reviews_ref
+from assay.evidence.reviews import reviews_ref, stage_version
 from assay.evidence.rows import record_template, run_brief_rows, run_row_specs
 from assay.evidence.rule import MergeDecision, decide
 from assay.evidence.runner import (
@@ -65,8 +65,9 @@ from assay.evidence.store import EvidenceLog, append_records, default_verifier, 
 from assay.evidence.table import render_markdown, with_table
 from assay.evidence.trust import gate_trust, merge_key, reader_key, refuse_other_signers
 from assay.forge import Forge
+from assay.forge.records import LostRace, Stage, WritePolicy, refuse_on_loss, write
 from assay.journal import Journal
-from assay.plumbing import GitError, RefUpdate
+from assay.plumbing import PushResult, RefUpdate
 from assay.refs import holdout_ref, run_ref
 from assay.runtime.types import Event
 from assay.sandbox import SandboxSpec
@@ -268,14 +269,19 @@ def _update_review_table(forge: Forge, view: ForgeView, decision: MergeDecision)
     body = with_table(review.body, render_markdown(decision))
     if body == review.body:
         return False
-    _, commit = next_version(
-        forge,
-        review,
-        message=f"review {view.brief}: evidence table at {decision.head_sha[:12]}",
-        body=body,
-    )
-    result = forge.push([RefUpdate(reviews_ref(view.brief), commit, expected=review.commit)])
-    return result.ok
+
+    def build(_again: bool) -> Stage:
+        stage = Stage(forge)
+        stage_version(
+            stage,
+            review,
+            message=f"review {view.brief}: evidence table at {decision.head_sha[:12]}",
+            body=body,
+        )
+        return stage
+
+    policy = WritePolicy(attempts=1, what="review", on_lost=lambda _r: LostRace.GIVE_BACK)
+    return write(forge, build, policy=policy).ok
 
 
 def verify(
@@ -662,6 +668,61 @@ def squashed_main(
     return commit, MergeOutcome.CREATED if main is None else MergeOutcome.SQUASHED
 
 
+def stage_run(stage: Stage, forge: Forge, ctx: GateContext, head: str) -> str:
+    """Stage the run's checkpoints (its journal with them) under its run ref, with the
+    branch and the journal ref pinned at what was judged (a push racing the merge aborts
+    it); returns the run ref. Main keeps only the squashed code: this ref keeps the rest.
+
+    A run ref this very attempt already has (a merge that stopped after keeping the run
+    and before main moved, on a forge where the two are not one push) is moved on to the
+    judged checkpoint when it holds an older one of the same run, and left when it holds
+    this one; one holding anything else is not this run's: ``Failed``."""
+    view = ctx.view
+    run = run_ref(view.brief, ctx.anchors.attempt)
+    checkpoint = checkpoint_for(forge, view, head)
+    kept = view.runs.get(run)
+    if kept is not None and kept != checkpoint and not is_ancestor(forge, kept, checkpoint):
+        raise Failed(
+            f"{view.brief}: {run} holds {kept[:12]}, which is not a checkpoint of the run "
+            f"judged at {head[:12]}: another run's, or forged"
+        )
+    if kept != checkpoint:
+        stage.add(RefUpdate(run, checkpoint, expected=kept))
+    pin_judged(stage, view)
+    return run
+
+
+def pin_judged(stage: Stage, view: ForgeView) -> None:
+    """Pin the branch and its journal ref at what was judged."""
+    for ref, tip in (
+        (branch_ref(view.brief), view.branch),
+        (journal_ref(view.brief), view.journal),
+    ):
+        if tip is not None:
+            stage.pin(ref, tip)
+
+
+def keep_run(forge: Forge, ctx: GateContext, head: str) -> str:
+    """Push the run ref alone (``stage_run``), before a forge that merges on its own (GitHub)
+    moves main: the run is kept first, so no merged brief is ever without its run; a lost
+    race (the branch or its journal moved since it was judged) is ``Busy``."""
+    run = ""
+
+    def build(_again: bool) -> Stage:
+        nonlocal run
+        stage = Stage(forge)
+        run = stage_run(stage, forge, ctx, head)
+        return stage
+
+    def moved(_result: PushResult) -> Busy:
+        return Busy(f"{ctx.view.brief}: the branch or its journal moved since it was judged")
+
+    write(
+        forge, build, policy=WritePolicy(attempts=1, what="run ref", on_lost=refuse_on_loss(moved))
+    )
+    return run
+
+
 def squash_message(ctx: GateContext, head: str) -> str:
     """The squash commit's message: the brief's title, then trailers naming the brief, the
     head it was judged at, the evidence log's newest record and the kept run."""
@@ -693,7 +754,11 @@ def merge(
     the host; without it their records block the merge. Signatures are checked with the
     key the forge vouches for (no private key needed), else with this gate's own."""
     trusted = merge_key(forge, key, insecure=insecure)
-    for _attempt in range(MERGE_ATTEMPTS):
+    merged: list[MergeResult] = []
+
+    def build(_again: bool) -> Stage:
+        """Judge from fresh refs and stage the merge (again after a lost race: something
+        moved, main, the branch or the review)."""
         ctx, decision = judge_for_merge(
             forge, brief_id, key=trusted, insecure=insecure, allow_unsandboxed=allow_unsandboxed
         )
@@ -702,37 +767,33 @@ def merge(
         head = decision.head_sha
         view = ctx.view
         new_main, outcome = squashed_main(forge, ctx, head, ff_only=ff_only, brief=brief_id)
-        updates: list[RefUpdate] = []
+        stage = Stage(forge)
         run = None
         if outcome is not MergeOutcome.UP_TO_DATE:
-            run = run_ref(brief_id, ctx.anchors.attempt)
-            updates.append(RefUpdate(MAIN_REF, new_main, expected=view.main))
-            # The run's checkpoints (its journal with them), not only the code main holds.
-            updates.append(RefUpdate(run, checkpoint_for(forge, view, head), expected=None))
-        # Pin the branch and its journal at what was judged: a push racing the merge aborts it.
-        pinned = [(branch_ref(brief_id), view.branch), (journal_ref(brief_id), view.journal)]
-        updates += [RefUpdate(ref, tip, expected=tip) for ref, tip in pinned if tip is not None]
+            stage.add(RefUpdate(MAIN_REF, new_main, expected=view.main))
+            run = stage_run(stage, forge, ctx, head)
+            stage.send = forge.merge_gate  # a merge: within the forge's merge budget
+        else:
+            pin_judged(stage, view)
         if view.review is not None and view.review.state != "merged":
-            _, commit = next_version(
-                forge,
+            stage_version(
+                stage,
                 view.review,
                 message=f"review {brief_id}: merged at {head[:12]}",
                 state="merged",
                 head_sha=head,
                 body=with_table(view.review.body, render_markdown(decision)),
             )
-            updates.append(RefUpdate(reviews_ref(brief_id), commit, expected=view.review.commit))
-        if all(u.ref in {ref for ref, _ in pinned} for u in updates):
-            return MergeResult(
-                brief_id, head, view.main, new_main, MergeOutcome.UP_TO_DATE, decision
-            )
-        if outcome is MergeOutcome.UP_TO_DATE:
-            result = forge.push(updates, atomic=True)
-        else:  # a merge: within the forge's merge budget
-            result = forge.merge_gate(functools.partial(forge.push, updates, atomic=True))
-        if result.ok:
-            return MergeResult(brief_id, head, view.main, new_main, outcome, decision, run)
-        if not result.lost and result.outcome.value != "rejected":
-            raise GitError(f"merge push refused: {result.detail}")
-        # Something moved (main, the branch or the review): judge again from fresh refs.
-    raise Busy(f"{brief_id}: main, the branch or the review kept moving; merge not done")
+        if not stage.moves:
+            outcome, run = MergeOutcome.UP_TO_DATE, None
+        merged[:] = [MergeResult(brief_id, head, view.main, new_main, outcome, decision, run)]
+        return stage
+
+    def busy(_result: PushResult) -> Busy:
+        return Busy(f"{brief_id}: main, the branch or the review kept moving; merge not done")
+
+    policy = WritePolicy(
+        attempts=MERGE_ATTEMPTS, what="merge", refused_is_lost=True, exhausted=busy
+    )
+    write(forge, build, policy=policy)
+    return merged[0]

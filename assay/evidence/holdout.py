@@ -40,7 +40,7 @@ from assay.evidence.keys import GateKey, b64, unb64, unprefix
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.spec import DEFAULT_ROW_TIMEOUT_S, HOLDOUT_ROW, RowSpec
 from assay.forge.base import Forge
-from assay.forge.records import RefLog
+from assay.forge.records import RecordCodec, RefLog
 from assay.ids import check_id
 from assay.plumbing import Identity
 
@@ -191,8 +191,13 @@ def row_specs_of(record: Any, *, source: str) -> tuple[RowSpec, ...]:
     return tuple(SealedRow(row["id"], dict(row["sealed"])).spec() for row in record["rows"])
 
 
+def holdout_codec(brief: str) -> RecordCodec:
+    """The holdout record's codec: ``record.json`` on ``refs/assay/holdout/<brief>``."""
+    return RecordCodec(refs.holdout_ref(brief), HOLDOUT_KIND, validate=_validate)
+
+
 def _log(forge: Forge, brief: str) -> RefLog:
-    return RefLog(forge, refs.holdout_ref(brief), kind=HOLDOUT_KIND, validate=_validate)
+    return RefLog.of(forge, holdout_codec(brief))
 
 
 def read_rows(

@@ -1,17 +1,20 @@
 """Reading what the gate needs out of the forge: refs, the brief on main, a clean tree.
 
-One fetch brings main, the brief's branch, its journal ref, review, claim and evidence refs;
-the brief is parsed from main (never from the branch under review); the journal is read
-from the checkpoint whose code is the head (``checkpoint_for``); and the head is checked
-out into a fresh temporary repository that borrows the cache's objects, so the gate's own
-state is out of the rows' way.
+The gate's refs are the read model's one-brief read (``assay.forgestate.source.
+read_snapshot(only_brief=...)``, one round trip: main, the brief's branch, journal ref, run
+refs, review, claim, events, holdout and evidence refs); the brief is parsed from main
+(never from the branch under review); the journal is read from the checkpoint whose code
+is the head (``checkpoint_for``: the journal ref, else, once merged, the run ref that kept
+it); and the head is checked out into a fresh temporary repository that borrows the
+cache's objects, so the gate's own state is out of the rows' way.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import assay.refs as refs
@@ -21,6 +24,7 @@ from assay.errors import BadInput, Failed
 from assay.evidence.reviews import ReviewRecord, read_review_at, reviews_ref
 from assay.evidence.store import evidence_ref
 from assay.forge import Forge
+from assay.forge.records import chain
 from assay.ids import check_id
 from assay.journal import Journal, read_journal
 from assay.plumbing import checkout_detached
@@ -69,6 +73,14 @@ class ForgeView:
     events: str | None = None  # the brief's events log (its approvals), as the fetch found it
     holdout: str | None = None  # the brief's holdout rows (sealed), as the fetch found it
     journal: str | None = None  # the brief's checkpoints (journal ref), as the fetch found it
+    runs: Mapping[str, str] = field(default_factory=dict)  # its run refs -> their tips
+
+    @property
+    def run(self) -> str | None:
+        """The tip of its newest run ref (a merged run's checkpoints, kept), or None."""
+        from assay.forgestate.snapshot import newest_runs
+
+        return newest_runs(self.runs).get(self.brief, (None, 0))[0]
 
     @property
     def head(self) -> str | None:
@@ -79,29 +91,27 @@ class ForgeView:
 
 
 def fetch_view(forge: Forge, brief: str) -> ForgeView:
-    """Fetch every ref the gate reads for ``brief`` in one round trip."""
-    refs = {
-        "main": MAIN_REF,
-        "branch": branch_ref(brief),
-        "review": reviews_ref(brief),
-        "evidence": evidence_ref(brief),
-        "claim": claim_ref(brief),
-        "events": events_ref(brief),
-        "holdout": holdout_ref(brief),
-        "journal": journal_ref(brief),
-    }
-    found = forge.refresh(list(refs.values()))
-    review = read_review_at(forge, brief, found.get(refs["review"]))
+    """Every ref the gate reads for ``brief``, in one round trip: the read model's one-brief
+    read. Its records are decoded here again by the gate's own strict readers (the review
+    now; the claim, evidence, events and holdout by their callers): the gate fails closed
+    on a record the read model would only mark invalid."""
+    from assay.forgestate.source import read_snapshot
+
+    snapshot = read_snapshot(
+        forge, only_brief=brief, journals=False, briefs=False, extra_briefs=False
+    )
+    found = snapshot.refs
     return ForgeView(
         brief=brief,
-        main=found.get(refs["main"]),
-        branch=found.get(refs["branch"]),
-        review=review,
-        evidence=found.get(refs["evidence"]),
-        claim=found.get(refs["claim"]),
-        events=found.get(refs["events"]),
-        holdout=found.get(refs["holdout"]),
-        journal=found.get(refs["journal"]),
+        main=found.get(MAIN_REF),
+        branch=found.get(branch_ref(brief)),
+        review=read_review_at(forge, brief, found.get(reviews_ref(brief))),
+        evidence=found.get(evidence_ref(brief)),
+        claim=found.get(claim_ref(brief)),
+        events=found.get(events_ref(brief)),
+        holdout=found.get(holdout_ref(brief)),
+        journal=found.get(journal_ref(brief)),
+        runs={ref: sha for ref, sha in found.items() if ref.startswith(refs.runs_of(brief))},
     )
 
 
@@ -198,19 +208,22 @@ def same_code(forge: Forge, checkpoint: str, code: str) -> bool:
 
 
 def checkpoint_for(forge: Forge, view: ForgeView, head: str) -> str:
-    """The commit whose journal speaks for code commit ``head``: the journal ref's tip when
-    its code is the head's; the head itself when it holds the journal (a run written before
-    the journal ref); else, for an older head (``verify --sha``), the newest checkpoint on
-    the journal ref whose code it is. ``Failed`` when no checkpoint has that code."""
+    """The commit whose journal speaks for code commit ``head``: the journal ref's tip (once
+    merged and that ref gone, the run ref's) when its code is the head's; the head itself
+    when it holds the journal (a run written before the journal ref); else, for an older
+    head (``verify --sha``), the newest checkpoint on that chain whose code it is.
+    ``Failed`` when no checkpoint has that code."""
     brief = view.brief
-    tip = view.journal
+    tip = view.journal or view.run
     if tip is not None and same_code(forge, tip, head):
         return tip
     if tip is None or forge.has_paths([(head, journal_path(brief))])[0]:
         return head  # the journal rides on the branch (or there is none: an empty journal)
-    for sha in forge.history(tip):
-        if same_code(forge, sha, head):
-            return sha
+    with forge.batch() as reader:
+        checkpoints = chain(reader, journal_ref(brief), tip, None)
+    for link in reversed(checkpoints):  # the newest first
+        if same_code(forge, link.commit, head):
+            return link.commit
     raise Failed(
         f"{brief}: no checkpoint on {journal_ref(brief)} holds the code of {head[:12]}: "
         "the branch and its journal disagree"

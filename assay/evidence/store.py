@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import assay.refs as refs
-from assay.errors import Corrupt
+from assay.errors import BadInput, Corrupt
 from assay.evidence.keys import GateKey, PublicKey
 from assay.evidence.records import (
     RECORD_FILE,
@@ -31,7 +31,7 @@ from assay.evidence.records import (
     seal,
 )
 from assay.forge import Forge
-from assay.forge.records import cas_write
+from assay.forge.records import ObjectReader, Stage, WritePolicy, chain, write
 from assay.ids import check_id
 from assay.plumbing import Identity
 
@@ -55,6 +55,35 @@ def default_verifier() -> str:
             user = "gate"
         name = f"{user}@{socket.gethostname()}"
     return name if name.startswith("gate:") else f"gate:{name}"
+
+
+@dataclass(frozen=True)
+class EvidenceCodec:
+    """The evidence log's codec (``assay.forge.records.Codec``): one sealed record as
+    ``record.json`` per commit on ``refs/assay/evidence/<brief>``; decoded with ``key``'s
+    signature checked when one is given (the chain is the walker's: ``decode_records``)."""
+
+    brief: str
+    key: PublicKey | None = None
+    path: str = RECORD_FILE
+
+    @property
+    def ref(self) -> str:
+        return evidence_ref(self.brief)
+
+    def encode(self, record: EvidenceRecord) -> tuple[EvidenceRecord, bytes]:
+        if record.brief != self.brief:
+            raise BadInput(f"{self.ref}: a record of brief {record.brief!r} does not go here")
+        return record, encode(record)
+
+    def parse(self, commit: str, blob: bytes | None) -> EvidenceRecord:
+        where = f"{self.ref} at {commit[:12]}"
+        if blob is None:
+            raise Corrupt(f"{where}: commit holds no {RECORD_FILE}")
+        record = decode(blob, source=where, key=self.key)
+        if record.brief != self.brief:
+            raise Corrupt(f"{where}: record names brief {record.brief!r}, not {self.brief!r}")
+        return record
 
 
 @dataclass
@@ -101,21 +130,18 @@ def _check_extends_seen(forge: Forge, brief: str, tip: str | None, *, source: st
 
 
 def decode_records(
-    brief: str,
-    commits: Sequence[tuple[str, Sequence[str]]],
-    blobs: Sequence[bytes | None],
-    *,
-    key: PublicKey | None,
+    brief: str, reader: ObjectReader, tip: str | None, *, key: PublicKey | None
 ) -> list[EvidenceRecord]:
-    """The evidence log's one walker: ``commits`` (``(sha, parents)``, oldest first) and
-    their ``record.json`` blobs, checked and decoded, for the gate's read and the forge's
-    read model alike. ``Corrupt`` unless each commit is the single-parent child of the one
-    before it, holds a record the evidence decoder accepts (its digest, and ``key``'s
-    signature when given) for this brief, and chains to the record before it."""
+    """The evidence log from ``tip``, read by the records layer's walker and checked, for
+    the gate's read and the forge's read model alike. ``Corrupt`` unless each commit is the
+    single-parent child of the one before it (a merge or a grafted history is an edit),
+    holds a record the evidence decoder accepts (its digest, and ``key``'s signature when
+    given) for this brief, and chains to the record before it."""
     source = evidence_ref(brief)
     records: list[EvidenceRecord] = []
     previous: str | None = None
-    for index, ((sha, parents), data) in enumerate(zip(commits, blobs, strict=True)):
+    for index, link in enumerate(chain(reader, source, tip, RECORD_FILE)):
+        sha, parents, data = link.commit, link.parents, link.data
         if list(parents) != ([previous] if previous else []):
             raise Corrupt(
                 f"{source}: evidence commit {sha[:12]} (record {index}) is not a single-parent "
@@ -142,9 +168,8 @@ def read_log(
     log = EvidenceLog(brief=brief, tip=tip)
     if tip is None:
         return log
-    commits = forge.parent_lists(tip)
-    blobs = forge.read_blobs([(sha, RECORD_FILE) for sha, _ in commits])
-    log.records.extend(decode_records(brief, commits, blobs, key=key))
+    with forge.batch() as reader:
+        log.records.extend(decode_records(brief, reader, tip, key=key))
     _remember(forge, brief, tip)
     return log
 
@@ -174,30 +199,34 @@ def append_records(
     current: EvidenceLog | None = log
     sealed: list[EvidenceRecord] = []
 
-    def build(again: bool) -> tuple[str | None, str]:
+    codec = EvidenceCodec(brief, key=public)
+
+    def build(again: bool) -> Stage:
         """The records chained and sealed after the log's tip (read again after a lost
         race: another gate appended first, so they chain after its records)."""
         nonlocal current
         if again or current is None:
             current = fetch_log(forge, brief, key=public)
-        prev, parent = current.last_digest, current.tip
+        prev = current.last_digest
         sealed.clear()
+        stage = Stage(forge)
         for record in records:
             stamped = seal(record, prev=prev, key=key)
-            author = Identity(name=_identity_name(stamped.verifier), email="gate@assay.invalid")
-            parent = forge.commit(
-                {RECORD_FILE: encode(stamped)},
-                parents=[parent] if parent else [],
+            stage.record(
+                codec,
+                stamped,
+                on=current.tip,
+                author=Identity(name=_identity_name(stamped.verifier), email="gate@assay.invalid"),
                 message=f"evidence {brief}/{stamped.row}: "
                 f"{'pass' if stamped.passed else 'fail'} at {stamped.head_sha[:12]}",
-                author=author,
             )
             sealed.append(stamped)
             prev = stamped.digest
-        assert parent is not None
-        return current.tip, parent
+        return stage
 
-    tip = cas_write(forge, evidence_ref(brief), build, attempts=_APPEND_ATTEMPTS, what="evidence")
+    policy = WritePolicy(attempts=_APPEND_ATTEMPTS, what="evidence")
+    tip = write(forge, build, policy=policy).stage.tip(codec.ref)
+    assert tip is not None
     _remember(forge, brief, tip)
     assert current is not None
     return EvidenceLog(brief=brief, tip=tip, records=[*current.records, *sealed])

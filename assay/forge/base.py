@@ -57,6 +57,7 @@ from assay.plumbing import push as git_push
 from assay.refs import MAIN
 
 if TYPE_CHECKING:
+    from assay.forge.group import GroupPush, Unit
     from assay.forge.pushledger import PushLedger
 
 CACHE_NAMESPACE = "refs/assay-cache"
@@ -162,6 +163,8 @@ class Forge(Closing):
         self.namespace = f"{CACHE_NAMESPACE}/{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self._config = dict(config or {})
         self._retry = retry
+        # The host's group push this handle pushes through (``join_group``); None: alone.
+        self.group: GroupPush | None = None
         # Two threads (a heartbeat and the run) must not update one private ref at once.
         self._fetch_lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _drop_namespace, self._cache, self.namespace)
@@ -497,6 +500,27 @@ class Forge(Closing):
         """Push CAS updates of commits in the cache; see :func:`assay.plumbing.push`."""
         return self._push(self._cache, updates, atomic=atomic)
 
+    def join_group(self) -> GroupPush:
+        """Push through this host's group from now on (:mod:`assay.forge.group`): every
+        atomic push of this handle goes out with the other pushers' pending units, in one
+        push per round. A desk process joins; other commands push alone."""
+        if self.group is None:
+            from assay.forge.group import GroupPush
+
+            self.group = GroupPush.for_forge(self)
+        return self.group
+
+    def unit(self, git_dir: Path, *, key: str) -> Unit:
+        """A standing unit of this host's group (joined here) for commits in ``git_dir``:
+        what a desk's run offers after each local commit (:class:`assay.forge.group.Unit`)."""
+        return self.join_group().unit(git_dir, key=key, hidden=self._fetched_below)
+
+    def push_alone(self, git_dir: Path, updates: Sequence[RefUpdate]) -> PushResult:
+        """An atomic CAS push of commits in ``git_dir`` by this handle alone, outside its
+        group (the group's own path for a push with nothing to carry, and its fallback for
+        a unit no round could send)."""
+        return self._push(git_dir, updates, atomic=True, alone=True)
+
     def push_from(self, git_dir: Path, updates: Sequence[RefUpdate]) -> PushResult:
         """Push CAS updates of commits in another repository (a work tree whose objects
         include the cache's) to this forge, with its settings and retry policy.
@@ -507,10 +531,12 @@ class Forge(Closing):
         """
         result = self._push(git_dir, updates, atomic=True)
         if result.ok:
-            self._keep_pushed(git_dir, [u.new for u in updates if u.new is not None])
+            self.keep_pushed(git_dir, [u.new for u in updates if u.new is not None])
         return result
 
-    def _keep_pushed(self, git_dir: Path, tips: Sequence[str]) -> None:
+    def keep_pushed(self, git_dir: Path, tips: Sequence[str]) -> None:
+        """Copy commits of ``git_dir`` the forge now holds into the cache (a shortcut for
+        the next read of their refs here; a group's unit that landed calls it too)."""
         import pygit2
 
         from assay.odb import copy_objects
@@ -519,12 +545,19 @@ class Forge(Closing):
         with contextlib.suppress(pygit2.GitError, KeyError, ValueError, OSError):
             copy_objects(git_dir, self._cache, tips)
 
-    def _push(self, git_dir: Path, updates: Sequence[RefUpdate], *, atomic: bool) -> PushResult:
-        """In process where :mod:`assay.forge.sendpack` can (one POST over smart HTTP, the
+    def _push(
+        self, git_dir: Path, updates: Sequence[RefUpdate], *, atomic: bool, alone: bool = False
+    ) -> PushResult:
+        """Through the host's group when this handle joined one (``alone``: not), else in
+        process where :mod:`assay.forge.sendpack` can (one POST over smart HTTP, the
         forge's receive-pack alone over ``file://``), else by ``git push``; the outcomes are
         the same either way."""
         from assay.forge import sendpack
 
+        if self.group is not None and not alone and (atomic or len(updates) == 1):
+            grouped = self.group.push(git_dir, updates, hidden=self._fetched_below)
+            if grouped is not None:
+                return grouped
         try:
             result = sendpack.push(
                 self.url,
@@ -588,6 +621,14 @@ class Forge(Closing):
     # A merge waits at most this many budget windows for its turn (then ForgeUnavailable).
     MERGE_WAIT_WINDOWS = 10
 
+    def wait_charge(self, what: str) -> Callable[[float], None] | None:
+        """What a push or merge budget's wait for ``what`` is counted against before it is
+        waited (``PushLedger(charge=...)``): nothing here, where the ledger's own
+        ``max_wait_s`` bounds each wait; a forge whose client caps every wait of one
+        command (GitHub's REST client) counts it there, so REST, push and merge waits
+        together stay under the job's timeout."""
+        return None
+
     def merges_per_minute(self) -> int:
         """The merges the gate makes a minute on this forge (0: unlimited): its settings
         record's ``merges_per_minute`` (a ``github:`` forge: one a minute unless set)."""
@@ -616,6 +657,7 @@ class Forge(Closing):
                 name=self.display_url,
                 max_wait_s=window * self.MERGE_WAIT_WINDOWS,
                 noun="merge",
+                charge=self.wait_charge(f"merge to {self.display_url}"),
             )
             self.merge_ledger = ledger
         return ledger(send, counts=lambda result: result.ok)

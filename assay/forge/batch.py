@@ -53,6 +53,15 @@ class GitBatch(Closing):
         found = self.read(spec)
         return found[1] if found and found[0] == "blob" else None
 
+    def parents(self, sha: str) -> tuple[str, ...] | None:
+        """The parents of commit ``sha``, or None when it is not a commit here."""
+        import pygit2
+
+        found = self._lookup(sha)
+        if not isinstance(found, pygit2.Commit):
+            return None
+        return tuple(str(parent) for parent in found.parent_ids)
+
     def tree(self, spec: str) -> dict[str, tuple[str, str]] | None:
         """A tree's entries ``name -> (mode, sha)``, or None when it is missing."""
         found = self.read(spec)

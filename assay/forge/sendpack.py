@@ -96,7 +96,7 @@ class NeedsGit(Exception):
 
 
 @dataclass(frozen=True)
-class _Report:
+class Report:
     """What receive-pack said: its unpack status, one status per ref, the error text."""
 
     unpack: str
@@ -128,7 +128,7 @@ def push(
     if not updates or any(u.expected is UNCHECKED or u.new is None for u in updates):
         return None
     where = safe(display_url)
-    send = _transport(url, config, where)
+    send = transport(url, config, where)
     if send is None:
         return None
     known = {str(u.expected) for u in updates if u.expected is not None}
@@ -142,7 +142,7 @@ def push(
     def attempt() -> PushResult:
         nonlocal tries
         tries += 1
-        report = _parse_report(gate(lambda: send.request(body)), where)
+        report = parse_report(gate(lambda: send.request(body)), where)
         return judge(
             updates,
             report,
@@ -175,7 +175,7 @@ def commands(updates: Sequence[RefUpdate], *, atomic: bool) -> bytes:
 
 
 @dataclass(frozen=True)
-class _Transport:
+class Transport:
     """How a request reaches receive-pack (its answer returned), and, on a local forge,
     how one of its refs is read without asking it (None over HTTP: that is a round trip)."""
 
@@ -183,20 +183,20 @@ class _Transport:
     read_ref: Callable[[str], str | None] | None = None
 
 
-def _transport(url: str, config: Mapping[str, str], where: str) -> _Transport | None:
+def transport(url: str, config: Mapping[str, str], where: str) -> Transport | None:
     """None when git must push to this forge (another scheme, or settings only git
     understands)."""
     if url.startswith("file://") and not config:
         from assay.odb import read_ref
 
         path = Path(urllib.parse.unquote(url[len("file://") :]))
-        return _Transport(lambda body: _receive_locally(path, body), lambda r: read_ref(path, r))
+        return Transport(lambda body: _receive_locally(path, body), lambda r: read_ref(path, r))
     if not url.startswith(("http://", "https://")):
         return None
     headers = extra_headers(url, config)
     if headers is None:
         return None
-    return _Transport(lambda body: _post(url.rstrip("/"), body, headers=headers, where=where))
+    return Transport(lambda body: _post(url.rstrip("/"), body, headers=headers, where=where))
 
 
 def _receive_locally(path: Path, body: bytes) -> bytes:
@@ -252,7 +252,7 @@ def _read_reply(reply: Any, where: str) -> bytes:
 # ---------------------------------------------------------------------------- report
 
 
-def _parse_report(raw: bytes, where: str) -> _Report:
+def parse_report(raw: bytes, where: str) -> Report:
     """Demultiplex side-band-64k (1: the report, 2: messages, 3: a fatal error) and read
     report-status: ``unpack <status>``, then ``ok <ref>`` / ``ng <ref> <reason>``, flush."""
     data, text = b"", b""
@@ -284,7 +284,7 @@ def _parse_report(raw: bytes, where: str) -> _Report:
         statuses[ref] = "ok" if word == "ok" else (reason or "rejected")
     unpack = lines[0][len(b"unpack ") :].decode("utf-8", "replace").strip()
     errors = [_printable(x) for x in text.decode("utf-8", "replace").splitlines() if x.strip()]
-    return _Report(unpack=unpack, statuses=statuses, errors=errors)
+    return Report(unpack=unpack, statuses=statuses, errors=errors)
 
 
 def _packets(raw: bytes, where: str) -> list[bytes | None]:
@@ -306,7 +306,7 @@ def _packets(raw: bytes, where: str) -> list[bytes | None]:
 
 def judge(
     updates: Sequence[RefUpdate],
-    report: _Report,
+    report: Report,
     *,
     atomic: bool,
     git_dir: Path,
@@ -424,7 +424,15 @@ def build_pack(git_dir: Path, tips: Sequence[str], *, hidden: Iterable[str]) -> 
 def pack_reachable(repo: pygit2.Repository, tips: Sequence[str], *, hidden: Iterable[str]) -> bytes:
     """:func:`build_pack` on a libgit2 handle: what a push sends, and what the forge server
     sends for a fetch (:mod:`assay.forge.uploadpack`). ``hidden`` are commits the other side
-    holds with their whole history. ``NeedsGit`` past :data:`MAX_COMMITS`.
+    holds with their whole history. ``NeedsGit`` past :data:`MAX_COMMITS`."""
+    return write_pack(repo, reachable_objects(repo, tips, hidden=hidden))
+
+
+def reachable_objects(
+    repo: pygit2.Repository, tips: Sequence[str], *, hidden: Iterable[str]
+) -> dict[Any, None]:
+    """The ids of the objects :func:`pack_reachable` packs, in pack order (a group push
+    takes them from several repositories into one pack: :func:`pack_objects`).
 
     Each commit to send goes with the entries of its tree that differ from the same path in
     its parents' trees. That is only sound when each parent is either held (hidden, or an
@@ -456,7 +464,7 @@ def pack_reachable(repo: pygit2.Repository, tips: Sequence[str], *, hidden: Iter
     objects: dict[pygit2.Oid, None] = dict.fromkeys(commit.id for commit in ordered)
     for commit in ordered:
         _add_tree(repo, commit.tree_id, [p.tree_id for p in commit.parents], objects)
-    return write_pack(repo, objects)
+    return objects
 
 
 def _parents_first(commits: Sequence[Any]) -> list[Any]:
@@ -507,13 +515,17 @@ def _add_tree(
 
 
 def write_pack(repo: pygit2.Repository, objects: Iterable[Any]) -> bytes:
-    """Whole objects in pack format 2: header, each ``type+size`` varint and zlib body,
-    then the SHA-1 of everything before it."""
-    ids = list(objects)
-    parts = [b"PACK", (2).to_bytes(4, "big"), len(ids).to_bytes(4, "big")]
-    for oid in ids:
-        kind, raw = repo.odb.read(oid)
-        parts.append(_object_header(int(kind), len(raw)))  # libgit2's types are pack's 1-4
+    """Whole objects of ``repo`` in pack format 2 (:func:`pack_objects`)."""
+    return pack_objects([repo.odb.read(oid) for oid in objects])
+
+
+def pack_objects(objects: Sequence[tuple[int, bytes]]) -> bytes:
+    """``(type, content)`` pairs as whole objects in pack format 2: header, each
+    ``type+size`` varint and zlib body, then the SHA-1 of everything before it (libgit2's
+    object types are the pack's 1 to 4)."""
+    parts = [b"PACK", (2).to_bytes(4, "big"), len(objects).to_bytes(4, "big")]
+    for kind, raw in objects:
+        parts.append(_object_header(int(kind), len(raw)))
         parts.append(zlib.compress(raw, 1))
     body = b"".join(parts)
     return body + hashlib.sha1(body).digest()

@@ -102,10 +102,11 @@ class ForgeSettings:
 
 
 def _log(forge: Forge) -> RefLog:
-    return RefLog.of(forge, _codec())
+    return RefLog.of(forge, settings_codec())
 
 
-def _codec() -> RecordCodec:
+def settings_codec() -> RecordCodec:
+    """The settings record's codec: ``record.json`` on ``refs/assay/config``."""
     return RecordCodec(refs.CONFIG, SETTINGS_KIND, validate=_validate)
 
 
@@ -144,7 +145,7 @@ def read_local_settings(git_dir: Path, tip: str | None) -> ForgeSettings:
 
     if tip is None:
         return ForgeSettings()
-    codec = _codec()  # the record's one parser, as a reader through a forge uses it
+    codec = settings_codec()  # the record's one parser, as a reader through a forge uses it
     (blob,) = read_blobs(git_dir, [(tip, codec.path)])
     return _from_record(codec.parse(tip, blob))
 

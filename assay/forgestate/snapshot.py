@@ -8,6 +8,7 @@ plans are pure functions of it, which is what makes both deterministic and testa
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -175,9 +176,21 @@ class ForgeSnapshot:
         return self.refs.get(refs.BRANCHES + brief, "")
 
     def checkpoint(self, brief: str) -> str:
-        """The commit whose journal speaks for the brief's run: its journal ref's tip, else
-        (a run written before the journal ref) its branch's; "" when it has neither."""
-        return self.refs.get(refs.journal_ref(brief), "") or self.branch(brief)
+        """The commit whose journal speaks for the brief's run (``checkpoint_tips``); ""
+        when it has none."""
+        return self._checkpoints.get(brief, "")
+
+    def run(self, brief: str) -> str:
+        """The tip of the brief's newest run ref (a merged run, kept), or ""."""
+        return self._runs.get(brief, ("", 0))[0]
+
+    @functools.cached_property
+    def _checkpoints(self) -> dict[str, str]:
+        return checkpoint_tips(self.refs)
+
+    @functools.cached_property
+    def _runs(self) -> dict[str, tuple[str, int]]:
+        return newest_runs(self.refs)
 
     def invalid_reason(self, brief: str) -> str:
         """Why a record of ``brief`` failed its owner's decoder ("" when all are sound):
@@ -213,6 +226,37 @@ class ForgeSnapshot:
         for events in self.events.values():
             moments += [event.at for event in events if event.at is not None]
         return max(moments) if moments else None
+
+
+def newest_runs(found: Mapping[str, str]) -> dict[str, tuple[str, int]]:
+    """brief -> ``(tip, attempt)`` of its newest run ref (``refs/assay/runs/<brief>/<n>``)
+    among ``found`` (a fetch's refs)."""
+    runs: dict[str, tuple[str, int]] = {}
+    for ref, sha in found.items():
+        named = refs.run_of(ref)
+        if named is not None and named[1] >= runs.get(named[0], ("", -1))[1]:
+            runs[named[0]] = (sha, named[1])
+    return runs
+
+
+def checkpoint_tips(found: Mapping[str, str]) -> dict[str, str]:
+    """brief -> the commit whose journal speaks for its run, among ``found``: its journal
+    ref's tip; else, once the run merged and that ref is gone, its newest run ref's (the
+    merge kept the checkpoints there); else, for a run written before the journal ref,
+    its branch's (the journal rode on it)."""
+    runs = newest_runs(found)
+    briefs = set(runs)
+    for ref in found:
+        briefs |= {
+            brief for p in (refs.JOURNALS, refs.BRANCHES) if (brief := refs.brief_of(ref, p))
+        }
+    tips = {
+        brief: found.get(refs.JOURNALS + brief)
+        or runs.get(brief, ("", 0))[0]
+        or found.get(refs.BRANCHES + brief, "")
+        for brief in briefs
+    }
+    return {brief: tip for brief, tip in tips.items() if tip}
 
 
 def journal_info(

@@ -1,14 +1,14 @@
 """Filling a ``ForgeSnapshot`` from a forge: one fetch, then local reads from its cache.
 
-Every ref the board and the sweepers look at (main, ``assay/*`` branches, claims, events,
-evidence, reviews, status records) comes down in one ``fetch`` — one round trip whatever the
-number of briefs — and everything after that is read from the forge's local cache through a
-single in-process reader (``GitBatch``: libgit2, no git process).
-
-Record formats read here are the ones DESIGN §4-§6 and docs/internals.md pin: ``claim.json``
-in the claim ref's tip commit, journal segments ``NNNNNN.jsonl`` under
-``.assay/journal/<brief>/`` on ``assay/<brief>``, one evidence ``record.json`` per commit on
-the evidence ref, and one JSON record per commit on the events and status refs.
+Every ref the board, the sweepers, the desks and the gate look at (main, branches, journal
+and run refs, claims, events, evidence, reviews, status and holdout records) comes down in
+one ``fetch``: one round trip whatever the number of briefs (``only_brief``: one brief's
+refs, the same read narrowed). Everything after that is read from the forge's objects
+through one in-process object reader (``forge.batch()``: libgit2 over the git forge's cache,
+or ``MemoryForge``'s dicts), walked by the records layer's walker and decoded by each
+record's codec (``assay.forge.records``); a brief's journal is read at its checkpoint
+(``checkpoint_tips``: its journal ref, its run ref once merged, or its branch) and checked
+by the journal's one checker.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import assay.refs as refs
-from assay.errors import AssayError, Corrupt
+from assay.errors import AssayError
 from assay.evidence.anchors import anchor_problem
-from assay.forge.batch import GitBatch
+from assay.forge.records import ObjectReader, RecordBackend, chain
 from assay.forgestate.snapshot import (
     BriefInfo,
     ClaimInfo,
@@ -32,6 +32,7 @@ from assay.forgestate.snapshot import (
     EvidenceInfo,
     ForgeSnapshot,
     JournalInfo,
+    checkpoint_tips,
     journal_info,
 )
 from assay.forgestate.status import status_problem
@@ -46,6 +47,7 @@ from assay.refs import (
     JOURNALS,
     MAIN,
     REVIEWS,
+    RUNS,
     STATUS,
 )
 
@@ -57,29 +59,26 @@ if TYPE_CHECKING:
     EventKey = PublicKey | Untrusted | None
 
 
-@dataclass(frozen=True)
-class Commit:
-    tree: str
-    parents: tuple[str, ...]
+class SnapshotBackend(RecordBackend, Protocol):
+    """What the read model reads a forge by: the records layer's backend (``refresh``, an
+    object reader), ancestry and paths for telling merged branches, and where local state
+    may be cached. The git forge and ``assay.forge.memory.MemoryForge`` both answer it."""
+
+    url: str
+    display_url: str
+    protects_custom_refs: bool
+
+    @property
+    def state_dir(self) -> Path | None: ...
+
+    def has_commit(self, sha: str) -> bool: ...
+
+    def reached_from(self, main: str, tips: Sequence[str]) -> list[str]: ...
+
+    def has_paths(self, wanted: Sequence[tuple[str, str]]) -> list[bool]: ...
 
 
-def read_commit(batch: GitBatch, sha: str) -> Commit | None:
-    found = batch.read(sha)
-    if not found or found[0] != "commit":
-        return None
-    tree = ""
-    parents: list[str] = []
-    for line in found[1].split(b"\n"):
-        if not line:
-            break
-        if line.startswith(b"tree "):
-            tree = line[5:].decode("ascii")
-        elif line.startswith(b"parent "):
-            parents.append(line[7:].decode("ascii"))
-    return Commit(tree=tree, parents=tuple(parents))
-
-
-def record_of(batch: GitBatch, sha: str) -> Any:
+def record_of(batch: ObjectReader, sha: str) -> Any:
     """The ``record.json`` a ``RefLog`` commit holds (a status record), or None."""
     data = batch.blob(f"{sha}:record.json")
     try:
@@ -88,58 +87,32 @@ def record_of(batch: GitBatch, sha: str) -> Any:
         return None
 
 
-def history(batch: GitBatch, sha: str, *, limit: int = 10_000) -> Iterator[str]:
-    """Commits from ``sha`` along first parents, newest first."""
-    current: str | None = sha
-    count = 0
-    while current and count < limit:
-        yield current
-        count += 1
-        commit = read_commit(batch, current)
-        current = commit.parents[0] if commit and commit.parents else None
-
-
 def _suffix(ref: str, prefix: str) -> str:
     return ref[len(prefix) :]
 
 
-def journal_entries(batch: GitBatch, sha: str, brief: str) -> tuple[list[dict[str, Any]], str, str]:
+def journal_entries(
+    batch: ObjectReader, sha: str, brief: str
+) -> tuple[list[dict[str, Any]], str, str]:
     """The journal lines at checkpoint ``sha`` (segments in order), its head, and a problem.
 
-    Each line's ``sum`` and the ``prev`` chain are checked, as the journal reader does (blobs
-    are not: the board reads no payload). A torn last line (a crash mid-append) is dropped;
-    any other bad line stops reading there and is reported as the problem.
-    """
-    from assay.journal.format import body_of, digest
+    Checked by the journal's one checker (``assay.journal.reader.verify_segments``: each
+    line's sum, the chain, the sequence, the segments' continue lines), without the blobs
+    (the board reads no payload). A torn last line (a crash mid-append) is dropped; the
+    first bad line stops reading there and is reported as the problem, the lines before it
+    kept for the row's figures."""
+    from assay.journal.reader import SEGMENT_PATTERN, Journal, verify_segments
 
     tree = batch.tree(f"{sha}:.assay/journal/{brief}")
-    if tree is None:
-        return [], "", ""
-    entries: list[dict[str, Any]] = []
-    prev = ""
-    segments = sorted(name for name, (mode, _) in tree.items() if name.endswith(".jsonl"))
-    for segment in segments:
-        data = batch.blob(tree[segment][1]) or b""
-        lines = data.split(b"\n")
-        for index, line in enumerate(lines):
-            if not line.strip():
-                continue
-            where = f"{segment} line {index + 1}"
-            last = index == len(lines) - 1 and segment == segments[-1]
-            split = body_of(line)
-            if split is None or digest(split[0]) != split[1]:
-                if last:
-                    continue  # torn tail: the append was never acknowledged
-                return entries, prev, f"corrupt: {where}: checksum mismatch"
-            try:
-                entry = json.loads(line)
-            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-                return entries, prev, f"corrupt: {where}: not JSON"
-            if not isinstance(entry, dict) or entry.get("prev", "") != prev:
-                return entries, prev, f"corrupt: {where}: the hash chain is broken"
-            prev = str(entry.get("sum", ""))
-            entries.append(entry)
-    return entries, prev, ""
+    journal = Journal(directory=Path(".assay/journal", brief))
+    names = sorted(name for name in tree or {} if SEGMENT_PATTERN.match(name))
+    assert tree is not None or not names
+    segments = ((name, batch.blob(tree[name][1]) or b"") for name in names if tree)
+    try:
+        verify_segments(journal, segments, blobs=None)
+    except AssayError as bad:
+        return journal.entries, journal.head, f"corrupt: {bad.message}"
+    return journal.entries, journal.head, ""
 
 
 # Bumped whenever a cache entry gains a field: an older cache is parsed again.
@@ -171,7 +144,7 @@ def _save_brief_cache(cache: Path, entries: dict[str, dict[str, Any]]) -> None:
         pass  # only a cache: the next board parses again
 
 
-def _brief_infos(batch: GitBatch, main: str, cache: Path | None = None) -> dict[str, BriefInfo]:
+def _brief_infos(batch: ObjectReader, main: str, cache: Path | None = None) -> dict[str, BriefInfo]:
     """Every brief on main. Parsed briefs are cached by blob sha beside the forge's cache:
     a blob's content never changes, and parsing 1,000 briefs costs seconds."""
     from assay.briefs import is_brief_path, parse_brief
@@ -206,7 +179,7 @@ def _brief_infos(batch: GitBatch, main: str, cache: Path | None = None) -> dict[
 
 
 def _parse_brief_blob(
-    batch: GitBatch, name: str, sha: str, parse: Callable[..., Any]
+    batch: ObjectReader, name: str, sha: str, parse: Callable[..., Any]
 ) -> dict[str, Any]:
     source = f"briefs/{name}"
     data = batch.blob(sha) or b""
@@ -223,7 +196,7 @@ def _parse_brief_blob(
     }
 
 
-def _templates(batch: GitBatch, main: str) -> dict[str, str]:
+def _templates(batch: ObjectReader, main: str) -> dict[str, str]:
     tree = batch.tree(f"{main}:board_templates") if main else None
     found: dict[str, str] = {}
     for name, (mode, sha) in sorted((tree or {}).items()):
@@ -234,21 +207,16 @@ def _templates(batch: GitBatch, main: str) -> dict[str, str]:
     return found
 
 
-def _evidence(batch: GitBatch, sha: str, brief: str, key: PublicKey | None) -> list[EvidenceInfo]:
+def _evidence(
+    batch: ObjectReader, sha: str, brief: str, key: PublicKey | None
+) -> list[EvidenceInfo]:
     """Every record on the brief's evidence ref, oldest first, read by the evidence log's
     own walker (``decode_records``: a linear history, each record's digest, brief and
     chain, and the gate's signature when there is a ``key``), as the gate reads it: a log
     it refuses is ``Corrupt``, and the brief is shown ``invalid``."""
     # Imported here: the waker reads snapshots too, and never evidence.
-    from assay.evidence.records import RECORD_FILE
     from assay.evidence.store import decode_records
 
-    commits: list[tuple[str, tuple[str, ...]]] = []
-    for commit in history(batch, sha):
-        found = read_commit(batch, commit)
-        commits.append((commit, found.parents if found else ()))
-    commits.reverse()
-    blobs = [batch.blob(f"{commit}:{RECORD_FILE}") for commit, _ in commits]
     return [
         EvidenceInfo(
             row=record.row,
@@ -257,30 +225,28 @@ def _evidence(batch: GitBatch, sha: str, brief: str, key: PublicKey | None) -> l
             at=record.at,
             record=record,
         )
-        for record in decode_records(brief, commits, blobs, key=key)
+        for record in decode_records(brief, batch, sha, key=key)
     ]
 
 
-def _claim(batch: GitBatch, ref: str, sha: str) -> ClaimInfo:
-    """The claim at ``sha``, decoded by the claims module's own strict decoder."""
-    from assay.claims.record import CLAIM_FILE, parse_record
+def _claim(batch: ObjectReader, ref: str, sha: str) -> ClaimInfo:
+    """The claim at ``sha``, decoded by the claim codec (the claims module's own)."""
+    from assay.claims.record import ClaimCodec
 
-    return ClaimInfo.from_record(parse_record(batch.blob(f"{sha}:{CLAIM_FILE}"), ref=ref, sha=sha))
+    codec = ClaimCodec(_suffix(ref, CLAIMS))
+    return ClaimInfo.from_record(codec.parse(sha, batch.blob(f"{sha}:{codec.path}")))
 
 
-def _review(batch: GitBatch, ref: str, sha: str) -> Any:
-    """The review record at ``sha``, decoded by the gate's review decoder."""
-    from assay.evidence.reviews import REVIEW_FILE, parse_review
+def _review(batch: ObjectReader, ref: str, sha: str) -> Any:
+    """The review record at ``sha``, decoded by the review codec (the gate's decoder)."""
+    from assay.evidence.reviews import ReviewCodec
 
-    where = f"{ref} at {sha[:12]}"
-    data = batch.blob(f"{sha}:{REVIEW_FILE}")
-    if data is None:
-        raise Corrupt(f"{where}: the commit holds no {REVIEW_FILE}")
-    return parse_review(data, where=where, commit=sha)
+    codec = ReviewCodec(_suffix(ref, REVIEWS))
+    return codec.parse(sha, batch.blob(f"{sha}:{codec.path}"))
 
 
 def _events(
-    batch: GitBatch, ref: str, sha: str, notes: list[str], signed_by: EventKey
+    batch: ObjectReader, ref: str, sha: str, notes: list[str], signed_by: EventKey
 ) -> list[EventInfo]:
     """Every event on the ref, oldest first, each checked by the desk's events decoder
     (``decode_event``: bounds, fields, and the events job's signature where any job may
@@ -294,10 +260,9 @@ def _events(
 
     codec = events_codec(_suffix(ref, EVENTS))
     found: list[EventInfo] = []
-    for commit in history(batch, sha):
-        data = batch.blob(f"{commit}:{codec.path}")
+    for link in chain(batch, ref, sha, codec.path):
         try:
-            event = decode_event(codec, commit, data, signed_by=signed_by)
+            event = decode_event(codec, link.commit, link.data, signed_by=signed_by)
         except AssayError as bad:
             notes.append(f"skipped: {bad.message}")
             continue
@@ -311,7 +276,6 @@ def _events(
                 record=event,
             )
         )
-    found.reverse()
     return found
 
 
@@ -330,10 +294,9 @@ class _Parts:
     invalid: dict[str, AssayError] = field(default_factory=dict)
     event_notes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     holdout: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
-    checkpoints: set[str] = field(default_factory=set)  # briefs whose journal was read
 
 
-_PREFIXES = (CLAIMS, JOURNALS, BRANCHES, EVIDENCE, REVIEWS, EVENTS, STATUS, HOLDOUT)
+_PREFIXES = (CLAIMS, EVIDENCE, REVIEWS, EVENTS, STATUS, HOLDOUT)
 
 
 # Records this process decoded, by the ref and commit they were read from (and the gate key
@@ -373,12 +336,11 @@ def _reader_key(forge: Any, known: Mapping[str, str]) -> PublicKey | None:
 
 
 def _read_ref(
-    batch: GitBatch,
+    batch: ObjectReader,
     parts: _Parts,
     ref: str,
     sha: str,
     *,
-    journals: bool,
     evidence_key: Callable[[], PublicKey | None],
     events_key: Callable[[], EventKey],
 ) -> None:
@@ -414,29 +376,30 @@ def _read_ref(
             status = _decoded((ref, sha, ""), lambda: _status(batch, sha))
             if status is not None:
                 parts.statuses[brief] = status
-        elif journals and (prefix == JOURNALS or brief not in parts.checkpoints):
-            # The journal ref holds the checkpoints (it sorts before the branches); a run
-            # written before it had its own ref keeps its journal on the branch.
-            parts.checkpoints.add(brief)
-            entries, head, problem = journal_entries(batch, sha, brief)
-            claim = parts.claims.get(brief)  # claims/ sorts before heads/: read already
-            if not problem and claim is not None and claim.record is not None:
-                problem = anchor_problem(claim.record.to_json(), entries, head, claim_sha=claim.sha)
-            if entries or problem:
-                parts.journals[brief] = journal_info(entries, head=head, problem=problem)
     except AssayError as error:
         parts.invalid[brief] = error
 
 
+def _read_journal(batch: ObjectReader, parts: _Parts, brief: str, checkpoint: str) -> None:
+    """The journal at the brief's checkpoint (``checkpoint_tips``: its journal ref, its
+    kept run ref once merged, or its branch), against the anchor its claim records."""
+    entries, head, problem = journal_entries(batch, checkpoint, brief)
+    claim = parts.claims.get(brief)
+    if not problem and claim is not None and claim.record is not None:
+        problem = anchor_problem(claim.record.to_json(), entries, head, claim_sha=claim.sha)
+    if entries or problem:
+        parts.journals[brief] = journal_info(entries, head=head, problem=problem)
+
+
 def _events_and_notes(
-    batch: GitBatch, ref: str, sha: str, signed_by: EventKey
+    batch: ObjectReader, ref: str, sha: str, signed_by: EventKey
 ) -> tuple[tuple[EventInfo, ...], tuple[str, ...]]:
     notes: list[str] = []
     events = _events(batch, ref, sha, notes, signed_by)
     return tuple(events), tuple(notes)
 
 
-def _holdout(batch: GitBatch, ref: str, sha: str) -> tuple[tuple[str, str], ...]:
+def _holdout(batch: ObjectReader, ref: str, sha: str) -> tuple[tuple[str, str], ...]:
     """The holdout rows' ids and digests (never more: the board holds no key)."""
     from assay.evidence.holdout import row_specs_of
 
@@ -444,7 +407,7 @@ def _holdout(batch: GitBatch, ref: str, sha: str) -> tuple[tuple[str, str], ...]
     return tuple((spec.id, spec.command) for spec in specs)
 
 
-def _status(batch: GitBatch, sha: str) -> Mapping[str, Any] | None:
+def _status(batch: ObjectReader, sha: str) -> Mapping[str, Any] | None:
     """The status record at ``sha`` as the board shows it (a refused one: ``invalid``)."""
     raw = record_of(batch, sha)
     if not isinstance(raw, Mapping):
@@ -457,7 +420,7 @@ def _status(batch: GitBatch, sha: str) -> Mapping[str, Any] | None:
 
 def snapshot_from_cache(
     url: str,
-    forge: Any,
+    forge: SnapshotBackend,
     refs: Mapping[str, str],
     *,
     round_trips: int = 1,
@@ -478,22 +441,17 @@ def snapshot_from_cache(
         def events_key() -> EventKey:
             """None where only a person writes events (the push rule); else the key the
             events job signs with, and with none known, no event counts."""
-            if getattr(forge, "protects_custom_refs", True):
+            if forge.protects_custom_refs:
                 return None
             from assay.desks.records.events import NO_KEY
 
             return evidence_key() or NO_KEY
 
         for ref, sha in sorted(refs.items()):
-            _read_ref(
-                batch,
-                parts,
-                ref,
-                sha,
-                journals=journals,
-                evidence_key=evidence_key,
-                events_key=events_key,
-            )
+            _read_ref(batch, parts, ref, sha, evidence_key=evidence_key, events_key=events_key)
+        if journals:  # after the claims: each journal is held to its claim's anchor
+            for brief, checkpoint in sorted(checkpoint_tips(refs).items()):
+                _read_journal(batch, parts, brief, checkpoint)
     checked_by = evidence_key() if parts.evidence else None
     return ForgeSnapshot(
         url=url,
@@ -503,36 +461,53 @@ def snapshot_from_cache(
         templates=templates,
         round_trips=round_trips,
         evidence_key=checked_by.fingerprint if checked_by else "",
-        **{name: value for name, value in vars(parts).items() if name != "checkpoints"},
+        **vars(parts),
     )
 
 
+def brief_refs(brief: str) -> list[str]:
+    """Every ref (or prefix) one brief's records live on, main, and the settings record
+    (which key checks its evidence): what the many-brief read fetches of it, and all the
+    one-brief read does."""
+    return [
+        MAIN,
+        refs.CONFIG,
+        refs.claim_ref(brief),
+        refs.events_ref(brief),
+        refs.status_ref(brief),
+        refs.evidence_ref(brief),
+        refs.review_ref(brief),
+        refs.holdout_ref(brief),
+        refs.branch_ref(brief),
+        refs.journal_ref(brief),
+        refs.runs_of(brief),
+    ]
+
+
 def read_snapshot(
-    forge: Any,
+    forge: SnapshotBackend,
     *,
     only_brief: str | None = None,
     journals: bool = True,
     briefs: bool = True,
     extra_briefs: bool = True,
 ) -> ForgeSnapshot:
-    """Fetch once and read a snapshot of ``forge`` (only one brief's refs with ``only_brief``;
-    ``briefs=False``: without main's briefs and templates, see ``snapshot_from_cache``)."""
-    if only_brief is None:
-        wanted: list[str] = list(FETCH_ALL)
-    else:
-        wanted = [
-            refs.claim_ref(only_brief),
-            refs.events_ref(only_brief),
-            refs.status_ref(only_brief),
-            refs.branch_ref(only_brief),
-            refs.journal_ref(only_brief),
-        ]
+    """Fetch once and read a snapshot of ``forge``: every ref, or with ``only_brief`` that
+    brief's (``brief_refs``: the same read, narrowed, whose every object is fetched);
+    ``journals=False``: no journal read, and other briefs' branches, journals and runs only
+    listed (a desk's view); ``briefs=False``: without main's briefs and templates (see
+    ``snapshot_from_cache``)."""
     from assay.branch import merged_branches
 
-    # Without journals (a desk's view) other briefs' branches are only listed: their tips
-    # are what a view decides by, and merged_branches needs no object a main the cache
-    # holds does not reach.
-    fetched = forge.refresh(wanted, listed_only=() if journals else (BRANCHES, JOURNALS))
+    if only_brief is None:
+        wanted: list[str] = list(FETCH_ALL)
+        # Without journals (a desk's view) other briefs' branches are only listed: their
+        # tips are what a view decides by, and merged_branches needs no object a main the
+        # cache holds does not reach.
+        listed_only = () if journals else (BRANCHES, JOURNALS, RUNS)
+    else:
+        wanted, listed_only = brief_refs(only_brief), ()
+    fetched = forge.refresh(wanted, listed_only=listed_only)
     branches = {
         _suffix(ref, BRANCHES): sha for ref, sha in fetched.items() if ref.startswith(BRANCHES)
     }
@@ -540,13 +515,9 @@ def read_snapshot(
     journal_tips = {
         _suffix(ref, JOURNALS): sha for ref, sha in fetched.items() if ref.startswith(JOURNALS)
     }
-    merged = (
-        merged_branches(forge, branches, main, journal_tips)
-        if main and only_brief is None
-        else set()
-    )
+    merged = merged_branches(forge, branches, main, journal_tips) if main else set()
     snapshot = snapshot_from_cache(
-        str(getattr(forge, "display_url", forge.url)),
+        forge.display_url,
         forge,
         fetched,
         round_trips=1,

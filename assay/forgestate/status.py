@@ -1,4 +1,4 @@
-"""The status record's decoder: a sweep writes one per brief it acts on
+"""The status record's codec and decoder: a sweep writes one per brief it acts on
 (``refs/assay/status/<brief>``, ``assay.sweep.apply``); every reader judges it here."""
 
 from __future__ import annotations
@@ -7,8 +7,24 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import assay.refs as refs
+from assay.errors import BadInput
+from assay.forge.records import RecordCodec
+
 MAX_STATUS_BYTES = 64 * 1024
 _STATUS_TEXT = {"state": 64, "note": 4000, "by": 200, "at": 64, "sweep": 64, "brief": 200}
+
+
+def status_codec(brief: str) -> RecordCodec:
+    """The status record's codec: ``record.json`` on ``refs/assay/status/<brief>``, refused
+    on encode and decode alike by ``status_problem``."""
+    return RecordCodec(refs.status_ref(brief), "status", validate=_check_status)
+
+
+def _check_status(record: dict[str, Any]) -> None:
+    problem = status_problem(record)
+    if problem:
+        raise BadInput(f"status record refused: {problem}")
 
 
 def status_problem(record: Mapping[str, Any]) -> str:

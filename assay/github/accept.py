@@ -5,8 +5,10 @@ live state (title, meaningful labels, body) is not its accepted one, or that cha
 the last writer act the record has seen, has its timeline read (one conditional call, only
 for those). The newest ``labeled: assay`` event by a writer fixes the state when nothing
 changed the issue after it; label changes alone, every one by a writer, fix the new labels.
-``/assay accept [DIGEST]`` comments go through ``accept``. At the end, each issue whose live
-state is still not accepted is told so once per state (``report``).
+``/assay accept [DIGEST]`` comments go through ``accept``. Each accepted text's id is bound
+to the issue that named it first (``bind``, ``assay.github.briefids``). At the end, each
+issue whose live state is still not accepted is told so once per state, and each whose id
+is another issue's once per accepted text (``report``).
 
 Who counts as a writer is ``writer_refusal``, the collector's rule for every command: write
 permission from the API, never a ``[bot]``. ``rollback_problems`` is the merge's check that
@@ -20,10 +22,20 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from assay.errors import BadInput
 from assay.evidence.keys import GateKey
 from assay.evidence.trust import reader_key
 from assay.github.api import GitHubApi
+from assay.github.briefids import (
+    NUMBERED,
+    IdBinding,
+    bind_ids,
+    id_note,
+    id_refusal,
+    read_issue_records,
+)
 from assay.github.forge import GitHubForge
+from assay.github.issues import brief_from_pin
 from assay.github.pins import (
     BRIEF_LABEL,
     MIN_PREFIX,
@@ -32,7 +44,6 @@ from assay.github.pins import (
     mark_seen,
     meaningful_labels,
     pin_ref,
-    read_pins,
     state_digest,
     unaccepted_note,
     write_pin,
@@ -121,10 +132,13 @@ def rollback_problems(api: GitHubApi, pin: IssuePin) -> list[str]:
 
 @dataclass
 class Accepted:
-    """What the acceptance pass did: states fixed (issue -> via), notes posted, refusals."""
+    """What the acceptance pass did: states fixed (issue -> via), ids bound (id -> issue),
+    notes posted, refusals."""
 
     fixed: dict[int, str] = field(default_factory=dict)
-    noted: list[int] = field(default_factory=list)
+    bound: dict[str, int] = field(default_factory=dict)
+    noted: list[int] = field(default_factory=list)  # told their text is not accepted
+    id_noted: list[int] = field(default_factory=list)  # told their id is another issue's
     refused: list[str] = field(default_factory=list)
 
 
@@ -143,7 +157,12 @@ class TextAcceptance:
         self.signer = signer
         self.remembered = remembered  # the cursor's ignored map: notes posted, per issue
         self.issues = {int(i["number"]): i for i in self.api.open_issues(BRIEF_LABEL)}
-        self.pins: dict[int, IssuePin] = read_pins(forge, reader_key(forge))
+        records = read_issue_records(forge, reader_key(forge))
+        self.pins: dict[int, IssuePin] = records.pins
+        self.bindings: dict[str, IdBinding] = records.bindings
+        self.id_refused: dict[int, str] = {}  # open issue -> why its id is another's
+        # (issue, accepted digest) -> the id that text declares (None: it does not parse)
+        self._declared: dict[tuple[int, str], str | None] = {}
         self.done = Accepted()
 
     def writer(self, actor: str) -> str | None:
@@ -261,25 +280,66 @@ class TextAcceptance:
             return "the issue changed after the comment: accept it by its digest"
         return None
 
+    def bind(self) -> None:
+        """Bind the id of each accepted text no record binds yet (``assay.github.briefids``:
+        the lowest-numbered issue declaring it, closed ones included), and keep why each
+        open issue whose id is another issue's is no brief. A closed issue already bound is
+        not read again: its accepted text no longer changes."""
+        bound = {binding.issue for binding in self.bindings.values()}
+        declared: list[tuple[int, str]] = []
+        for number, pin in sorted(self.pins.items()):
+            if number not in self.issues and number in bound:
+                continue
+            seen = (number, pin.digest)
+            brief = self._declared.get(seen)
+            if seen not in self._declared:
+                try:
+                    brief = self._declared[seen] = brief_from_pin(pin).brief.id
+                except BadInput:  # no brief, no id: that issue's error for its readers
+                    self._declared[seen] = None
+            if brief is not None:
+                declared.append((number, brief))
+        made = bind_ids(self.forge, self.signer, declared=declared, bindings=self.bindings)
+        self.bindings.update(made)
+        self.done.bound.update({brief: binding.issue for brief, binding in made.items()})
+        self.id_refused = {
+            number: why
+            for number, brief in declared
+            if number in self.issues
+            and (brief in self.bindings or brief.startswith(NUMBERED))
+            and (why := id_refusal(brief, number, self.bindings)) is not None
+        }
+
     def report(self) -> None:
-        """Tell each issue whose live state is not its accepted one, once per state, in one
-        comment per issue edited in place."""
+        """Tell each issue whose live state is not its accepted one, once per state, and
+        each whose accepted id is another issue's, once per accepted state: one comment
+        per issue and subject, edited in place."""
         for number, issue in sorted(self.issues.items()):
             digest = issue_digest(issue)
             pin = self.pins.get(number)
             key = f"github-issue-{number}"
             if pin is not None and pin.digest == digest:
                 self.remembered.pop(key, None)
-                continue
-            if self.remembered.get(key) == digest[:16]:
-                continue
-            note = unaccepted_note(number, digest, pin)
-            # One note per issue, edited for each new state: found by its marker (one
-            # conditional read), so a restarted cursor does not post it again either.
-            found = self.api.find_comment(number, note)
-            if found is None:
-                self.api.create_comment(number, note)
-            else:
-                self.api.update_comment(int(found["id"]), note)
-            self.remembered[key] = digest[:16]
-            self.done.noted.append(number)
+            elif self._tell(number, key, digest[:16], unaccepted_note(number, digest, pin)):
+                self.done.noted.append(number)
+            key = f"github-issue-id-{number}"
+            why = self.id_refused.get(number)
+            if why is None or pin is None:
+                self.remembered.pop(key, None)
+            elif self._tell(number, key, pin.digest[:16], id_note(number, why)):
+                self.done.id_noted.append(number)
+
+    def _tell(self, number: int, key: str, stamp: str, note: str) -> bool:
+        """Post (or edit) ``note`` on issue ``number`` unless it was told ``stamp`` under
+        ``key`` already (remembered in the events cursor); whether it was posted."""
+        if self.remembered.get(key) == stamp:
+            return False
+        # One note per issue and subject, edited for each new state: found by its marker
+        # (one conditional read), so a restarted cursor does not post it again either.
+        found = self.api.find_comment(number, note)
+        if found is None:
+            self.api.create_comment(number, note)
+        else:
+            self.api.update_comment(int(found["id"]), note)
+        self.remembered[key] = stamp
+        return True

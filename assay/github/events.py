@@ -22,6 +22,10 @@ become events on ``refs/assay/events/<brief>``, the same log the embedded forge'
   reads every comment again from the beginning (``read_cursor``). The query
   starts ``OVERLAP_S`` before the cursor, so a comment stamped in the same second as the last
   one read, or listed late by GitHub, is still read (a re-read costs nothing: see below).
+- Reviews: read on the pull requests of waiting briefs and of every brief whose pull
+  request changed since the last read (``pulls_since`` in the cursor: a review changes its
+  pull request's ``updated_at``), so ``assay github merge`` finds every writer's review on
+  the log, or refuses (``unrecorded_answers``).
 - Cost: one conditional call per page of comments updated since the cursor, for every brief;
   a quiet poll is a free 304. A refused command is remembered in the cursor with the stamp
   it had (its ``updated_at``), so re-reading it costs no second permission check; an edit
@@ -48,7 +52,9 @@ from assay.desks.records.events import EventLog
 from assay.errors import AssayError, BadInput
 from assay.evidence.keys import GateKey, PublicKey, gate_key, split_signature
 from assay.forge import RefLog
+from assay.forge.records import RecordCodec
 from assay.github.accept import TextAcceptance, writer_refusal
+from assay.github.briefids import IdBinding
 from assay.github.forge import GitHubForge
 from assay.github.pins import IssuePin
 from assay.ids import check_id
@@ -86,9 +92,15 @@ class EventsCursor:
 
     since: str | None = None
     ignored: dict[str, str] = field(default_factory=dict)
+    # The newest pull request ``updated_at`` the last read of reviews listed: reviews are
+    # read on the pull requests changed since (None: on every one).
+    pulls_since: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"since": self.since, "ignored": dict(self.ignored)}
+        found: dict[str, Any] = {"since": self.since, "ignored": dict(self.ignored)}
+        if self.pulls_since is not None:  # absent from cursors written before it existed
+            found["pulls_since"] = self.pulls_since
+        return found
 
     def payload(self) -> bytes:
         """The bytes the events job signs: a desk that moved ``since`` forward or added a
@@ -114,13 +126,14 @@ class EventsCursor:
         }
         if len(kept) > MAX_REMEMBERED:
             kept = dict(list(kept.items())[-MAX_REMEMBERED:])
-        return EventsCursor(since=self.since, ignored=kept)
+        return EventsCursor(since=self.since, ignored=kept, pulls_since=self.pulls_since)
 
 
 def _validate_cursor(record: dict[str, Any]) -> None:
-    since = record.get("since")
-    if since is not None and (not isinstance(since, str) or not _STAMP.fullmatch(since)):
-        raise BadInput("field 'since' must be a GitHub timestamp or null")
+    for name in ("since", "pulls_since"):
+        stamp = record.get(name)
+        if stamp is not None and (not isinstance(stamp, str) or not _STAMP.fullmatch(stamp)):
+            raise BadInput(f"field {name!r} must be a GitHub timestamp or null")
     ignored = record.get("ignored")
     if not isinstance(ignored, dict) or not all(
         isinstance(key, str) and isinstance(value, str) and len(key) <= 64 and len(value) <= 64
@@ -131,8 +144,13 @@ def _validate_cursor(record: dict[str, Any]) -> None:
         raise BadInput("field 'sig' must be a signature")
 
 
+def cursor_codec() -> RecordCodec:
+    """The events cursor's codec: ``record.json`` on ``refs/assay/github-events/cursor``."""
+    return RecordCodec(refs.GITHUB_EVENTS_CURSOR, CURSOR_KIND, validate=_validate_cursor)
+
+
 def _cursor_log(forge: GitHubForge) -> RefLog:
-    return RefLog(forge, refs.GITHUB_EVENTS_CURSOR, kind=CURSOR_KIND, validate=_validate_cursor)
+    return RefLog.of(forge, cursor_codec())
 
 
 def read_cursor(forge: GitHubForge, key: PublicKey) -> tuple[EventsCursor, str | None]:
@@ -148,7 +166,11 @@ def read_cursor(forge: GitHubForge, key: PublicKey) -> tuple[EventsCursor, str |
         return EventsCursor(), f"{refs.GITHUB_EVENTS_CURSOR} does not read ({bad.message})"
     if record is None:
         return EventsCursor(), None
-    cursor = EventsCursor(since=record.get("since"), ignored=dict(record["ignored"]))
+    cursor = EventsCursor(
+        since=record.get("since"),
+        ignored=dict(record["ignored"]),
+        pulls_since=record.get("pulls_since"),
+    )
     if not cursor.signed_by(key, str(record.get("sig") or "")):
         return EventsCursor(), (
             f"{refs.GITHUB_EVENTS_CURSOR} is not signed by this job's key: every comment "
@@ -185,7 +207,9 @@ class EventsReport:
     remembered: list[str] = field(default_factory=list)  # refused before: not checked again
     since: str | None = None  # the cursor after this collection
     accepted: dict[int, str] = field(default_factory=dict)  # issue -> the act fixing its text
+    bound: dict[str, int] = field(default_factory=dict)  # brief id -> the issue it is bound to
     noted: list[int] = field(default_factory=list)  # issues told their text is not accepted
+    id_noted: list[int] = field(default_factory=list)  # issues told their id is another's
     restarted: str | None = None  # why the cursor was not taken (read from the beginning)
 
     def to_json(self) -> dict[str, Any]:
@@ -196,7 +220,9 @@ class EventsReport:
             "remembered": self.remembered,
             "since": self.since,
             "accepted": {str(number): via for number, via in self.accepted.items()},
+            "bound": self.bound,
             "noted": self.noted,
+            "id_noted": self.id_noted,
             "restarted": self.restarted,
         }
 
@@ -269,18 +295,18 @@ class _Collector:
 
 
 def brief_numbers(
-    forge: GitHubForge, pins: Mapping[int, IssuePin]
-) -> tuple[dict[int, str], dict[str, int]]:
+    forge: GitHubForge, pins: Mapping[int, IssuePin], bindings: Mapping[str, IdBinding]
+) -> tuple[dict[int, str], dict[str, dict[str, Any]]]:
     """Which brief each issue and pull request number belongs to, as GitHub itself says:
     an issue brief's number (``load_issue_briefs``), and the open pull request from
     ``assay/<brief>``. Never from the mirror records, which any job may push: a forged one
     would send a maintainer's ``/assay approve`` to another brief. Two conditional calls,
-    free when nothing changed. Returns ``(brief by number, pull request by brief)``."""
+    free when nothing changed. Returns ``(brief by number, open pull request by brief)``."""
     from assay.github.issues import load_issue_briefs
 
     by_number: dict[int, str] = {}
-    pulls: dict[str, int] = {}
-    for brief, found in load_issue_briefs(forge.api, pins=pins).briefs.items():
+    pulls: dict[str, dict[str, Any]] = {}
+    for brief, found in load_issue_briefs(forge.api, pins=pins, bindings=bindings).briefs.items():
         by_number[found.number] = brief
     for pull in forge.api.open_pulls():
         head = str((pull.get("head") or {}).get("ref") or "")
@@ -291,7 +317,7 @@ def brief_numbers(
         except AssayError:
             continue  # a branch under assay/ that names no brief
         by_number[int(pull["number"])] = brief
-        pulls[brief] = int(pull["number"])
+        pulls[brief] = pull
     return by_number, pulls
 
 
@@ -301,17 +327,18 @@ ANSWERS = ("approve", "reject")
 def unrecorded_answers(
     forge: GitHubForge, brief: str, *, issue: int | None, since: str, pull: int | None
 ) -> list[str]:
-    """Writers' ``/assay approve`` and ``/assay reject`` comments on the brief's issue
-    (made at or after ``since``, when it became a brief) and pull request, newer than the
-    newest one its events ref holds, as GitHub itself lists them (a conditional read each).
+    """Writers' answers on the brief's issue (made at or after ``since``, when it became a
+    brief) and pull request, newer than the newest one its events ref holds, as GitHub
+    itself lists them (a conditional read each): ``/assay approve`` and ``/assay reject``
+    comments, and the pull request's approving and changes-requested reviews.
 
     The gate signs the events it read; a desk job that pushed the ref back past a reject
     the events job had just appended, before the gate read it, leaves a signed log that
-    lacks it. GitHub's comments are the record a desk cannot rewind. An answer lost that
-    way and followed by a newer one the log holds is superseded: the maintainer's next
-    answer is what unblocks the brief."""
+    lacks it. GitHub's comments and reviews are the record a desk cannot rewind. An answer
+    lost that way and followed by a newer one the log holds is superseded: the
+    maintainer's next answer is what unblocks the brief."""
     recorded = {event.id for event in EventLog(forge, brief).read()}
-    answers: list[tuple[str, int, str, str, int]] = []  # (at, comment id, actor, verb, number)
+    answers: list[tuple[str, str, str, str, str]] = []  # (at, event id, actor, verb, where)
     for number, after in ((issue, since), (pull, "")):
         if number is None:
             continue
@@ -320,20 +347,45 @@ def unrecorded_answers(
             at = str(comment.get("created_at"))
             if parsed is None or parsed[0] not in ANSWERS or at < after:
                 continue
-            actor = str((comment.get("user") or {}).get("login") or "")
-            answers.append((at, int(comment["id"]), actor, parsed[0], number))
+            actor = _login(comment)
+            answers.append(
+                (at, f"github-comment-{comment['id']}", actor, f"/assay {parsed[0]}", f"#{number}")
+            )
+    if pull is not None:
+        for review in forge.api.reviews(pull):
+            verdict = REVIEW_KINDS.get(str(review.get("state")))
+            if verdict is None or review.get("user") is None:
+                continue
+            at = str(review.get("submitted_at"))
+            what = "approving review" if verdict == "approve" else "changes-requested review"
+            answers.append((at, f"github-review-{review['id']}", _login(review), what, f"#{pull}"))
     missing: list[str] = []
-    for _, comment_id, actor, verb, number in sorted(answers, reverse=True):
-        event_id = f"github-comment-{comment_id}"
+    for _, event_id, actor, what, where in sorted(answers, reverse=True):
         if event_id in recorded:
             break
         if writer_refusal(forge.api, actor) is None:
             missing.append(
-                f"{actor}'s /assay {verb} ({event_id}) on #{number} is not on "
+                f"{actor}'s {what} ({event_id}) on {where} is not on "
                 f"{refs.events_ref(brief)}: the events ref was rolled back, or the events "
                 "job has not read it yet"
             )
     return missing
+
+
+def _login(item: Mapping[str, Any]) -> str:
+    return str((item.get("user") or {}).get("login") or "")
+
+
+def _changed_pulls(cursor: EventsCursor, pulls: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The briefs whose open pull request changed since the cursor's last read of reviews
+    (every one on a first read, ``OVERLAP_S`` early as for comments); ``pulls_since``
+    moves to the newest ``updated_at`` listed."""
+    read_from = _rewound(cursor.pulls_since)
+    stamps = {brief: str(pull.get("updated_at") or "") for brief, pull in pulls.items()}
+    newest = max((at for at in stamps.values() if _STAMP.fullmatch(at)), default=None)
+    if newest is not None and (cursor.pulls_since is None or newest > cursor.pulls_since):
+        cursor.pulls_since = newest
+    return {brief for brief, at in stamps.items() if read_from is None or at >= read_from}
 
 
 def _accept(
@@ -347,16 +399,24 @@ def _accept(
         )
 
 
-def collect_events(forge: GitHubForge, *, reviews_for: Iterable[str] = ()) -> EventsReport:
-    """Turn new ``/assay`` comments (and reviews on the pull requests of ``reviews_for``)
-    into events on the forge; see the module docstring for who, once and cost."""
+def collect_events(
+    forge: GitHubForge, *, reviews_for: Iterable[str] = (), reviews: bool = True
+) -> EventsReport:
+    """Turn new ``/assay`` comments and reviews into events on the forge; see the module
+    docstring for who, once and cost. Reviews are read on the pull requests of
+    ``reviews_for`` and, with ``reviews``, on every open pull request of a brief that
+    changed since the cursor (a review changes its pull request's ``updated_at``), so the
+    answers ``assay github merge`` checks for are on the log."""
     report = EventsReport()
     collector = _Collector(forge, report, EventsCursor())
     before, report.restarted = read_cursor(forge, collector.signer().public)
-    cursor = collector.cursor = EventsCursor(since=before.since, ignored=dict(before.ignored))
+    cursor = collector.cursor = EventsCursor(
+        since=before.since, ignored=dict(before.ignored), pulls_since=before.pulls_since
+    )
     texts = TextAcceptance(forge, signer=collector.signer, remembered=cursor.ignored)
     texts.from_labels()
-    by_number, pulls = brief_numbers(forge, texts.pins)
+    texts.bind()
+    by_number, pulls = brief_numbers(forge, texts.pins, texts.bindings)
     if by_number or texts.issues:
         for comment in forge.api.comments_since(_rewound(cursor.since)):  # oldest first
             stamp = str(comment.get("updated_at") or "")
@@ -379,10 +439,11 @@ def collect_events(forge: GitHubForge, *, reviews_for: Iterable[str] = ()) -> Ev
                 actor=str(comment["user"]["login"]),
                 data={"source": "github", "comment": comment["id"], "url": comment.get("html_url")},
             )
-    for brief in reviews_for:
+    changed = _changed_pulls(cursor, pulls) if reviews else set()
+    for brief in sorted(changed | set(reviews_for)):
         if brief not in pulls:
             continue
-        for review in forge.api.reviews(pulls[brief]):
+        for review in forge.api.reviews(int(pulls[brief]["number"])):
             verdict = REVIEW_KINDS.get(str(review.get("state")))
             if verdict is None or review.get("user") is None:
                 continue
@@ -392,12 +453,15 @@ def collect_events(forge: GitHubForge, *, reviews_for: Iterable[str] = ()) -> Ev
                 stamp=str(review.get("submitted_at") or ""),
                 kind=verdict,
                 text=str(review.get("body") or ""),
-                actor=str(review["user"]["login"]),
+                actor=_login(review),
                 data={"source": "github", "review": review["id"], "url": review.get("html_url")},
             )
+    texts.bind()  # the ids of texts accepted by a comment just now
     texts.report()
     report.accepted = dict(texts.done.fixed)
+    report.bound = dict(texts.done.bound)
     report.noted = list(texts.done.noted)
+    report.id_noted = list(texts.done.id_noted)
     after = cursor.pruned()
     if after != before or report.restarted is not None:
         _cursor_log(forge).append(

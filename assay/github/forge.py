@@ -15,7 +15,7 @@ every desk on the host that pushes to the repository.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +69,13 @@ class GitHubForge(Forge):
             window=window_from_env(),
             name=target.spec,
             max_wait_s=self.rest.max_total_wait_s,
-            charge=lambda seconds: self.rest.charge_wait(seconds, what=f"push to {target.spec}"),
+            charge=self.wait_charge(f"push to {target.spec}"),
         )
+
+    def wait_charge(self, what: str) -> Callable[[float], None]:
+        """Every push and merge budget wait is counted against the REST client's total for
+        the command (``RestClient.charge_wait``), with its own REST waits."""
+        return lambda seconds: self.rest.charge_wait(seconds, what=what)
 
     def running(self, workflow_runs: Collection[int]) -> frozenset[int]:
         """Of these workflow runs, those GitHub says are in progress (one conditional REST

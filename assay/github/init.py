@@ -23,7 +23,11 @@ from urllib.parse import urlparse
 from assay.errors import BadInput
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-GATE_SECRET = "ASSAY_EVIDENCE_KEY"  # read by assay-gate.yml's job only
+GATE_SECRET = "ASSAY_EVIDENCE_KEY"  # read by the gate and events jobs only
+# The GitHub Environment that holds GATE_SECRET, deployable from main alone: a job naming
+# it on any other ref (a workflow file a branch changed, dispatched there) is refused the
+# environment, and with it the key, by GitHub before it starts.
+GATE_ENVIRONMENT = "assay-gate"
 EXAMPLE_DESK = "example"  # desks/example.yaml: the scripted desk that runs offline
 EXAMPLE_BRIEF = "briefs/example-add-function.md"
 _RENAMED = {"workflows": ".github/workflows"}
@@ -179,21 +183,32 @@ def next_steps(target: Path, forge: str | None) -> NextSteps:
 def _github_steps(spec: str) -> NextSteps:
     repo = spec.removeprefix("github:").strip() if spec else ""
     on_repo = f" --repo {repo}" if repo else ""
-    secret = f"openssl rand -hex 32 | gh secret set {GATE_SECRET}{on_repo}"
+    environments = f"repos/{repo or 'OWNER/REPO'}/environments/{GATE_ENVIRONMENT}"
+    environment = (
+        f"gh api -X PUT {environments}"
+        " -F 'deployment_branch_policy[protected_branches]=false'"
+        " -F 'deployment_branch_policy[custom_branch_policies]=true'"
+    )
+    main_only = (
+        f"gh api -X POST {environments}/deployment-branch-policies -f name=main -f type=branch"
+    )
+    secret = f"openssl rand -hex 32 | gh secret set {GATE_SECRET} --env {GATE_ENVIRONMENT}{on_repo}"
     ruleset = (
         f"gh api -X POST repos/{repo or 'OWNER/REPO'}/rulesets --input - <<'JSON'\n"
         f"{json.dumps(MAIN_RULESET)}\nJSON"
     )
     lines: tuple[str, ...] = (
         f"next, on GitHub{' (' + repo + ')' if repo else ''}: commit and push these files;",
-        f"the gate signs evidence with the repository secret {GATE_SECRET}: set it once, e.g. "
-        f"`{secret}`",
+        f"the gate signs evidence with the secret {GATE_SECRET}, kept in the environment "
+        f"{GATE_ENVIRONMENT} that only main may deploy from (the gate and events jobs name "
+        "it): make the environment with a deployment branch rule of main, then set the "
+        f"secret there, once:\n{environment}\n{main_only}\n{secret}",
         "protect main with the gate's check (GitHub's rulesets API; --json prints the body):\n"
         + ruleset,
     )
     if not spec:
         lines += ("(an embedded forge instead: `assay init --forge PATH` prints its next steps)",)
-    return NextSteps("github", spec, lines, (secret, ruleset))
+    return NextSteps("github", spec, lines, (environment, main_only, secret, ruleset))
 
 
 def _check_local_forge(spec: str) -> None:

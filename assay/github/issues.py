@@ -8,6 +8,7 @@ except ``assay`` become the brief's labels). Parsing and validation are ``parse_
 so an issue brief obeys exactly the rules of ``briefs/<id>.md`` (YAML through the one bounded
 loader, ``assay.briefs.yamldoc.load_yaml``); a malformed issue is
 reported (``BadInput`` naming ``issue #N``, the line and the field) without hiding the others.
+The marker label is ``assay`` alone (``assay.github.pins.BRIEF_LABEL``).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from assay.briefs import Brief, parse_brief
 from assay.briefs.yamldoc import load_yaml
 from assay.errors import BadInput
 from assay.github.api import GitHubApi
-from assay.github.pins import BRIEF_LABEL, IssuePin, issue_digest, read_pins
+from assay.github.briefids import IdBinding, id_refusal, read_issue_records
+from assay.github.pins import BRIEF_LABEL, IssuePin, issue_digest
 
 if TYPE_CHECKING:
     from assay.github.forge import GitHubForge as Forge
 
 _PRIORITY = re.compile(r"priority:(-?\d+)")
-_NUMBERED = re.compile(r"issue-(\d+)")
 
 
 @dataclass(frozen=True)
@@ -56,69 +57,66 @@ class IssueBriefs:
 
 
 def load_issue_briefs(
-    api: GitHubApi, *, pins: Mapping[int, IssuePin], label: str = BRIEF_LABEL
+    api: GitHubApi, *, pins: Mapping[int, IssuePin], bindings: Mapping[str, IdBinding]
 ) -> IssueBriefs:
     """One conditional list call; a 304 costs nothing against the rate limit.
 
     Each brief is built from the state a writer accepted (``pins``, see
     ``assay.github.pins``: title, labels and body), never from the live issue; an issue
-    with none is reported.
-    Ids are the repository's: ``issue-<M>`` belongs to issue #M alone, and the oldest
-    issue naming any other id keeps it (GitHub lists the newest first, so a new issue
-    reusing a brief's id cannot take that brief over): the newer one is reported.
+    with none is reported. Ids are the repository's (``assay.github.briefids``): an issue
+    is a brief only under an id bound to it, so an id another issue named first, open or
+    closed, is this issue's error, as is ``issue-<M>`` in any issue but #M.
     """
     result = IssueBriefs()
-    for issue in sorted(api.open_issues(label), key=lambda item: int(item["number"])):
+    for issue in sorted(api.open_issues(BRIEF_LABEL), key=lambda item: int(item["number"])):
         number = int(issue["number"])
         pin = pins.get(number)
         if pin is None:
             result.errors.append(
                 BadInput(
                     f"issue #{number}: no text of it was accepted by a person with write "
-                    f"permission (label it {label!r}, or comment `/assay accept`)",
+                    f"permission (label it {BRIEF_LABEL!r}, or comment `/assay accept`)",
                     source=f"issue #{number}",
                 )
             )
             continue
         try:
-            accepted = {**issue, "title": pin.title, "labels": list(pin.labels), "body": pin.body}
-            found = brief_from_issue(accepted, label=label)
+            found = brief_from_pin(pin, url=str(issue.get("html_url", "")))
         except BadInput as exc:
             result.errors.append(exc)
             continue
-        owner = _NUMBERED.fullmatch(found.brief.id)
-        if owner is not None and int(owner[1]) != number:
-            result.errors.append(
-                BadInput(
-                    f"issue #{number}: brief id {found.brief.id!r} is issue #{owner[1]}'s: "
-                    f"an id of the form issue-N names issue #N alone",
-                    source=f"issue #{number}",
-                )
-            )
-            continue
-        if found.brief.id in result.briefs:
-            first = result.briefs[found.brief.id].number
-            result.errors.append(
-                BadInput(
-                    f"issue #{found.number}: brief id {found.brief.id!r} is already used by "
-                    f"issue #{first}",
-                    source=f"issue #{found.number}",
-                )
-            )
+        refusal = id_refusal(found.brief.id, number, bindings)
+        if refusal is not None:
+            result.errors.append(BadInput(f"issue #{number}: {refusal}", source=f"issue #{number}"))
             continue
         current = issue_digest(issue) == pin.digest
         result.briefs[found.brief.id] = dataclasses.replace(found, current=current, pin=pin)
     return result
 
 
-def issue_briefs(forge: Forge, *, label: str = BRIEF_LABEL) -> IssueBriefs:
-    """``load_issue_briefs`` with the accepted texts the forge's trusted gate key signed."""
+def issue_briefs(forge: Forge) -> IssueBriefs:
+    """``load_issue_briefs`` with the accepted texts and id bindings the forge's trusted
+    gate key signed (one listing of their refs)."""
     from assay.evidence.trust import reader_key
 
-    return load_issue_briefs(forge.api, pins=read_pins(forge, reader_key(forge)), label=label)
+    records = read_issue_records(forge, reader_key(forge))
+    return load_issue_briefs(forge.api, pins=records.pins, bindings=records.bindings)
 
 
-def brief_from_issue(issue: dict[str, Any], *, label: str = BRIEF_LABEL) -> IssueBrief:
+def brief_from_pin(pin: IssuePin, *, url: str = "") -> IssueBrief:
+    """The brief issue ``pin.issue``'s accepted state declares (its title, labels, body),
+    open issue or closed."""
+    accepted = {
+        "number": pin.issue,
+        "title": pin.title,
+        "labels": list(pin.labels),
+        "body": pin.body,
+        "html_url": url,
+    }
+    return brief_from_issue(accepted)
+
+
+def brief_from_issue(issue: dict[str, Any]) -> IssueBrief:
     """Parse one issue (a REST ``issue`` object) into a brief."""
     number = int(issue["number"])
     source = f"issue #{number}"
@@ -127,7 +125,7 @@ def brief_from_issue(issue: dict[str, Any], *, label: str = BRIEF_LABEL) -> Issu
     labels = [
         str(item["name"] if isinstance(item, dict) else item) for item in issue.get("labels", [])
     ]
-    fields = _fields_from_labels(labels, label=label)
+    fields = _fields_from_labels(labels)
     if body.startswith("---\n") or body.rstrip() == "---":
         text = _with_defaults(body, number=number, title=title, fields=fields, source=source)
     else:
@@ -137,11 +135,11 @@ def brief_from_issue(issue: dict[str, Any], *, label: str = BRIEF_LABEL) -> Issu
     return IssueBrief(brief=brief, number=number, url=str(issue.get("html_url", "")))
 
 
-def _fields_from_labels(labels: list[str], *, label: str) -> dict[str, Any]:
+def _fields_from_labels(labels: list[str]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     plain: list[str] = []
     for name in labels:
-        if name == label or name.startswith(f"{label}:"):
+        if name == BRIEF_LABEL or name.startswith(f"{BRIEF_LABEL}:"):
             continue  # the marker label and Assay's own claim labels
         if name.startswith("desk:"):
             fields["desk"] = name[len("desk:") :]

@@ -8,7 +8,8 @@ it, paying REST calls for *changes*, never for polling:
 - review -> a draft pull request from ``assay/<brief>``; finishing it regenerates the body,
   marks it ready for review and updates the claim comment in one GraphQL request;
 - evidence -> the check run ``assay/evidence`` on the head commit, rows in its output;
-- merge -> one GraphQL request (final body, merge at the verified head, comment "done");
+- merge -> one GraphQL request (final body, a squash at the verified head into one commit on
+  main carrying Assay's trailers, comment "done"), the run kept under its run ref before;
 - a batch that landed on main over git (``assay merge --ready``) -> one GraphQL request
   closing every brief's pull request and naming its squash commit in the claim comment,
   then the label dropped and the issue closed per brief, the records in one push.
@@ -33,12 +34,13 @@ from assay.evidence.keys import GateKey
 from assay.evidence.rule import MergeDecision, Verdict
 from assay.evidence.table import render_markdown, with_table
 from assay.forge import RefLog
+from assay.forge.records import RecordCodec, Stage, WritePolicy, write
 from assay.github.api import GitHubApi, Mutation
 from assay.github.forge import GitHubForge
 from assay.github.gatecheck import CHECK_NAME as CHECK_NAME
 from assay.github.gatecheck import publish_gate_check
 from assay.ids import check_id
-from assay.plumbing import Identity, RefUpdate
+from assay.plumbing import Identity
 from assay.states import CLAIM_STATES
 
 MIRROR_PREFIX = refs.GITHUB
@@ -86,6 +88,11 @@ class MirrorState:
     def from_json(cls, data: Mapping[str, Any]) -> MirrorState:
         _validate(dict(data))
         return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
+
+
+def mirror_codec(brief: str) -> RecordCodec:
+    """The mirror record's codec: ``record.json`` on ``refs/assay/github/<brief>``."""
+    return RecordCodec(mirror_ref(brief), MIRROR_KIND, validate=_validate)
 
 
 def _validate(record: dict[str, Any]) -> None:
@@ -165,7 +172,7 @@ class GitHubMirror:
     # -- the mirror record -----------------------------------------------------------------
 
     def _log(self, brief: str) -> RefLog:
-        return RefLog(self.forge, mirror_ref(brief), kind=MIRROR_KIND, validate=_validate)
+        return RefLog.of(self.forge, mirror_codec(brief))
 
     def state(self, brief: str) -> MirrorState:
         record = self._log(brief).latest()
@@ -329,15 +336,24 @@ class GitHubMirror:
     # -- merge ---------------------------------------------------------------------------------
 
     def merge(
-        self, brief: str, *, head_sha: str, body: str, claim: ClaimRecord | None = None
+        self,
+        brief: str,
+        *,
+        head_sha: str,
+        body: str,
+        message: str,
+        claim: ClaimRecord | None = None,
     ) -> list[str]:
-        """Merge the pull request at ``head_sha`` (GitHub refuses if the head moved), with the
-        final body and the claim comment, in one GraphQL request; then drop the label."""
+        """Squash the pull request at ``head_sha`` (GitHub refuses if the head moved) into one
+        commit on main whose message is ``message`` (its first line the headline, the rest
+        its body: the trailers naming the brief, its evidence and its run), with the final
+        body and the claim comment, in one GraphQL request; then drop the label."""
         state = self.state(brief)
         if state.pull_node is None:
             raise BadInput(f"brief {brief!r} has no pull request to merge")
         if state.pull_state == "merged":
             return []
+        headline, _, rest = message.partition("\n")
         mutations = []
         if state.body_digest != _digest(body):
             mutations.append(
@@ -349,7 +365,9 @@ class GitHubMirror:
                 {
                     "pullRequestId": state.pull_node,
                     "expectedHeadOid": head_sha,
-                    "mergeMethod": "MERGE",
+                    "mergeMethod": "SQUASH",
+                    "commitHeadline": headline,
+                    "commitBody": rest.strip("\n"),
                 },
             )
         )
@@ -416,26 +434,26 @@ class GitHubMirror:
         return actions
 
     def _save_all(self, states: Sequence[MirrorState], message: str) -> None:
-        """Every state's record in one atomic push; on a lost race, one by one (each its own
-        compare-and-swap)."""
+        """Every state's record in one atomic push, each on its log's tip (read again and
+        appended on top after a lost race: a mirror record holds the whole state)."""
         if not states:
             return
-        tips = self.forge.refresh(MIRROR_PREFIX)
-        updates = []
-        for state in states:
-            log = self._log(state.brief)
-            _, payload = log.codec.encode(state.to_json())
-            tip = tips.get(log.ref)
-            commit = self.forge.commit(
-                {log.path: payload},
-                parents=[tip] if tip else [],
-                message=f"{message}: {state.brief}",
-                author=self.identity,
-            )
-            updates.append(RefUpdate(log.ref, commit, expected=tip))
-        if not self.forge.push(updates, atomic=True).ok:
+
+        def build(_again: bool) -> Stage:
+            tips = self.forge.refresh(MIRROR_PREFIX)
+            stage = Stage(self.forge)
             for state in states:
-                self._save(state, f"{message}: {state.brief}")
+                codec = mirror_codec(state.brief)
+                stage.record(
+                    codec,
+                    state.to_json(),
+                    on=tips.get(codec.ref),
+                    author=self.identity,
+                    message=f"{message}: {state.brief}",
+                )
+            return stage
+
+        write(self.forge, build, policy=WritePolicy(what="mirror record"))
 
 
 _ENDED = ("merged", "closed")

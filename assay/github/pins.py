@@ -55,6 +55,7 @@ import assay.refs as refs
 from assay.errors import AssayError, BadInput
 from assay.evidence.keys import GateKey, PublicKey, split_signature
 from assay.forge import Forge, RefLog
+from assay.forge.records import RecordCodec
 from assay.journal.redact import Redactor
 from assay.plumbing import Identity
 
@@ -62,6 +63,10 @@ PIN_KIND = "github-issue-pin"
 PIN_IDENTITY = Identity(name="assay github events", email="github-events@assay.invalid")
 MAX_BODY = 256 * 1024
 MAX_LABELS = 100
+# The marker label: one constant, not a setting. The shipped workflows trigger on it, the
+# events job fixes states by its label events, and the digest leaves it and Assay's own
+# ``assay:*`` claim labels out; a marker set in one of these places and not the others
+# would count Assay's claim labels as the brief's, or fix states by the wrong label.
 BRIEF_LABEL = "assay"
 _VIA = re.compile(r"(label|comment)-\d{1,20}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -69,11 +74,13 @@ _STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 MIN_PREFIX = 8
 
 
-def meaningful_labels(labels: Iterable[Any], *, marker: str = BRIEF_LABEL) -> tuple[str, ...]:
+def meaningful_labels(labels: Iterable[Any]) -> tuple[str, ...]:
     """The labels that change what an issue's brief means (``desk:``, ``priority:``,
     ``approval``, any other), sorted: all but the marker and Assay's own ``assay:*``."""
     names = {str(item["name"] if isinstance(item, dict) else item) for item in labels}
-    return tuple(sorted(n for n in names if n != marker and not n.startswith(f"{marker}:")))
+    return tuple(
+        sorted(n for n in names if n != BRIEF_LABEL and not n.startswith(f"{BRIEF_LABEL}:"))
+    )
 
 
 def state_digest(title: str | None, labels: Iterable[Any], body: str | None) -> str:
@@ -155,8 +162,13 @@ def _validate(record: dict[str, Any]) -> None:
             raise BadInput(f"field {name!r} must be a short string")
 
 
+def pin_codec(number: int) -> RecordCodec:
+    """The pin record's codec: ``record.json`` on ``refs/assay/github-issues/<number>``."""
+    return RecordCodec(pin_ref(number), PIN_KIND, validate=_validate)
+
+
 def _log(forge: Forge, number: int) -> RefLog:
-    return RefLog(forge, pin_ref(number), kind=PIN_KIND, validate=_validate)
+    return RefLog.of(forge, pin_codec(number))
 
 
 def _from_record(record: Mapping[str, Any]) -> IssuePin:
@@ -164,18 +176,22 @@ def _from_record(record: Mapping[str, Any]) -> IssuePin:
     return IssuePin(**{**fields, "labels": tuple(record["labels"])})
 
 
-def read_pins(forge: Forge, key: PublicKey | None) -> dict[int, IssuePin]:
-    """Every issue's accepted state that ``key`` signed, in one fetch (a record it did not
-    sign, or one that does not decode, counts as none: that issue is not a brief)."""
+def read_pins(
+    forge: Forge, key: PublicKey | None, *, tips: Mapping[str, str] | None = None
+) -> dict[int, IssuePin]:
+    """Every issue's accepted state that ``key`` signed, open issues and closed ones, in
+    one fetch (``tips``: the refs a fetch the caller made found); a record it did not sign,
+    or one that does not decode, counts as none: that issue is not a brief."""
     found: dict[int, IssuePin] = {}
     if key is None:
         return found
-    for ref in sorted(forge.refresh(refs.GITHUB_ISSUES)):
+    listed = forge.refresh(refs.GITHUB_ISSUES) if tips is None else tips
+    for ref, tip in sorted(listed.items()):
         number = ref[len(refs.GITHUB_ISSUES) :]
-        if not number.isdigit():
+        if not ref.startswith(refs.GITHUB_ISSUES) or not number.isdigit():
             continue
         try:
-            record = _log(forge, int(number)).latest(fetch=False)
+            record = _log(forge, int(number)).assume(tip).latest(fetch=False)
         except AssayError:
             continue
         if record is None:

@@ -24,7 +24,7 @@ import assay.refs as refs
 from assay.claims import ClaimRecord, ClaimStore
 from assay.desks.records.review import Review, read_review
 from assay.errors import Failed
-from assay.evidence.gate import merge_decision
+from assay.evidence.gate import judge_for_merge, keep_run, merge_decision, squash_message
 from assay.evidence.keys import KEY_ENV, PUBLIC_KEY_ENV, GateKey, gate_key, public_key_from_env
 from assay.evidence.rule import MergeDecision
 from assay.evidence.trust import merge_key
@@ -187,9 +187,12 @@ def dispatch_answered(forge: GitHubForge, briefs: Iterable[str], *, workflow: st
 def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
     """Merge ``brief``'s pull request when the merge rule allows it at the current head.
 
-    The rule (``merge_decision``) is judged from git; GitHub then merges at exactly that
-    head (``expectedHeadOid``), so a push after the judgement makes GitHub refuse. Returns
-    ``(head_sha, actions)``; ``Failed`` (exit 1) names every blocking row otherwise.
+    The rule (``judge_for_merge``) is judged from git; GitHub then squashes at exactly that
+    head (``expectedHeadOid``), so a push after the judgement makes GitHub refuse. Main gets
+    one commit for the brief, with the trailers ``assay merge`` writes (the brief, the head,
+    the evidence, the run); the run's checkpoints are kept under its run ref first, over git
+    (``keep_run``), so no merged brief is ever without its run. Returns ``(head_sha,
+    actions)``; ``Failed`` (exit 1) names every blocking row otherwise.
     """
     key = gate_key()
     if key is None and public_key_from_env() is None:
@@ -199,7 +202,7 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
             "variable) is set here, so no evidence signature can be checked"
         )
     trusted = merge_key(forge, key, insecure=False)
-    decision = merge_decision(forge, brief, key=trusted)
+    ctx, decision = judge_for_merge(forge, brief, key=trusted)
     blocking = decision.blocking()
     if decision.allowed:
         blocking += gate_check_problems(
@@ -240,7 +243,13 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
     done = dataclasses.replace(record, state="done") if record is not None else None
     if state.pull_state == "draft":
         mirror.finish_review(brief, body=body)
-    return decision.head_sha, mirror.merge(brief, head_sha=decision.head_sha, body=body, claim=done)
+    if state.pull_state != "merged":
+        keep_run(forge, ctx, decision.head_sha)
+    message = squash_message(ctx, decision.head_sha)
+    actions = mirror.merge(
+        brief, head_sha=decision.head_sha, body=body, claim=done, message=message
+    )
+    return decision.head_sha, actions
 
 
 def mirror_batch(forge: GitHubForge, landed: Sequence[tuple[str, str]]) -> dict[str, list[str]]:

@@ -101,16 +101,24 @@ def check_tree(root: Path, relative: str) -> None:
     blobs = here / "blobs"
     if check_directory(blobs, where=f"{relative}/blobs"):
         entries = [entry for entry in entries if entry != blobs]
-        for entry in sorted(blobs.iterdir()):
-            # A fan-out folder (blobs/ab/) holds blobs; a flat journal's blobs are files.
-            folder = not entry.is_symlink() and entry.is_dir()
-            if folder and check_directory(entry, where=str(entry.relative_to(root))):
-                entries += sorted(entry.iterdir())
-            else:
-                entries.append(entry)
+        entries += _fanned_out(blobs, root, levels=2)
     for entry in entries:
         mode = entry.lstat().st_mode
         if not stat.S_ISREG(mode):
             kind = "a symlink" if stat.S_ISLNK(mode) else _KINDS.get(stat.S_IFMT(mode), "")
             name = entry.relative_to(root)
             raise Corrupt(f"{name}: {kind or 'special'}, not a regular file", where=str(name))
+
+
+def _fanned_out(folder: Path, root: Path, *, levels: int) -> list[Path]:
+    """Everything under a blobs folder down through ``levels`` of fan-out folders
+    (``blobs/a/b/``, ``blobs/ab/``; a flat journal's blobs are files in ``blobs/`` itself);
+    a folder deeper than that is listed as an entry, and refused as not a regular file."""
+    found: list[Path] = []
+    for entry in sorted(folder.iterdir()):
+        nested = levels > 0 and not entry.is_symlink() and entry.is_dir()
+        if nested and check_directory(entry, where=str(entry.relative_to(root))):
+            found += _fanned_out(entry, root, levels=levels - 1)
+        else:
+            found.append(entry)
+    return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,29 +78,37 @@ def read_journal(directory: Path) -> Journal:
     """Read and verify the journal in ``directory`` (an absent directory is empty)."""
     directory = Path(directory)
     journal = Journal(directory=directory)
-    files = segment_files(directory)
-    journal.segments = [p.name for p in files]
-    blobs = BlobStore(directory)
+    segments = ((path.name, read_file(path, where=path.name)) for path in segment_files(directory))
+    verify_segments(journal, segments, blobs=BlobStore(directory))
+    return journal
+
+
+def verify_segments(
+    journal: Journal, segments: Iterable[tuple[str, bytes]], *, blobs: BlobStore | None
+) -> None:
+    """The one journal check: every line of ``segments`` (``(name, bytes)``, in order)
+    verified and appended to ``journal`` as it goes, so a caller that catches the
+    ``Corrupt`` still holds the lines before the damage and their head; the blobs lines
+    list are verified in ``blobs`` (None: a reader that reads no payload, the board)."""
     verified: set[str] = set()
-    prev = ""
-    for index, path in enumerate(files):
-        last_segment = index == len(files) - 1
-        data = read_file(path, where=path.name)
+    pending = list(segments)
+    for index, (name, data) in enumerate(pending):
+        last_segment = index == len(pending) - 1
+        journal.segments.append(name)
         chunks = data.split(b"\n")
         tail = chunks.pop()  # after the final newline: b"" unless the last write was torn
         offset = 0
         parsed = _parse_all(chunks)
-        name = path.name
         for number, raw in enumerate(chunks, start=1):
             where = f"{name} line {number}"
             entry = _verify_line(
                 raw,
                 parsed[number - 1] if parsed is not None else None,
                 where=where,
-                prev=prev,
+                prev=journal.head,
                 seq=len(journal.entries) + 1,
             )
-            if "blobs" in entry:
+            if "blobs" in entry and blobs is not None:
                 for ref in _listed_blobs(entry, where=where):
                     if ref not in verified:
                         blobs.get(ref, where=where)
@@ -107,23 +116,19 @@ def read_journal(directory: Path) -> Journal:
             if entry["kind"] == "continue" and number != len(chunks):
                 raise Corrupt(f"{where}: a continue entry must end its segment", where=where)
             journal.entries.append(entry)
-            prev = entry["sum"]
+            journal.head = entry["sum"]
             if entry["fence"] > journal.fence:
                 journal.fence = entry["fence"]
             offset += len(raw) + 1
         if tail:
             if not last_segment:
                 raise Corrupt(
-                    f"{path.name} line {len(chunks) + 1}: unterminated line in a closed segment",
-                    where=path.name,
+                    f"{name} line {len(chunks) + 1}: unterminated line in a closed segment",
+                    where=name,
                 )
-            journal.torn = TornLine(path.name, len(chunks) + 1, offset)
+            journal.torn = TornLine(name, len(chunks) + 1, offset)
         if not last_segment and (not chunks or journal.entries[-1]["kind"] != "continue"):
-            raise Corrupt(
-                f"{path.name}: segment does not end with its continue entry", where=path.name
-            )
-    journal.head = prev
-    return journal
+            raise Corrupt(f"{name}: segment does not end with its continue entry", where=name)
 
 
 def _listed_blobs(entry: dict[str, Any], *, where: str) -> list[str]:
@@ -156,7 +161,7 @@ def _verify_line(raw: bytes, entry: Any, *, where: str, prev: str, seq: int) -> 
         raise Corrupt(f"{where}: not a journal line (no checksum)", where=where)
     recorded = raw[at + _MARK_LEN : -2].decode("ascii", errors="replace")
     if HASH_PREFIX + hashlib.sha256(raw[:at] + b"}").hexdigest() != recorded:
-        raise Corrupt(f"{where}: checksum mismatch (the line was changed)", where=where)
+        raise Corrupt(f"{where}: checksum mismatch", where=where)
     if entry is None:
         try:
             entry = json.loads(raw)

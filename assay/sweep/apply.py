@@ -9,7 +9,7 @@ without its status and log entry (the next sweep plans again what did not land).
 moved since the snapshot (a desk renewed its claim) makes the whole push lose; the engine
 then reads again and re-plans, which drops the claim that is live now.
 
-The claim commit is the one ``ClaimStore.stuck_commit`` writes: ``ClaimRecord.evolve(state=
+The claim commit is the one ``ClaimStore.stage_stuck`` stages: ``ClaimRecord.evolve(state=
 "stuck", note=...)`` as ``claim.json``, parent the record's commit, authored by the sweeper.
 """
 
@@ -21,8 +21,9 @@ from typing import Any
 
 import assay.refs as refs
 from assay.errors import BadInput, Corrupt
-from assay.forge.records import RecordCodec, RefLog
+from assay.forge.records import RecordCodec, RefLog, Stage
 from assay.forgestate.snapshot import ForgeSnapshot
+from assay.forgestate.status import status_codec
 from assay.forgestate.times import iso
 from assay.sweep.plan import Action
 
@@ -53,12 +54,21 @@ def status_record(action: Action, *, by: str, at: str, sweep: str) -> dict[str, 
 
 
 # The sweep's own logs: one record per sweep, and the refs reported as orphans so far.
-SWEEP_LOG_CODEC = RecordCodec(refs.SWEEP_LOG, "sweep")
+SWEEP_LOG_CODEC = RecordCodec(refs.SWEEP_LOG, "sweep", validate=lambda r: _sweep_record(r))
 ORPHANS_CODEC = RecordCodec(
     refs.ORPHAN_LOG,
     "orphans",
     validate=lambda record: _strings(record, "refs"),
 )
+
+
+def _sweep_record(record: Mapping[str, Any]) -> None:
+    for name in ("sweep", "by", "at"):
+        if not isinstance(record.get(name), str):
+            raise BadInput(f"field {name!r} must be a string")
+    actions = record.get("actions")
+    if not isinstance(actions, list) or not all(isinstance(a, dict) for a in actions):
+        raise BadInput("field 'actions' must be a list of objects")
 
 
 def _strings(record: Mapping[str, Any], name: str) -> None:
@@ -67,34 +77,18 @@ def _strings(record: Mapping[str, Any], name: str) -> None:
         raise BadInput(f"field {name!r} must be a list of strings")
 
 
-def _log(forge: Any, ref: str) -> RefLog:
+def _codec(ref: str) -> RecordCodec:
     if ref == refs.SWEEP_LOG:
-        return RefLog.of(forge, SWEEP_LOG_CODEC)
+        return SWEEP_LOG_CODEC
     if ref == refs.ORPHAN_LOG:
-        return RefLog.of(forge, ORPHANS_CODEC)
-    return RefLog.for_brief(forge, "status", refs.brief_of(ref, STATUS_PREFIX))
+        return ORPHANS_CODEC
+    return status_codec(refs.brief_of(ref, STATUS_PREFIX))
 
 
 @dataclass
 class _Batch:
     stuck: list[tuple[Any, str]] = field(default_factory=list)  # (ClaimRecord, note)
-    updates: dict[str, Any] = field(default_factory=dict)  # ref -> RefUpdate (not claims)
-
-
-def _record_commit(
-    forge: Any,
-    snapshot: ForgeSnapshot,
-    ref: str,
-    record: Mapping[str, Any],
-    *,
-    tips: dict[str, str],
-    author: Any,
-    message: str,
-) -> None:
-    """Chain ``record`` on ``ref``'s tip (as the snapshot read it, or as this sweep left
-    it), checked and encoded by the log's own codec."""
-    on = tips.get(ref, snapshot.refs.get(ref))
-    tips[ref] = _log(forge, ref).stage(dict(record), on=on, author=author, message=message).commit
+    deletions: list[Any] = field(default_factory=list)  # RefUpdate (a ref removed)
 
 
 def reported_orphans(forge: Any, tip: str | None) -> frozenset[str]:
@@ -135,7 +129,7 @@ def _claims_and_deletions(actions: list[Action], landed: list[bool]) -> _Batch:
             batch.stuck.append((action.claim.record, action.note))
         elif action.action == "delete-ref":
             sha = str(action.detail.get("sha", ""))
-            batch.updates[action.ref] = RefUpdate(action.ref, None, expected=sha or None)
+            batch.deletions.append(RefUpdate(action.ref, None, expected=sha or None))
     return batch
 
 
@@ -158,42 +152,38 @@ def apply_plan(
     ref (the sweep log entry, the orphans record), each chained on the snapshot's tip.
     """
     from assay.claims.store import ClaimStore
-    from assay.plumbing import RefUpdate
 
     applied = Applied(
         outcomes=list(outcomes), landed=[not o.startswith("skipped") for o in outcomes]
     )
     batch = _claims_and_deletions(actions, applied.landed)
     stamp = iso(at)
-    tips: dict[str, str] = {}
+    stage = Stage(forge)
+    for deletion in batch.deletions:
+        stage.add(deletion)
+    # Each record chained on its log's tip as the snapshot read it (or on the one this
+    # sweep staged there), checked and encoded by the log's own codec.
     for index, action in enumerate(actions):
         if action.status is None or not applied.landed[index]:
             continue
         record = status_record(action, by=by, at=stamp, sweep=sweep)
-        _record_commit(
-            forge,
-            snapshot,
-            STATUS_PREFIX + action.brief,
+        ref = STATUS_PREFIX + action.brief
+        stage.record(
+            _codec(ref),
             record,
-            tips=tips,
+            on=snapshot.refs.get(ref),
             author=author,
             message=f"status {action.brief}: {record['state']} ({by})",
         )
     for ref, log_record in records.items():
-        _record_commit(
-            forge,
-            snapshot,
-            ref,
-            log_record,
-            tips=tips,
+        stage.record(
+            _codec(ref),
+            dict(log_record),
+            on=snapshot.refs.get(ref),
             author=author,
             message=f"{log_record['kind']} {sweep} ({by})",
         )
-    for ref, commit in tips.items():
-        batch.updates[ref] = RefUpdate(ref, commit, expected=snapshot.refs.get(ref))
-    ClaimStore(forge).mark_stuck_batch(
-        batch.stuck, by=by, also=list(batch.updates.values()), require_expired=False
-    )
+    ClaimStore(forge).mark_stuck_batch(batch.stuck, by=by, stage=stage, require_expired=False)
     applied.pushes += 1
-    applied.log_commit = next((tips[ref] for ref in records if ref in tips), "")
+    applied.log_commit = next((tip for ref in records if (tip := stage.tip(ref))), "")
     return applied

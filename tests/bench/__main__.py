@@ -28,13 +28,17 @@ Measures, in one run on this machine, and prints as ONE table:
 - main after 100 briefs merged by the gate: commits added and tree entries outside the
   briefs' own files, beside one commit per brief and none (``tests.bench.mainline``);
 - durability modes: pushes per brief in step, window and exit mode for the scripted agent
-  desk (4 calls) and a 20-call scripted brief, beside the window target
-  (``tests.bench.durability``);
+  desk (4 calls), a 20-call scripted brief and a 40-call agent-CLI desk, beside the window
+  target, and group commit's cost on an uncontended push (``tests.bench.durability``);
 - the gate: one row of each kind (plain, pytest, ``node --test``) through ``verify`` beside
   the bare command, the gate's overhead per row, and holdout rows per second
   (``tests.bench.evidence``);
-- records: the record log's appends, lost races and reads on the in-memory backend beside
-  the git forge (``tests.bench.records``).
+- records: the record tests themselves (the writer, claims, events, reviews, evidence, a
+  sweep's batch, the read model) on the in-memory backend beside the git forge, their time
+  and peak memory (``tests.bench.records``);
+- a fleet on GitHub's budget: twenty desks on one host against the fake GitHub for five
+  simulated minutes (time compressed 2x), 40-call briefs: pushes in every minute, REST
+  writes a minute, briefs an hour (``tests.bench.fleet``).
 
 Then writes the table, with a description of the machine, under "## Summary" at the top of
 ``docs/benchmarks.md`` (the per-area sections below it are left as they are). ``--quick``
@@ -63,6 +67,7 @@ from tests.bench import (
     cost,
     durability,
     evidence,
+    fleet,
     gateway,
     github_budget,
     growth,
@@ -188,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         default="",
         help="comma-separated sections to run (peers, gateway, growth, mainline, sandbox, "
         "durability, gate, records, claims, cost, "
-        "wake, scale, clidesk, resume, github); "
+        "wake, scale, clidesk, resume, github, fleet); "
         "implies --no-write",
     )
     parser.add_argument(
@@ -299,8 +304,13 @@ def main(argv: list[str] | None = None) -> None:
         raw["durability"] = durability.measure()
         return durability.rows(raw["durability"])
 
+    def fleet_rows() -> list[Row]:
+        minutes = 2.0 if quick else 5.0
+        raw["fleet"] = fleet.measure(minutes=minutes, compress=2.0)
+        return fleet.rows(raw["fleet"])
+
     def records_rows() -> list[Row]:
-        raw["records"] = records.measure(records=30 if quick else 100)
+        raw["records"] = records.measure()
         return records.rows(raw["records"])
 
     def gate_rows() -> list[Row]:
@@ -327,6 +337,7 @@ def main(argv: list[str] | None = None) -> None:
         ("clidesk", clidesk_rows),
         ("resume", resume_rows),
         ("github", github_rows),
+        ("fleet", fleet_rows),
     ]
     if options.only:
         wanted = {name.strip() for name in options.only.split(",")}

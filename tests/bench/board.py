@@ -57,9 +57,9 @@ def _trips(commands: Counter[str]) -> str:
 
 
 def bench_sweep_and_board(root: Path, briefs: int) -> list[tuple[str, str]]:
-    from assay.board.collect import collect_board
     from assay.board.render import render_html, render_markdown
     from assay.forge import init_forge, open_forge
+    from assay.forgestate.rows import collect_board
     from assay.sweep.engine import run_sweep
     from assay.sweep.policy import parse_policy
     from tests.board.bulk import build_bulk_forge

@@ -84,7 +84,8 @@ def _lifecycle(
     mark = time.perf_counter()
     claim = store.acquire(brief, "bench", lease_s=60, allow_waiting=True)
     final = review_body(brief, issue=issue, summary="Bench work.", decision=verified)
-    mirror.merge(brief, head_sha=head, body=final, claim=claim.record)
+    message = f"Bench work\n\nAssay-Brief: {brief}\nAssay-Head: {head}\n"
+    mirror.merge(brief, head_sha=head, body=final, claim=claim.record, message=message)
     store.release(claim, done=True)
     timings["merge s"] = time.perf_counter() - mark
     timings["lifecycle REST calls"] = fake.charged(BOT) - charged

@@ -9,7 +9,8 @@ call goes upstream and after its answer is recorded) is committed and CAS-pushed
 bare forge by the desk's own commit path (``BranchSync.sync``).
 
 For 100 and 400 calls it prints, for the old layout (8 MiB segments, every blob directly in
-``blobs/``, items stored as sent) beside the new one, each divided by the number of calls:
+``blobs/``, items stored as sent) beside the new one (``--fanout byte``: with the one-level
+``blobs/ab/`` fan-out of before too), each divided by the number of calls:
 the journal's bytes, the forge's object bytes (what the pushes wrote: the forge's own
 ``git gc --auto`` is off, so they stay loose objects) and the bytes one checkpoint writes
 to the forge, as a mean over the run and over the last ten calls' checkpoints. Flat
@@ -34,6 +35,7 @@ from assay.forge import init_forge, open_forge
 from assay.gateway.wire import MARKERS, digest, normalise, split
 from assay.journal import DEFAULT_SEGMENT_BYTES
 from assay.journal.blobs import BlobStore
+from assay.journal.blobs import Layout as BlobLayout
 from assay.plumbing import Identity, run_git
 from assay.runtime import Event, Run
 from assay.runtime.wire import WireReply, WireRequest, WireSession
@@ -68,18 +70,24 @@ WORDS = [
 class Layout:
     name: str
     segment_bytes: int
-    flat: bool
+    blobs: BlobLayout
     marks: bool
 
 
-OLD = Layout("old (8 MiB segments, flat blobs/, items as sent)", OLD_SEGMENT_BYTES, True, False)
+OLD = Layout(
+    "old (8 MiB segments, flat blobs/, items as sent)", OLD_SEGMENT_BYTES, BlobLayout.FLAT, False
+)
+# Where blobs went from the first fan-out to the second level (``--fanout byte``).
+FOLDERS = {BlobLayout.NIBBLES: "blobs/a/b/", BlobLayout.BYTE: "blobs/ab/"}
 
 
-def new_layout(segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> Layout:
+def new_layout(
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES, blobs: BlobLayout = BlobLayout.NIBBLES
+) -> Layout:
     return Layout(
-        f"new ({segment_bytes // 1024} KiB segments, blobs/ab/, markers set aside)",
+        f"new ({segment_bytes // 1024} KiB segments, {FOLDERS[blobs]}, markers set aside)",
         segment_bytes,
-        False,
+        blobs,
         True,
     )
 
@@ -220,8 +228,8 @@ def measure_one(calls: int, layout: Layout) -> dict[str, Any]:
                 sync.journal_dir, hooks=hooks, fsync=False, segment_bytes=layout.segment_bytes
             )
             assert run.writer is not None
-            if layout.flat:
-                run.writer.blobs = BlobStore(sync.journal_dir, fsync=False, flat=True)
+            if layout.blobs is not BlobLayout.NIBBLES:
+                run.writer.blobs = BlobStore(sync.journal_dir, fsync=False, layout=layout.blobs)
             session = WireSession(run, difference=lambda recorded, request: "")
             messages: list[dict[str, Any]] = [
                 {"role": "user", "content": [{"type": "text", "text": _text(rng, 1200)}]}
@@ -332,12 +340,21 @@ def main(argv: list[str] | None = None) -> None:
         help="comma-separated segment sizes in KiB for the new layout (default: the default)",
     )
     parser.add_argument("--no-old", action="store_true", help="measure the new layout only")
+    parser.add_argument(
+        "--fanout",
+        default="nibbles",
+        help="comma-separated blob layouts for the new layout: nibbles (blobs/a/b/, the "
+        "default) and byte (blobs/ab/, the one level before)",
+    )
     parser.add_argument("--json", action="store_true", help="also print every raw figure")
     options = parser.parse_args(argv)
     calls = [int(n) for n in options.calls.split(",")]
     sizes = [int(k) * 1024 for k in options.segment.split(",")] if options.segment else []
     layouts = [] if options.no_old else [OLD]
-    layouts += [new_layout(size) for size in sizes] or [new_layout()]
+    fanouts = [BlobLayout[name.upper()] for name in options.fanout.split(",")]
+    layouts += [
+        new_layout(size, blobs) for blobs in fanouts for size in (sizes or [DEFAULT_SEGMENT_BYTES])
+    ]
     found = measure(calls, layouts)
     print(table(found))
     if options.json:

@@ -1,81 +1,94 @@
-"""Benchmark: the record log's work on the in-memory backend beside the git forge.
+"""Benchmark: the record tests themselves, on the in-memory backend beside the git forge.
 
-The same record logic (``RefLog``: append with compare-and-swap, read every record back,
-lose a race and append on top) run against ``MemoryForge`` and against a real embedded
-forge (a bare repository on disk), in one run: what the in-memory backend saves a test of
-the record logic. ``python -m tests.bench.records [--records N]``.
+The records layer's logic tests take a ``backend`` and run once on each
+(``tests.forge_fixtures.backend``): the codec-free record log, the writer's lost-race policy,
+the claim rules, events, reviews, evidence chains, a sweep's batch and the read model's
+rows. This runs those tests, one backend at a time, each in its own ``pytest`` process,
+and reports for each the tests' own time (the sum of their call and fixture times, from
+pytest's report: start-up is the same for both and left out), the process's wall time and
+its peak resident memory. ``python -m tests.bench.records``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
-from assay.forge import open_forge
-from assay.forge.embedded import init_forge
-from assay.forge.memory import MemoryForge
-from assay.forge.records import RecordBackend, RefLog
-from assay.plumbing import Identity
-
-REF = "refs/assay/status/bench"
-WRITER = Identity("bench", "bench@example.invalid")
+REPO = Path(__file__).resolve().parents[2]
+# The record tests that run on both backends.
+FILES = (
+    "tests/forge/test_record_backends.py",
+    "tests/forge/test_logic_backends.py",
+    "tests/claims/test_store.py",
+)
 
 
-def _work(backend: RecordBackend, records: int) -> None:
-    """``records`` appends, a lost race every tenth, and a full read after each tenth."""
-    log, rival = RefLog(backend, REF, kind="status"), RefLog(backend, REF, kind="status")
-    for n in range(records):
-        if n % 10 == 9:
-            rival.append({"n": n, "by": "rival"}, author=WRITER)  # log's next CAS loses
-        log.append({"n": n}, author=WRITER)
-        if n % 10 == 9:
-            assert len(RefLog(backend, REF, kind="status").read()) == n + 1 + (n + 1) // 10
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
 
 
-def _timed(make: Callable[[], Any], records: int) -> float:
-    with make() as backend:
-        started = time.perf_counter()
-        _work(backend, records)
-        return time.perf_counter() - started
+def _variants(backend: str) -> list[str]:
+    """The node ids of the record tests' ``backend`` variants (``...[memory]``)."""
+    listed = subprocess.run(
+        [*PYTEST, "--collect-only", *FILES],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return [node for node in listed if "::" in node and f"[{backend}" in node]
 
 
-class _Memory:
-    def __enter__(self) -> MemoryForge:
-        return MemoryForge()
-
-    def __exit__(self, *_: object) -> None:
-        return None
-
-
-def measure(*, records: int = 100) -> dict[str, float]:
+def _run(backend: str) -> dict[str, float]:
+    """The ``backend`` variants of the record tests in one pytest process."""
     with tempfile.TemporaryDirectory(prefix="assay-bench-records-") as scratch:
-        bare = Path(scratch) / "forge.git"
-        init_forge(bare)
-        git_s = _timed(lambda: open_forge(str(bare)), records)
-    return {"records": records, "memory_s": _timed(_Memory, records), "git_s": git_s}
+        report = Path(scratch) / "report.xml"
+        argv = [*PYTEST, f"--junitxml={report}", *_variants(backend)]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        started = time.perf_counter()
+        child = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            raise RuntimeError(f"the {backend} record tests failed (exit {child.returncode})")
+        cases = ET.parse(report).getroot().iter("testcase")
+        timings = [float(case.get("time", 0)) for case in cases]
+    return {
+        "tests": len(timings),
+        "tests_s": sum(timings),
+        "wall_s": wall,
+        "peak_mb": usage.ru_maxrss / 1024,
+    }
 
 
-def rows(found: dict[str, float]) -> list[tuple[str, str, str]]:
-    n = int(found["records"])
+def measure() -> dict[str, dict[str, float]]:
+    return {backend: _run(backend) for backend in ("memory", "git")}
+
+
+def rows(found: dict[str, dict[str, float]]) -> list[tuple[str, str, str]]:
+    memory, git = found["memory"], found["git"]
     return [
         (
-            f"records: {n} appends, races and reads on the in-memory backend",
-            f"{found['memory_s'] * 1000:.0f} ms",
-            f"the git forge: {found['git_s'] * 1000:.0f} ms "
-            f"({found['git_s'] / max(found['memory_s'], 1e-9):.0f}x)",
+            f"records: the {int(memory['tests'])} record tests on the in-memory backend",
+            f"{memory['tests_s'] * 1000:.0f} ms in the tests, {memory['peak_mb']:.0f} MB peak",
+            f"the git forge: {git['tests_s'] * 1000:.0f} ms "
+            f"({git['tests_s'] / max(memory['tests_s'], 1e-9):.1f}x), "
+            f"{git['peak_mb']:.0f} MB peak; wall {memory['wall_s']:.1f} s / {git['wall_s']:.1f} s",
         )
     ]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--records", type=int, default=100)
-    options = parser.parse_args(argv)
-    for name, value, compared in rows(measure(records=options.records)):
+    parser.parse_args(argv)
+    for name, value, compared in rows(measure()):
         print(f"{name}: {value}; {compared}")
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from assay.board.model import BoardState, BriefRow, Session
 from assay.forgestate.briefs import EvidenceCounts
+from assay.forgestate.rows import BoardState, BriefRow, Session
 
 BASE = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 STATES = ("held", "waiting", "stuck", "released", "queued", "done", "paused", "expired")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from assay.board.collect import collect_board
 from assay.claims import ClaimStore
 from assay.evidence.records import EvidenceRecord, encode, seal
 from assay.evidence.store import append_records
 from assay.forge import Forge, open_forge
 from assay.forgestate.briefs import EvidenceCounts
+from assay.forgestate.rows import collect_board
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from tests.forge_fixtures import put_on_main
 from tests.gatekeys import key_for

@@ -6,9 +6,9 @@ import json
 import re
 from pathlib import Path
 
-from assay.board.collect import collect_board
 from assay.board.render import render_html, render_markdown
 from assay.forge import open_forge
+from assay.forgestate.rows import collect_board
 from tests.board.bulk import build_bulk_forge
 from tests.conftest import AssayRunner
 

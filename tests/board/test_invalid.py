@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from assay.board.collect import collect_board
 from assay.claims import ClaimStore
 from assay.desks.records.events import EventLog
 from assay.desks.records.state import read_view
 from assay.forge import open_forge
+from assay.forgestate.rows import collect_board
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from tests.forge_fixtures import put_on_main
 

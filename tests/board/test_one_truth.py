@@ -23,7 +23,6 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.board.collect import collect_board
 from assay.claims import ClaimStore
 from assay.cli.main import root
 from assay.desks.records.events import EventLog
@@ -31,6 +30,7 @@ from assay.desks.records.review import write_review
 from assay.evidence.records import EvidenceRecord
 from assay.evidence.store import append_records
 from assay.forge import Forge, RefLog, init_forge, open_forge
+from assay.forgestate.rows import collect_board
 from assay.plumbing import ASSAY_IDENTITY, RefUpdate
 from assay.runtime import Budget, Run, execute
 from tests.forge_fixtures import put_on_main

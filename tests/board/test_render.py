@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from assay.board.model import BoardState, BriefRow, Session
 from assay.board.render import render_html, render_markdown
 from assay.errors import BadInput
+from assay.forgestate.rows import BoardState, BriefRow, Session
 from assay.forgestate.times import duration
 from tests.board.states import BASE, synthetic_board
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from assay.board.collect import collect_snapshot
 from assay.board.render import render_run_pages
 from assay.board.runs import RunPage, build_run_pages
 from assay.forge import open_forge
+from assay.forgestate.rows import collect_snapshot
 from tests.board.chromium import Browser
 from tests.board.runs_forge import SCRIPT, build_watched_forge
 from tests.conftest import assay_argv, assay_env

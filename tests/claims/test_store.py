@@ -1,4 +1,8 @@
-"""ClaimStore and Heartbeat against a real forge: the claim lifecycle of DESIGN §5."""
+"""ClaimStore and Heartbeat against a real forge: the claim lifecycle of DESIGN §5.
+
+The claim rules themselves (no process, no thread) run on both of the records layer's
+backends (``backend``: the git forge and ``MemoryForge``); what depends on git itself (a
+commit's author, a heartbeat against a second handle on the forge) on the git forge."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from assay.claims import Claim, ClaimRecord, ClaimStore, Heartbeat
 from assay.claims.record import format_time, now_utc, skew_from_env, validate
 from assay.errors import BadInput, Busy, Corrupt, Fenced
 from assay.forge import Forge, open_forge
+from assay.forge.records import RecordBackend
 from assay.plumbing import Identity, RefUpdate
 from tests.forge_fixtures import wait_until
 
@@ -21,8 +26,8 @@ def _later(seconds: float) -> datetime:
     return now_utc() + timedelta(seconds=seconds)
 
 
-def test_acquire_creates_fence_one_and_a_second_desk_is_busy(forge: Forge) -> None:
-    store = ClaimStore(forge)
+def test_acquire_creates_fence_one_and_a_second_desk_is_busy(backend: RecordBackend) -> None:
+    store = ClaimStore(backend)
     claim = store.acquire("b1", "coder", lease_s=60)
     assert (claim.fence, claim.record.state, claim.record.attempt) == (1, "held", 1)
     with pytest.raises(Busy, match="held by desk coder") as raised:
@@ -32,15 +37,15 @@ def test_acquire_creates_fence_one_and_a_second_desk_is_busy(forge: Forge) -> No
     assert record is not None and record.holder == claim.holder and record.sha == claim.sha
 
 
-def test_steal_after_expiry_fences_the_old_holder(forge: Forge) -> None:
-    store = ClaimStore(forge, skew_s=30)
+def test_steal_after_expiry_fences_the_old_holder(backend: RecordBackend) -> None:
+    store = ClaimStore(backend, skew_s=30)
     old = store.acquire("b1", "coder", lease_s=60)
     # Exactly at renewed_at + lease + skew the claim is still live; a moment later it is not.
     assert not old.record.expired(skew_s=30, now=_at(old.record, 90))
     assert old.record.expired(skew_s=30, now=_at(old.record, 90.001))
     with pytest.raises(Busy):
-        ClaimStore(forge, skew_s=30, clock=lambda: _later(89)).acquire("b1", "x", lease_s=60)
-    thief = ClaimStore(forge, skew_s=30, clock=lambda: _later(91))
+        ClaimStore(backend, skew_s=30, clock=lambda: _later(89)).acquire("b1", "x", lease_s=60)
+    thief = ClaimStore(backend, skew_s=30, clock=lambda: _later(91))
     new = thief.acquire("b1", "reviewer", lease_s=60)
     assert (new.fence, new.record.attempt, new.desk) == (2, 2, "reviewer")
     with pytest.raises(Fenced, match="fenced out") as raised:
@@ -59,8 +64,8 @@ def _at(record: ClaimRecord, seconds: float) -> datetime:
     )
 
 
-def test_release_then_reacquire_is_fence_plus_one(forge: Forge) -> None:
-    store = ClaimStore(forge)
+def test_release_then_reacquire_is_fence_plus_one(backend: RecordBackend) -> None:
+    store = ClaimStore(backend)
     first = store.acquire("b1", "coder", lease_s=60)
     store.release(first)
     assert store.get("b1").state == "released"  # type: ignore[union-attr]
@@ -69,8 +74,8 @@ def test_release_then_reacquire_is_fence_plus_one(forge: Forge) -> None:
     assert second.holder != first.holder
 
 
-def test_a_done_brief_is_not_claimable(forge: Forge) -> None:
-    store = ClaimStore(forge, clock=lambda: _later(10_000))
+def test_a_done_brief_is_not_claimable(backend: RecordBackend) -> None:
+    store = ClaimStore(backend, clock=lambda: _later(10_000))
     claim = store.acquire("b1", "coder", lease_s=1)
     store.release(claim, done=True)
     with pytest.raises(Busy, match="is done"):
@@ -78,11 +83,11 @@ def test_a_done_brief_is_not_claimable(forge: Forge) -> None:
     assert store.get("b1").state == "done"  # type: ignore[union-attr]
 
 
-def test_waiting_holds_no_lease_and_only_a_waker_resumes_it(forge: Forge) -> None:
-    store = ClaimStore(forge)
+def test_waiting_holds_no_lease_and_only_a_waker_resumes_it(backend: RecordBackend) -> None:
+    store = ClaimStore(backend)
     claim = store.acquire("b1", "coder", lease_s=1)
     store.set_waiting(claim, "approval")
-    far = ClaimStore(forge, clock=lambda: _later(10_000))
+    far = ClaimStore(backend, clock=lambda: _later(10_000))
     record = far.get("b1")
     assert record is not None and far.status(record) == "waiting"
     with pytest.raises(Busy, match="waiting for approval"):
@@ -91,14 +96,14 @@ def test_waiting_holds_no_lease_and_only_a_waker_resumes_it(forge: Forge) -> Non
     assert (woken.fence, woken.record.attempt, woken.record.waiting_for) == (2, 1, None)
 
 
-def test_stuck_needs_an_expired_lease_and_is_then_claimable(forge: Forge) -> None:
-    store = ClaimStore(forge)
+def test_stuck_needs_an_expired_lease_and_is_then_claimable(backend: RecordBackend) -> None:
+    store = ClaimStore(backend)
     claim = store.acquire("b1", "coder", lease_s=5)
     live = store.get("b1")
     assert live is not None
     with pytest.raises(Busy):
         store.mark_stuck(live, by="stuck-claims", note="no heartbeat")
-    sweeper = ClaimStore(forge, clock=lambda: _later(100))
+    sweeper = ClaimStore(backend, clock=lambda: _later(100))
     stuck = sweeper.mark_stuck(live, by="stuck-claims", note="no heartbeat")
     assert stuck.state == "stuck" and "stuck-claims" in stuck.note
     with pytest.raises(Busy, match="changed"):
@@ -109,9 +114,9 @@ def test_stuck_needs_an_expired_lease_and_is_then_claimable(forge: Forge) -> Non
     assert resumed.fence == 2
 
 
-def test_renew_moves_renewed_at_and_anchors_the_journal_head(forge: Forge) -> None:
+def test_renew_moves_renewed_at_and_anchors_the_journal_head(backend: RecordBackend) -> None:
     ticks = iter([now_utc(), _later(1), _later(2)])
-    store = ClaimStore(forge, clock=lambda: next(ticks))
+    store = ClaimStore(backend, clock=lambda: next(ticks))
     claim = store.acquire("b1", "coder", lease_s=60)
     before = claim.record.renewed_at
     store.renew(claim, journal_head="sha256:" + "ab" * 32)
@@ -120,19 +125,19 @@ def test_renew_moves_renewed_at_and_anchors_the_journal_head(forge: Forge) -> No
     assert record.journal_head == "sha256:" + "ab" * 32 and record.sha == claim.sha
 
 
-def test_list_reads_every_claim_and_reports_corrupt_ones(forge: Forge) -> None:
-    store = ClaimStore(forge)
+def test_list_reads_every_claim_and_reports_corrupt_ones(backend: RecordBackend) -> None:
+    store = ClaimStore(backend)
     for brief in ("a", "b", "c"):
         store.acquire(brief, "coder", lease_s=60)
     assert [r.brief for r in store.list()] == ["a", "b", "c"]
-    tip = forge.fetch("refs/assay/claims/b")["refs/assay/claims/b"]
-    bad = forge.commit(
+    tip = backend.refresh(["refs/assay/claims/b"])["refs/assay/claims/b"]
+    bad = backend.commit(
         {"claim.json": b'{"v": 1, "brief": "b"}'},
         parents=[tip],
         message="edited by hand",
         author=Identity("someone", "s@x"),
     )
-    assert forge.push([RefUpdate("refs/assay/claims/b", bad, expected=tip)]).ok
+    assert backend.push([RefUpdate("refs/assay/claims/b", bad, expected=tip)]).ok
     records, broken = store.scan()
     assert [r.brief for r in records] == ["a", "c"]
     assert len(broken) == 1 and "refs/assay/claims/b" in broken[0].message
@@ -246,8 +251,8 @@ def test_heartbeat_calls_on_fenced_the_moment_it_is_fenced(forge: Forge) -> None
     assert record is not None and record.desk == "thief" and record.fence == 2
 
 
-def test_a_claim_is_one_shared_handle(forge: Forge) -> None:
-    store = ClaimStore(forge)
+def test_a_claim_is_one_shared_handle(backend: RecordBackend) -> None:
+    store = ClaimStore(backend)
     claim = store.acquire("b1", "coder", lease_s=60)
     same = store.renew(claim)
     assert same is claim and isinstance(same, Claim)

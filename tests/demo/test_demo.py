@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,69 +68,86 @@ def test_the_demo_leaves_a_board_and_a_forge(demo_run: tuple[int, dict[str, obje
     assert not (directory / "state").exists()  # work trees are scratch unless --keep
 
 
+def _git(forge: str, *args: str) -> str:
+    done = subprocess.run(
+        ["git", f"--git-dir={forge}", *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def assert_main_is_the_teams(
+    report: dict[str, object], history: Callable[[str], subprocess.CompletedProcess[str]]
+) -> None:
+    """Main after the demo: no ``.assay/`` path, one squash commit per merged brief (its
+    trailer naming it), no checkpoint commit; each merged run kept whole under its run ref,
+    and ``history(brief)`` (``assay history --brief BRIEF --json``) shows every step of it."""
+    forge = str(report["forge_path"])
+    assert _git(forge, "ls-tree", "-r", "--name-only", "main", ".assay") == ""
+    briefs = [
+        line.split(": ", 1)[1]
+        for line in _git(forge, "log", "--format=%(trailers:key=Assay-Brief)", "main").splitlines()
+        if line
+    ]
+    assert sorted(briefs) == sorted(str(b) for b in report["merged"])  # type: ignore[attr-defined]
+    assert _git(forge, "log", "--format=%H", "--grep=: model", "main") == ""  # no checkpoint
+    for brief in map(str, report["merged"]):  # type: ignore[call-overload]
+        [run] = _git(
+            forge, "for-each-ref", "--format=%(refname)", f"refs/assay/runs/{brief}/"
+        ).split()
+        listed = _git(forge, "ls-tree", "--name-only", run, f".assay/journal/{brief}/").split()
+        segments = [path for path in listed if path.endswith(".jsonl")]
+        assert segments
+        steps = sum(
+            json.loads(line)["kind"] == "step"
+            for segment in segments
+            # by newlines alone: a line's JSON may hold other line separators (U+2028)
+            for line in _git(forge, "show", f"{run}:{segment}").split("\n")
+            if line
+        )
+        done = history(brief)
+        assert done.returncode == 0, done.stderr
+        shown = [json.loads(line) for line in done.stdout.split("\n") if line]
+        assert steps and sum(line.get("kind") == "step" for line in shown) == steps
+
+
+def assert_the_refused_review_shows_only_code(report: dict[str, object]) -> None:
+    """The review (the branch) of the brief the gate refused: its diff against main names
+    no ``.assay/`` path, and it has one commit per checkpoint that changed the code; its
+    checkpoints, journal included, are on its journal ref."""
+    forge = str(report["forge_path"])
+    [brief] = report["blocked"]  # type: ignore[misc]
+    branch, journal = f"refs/heads/assay/{brief}", f"refs/assay/journal/{brief}"
+    base = _git(forge, "merge-base", "main", branch).strip()
+    changed = _git(forge, "diff", "--name-only", base, branch).split()
+    assert changed and not [path for path in changed if path.startswith(".assay")]
+    assert _git(forge, "ls-tree", "-r", "--name-only", branch, ".assay") == ""
+    # The checkpoints: every durability point, the journal included.
+    assert _git(forge, "ls-tree", "-r", "--name-only", journal, f".assay/journal/{brief}")
+    checkpoints = _git(forge, "rev-list", "--first-parent", f"{base}..{journal}").split()
+    code_changing = 0
+    for checkpoint in checkpoints:
+        paths = _git(forge, "diff", "--name-only", f"{checkpoint}~1", checkpoint).split()
+        code_changing += any(not path.startswith(".assay/") for path in paths)
+    commits = int(_git(forge, "rev-list", "--count", f"{base}..{branch}").strip())
+    assert commits == code_changing
+    assert commits < len(checkpoints)  # model calls moved the journal ref alone
+
+
 def test_main_holds_one_commit_per_merged_brief_and_no_journal(
     demo_run: tuple[int, dict[str, object], Path], run_assay: AssayRunner
 ) -> None:
     _code, report, _directory = demo_run
     forge = str(report["forge_path"])
-
-    def git(*args: str) -> str:
-        done = subprocess.run(
-            ["git", f"--git-dir={forge}", *args], capture_output=True, text=True, check=True
-        )
-        return done.stdout
-
-    assert git("ls-tree", "-r", "--name-only", "main", ".assay") == ""
-    briefs = [
-        line.split(": ", 1)[1]
-        for line in git("log", "--format=%(trailers:key=Assay-Brief)", "main").splitlines()
-        if line
-    ]
-    assert sorted(briefs) == sorted(str(b) for b in report["merged"])  # type: ignore[attr-defined]
-    assert git("log", "--format=%H", "--grep=: model", "main") == ""  # no checkpoint commit
-    # Each merged run is kept whole: its checkpoints, journal included, under its run ref,
-    # and its history still reads every step.
-    brief = str(report["merged"][0])  # type: ignore[index]
-    [run] = git("for-each-ref", "--format=%(refname)", f"refs/assay/runs/{brief}/").split()
-    assert git("ls-tree", "-r", "--name-only", run, f".assay/journal/{brief}")
-    history = run_assay("history", "--brief", brief, "--forge", forge, "--json")
-    assert history.returncode == 0, history.stderr
-    lines = [json.loads(line) for line in history.stdout.splitlines()]
-    assert any(line.get("kind") == "step" for line in lines)
+    assert_main_is_the_teams(
+        report, lambda brief: run_assay("history", "--brief", brief, "--forge", forge, "--json")
+    )
 
 
 def test_the_refused_briefs_review_shows_only_its_code(
     demo_run: tuple[int, dict[str, object], Path],
 ) -> None:
-    """The review (the branch) of the brief the gate refused: its diff against main names
-    no ``.assay/`` path, and it has one commit per checkpoint that changed the code; its
-    checkpoints, journal included, are on its journal ref."""
     _code, report, _directory = demo_run
-    forge = str(report["forge_path"])
-
-    def git(*args: str) -> str:
-        done = subprocess.run(
-            ["git", f"--git-dir={forge}", *args], capture_output=True, text=True, check=True
-        )
-        return done.stdout
-
-    [brief] = report["blocked"]  # type: ignore[misc]
-    branch, journal = f"refs/heads/assay/{brief}", f"refs/assay/journal/{brief}"
-    base = git("merge-base", "main", branch).strip()
-    changed = git("diff", "--name-only", base, branch).split()
-    assert changed and not [path for path in changed if path.startswith(".assay")]
-    assert git("ls-tree", "-r", "--name-only", branch, ".assay") == ""
-    # The checkpoints: every durability point, the journal included.
-    assert git("ls-tree", "-r", "--name-only", journal, f".assay/journal/{brief}")
-    checkpoints = git("rev-list", "--first-parent", f"{base}..{journal}").split()
-    code_changing = 0
-    for checkpoint in checkpoints:
-        parent = f"{checkpoint}~1"
-        paths = git("diff", "--name-only", parent, checkpoint).split()
-        code_changing += any(not path.startswith(".assay/") for path in paths)
-    commits = int(git("rev-list", "--count", f"{base}..{branch}").strip())
-    assert commits == code_changing
-    assert commits < len(checkpoints)  # model calls moved the journal ref alone
+    assert_the_refused_review_shows_only_code(report)
 
 
 def test_too_few_briefs_is_a_usage_error(run_assay: AssayRunner, tmp_path: Path) -> None:

@@ -15,7 +15,11 @@ import yaml
 
 from tests.agentcli.clis import cli_path
 from tests.conftest import assay_argv, assay_env
-from tests.demo.test_demo import assert_the_story_was_told
+from tests.demo.test_demo import (
+    assert_main_is_the_teams,
+    assert_the_refused_review_shows_only_code,
+    assert_the_story_was_told,
+)
 
 BINARIES = {"codex": "codex", "claude-code": "claude", "gemini-cli": "gemini"}
 
@@ -59,6 +63,17 @@ def test_a_real_cli_tells_the_whole_story(tmp_path: Path, cli: str) -> None:
     crash = [line for line in requests if '"reverse-words"' in line]
     assert len(crash) == len(set(crash)) + 1  # one brief and turn, twice
     assert "1 (the call in flight" in story_rows(report)["model requests repeated upstream"]
+    # The team's repository after it: main holds the merged briefs' code alone, one commit
+    # each; every merged run reads back whole from its run ref; the refused brief's review
+    # shows only its code.
+
+    def history(brief: str) -> subprocess.CompletedProcess[str]:
+        forge = str(report["forge_path"])
+        argv = assay_argv("history", "--brief", brief, "--forge", forge, "--json")
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+    assert_main_is_the_teams(report, history)
+    assert_the_refused_review_shows_only_code(report)
 
 
 def story_rows(report: dict[str, object]) -> dict[str, str]:

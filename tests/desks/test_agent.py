@@ -9,6 +9,7 @@ import pytest
 
 from assay.desks.kinds.agent import AgentOptions
 from assay.errors import Denied
+from assay.journal.blobs import blob_path
 from assay.runtime import Budget, Event, LocalEventStore
 from tests.desks.agent_helpers import call, make_rig
 
@@ -49,8 +50,7 @@ def test_tool_loop_writes_files_and_records_claimed_evidence(tmp_path: Path) -> 
     claimed = next(e for e in entries if e.get("name") == "evidence.claimed")
     out = claimed["out"].get("value", claimed["out"])
     if "blob" in claimed["out"]:
-        blob = claimed["out"]["blob"].split(":", 1)[1]
-        out = json.loads((rig.journal_dir / "blobs" / blob[:2] / blob[2:]).read_bytes())
+        out = json.loads(blob_path(rig.journal_dir, claimed["out"]["blob"]).read_bytes())
     assert out["rows"][0]["row"] == "unit"
     assert "python" in out["env_fingerprint"]
     # The tool's result reached the model in the next request.

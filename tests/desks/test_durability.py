@@ -13,6 +13,7 @@ are counted by a pre-receive hook on the embedded forge.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from collections import Counter
@@ -106,8 +107,10 @@ def resume(world: World, brief: str, call_log: Path) -> None:
     assert set(FILES) <= set(world.tree(brief))
 
 
-# Pushed before the kill: step mode every model call; window (30 s) and exit nothing.
-CHECKPOINT = {"step": HUNG, "window": 0, "exit": 0}
+# Pushed before the kill: step mode every model call; window mode (30 s) what the lease
+# renewal reporting the five calls carried (a renewal rides with the local checkpoint: the
+# push costs the same); exit mode nothing (a renewal carries only the claim).
+CHECKPOINT = {"step": HUNG, "window": HUNG, "exit": 0}
 
 
 @pytest.mark.parametrize("mode", ["step", "window", "exit"])
@@ -159,6 +162,12 @@ def test_a_lost_machine_repays_the_calls_since_the_forge_checkpoint(
     assert row["repaid_model_calls"] == repaid == said["totals"]["repaid_model_calls"]
     shown = world.assay("status", "--forge", world.url)
     assert (f"{repaid} model call(s) paid again" in shown.stdout) == bool(repaid)
+    # And the board, Markdown and HTML alike, beside the brief's model calls.
+    drawn = world.assay("board", "--forge", world.url, "--out", str(world.root / "BOARD.md"))
+    assert drawn.returncode == 0, drawn.stderr
+    for page in ("BOARD.md", "board.html"):
+        text = (world.root / page).read_text(encoding="utf-8")
+        assert (f"+{repaid} repaid" in text) == bool(repaid), page
 
 
 def test_window_mode_pushes_an_unpushed_commit_after_one_window(world: World) -> None:
@@ -322,3 +331,107 @@ def test_a_wait_for_approval_is_pushed_in_every_mode(world: World, mode: str) ->
     assert woken.returncode == 0, woken.stderr
     assert [r["review"] for r in json.loads(woken.stdout)["runs"]] == ["ready"]
     assert model_steps(world.journal("b1")) == 2
+
+
+# --------------------------------------------------------------------- kills at many instants
+
+LONG = 30  # model calls of the long run
+KILLS = [(4, "kept"), (9, "lost"), (15, "kept"), (22, "lost")]  # (recorded calls, local journal)
+
+
+def long_script(delay_s: float) -> list[dict[str, Any]]:
+    steps = [dict(write(f"g{n}.txt", f"{n}\n"), delay_s=delay_s) for n in range(LONG)]
+    return [*steps, finish("all written")]
+
+
+def recorded(world: World, desk: str, brief: str) -> int:
+    """Model calls the local journal of ``desk``'s work tree holds (answered and fsynced)."""
+    return sum(
+        1
+        for e in world.wal("a", desk, brief)
+        if e.get("kind") == "step" and e.get("step") == "model" and e.get("status") == "ok"
+    )
+
+
+def holds(world: World, desk: str, brief: str, count: int) -> bool:
+    return recorded(world, desk, brief) >= count
+
+
+def drive_with_kills(world: World, mode: str, failures: list[str]) -> None:
+    """Run ``mode``'s desk on its brief, SIGKILLing it at each of ``KILLS``: once its local
+    journal holds that many calls (the next call, or its push, under way), then either
+    restart it on the same machine or lose the machine first (its work tree deleted). The
+    same holder token takes its dead process's claim back at once (a new fence). Every
+    call the model answered is checked against what each kill should cost: with the local
+    journal kept, only a call answered and not yet recorded; with it lost, every call
+    since the forge's checkpoint. The history's count of repaid calls is never more."""
+    desk, brief = f"coder-{mode}", f"k-{mode}"
+    log = world.root / f"calls-{mode}.log"
+    extra = {"ASSAY_MODEL_CALL_LOG": str(log), "ASSAY_HOLDER": f"holder-{mode}"}
+    args = world.desk_args(desk, "--once", "--brief", brief, "--json")
+    expected: Counter[int] = Counter(range(LONG + 1))
+    repaid: list[tuple[int, int]] = []  # (calls paid again, the kill's call) per lost machine
+    try:
+        for at, journal in KILLS:
+            proc = world.start(*args, extra=extra)
+            wait_until(functools.partial(holds, world, desk, brief, at), timeout=120)
+            world.kill(proc)
+            answered = calls(log, brief)
+            local = recorded(world, desk, brief)
+            on_forge = forge_calls(world, brief)
+            last = max(answered)
+            if journal == "kept" and mode != "step":
+                expected.update(range(local, last + 1))  # answered, not yet recorded
+            elif journal == "kept":  # step mode resumes from the forge: a push in flight
+                expected.update(range(on_forge, last + 1))
+            else:
+                expected.update(range(on_forge, last + 1))
+                repaid.append((last + 1 - on_forge, at))
+                shutil.rmtree(world.root / "machine-a" / "work" / desk / brief)
+        done = world.assay(*args, extra=extra)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["runs"][0]["review"] == "ready"
+        assert model_steps(world.journal(brief)) == LONG + 1
+        assert calls(log, brief) == expected, f"{mode}: {calls(log, brief)} != {expected}"
+        # The history counts the calls the lost machine reported (its lease renewals' call
+        # counts) past the checkpoint: never more than were paid again. (Calls made after a
+        # holder's last push are known only to the machine that was lost.)
+        reported = sum(
+            int(e.get("repaid", 0)) for e in history_json(world, brief) if e["kind"] == "takeover"
+        )
+        assert 0 <= reported <= sum(actual for actual, _ in repaid), (mode, reported, repaid)
+        if mode == "step":
+            assert all(actual <= 1 for actual, _ in repaid), repaid  # a push in flight at most
+        if mode == "window":
+            assert any(actual < at for actual, at in repaid), repaid  # a mid-run checkpoint
+    except BaseException as error:  # the other modes' threads go on; the test says which
+        failures.append(f"{mode}: {error!r}")
+
+
+@pytest.mark.slow
+def test_kills_at_many_instants_repay_what_each_mode_promises(world: World) -> None:
+    """One 30-call run per mode, side by side on one host (their pushes share its group),
+    each killed four times; window mode's 1-second window makes checkpoints mid-run, so a
+    lost machine there repays less than the calls it had made."""
+    import threading
+
+    modes = ["step", "window", "exit"]
+    world.add_briefs(*(brief_text(f"k-{mode}") for mode in modes))
+    for mode in modes:
+        world.add_desk(
+            f"coder-{mode}",
+            long_script(0.08),
+            lease=4.5,  # renewals ride (or go alone) every 1.5 to 2.25 s, reporting calls
+            durability=mode,
+            checkpoint_window="1s",
+            takes={"ids": [f"k-{mode}"]},
+        )
+    failures: list[str] = []
+    threads = [
+        threading.Thread(target=drive_with_kills, args=(world, mode, failures)) for mode in modes
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(600)
+    assert not failures, "\n".join(failures)

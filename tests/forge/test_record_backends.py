@@ -9,19 +9,25 @@ backend (or a rule the git forge has that the record logic relies on unknowingly
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.errors import BadInput, Corrupt
-from assay.forge import open_forge
+from assay.errors import BadInput, Busy, Corrupt
 from assay.forge.memory import MemoryForge
-from assay.forge.records import RecordBackend, RecordCodec, RefLog
-from assay.plumbing import Identity, PushOutcome, RefUpdate
+from assay.forge.records import (
+    LostRace,
+    RecordBackend,
+    RecordCodec,
+    RefLog,
+    Stage,
+    WritePolicy,
+    refuse_on_loss,
+    write,
+)
+from assay.plumbing import GitError, Identity, PushOutcome, RefUpdate
 
 REF = "refs/assay/status/b1"
 WRITER = Identity("writer", "writer@example.invalid")
@@ -30,15 +36,6 @@ WRITER = Identity("writer", "writer@example.invalid")
 def _positive(record: dict[str, Any]) -> None:
     if not isinstance(record.get("n"), int) or record["n"] < 0:
         raise ValueError("field 'n' must be a number of at least 0")
-
-
-@pytest.fixture(params=["git", "memory"])
-def backend(request: pytest.FixtureRequest, forge_path: Path) -> Iterator[RecordBackend]:
-    if request.param == "memory":
-        yield MemoryForge()
-        return
-    with open_forge(str(forge_path)) as forge:
-        yield forge
 
 
 def _log(backend: RecordBackend) -> RefLog:
@@ -154,15 +151,151 @@ def test_a_staged_record_lands_only_with_the_push_that_carries_it(
     # the record is checked and encoded by the log's codec either way.
     log = _log(backend)
     tip = log.append({"n": 1}, author=WRITER).commit
-    staged = log.stage({"n": 2}, on=tip, author=WRITER, message="staged")
+    stage = Stage(backend)
+    staged = stage.record(log.codec, {"n": 2}, on=tip, author=WRITER, message="staged")
     assert staged.record == {"n": 2, "v": 1, "kind": "status"}
     assert [r["n"] for r in _log(backend).read()] == [1]  # nothing moved yet
     other = "refs/assay/status/b2"
-    pushed = backend.push(
-        [RefUpdate(REF, staged.commit, expected=tip), RefUpdate(other, staged.commit)]
-    )
-    assert pushed.ok
+    stage.add(RefUpdate(other, staged.commit))
+    assert stage.push().ok
     assert [r["n"] for r in _log(backend).read()] == [1, 2]
     with pytest.raises(BadInput, match="field 'n'"):
-        log.stage({"n": -1}, on=staged.commit, author=WRITER, message="bad")
+        Stage(backend).record(log.codec, {"n": -1}, on=staged.commit, author=WRITER, message="x")
     assert _log(backend).head() == staged.commit
+
+
+# -- the one writer: several refs staged, pushed atomically with a compare-and-swap on each,
+# -- and its lost-race policy
+
+
+def _stage_two(backend: RecordBackend, tips: dict[str, str | None], n: int) -> Stage:
+    stage = Stage(backend)
+    for ref in (REF, OTHER):
+        codec = RecordCodec(ref, "status", validate=_positive)
+        stage.record(codec, {"n": n}, on=tips.get(ref), author=WRITER, message=f"n={n}")
+    return stage
+
+
+OTHER = "refs/assay/status/b2"
+
+
+def test_a_stage_of_several_refs_lands_whole(backend: RecordBackend) -> None:
+    written = write(
+        backend, lambda _again: _stage_two(backend, {}, 1), policy=WritePolicy(attempts=1)
+    )
+    assert written.ok and written.result is not None
+    tips = backend.refresh([REF, OTHER])
+    assert tips == {REF: written.stage.tip(REF), OTHER: written.stage.tip(OTHER)}
+
+
+def test_a_lost_race_on_one_ref_rebuilds_the_whole_stage_on_fresh_tips(
+    backend: RecordBackend,
+) -> None:
+    write(backend, lambda _a: _stage_two(backend, {}, 1), policy=WritePolicy(attempts=1))
+    stale = backend.refresh([REF, OTHER])
+    _log(backend).append({"n": 2}, author=WRITER)  # another writer moves one of the two
+    builds: list[bool] = []
+
+    def build(again: bool) -> Stage:
+        builds.append(again)
+        return _stage_two(backend, backend.refresh([REF, OTHER]) if again else stale, 3)
+
+    write(backend, build, policy=WritePolicy(attempts=3))
+    assert builds == [False, True]
+    assert [r["n"] for r in _log(backend).read()] == [1, 2, 3]  # on top, nothing replaced
+    other = RefLog(backend, OTHER, kind="status").read()
+    assert [r["n"] for r in other] == [1, 3]
+
+
+def test_a_refusing_writer_hears_its_own_error_and_nothing_moves(
+    backend: RecordBackend,
+) -> None:
+    write(backend, lambda _a: _stage_two(backend, {}, 1), policy=WritePolicy(attempts=1))
+    stale = backend.refresh([REF, OTHER])
+    _log(backend).append({"n": 2}, author=WRITER)
+    before = backend.refresh([REF, OTHER])
+    builds: list[bool] = []
+
+    def build(again: bool) -> Stage:
+        builds.append(again)
+        return _stage_two(backend, stale, 3)
+
+    refuse = refuse_on_loss(lambda result: Busy(f"lost: {sorted(result.refs)}"))
+    with pytest.raises(Busy, match="lost"):
+        write(backend, build, policy=WritePolicy(attempts=5, on_lost=refuse))
+    assert builds == [False]  # refused, never rebuilt
+    assert backend.refresh([REF, OTHER]) == before
+
+
+def test_a_writer_given_its_lost_race_back_decides_itself(backend: RecordBackend) -> None:
+    write(backend, lambda _a: _stage_two(backend, {}, 1), policy=WritePolicy(attempts=1))
+    stale = backend.refresh([REF, OTHER])
+    _log(backend).append({"n": 2}, author=WRITER)
+    policy = WritePolicy(attempts=5, on_lost=lambda _r: LostRace.GIVE_BACK)
+    written = write(backend, lambda _a: _stage_two(backend, stale, 3), policy=policy)
+    assert not written.ok and written.result is not None and written.result.lost
+
+
+def test_races_lost_past_the_attempts_are_busy(backend: RecordBackend) -> None:
+    write(backend, lambda _a: _stage_two(backend, {}, 1), policy=WritePolicy(attempts=1))
+    stale = backend.refresh([REF, OTHER])
+    _log(backend).append({"n": 2}, author=WRITER)
+    with pytest.raises(Busy, match="lost 3 append races in a row"):
+        write(backend, lambda _a: _stage_two(backend, stale, 3), policy=WritePolicy(attempts=3))
+    policy = WritePolicy(attempts=2, exhausted=lambda _r: Busy("the merge kept losing"))
+    with pytest.raises(Busy, match="the merge kept losing"):
+        write(backend, lambda _a: _stage_two(backend, stale, 3), policy=policy)
+
+
+def test_a_pinned_ref_that_moved_makes_the_whole_push_lose(backend: RecordBackend) -> None:
+    pinned = _log(backend).append({"n": 1}, author=WRITER).commit
+    _log(backend).append({"n": 2}, author=WRITER)  # the pinned ref moves past what was read
+
+    def build(_again: bool) -> Stage:
+        stage = Stage(backend)
+        stage.pin(REF, pinned)
+        codec = RecordCodec(OTHER, "status", validate=_positive)
+        stage.record(codec, {"n": 9}, on=None, author=WRITER, message="beside the pin")
+        return stage
+
+    policy = WritePolicy(attempts=1, on_lost=lambda _r: LostRace.GIVE_BACK)
+    assert not write(backend, build, policy=policy).ok
+    assert OTHER not in backend.refresh([OTHER])
+
+
+def test_a_stage_of_pins_alone_pushes_nothing(backend: RecordBackend) -> None:
+    tip = _log(backend).append({"n": 1}, author=WRITER).commit
+    pushes = getattr(backend, "pushes", None)
+    stage = Stage(backend)
+    stage.pin(REF, tip)
+    written = write(backend, lambda _a: stage, policy=WritePolicy(attempts=1))
+    assert written.ok and written.result is None
+    assert getattr(backend, "pushes", None) == pushes
+
+
+def test_a_ref_staged_twice_is_refused() -> None:
+    stage = Stage(MemoryForge())
+    stage.add(RefUpdate(REF, "a" * 40, expected=None))
+    with pytest.raises(ValueError, match="staged twice"):
+        stage.add(RefUpdate(REF, "b" * 40, expected=None))
+
+
+def test_records_staged_on_one_ref_chain_and_keep_the_first_compare_and_swap(
+    backend: RecordBackend,
+) -> None:
+    tip = _log(backend).append({"n": 1}, author=WRITER).commit
+    stage = Stage(backend)
+    codec = _log(backend).codec
+    first = stage.record(codec, {"n": 2}, on=tip, author=WRITER, message="2")
+    second = stage.record(codec, {"n": 3}, on=tip, author=WRITER, message="3")
+    assert [(u.ref, u.new, u.expected) for u in stage.updates] == [(REF, second.commit, tip)]
+    assert stage.push().ok
+    assert [e.commit for e in _log(backend).entries()][1:] == [first.commit, second.commit]
+
+
+def test_a_push_refused_for_another_reason_is_a_git_error() -> None:
+    backend = MemoryForge()
+    stage = Stage(backend)
+    stage.add(RefUpdate(REF, "f" * 40, expected=None))  # no such commit: the forge refuses it
+    with pytest.raises(GitError, match="append refused"):
+        write(backend, lambda _a: stage, policy=WritePolicy(attempts=3))

@@ -184,13 +184,21 @@ class PullsMixin:
             sha=body.get("sha"),
             method=body.get("merge_method", "merge"),
             title=body.get("commit_title"),
+            text=body.get("commit_message"),
         )
         return Reply(
             200, {"sha": commit, "merged": True, "message": "Pull Request successfully merged"}
         )
 
     def _merge(
-        self, pull: dict[str, Any], *, user: str, sha: str | None, method: str, title: str | None
+        self,
+        pull: dict[str, Any],
+        *,
+        user: str,
+        sha: str | None,
+        method: str,
+        title: str | None,
+        text: str | None = None,
     ) -> str:
         """Merge in the bare repository, as GitHub does: refused for drafts and moved heads."""
         issue = self.issues[pull["number"]]
@@ -215,6 +223,8 @@ class PullsMixin:
         tree = done.stdout.split()[0]
         parents = ["-p", base] if method == "squash" else ["-p", base, "-p", head]
         message = title or f"Merge pull request #{pull['number']}"
+        if text:  # GitHub's commit body (commitBody, commit_message) after the headline
+            message += f"\n\n{text}"
         commit = self._git("commit-tree", tree, *parents, "-m", message)
         self.refuse_merge(f"refs/heads/{pull['_base']}", base=base, commit=commit, head=head)
         self._git("update-ref", f"refs/heads/{pull['_base']}", commit, base)
@@ -257,6 +267,7 @@ class PullsMixin:
             "author_association": "OWNER" if user == self.owner else "NONE",
         }
         self.reviews[int(n)].append(review)
+        self.issues[int(n)]["updated_at"] = review["submitted_at"]  # GitHub: the pull changed
         return Reply(200, self._review_view(review))
 
     def _graphql(self, request: dict[str, Any], user: str | None) -> Reply:
@@ -331,4 +342,5 @@ class PullsMixin:
                 sha=data.get("expectedHeadOid"),
                 method=str(data.get("mergeMethod", "MERGE")).lower(),
                 title=data.get("commitHeadline"),
+                text=data.get("commitBody"),
             )

@@ -198,15 +198,16 @@ def test_a_whole_brief_lifecycle_within_the_rest_budget(
     # The comments (1), the author's permission (1), and which brief each number is, from
     # GitHub (open issues and pull requests, 2), never from the mirror record; the issue's
     # timeline (1), since the issue changed (the claim comment) after the last writer act
-    # its accepted-text record has seen.
-    assert spent() == 13
+    # its accepted-text record has seen; the pull request's reviews (1): a first read of
+    # reviews reads every open pull request's.
+    assert spent() == 14
     # The same delivery again (a webhook retry): consumed once. The cursor moved to the
     # approval, so this is one list since it (GitHub's since is inclusive); then a free 304.
     again = collect_events(forge)
     assert again.appended == [] and again.duplicates == [f"github-comment-{approval}"]
-    assert spent() == 14
+    assert spent() == 15
     assert collect_events(forge).appended == []
-    assert spent() == 14
+    assert spent() == 15
     events = EventLog(forge, BRIEF).read()
     assert [(e.id, e.kind) for e in events] == [(f"github-comment-{approval}", "approve")]
 
@@ -214,10 +215,11 @@ def test_a_whole_brief_lifecycle_within_the_rest_budget(
     claim = store.acquire(BRIEF, "example", lease_s=60, allow_waiting=True)
     final = review_body(BRIEF, issue=issue, summary="Added median().", decision=verified)
     finished = dataclasses.replace(claim.record, state="done")
-    merged = mirror.merge(BRIEF, head_sha=head, body=final, claim=finished)
+    message = f"Add median\n\nAssay-Brief: {BRIEF}\nAssay-Head: {head}\n"
+    merged = mirror.merge(BRIEF, head_sha=head, body=final, claim=finished, message=message)
     assert merged == ["updatePullRequest", "mergePullRequest", "updateIssueComment", "label-"]
     store.release(claim, done=True)
-    assert spent() == 16
+    assert spent() == 17
     assert spent() - 1 <= LIFECYCLE_BUDGET  # less the repeated publish, which is not a step
     assert forge.rest.stats.charged == fake_github.charged(BOT) - accepted
     # Every push of it kept to GitHub's 6 a window: the fake never had to refuse one.

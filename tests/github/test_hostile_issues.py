@@ -135,4 +135,4 @@ def test_a_newer_issue_reusing_an_id_does_not_take_the_brief(
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert [(b["brief"], b["issue"]) for b in report["briefs"]] == [("tidy", first)]
-    assert [e for e in report["errors"] if f"issue #{second}" in e and "already used" in e]
+    assert [e for e in report["errors"] if f"issue #{second}" in e and f"issue #{first}" in e]

@@ -131,6 +131,22 @@ def test_init_then_a_desk_pass_and_the_gate_on_github(
     assert merged["head_sha"] == verified["head_sha"]
     assert "mergePullRequest" in merged["actions"] and pull["merged"] is True
     assert fake_github.ref("refs/heads/main") == pull["merge_commit_sha"]
+    # One squash commit on main for the brief, with Assay's trailers; the run kept under its
+    # run ref (journal included) and no .assay/ on main.
+    bare = ["git", "--git-dir", str(fake_github.bare)]
+    shown = subprocess.run(
+        [*bare, "log", "-1", "--format=%P%n%B", "main"], capture_output=True, text=True, check=True
+    ).stdout
+    parents, message = shown.split("\n", 1)
+    assert len(parents.split()) == 1
+    assert f"Assay-Brief: {BRIEF}\nAssay-Head: {merged['head_sha']}\n" in message
+    (run,) = [
+        line.split(": ", 1)[1] for line in message.splitlines() if line.startswith("Assay-Run")
+    ]
+    assert fake_github.ref(run) is not None
+    kept = [*bare, "ls-tree", "-r", "--name-only"]
+    assert subprocess.run([*kept, run, f".assay/journal/{BRIEF}"], capture_output=True).stdout
+    assert subprocess.run([*kept, "main", ".assay"], capture_output=True).stdout == b""
 
     # The token reached no commit, journal line or blob anywhere in the repository's history.
     every_object = subprocess.run(

@@ -56,9 +56,22 @@ def test_on_github_the_steps_name_the_repository(tmp_path: Path, run_assay: Assa
     report = json.loads(done.stdout)
     assert report["next"]["forge"] == "github" and report["secrets"] == ["ASSAY_EVIDENCE_KEY"]
     assert any(
-        "gh secret set ASSAY_EVIDENCE_KEY --repo acme/widgets" in c
+        "gh secret set ASSAY_EVIDENCE_KEY --env assay-gate --repo acme/widgets" in c
         for c in report["next"]["commands"]
     )
+    # The key lives in an environment only main deploys from, made before the secret is set.
+    assert report["environment"] == {"name": "assay-gate", "deployment_branches": ["main"]}
+    made, main_only, secret = report["next"]["commands"][:3]
+    assert made == (
+        "gh api -X PUT repos/acme/widgets/environments/assay-gate"
+        " -F 'deployment_branch_policy[protected_branches]=false'"
+        " -F 'deployment_branch_policy[custom_branch_policies]=true'"
+    )
+    assert main_only == (
+        "gh api -X POST repos/acme/widgets/environments/assay-gate/deployment-branch-policies"
+        " -f name=main -f type=branch"
+    )
+    assert "--env assay-gate" in secret
     shown = run_assay("init", "other", "--forge", "github:acme/widgets")
     assert "gh api -X POST repos/acme/widgets/rulesets" in shown.stdout
     assert "assay desk run" not in shown.stdout  # the workflows run the desks there

@@ -12,7 +12,9 @@ GitHub, each command on a fresh runner (a cold cache).
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +22,7 @@ import pytest
 
 from assay.desks.records.events import EventLog, events_ref
 from assay.github.pins import pin_ref
+from assay.refs import github_id_ref
 from tests.github.fake_github import BOT, FakeGitHub
 from tests.github.test_gate_check import DESK, Scene, desk_push, in_review, refused
 
@@ -148,6 +151,40 @@ def test_a_record_pushed_back_to_an_older_accepted_text_refuses_the_merge(scene:
 
 
 @pytest.mark.slow
+def test_an_events_ref_pushed_back_past_a_review_refuses_the_merge(scene: Scene) -> None:
+    """The maintainer requests changes in a review of the pull request; the desk pushes the
+    events ref back past it before the gate reads it. The brief is not waiting (its claim
+    is done), so only reading the reviews of every changed pull request puts the review on
+    the log; and the merge reads the reviews back from GitHub."""
+    ref = events_ref("tidy")
+    approved = scene.fake.ref(ref)
+    with as_user(scene.fake, "ghp-maintainer") as gh:
+        made = gh.post(
+            f"/repos/{scene.fake.slug}/pulls/{scene.pull}/reviews",
+            json={"event": "REQUEST_CHANGES", "body": "not like this"},
+        )
+        assert made.status_code == 200, made.text
+    review = f"github-review-{made.json()['id']}"
+    appended = cli(scene, "github", "events")["appended"]
+    assert [(e["kind"], e["id"]) for e in appended] == [("reject", review)]
+    answered = scene.fake.ref(ref)
+    assert answered is not None and approved is not None
+    desk_push(scene, ref, approved)  # the signed log's newest answer is the approval again
+    assert cli(scene, "verify", "tidy")["passed"] is True
+    refused(scene, f"maintainer's changes-requested review ({review})", "not on " + ref)
+    desk_push(scene, ref, answered)
+    # The maintainer approves in a second review: read, and the newest answer again.
+    with as_user(scene.fake, "ghp-maintainer") as gh:
+        again = gh.post(
+            f"/repos/{scene.fake.slug}/pulls/{scene.pull}/reviews", json={"event": "APPROVE"}
+        )
+    appended = cli(scene, "github", "events")["appended"]
+    assert [(e["kind"], e["id"]) for e in appended] == [
+        ("approve", f"github-review-{again.json()['id']}")
+    ]
+
+
+@pytest.mark.slow
 def test_an_events_ref_pushed_back_past_a_reject_refuses_the_merge(scene: Scene) -> None:
     ref = events_ref("tidy")
     approved = scene.fake.ref(ref)
@@ -183,3 +220,72 @@ def test_an_events_ref_pushed_back_past_a_reject_refuses_the_merge(scene: Scene)
     assert scene.fake.pulls[scene.pull]["merged"] is True
     assert BOT not in {e.actor for e in EventLog(scene.forge, "tidy").read()}
     assert DESK.name == BOT
+
+
+def _tidy_refs(scene: Scene) -> dict[str, str]:
+    """Every ref of the brief ``tidy`` on the fake GitHub (claim, events, evidence, journal,
+    mirror record, branch, id binding), by name."""
+    listed = subprocess.run(
+        [
+            "git",
+            "--git-dir",
+            str(scene.fake.bare),
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    pairs = (line.split(" ") for line in listed if line)
+    return {ref: sha for ref, sha in pairs if ref.endswith("/tidy")}
+
+
+@pytest.mark.slow
+def test_a_newer_issue_naming_a_merged_briefs_id_is_refused(scene: Scene, tmp_path: Path) -> None:
+    """Issue #1's brief ``tidy`` merged and the issue closed: a newer issue that a maintainer
+    labels, declaring ``id: tidy``, would inherit its claim, events and evidence. The id
+    stays #1's: the newer issue is refused (65 for it, told once), a maintainer's approval
+    on it reaches no brief, and a desk deleting the binding frees nothing."""
+    fake = scene.fake
+    assert fake.pulls[scene.pull]["merged"] is True
+    with as_user(fake, "ghp-maintainer") as gh:
+        closed = gh.patch(f"/repos/{fake.slug}/issues/{issue(scene)}", json={"state": "closed"})
+        assert closed.status_code == 200, closed.text
+        made = gh.post(
+            f"/repos/{fake.slug}/issues",
+            json={"title": "Tidy again", "body": STRONG, "labels": ["assay"]},
+        )
+    newer = int(made.json()["number"])
+    before = _tidy_refs(scene)
+    assert before[github_id_ref("tidy")] and before[events_ref("tidy")]
+
+    told = cli(scene, "github", "events")
+    assert list(told["accepted"]) == [str(newer)] and told["bound"] == {}
+    assert told["id_noted"] == [newer]
+    assert cli(scene, "github", "events")["id_noted"] == []  # told once
+    (note,) = [c["body"] for c in fake.comments.values() if f"issue-id issue={newer}" in c["body"]]
+    assert f"belongs to issue #{issue(scene)}" in note
+    fake.add_comment(newer, "/assay approve", "maintainer")
+    assert cli(scene, "github", "events")["appended"] == []  # no brief of #newer to approve
+
+    listing = cli(scene, "github", "briefs")
+    assert listing["briefs"] == []
+    assert [e for e in listing["errors"] if e.startswith(f"issue #{newer}: brief id 'tidy'")]
+    named = scene.run("wake", "--brief", f"issue-{newer}", "--desks", str(tmp_path))
+    assert named.returncode == 65 and f"belongs to issue #{issue(scene)}" in named.stderr, (
+        named.stdout + named.stderr
+    )
+    assert _tidy_refs(scene) == before
+
+    # A desk job deletes the binding: the id is nobody's (the newer issue is still no
+    # brief), and the events job binds it again to the closed issue that named it first.
+    desk_push(scene, github_id_ref("tidy"), None)
+    gone = cli(scene, "github", "briefs")
+    assert gone["briefs"] == [] and [e for e in gone["errors"] if "not bound" in e]
+    assert cli(scene, "github", "events")["bound"] == {"tidy": issue(scene)}
+    assert {k: v for k, v in _tidy_refs(scene).items() if k != github_id_ref("tidy")} == {
+        k: v for k, v in before.items() if k != github_id_ref("tidy")
+    }
+    again = cli(scene, "github", "briefs")["errors"]
+    assert [e for e in again if e.startswith(f"issue #{newer}") and f"issue #{issue(scene)}" in e]

@@ -130,7 +130,7 @@ def test_an_id_is_bound_to_its_issue_and_a_collision_fails_the_newer_issue_only(
     listed = github(run_assay, env, "briefs")
     assert [(b["brief"], b["issue"]) for b in listed["briefs"]] == [("issue-2", 2), ("tidy", 3)]
     errors = listed["errors"]
-    assert [e for e in errors if e.startswith("issue #1:") and "issue #2's" in e], errors
-    assert [e for e in errors if e.startswith("issue #4:") and "already used by issue #3" in e]
+    assert [e for e in errors if e.startswith("issue #1:") and "names issue #2" in e], errors
+    assert [e for e in errors if e.startswith("issue #4:") and "belongs to issue #3" in e]
     # Naming the squatter's id gets issue #2's brief; the squatter alone is exit 65.
     assert len(errors) == 2

@@ -23,7 +23,7 @@ from assay.forge import Identity, open_forge
 from assay.forge.budget import WINDOW_ENV
 from assay.forge.pushledger import PushLedger
 from assay.github.forge import PUSHES_PER_MINUTE, GitHubForge
-from assay.plumbing import PushOutcome, PushThrottled, RefUpdate
+from assay.plumbing import PushOutcome, PushResult, PushThrottled, RefUpdate
 from tests.github.fake_github import PUSH_THROTTLED, TEST_WINDOW_S, FakeGitHub, Limits
 
 AUTHOR = Identity("tester", "tester@example.invalid")
@@ -259,3 +259,35 @@ def test_rest_and_push_waits_share_one_total_cap(
         assert "push to github:acme/widgets" in raised.value.message
         assert len(fake_github.pushes) == pushes and fake_github.ref("refs/heads/capped") is None
         assert forge.rest.waited_in_all_s <= 1.5
+
+
+def test_merge_budget_waits_share_the_same_total_cap(
+    fake_github: FakeGitHub, github_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge waiting for the merge budget (one a window on GitHub) is counted against the
+    command's one cap too: after a rate-limit wait, the second merge of a window would take
+    the command past it, so it is exit 69 before it waits, and nothing is pushed."""
+    monkeypatch.setenv("ASSAY_GITHUB_MAX_TOTAL_WAIT", "1.2")
+    with github_forge(tmp_path / "merging") as forge:
+        fake_github.inject(429, retry_after=1, method="GET", path_contains="/issues")
+        assert forge.api.open_issues("assay") == []
+        assert forge.merges_per_minute() == 1
+        assert forge.merge_gate(lambda: forge.push([new_ref(forge, "refs/heads/m1")])).ok
+        sent: list[RefUpdate] = []
+
+        def second() -> PushResult:
+            sent.append(new_ref(forge, "refs/heads/m2"))
+            return forge.push(sent)
+
+        with pytest.raises(ForgeUnavailable, match="in all") as raised:
+            forge.merge_gate(second)
+        assert "merge to github:acme/widgets" in raised.value.message
+        assert sent == [] and fake_github.ref("refs/heads/m2") is None
+        assert forge.rest.waited_in_all_s <= 1.2
+        ledger = forge.merge_ledger
+        assert ledger is not None and ledger.stats.waited_s == 0
+
+
+def new_ref(forge: GitHubForge, ref: str) -> RefUpdate:
+    commit = forge.commit({"f": ref.encode()}, parents=[], message=ref, author=AUTHOR)
+    return RefUpdate(ref, commit, expected=None)

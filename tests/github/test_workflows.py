@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from assay.github.init import TEMPLATES
+from assay.github.init import GATE_ENVIRONMENT, TEMPLATES
 from tests.conftest import REPO_ROOT
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
@@ -132,7 +132,12 @@ def test_desk_runs_one_concurrency_group_per_desk_and_brief() -> None:
 
 def test_event_payload_text_reaches_scripts_only_through_env() -> None:
     events = load(WORKFLOWS / "assay-events.yml")
-    assert set(events[True]) == {"issue_comment", "issues", "pull_request_review"}
+    assert set(events[True]) == {
+        "issue_comment",
+        "issues",
+        "pull_request_review",
+        "workflow_dispatch",
+    }
     step = events["jobs"]["wake"]["steps"][-1]
     assert "assay github events --dispatch assay-desk.yml" in step["run"]
     assert not any(
@@ -199,6 +204,7 @@ def test_only_jobs_whose_work_is_a_dispatch_hold_actions_write() -> None:
     }
     assert holders == {
         ("assay-desk.yml", "gate"),
+        ("assay-events.yml", "review"),
         ("assay-events.yml", "wake"),
         ("assay-sweep.yml", "sweep"),
     }
@@ -206,11 +212,45 @@ def test_only_jobs_whose_work_is_a_dispatch_hold_actions_write() -> None:
         if (file, name) not in holders:
             continue
         scripts = "\n".join(str(step.get("run", "")) for step in job["steps"])
-        assert "--dispatch" in scripts or "assay sweep" in scripts, (file, name)
+        dispatches = ("--dispatch", "assay sweep", "gh workflow run")
+        assert any(word in scripts for word in dispatches), (file, name)
         # No desk code and no gate rows run where a dispatch can be made.
         assert "desk run" not in scripts and "assay verify" not in scripts, (file, name)
         checkouts = [s for s in job["steps"] if "actions/checkout" in str(s.get("uses"))]
         assert all("ref" not in (s.get("with") or {}) for s in checkouts), (file, name)
+
+
+_KEY = re.compile(r"\$\{\{\s*secrets\.ASSAY_EVIDENCE_KEY\s*\}\}")
+
+
+def test_every_job_reading_the_evidence_key_names_its_environment() -> None:
+    """The key is a secret of an environment only main deploys from (``assay init`` says
+    to make it so): a job that reads it must name the environment, and only such jobs
+    may name it."""
+    readers = {(file, name) for file, name, job in _jobs() if _KEY.search(yaml.safe_dump(job))}
+    assert readers == {("assay-gate.yml", "verify"), ("assay-events.yml", "wake")}
+    for file, name, job in _jobs():
+        named = job.get("environment")
+        if (file, name) in readers:
+            assert named == GATE_ENVIRONMENT, (file, name, named)
+        else:
+            assert named is None, (file, name, named)
+    for path in FILES:  # the key reaches nothing but those jobs' steps
+        text = yaml.safe_dump({k: v for k, v in load(path).items() if k != "jobs"})
+        assert "ASSAY_EVIDENCE_KEY" not in text, path.name
+
+
+def test_the_review_trigger_runs_no_job_holding_the_key() -> None:
+    """A review's run is on the pull request's merge ref, which the environment refuses:
+    the job it starts holds no key and dispatches the events job on main."""
+    jobs = load(WORKFLOWS / "assay-events.yml")["jobs"]
+    assert "pull_request_review" not in jobs["wake"]["if"]
+    review = jobs["review"]
+    assert "github.event_name == 'pull_request_review'" in review["if"]
+    assert review["permissions"] == {"actions": "write"} and "environment" not in review
+    (step,) = review["steps"]
+    assert step["run"].startswith("gh workflow run assay-events.yml ")
+    assert not _KEY.search(yaml.safe_dump(review))
 
 
 # The rule above, by behaviour: the shipped steps themselves, run in a checkout whose
@@ -279,3 +319,19 @@ def test_a_checkouts_pip_and_yaml_never_run_in_a_workflow_step(tmp_path: Path) -
         done = _run_step(chosen, checkout, canary, drop_isolation=True)
         assert done.returncode != 0 and canary.read_text().split() == [module], done.stderr
         canary.unlink()
+
+
+def test_every_job_running_assay_caps_its_waits_under_its_timeout() -> None:
+    """A command's waits for GitHub (rate limits, the push and merge budgets) are capped in
+    all (``ASSAY_GITHUB_MAX_TOTAL_WAIT``); each job sets the cap under its own timeout, so
+    a long desk run is not stopped by the default meant for the shortest job, and no job is
+    cut off by GitHub mid-write."""
+    capped = 0
+    for file, name, job in _jobs():
+        runs = " ".join(str(step.get("run", "")) for step in job.get("steps", []))
+        if not re.search(r"(?<![\w/.-])assay [a-z]", runs):
+            continue
+        cap = float(job.get("env", {}).get("ASSAY_GITHUB_MAX_TOTAL_WAIT", 0))
+        assert 0 < cap < job["timeout-minutes"] * 60, (file, name, cap)
+        capped += 1
+    assert capped >= 6  # board, desk (desk and gate jobs), events, gate, sweep

@@ -1,8 +1,9 @@
-"""The fanned-out blob layout (``blobs/ab/<rest>``), and journals of the old flat layout.
+"""The fanned-out blob layout (``blobs/a/b/<rest>``), and journals of the older layouts
+(``blobs/ab/<rest>``, and the flat ``blobs/<hex>``).
 
 Attack tests first: a blob moved to a folder other than its own, or swapped for another
-blob's bytes, is corrupt; then both layouts (and a journal holding both) read and verify,
-from a directory and from a commit on a real forge.
+blob's bytes, is corrupt; then every layout (and a journal holding several) reads and
+verifies, from a directory and from a commit on a real forge.
 """
 
 from __future__ import annotations
@@ -16,18 +17,20 @@ from assay.branch import BranchSync, read_branch_journal
 from assay.errors import Corrupt
 from assay.forge import Forge
 from assay.journal import JournalWriter, read_journal
-from assay.journal.blobs import BlobStore, blob_path, flat_blob_path
+from assay.journal.blobs import BlobStore, Layout, blob_path
 from assay.plumbing import Identity
 
 ME = Identity.for_holder("coder", "h1")
 
 
-def _write(directory: Path, payloads: list[object], *, flat: bool = False) -> list[str]:
+def _write(
+    directory: Path, payloads: list[object], *, layout: Layout = Layout.NIBBLES
+) -> list[str]:
     """A journal of one step line per payload, each payload a blob the line lists."""
     refs = []
     with JournalWriter.open(directory, run_id="r") as writer:
-        if flat:
-            writer.blobs = BlobStore(directory, flat=True)
+        if layout is not Layout.NIBBLES:
+            writer.blobs = BlobStore(directory, layout=layout)
         for pos, payload in enumerate(payloads, start=1):
             ref = writer.put_blob(payload)
             writer.append(
@@ -40,10 +43,12 @@ def _write(directory: Path, payloads: list[object], *, flat: bool = False) -> li
 # ------------------------------------------------------------------------ attacks
 
 
-def test_a_blob_moved_to_another_fanout_folder_is_missing(tmp_path: Path) -> None:
-    (ref,) = _write(tmp_path, [{"big": "x" * 5000}])
-    right = blob_path(tmp_path, ref)
-    other = "00" if right.parent.name != "00" else "01"
+@pytest.mark.parametrize("layout", [Layout.NIBBLES, Layout.BYTE])
+def test_a_blob_moved_to_another_fanout_folder_is_missing(tmp_path: Path, layout: Layout) -> None:
+    (ref,) = _write(tmp_path, [{"big": "x" * 5000}], layout=layout)
+    right = blob_path(tmp_path, ref, layout)
+    width = len(right.parent.name)
+    other = "0" * width if right.parent.name != "0" * width else "1" * width
     wrong = right.parent.parent / other / right.name
     wrong.parent.mkdir()
     right.rename(wrong)
@@ -61,8 +66,8 @@ def test_another_blobs_bytes_at_a_fanout_path_do_not_match_its_hash(tmp_path: Pa
 
 
 def test_a_flat_blob_that_was_changed_is_corrupt_too(tmp_path: Path) -> None:
-    (ref,) = _write(tmp_path, [{"big": "x" * 5000}], flat=True)
-    flat_blob_path(tmp_path, ref).write_bytes(b'{"big":"forged"}')
+    (ref,) = _write(tmp_path, [{"big": "x" * 5000}], layout=Layout.FLAT)
+    blob_path(tmp_path, ref, Layout.FLAT).write_bytes(b'{"big":"forged"}')
     with pytest.raises(Corrupt, match="does not match its hash"):
         read_journal(tmp_path)
 
@@ -70,25 +75,25 @@ def test_a_flat_blob_that_was_changed_is_corrupt_too(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- layouts
 
 
-def test_blobs_are_written_under_two_hex_digit_folders(tmp_path: Path) -> None:
+def test_blobs_are_written_under_one_hex_digit_folder_in_another(tmp_path: Path) -> None:
     refs = _write(tmp_path, [{"n": n, "pad": "x" * 3000} for n in range(20)])
     root = tmp_path / "blobs"
-    folders = sorted(p.name for p in root.iterdir())
-    assert all(
-        len(name) == 2 and p.is_dir()
-        for name, p in zip(folders, sorted(root.iterdir()), strict=True)
-    )
+    assert all(len(p.name) == 1 and p.is_dir() for p in root.iterdir())
+    assert all(len(p.name) == 1 and p.is_dir() for top in root.iterdir() for p in top.iterdir())
     for ref in refs:
         hexpart = ref.removeprefix("sha256:")
-        assert (root / hexpart[:2] / hexpart[2:]).is_file()
-        assert not (root / hexpart).exists()
+        assert (root / hexpart[0] / hexpart[1] / hexpart[2:]).is_file()
+        assert not (root / hexpart).exists() and not (root / hexpart[:2]).exists()
     journal = read_journal(tmp_path)
     assert [journal.load(ref)["n"] for ref in refs] == list(range(20))
 
 
-def test_an_old_flat_journal_reads_and_a_resumed_writer_keeps_its_blobs(tmp_path: Path) -> None:
-    old = _write(tmp_path, [{"old": n, "pad": "x" * 3000} for n in range(3)], flat=True)
-    assert all(flat_blob_path(tmp_path, ref).is_file() for ref in old)
+@pytest.mark.parametrize("layout", [Layout.FLAT, Layout.BYTE])
+def test_an_old_journal_reads_and_a_resumed_writer_keeps_its_blobs(
+    tmp_path: Path, layout: Layout
+) -> None:
+    old = _write(tmp_path, [{"old": n, "pad": "x" * 3000} for n in range(3)], layout=layout)
+    assert all(blob_path(tmp_path, ref, layout).is_file() for ref in old)
     assert read_journal(tmp_path).load(old[1])["old"] == 1
     with JournalWriter.open(tmp_path) as writer:  # the old run resumed by this Assay
         again = writer.put_blob({"old": 0, "pad": "x" * 3000})
@@ -97,7 +102,7 @@ def test_an_old_flat_journal_reads_and_a_resumed_writer_keeps_its_blobs(tmp_path
             {"kind": "step", "pos": 4, "status": "ok", "out": {"blob": new}, "blobs": [new]}
         )
     assert again == old[0] and not blob_path(tmp_path, again).exists()  # stored once
-    assert blob_path(tmp_path, new).is_file() and not flat_blob_path(tmp_path, new).exists()
+    assert blob_path(tmp_path, new).is_file() and not blob_path(tmp_path, new, layout).exists()
     journal = read_journal(tmp_path)
     assert [journal.load(r) for r in (old[2], new)] == [
         {"old": 2, "pad": "x" * 3000},
@@ -105,19 +110,18 @@ def test_an_old_flat_journal_reads_and_a_resumed_writer_keeps_its_blobs(tmp_path
     ]
 
 
-@pytest.mark.parametrize("flat", [False, True])
-def test_a_committed_journal_of_either_layout_reads_back_from_the_forge(
-    forge: Forge, tmp_path: Path, flat: bool
+@pytest.mark.parametrize("layout", list(Layout))
+def test_a_committed_journal_of_any_layout_reads_back_from_the_forge(
+    forge: Forge, tmp_path: Path, layout: Layout
 ) -> None:
     sync = BranchSync(forge, "b1", workdir=tmp_path / "w", identity=ME)
     sync.checkout()
-    refs = _write(sync.journal_dir, [{"n": n, "pad": "z" * 3000} for n in range(4)], flat=flat)
+    refs = _write(sync.journal_dir, [{"n": n, "pad": "z" * 3000} for n in range(4)], layout=layout)
     sync.sync("step")
     tip = str(sync.checkpoint)  # the checkpoint holds the journal; the branch, the code
     names = forge.list_tree(tip, ".assay/journal/b1")
-    hexes = [ref.removeprefix("sha256:") for ref in refs]
-    expected = [f"blobs/{h}" if flat else f"blobs/{h[:2]}/{h[2:]}" for h in hexes]
-    assert {f".assay/journal/b1/{name}" for name in expected} <= set(names)
+    expected = {str(blob_path(Path(".assay/journal/b1"), ref, layout)) for ref in refs}
+    assert expected <= set(names)
     shutil.rmtree(sync.journal_dir)
     journal = read_branch_journal(forge, tip, "b1", tmp_path / "read")
     assert journal is not None

@@ -68,14 +68,15 @@ def test_a_fifo_a_linked_blob_and_a_linked_folder_are_corrupt(tmp_path: Path) ->
     linked.symlink_to(directory)
     with pytest.raises(Corrupt, match="is a symlink, not a directory"):
         read_journal(linked)
-    (folder,) = (directory / "blobs").iterdir()  # blobs/ab/<the other 62 hex>
+    (top,) = (directory / "blobs").iterdir()  # blobs/a/b/<the other 62 hex>
+    (folder,) = top.iterdir()
     (blob,) = folder.iterdir()
     moved = tmp_path / "moved-blob"
     blob.rename(moved)
     blob.symlink_to(moved)
     journal = read_journal(directory)
     with pytest.raises(Corrupt, match="symlink"):
-        journal.blob("sha256:" + folder.name + blob.name)
+        journal.blob("sha256:" + top.name + folder.name + blob.name)
 
 
 def test_a_read_is_bounded(tmp_path: Path) -> None:

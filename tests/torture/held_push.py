@@ -2,8 +2,9 @@
 
 ``HeldPush.install(forge, stage=...)`` writes a hook into the bare repository that lets
 every push through except one: the ``nth`` push, after the test calls ``arm(nth)``, that
-moves a brief branch (``refs/heads/assay/*``) and no claim (a step's durability point), or
-whichever refs ``install`` was told to match.
+moves a brief branch (``refs/heads/assay/*``) and moves no claim (a step's durability
+point, which asserts its claim where it is), or whichever refs ``install`` was told to
+match.
 That push stops inside the hook: the hook writes the ref lines it was given to ``held``
 and blocks reading a FIFO until the test calls ``release()`` (or kills it).
 The stages are git's own:
@@ -67,14 +68,22 @@ class HeldPush:
         unless: str | None = "refs/assay/claims/",
     ) -> HeldPush:
         """The hook at ``stage``, holding a push that moves a ref starting with ``match``
-        and none starting with ``unless`` (the defaults: a step's push, not a claim's)."""
+        and moves none starting with ``unless`` (the defaults: a step's push, not a
+        claim's)."""
         assert stage in STAGES, stage
         control = forge_path.parent / f"held-{stage}"
         control.mkdir()
         os.mkfifo(control / "gate")
         state_check = '[ "$1" = prepared ] || exit 0\n' if stage == "reference-transaction" else ""
         hook = forge_path / "hooks" / stage
-        unless_check = f'case "$input" in *" {unless}"*) exit 0 ;; esac\n' if unless else ""
+        # A ref of ``unless`` that moves lets the push through; one asserted where it is (a
+        # step's push carries its claim so: assay.forge.group) does not.
+        unless_check = (
+            f'printf \'%s\\n\' "$input" | while read -r old new ref; do case "$ref" in '
+            f'{unless}*) [ "$old" = "$new" ] || exit 1 ;; esac; done || exit 0\n'
+            if unless
+            else ""
+        )
         text = _HOOK.format(
             control=control, state_check=state_check, match=match, unless_check=unless_check
         )

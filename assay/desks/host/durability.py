@@ -9,7 +9,8 @@ which of those commits are also CAS-pushed (docs/desks.md, "Durability"):
 - ``window``: at most once per ``checkpoint_window``, and always at a stop (a wait, an
   approval, a paused budget, the end, the flush after the run), before the objective's
   judge reads the forge, and after an irreversible step (an effect, the ``finish`` tool);
-  a background thread pushes a commit left unpushed for a whole window;
+  a background thread pushes a commit left unpushed for a whole window, and every local
+  commit rides in any push the host's group makes before that (``assay.forge.group``);
 - ``exit``: only at a stop.
 
 A desk's ``durability:`` wins; without one, the forge's ``default_durability`` applies:
@@ -54,6 +55,12 @@ class Durability:
         window = float(getattr(desk, "checkpoint_window", DEFAULT_WINDOW_S) or DEFAULT_WINDOW_S)
         return cls(mode=cast(Mode, mode), window_s=window)
 
+    @property
+    def rides(self) -> bool:
+        """Whether a checkpoint not yet due rides in whatever push the host makes next
+        (window mode: it costs no push and shortens what a lost machine repays)."""
+        return self.mode == "window"
+
     def to_json(self) -> dict[str, Any]:
         """What the run's start entry records (``durability``)."""
         if self.mode == "window":
@@ -74,32 +81,30 @@ class Durability:
         return since_push_s >= self.window_s
 
 
-class WindowPusher:
-    """Window mode's background push: a commit left unpushed for a whole window is pushed.
+class DeskPusher:
+    """A desk's background thread: ``tick()`` keeps the desk's group unit current (a lease
+    renewal to ride in the host's next push, a checkpoint left a whole window unpushed) and
+    pushes it when due; it returns how long to wait before the next tick.
 
-    ``due()`` says how long until the oldest unpushed commit has waited a window (None: none
-    waits); ``push()`` pushes it (under the caller's lock, the one the run thread commits
-    under). ``Fenced`` from a push is reported to ``on_fenced`` and ends the thread; other
-    failures are logged and retried at the next tick.
+    ``Fenced`` from a tick is reported to ``on_fenced`` and ends the thread; other failures
+    are logged and the tick is tried again after ``retry_s``.
     """
 
     def __init__(
         self,
         *,
-        due: Callable[[], float | None],
-        push: Callable[[], None],
+        tick: Callable[[], float],
         on_fenced: Callable[[], None],
-        window_s: float,
+        retry_s: float,
         name: str,
     ) -> None:
-        self.due = due
-        self.push = push
+        self.tick = tick
         self.on_fenced = on_fenced
-        self.window_s = window_s
+        self.retry_s = retry_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
-    def start(self) -> WindowPusher:
+    def start(self) -> DeskPusher:
         self._thread.start()
         return self
 
@@ -110,18 +115,16 @@ class WindowPusher:
             self._thread.join()
 
     def _loop(self) -> None:
-        while True:
-            wait = self.due()
-            if self._stop.wait(self.window_s if wait is None else max(wait, 0.05)):
-                return
-            left = self.due()
-            if left is None or left > 0:
-                continue
+        delay = 0.0
+        while not self._stop.wait(delay):
             try:
-                self.push()
+                delay = self.tick()
             except Fenced as exc:
                 LOG.warning("%s", exc.message)
                 self.on_fenced()
                 return
             except AssayError as exc:
-                LOG.warning("window push failed (retried at the next tick): %s", exc.message)
+                LOG.warning(
+                    "desk push failed (tried again in %.1f s): %s", self.retry_s, exc.message
+                )
+                delay = self.retry_s

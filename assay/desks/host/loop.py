@@ -32,17 +32,19 @@ from assay.desks.host.settle import Settle, review_state, settle_for
 from assay.desks.manifests.selection import Candidate, Why, queue
 from assay.desks.records.review import (
     Review,
+    new_review,
     read_review,
     render_body,
     review_at,
-    review_update,
     reviews_ref,
+    stage_update,
     write_review,
 )
 from assay.desks.records.state import ForgeView, read_view
 from assay.errors import AssayError, Busy, Failed, Fenced, Paused, Suspended
 from assay.evidence.table import pending_table, table_in, with_table
 from assay.forge import Forge
+from assay.forge.records import Stage
 from assay.journal import Redactor
 from assay.plumbing import RefUpdate, no_space_error
 from assay.refs import journal_ref
@@ -99,6 +101,9 @@ class DeskLoop:
     on_progress: Callable[[str], None] = lambda line: None
 
     def __post_init__(self) -> None:
+        # Every desk on this host pushes through one group: its claims, checkpoints and
+        # settlements go out with the others' in one push per round (assay.forge.group).
+        self.forge.join_group()
         self.store = ClaimStore(self.forge, skew_s=self.skew_s)
         self.skew_s = self.store.skew_s
         # Briefs whose run this process could not continue (diverged, corrupt, a bug):
@@ -389,28 +394,25 @@ class DeskLoop:
         ref = reviews_ref(brief.id)
         parent = self.forge.refresh([ref]).get(ref)
         previous = review_at(self.forge, brief.id, parent)
-        prepared = self.store.prepare(claim, changes, message)
-        updates = [prepared.update]
+        beside = Stage(self.forge)
         kept = _kept_review(previous, report.head_sha)
         if kept is not None:
             report.review = kept
         else:
             state, title, body = self._review_record(brief, session, report, output)
-            update, _ = review_update(
-                self.forge,
+            review = new_review(
                 brief.id,
-                parent=parent,
                 head_sha=report.head_sha,
                 title=title,
                 body=redact(with_table(body, _gate_table(previous, report.head_sha))),
                 state=state,
             )
-            updates.append(update)
+            stage_update(beside, review, parent=parent)
             report.review = state
-        if self.store.settle(claim, prepared, self.forge.push(updates, atomic=True)):
+        if self.store.settle(claim, changes, message, beside=beside):
             return
         report.review = self._review(brief, session, report, output, redact=redact)
-        self._apply_claim_changes(claim, changes, message)
+        self.store.settle(claim, changes, message)
 
     def _claim_changes(
         self, claim: Claim, report: RunReport, *, requeued: bool
@@ -432,10 +434,6 @@ class DeskLoop:
             note = f"{report.status}: {report.message}"[:300]
         changes = self.store.release_changes(done=settle.finished, note=note, now=now)
         return changes, f"claim {claim.brief}: {changes['state']} by {claim.desk}"
-
-    def _apply_claim_changes(self, claim: Claim, changes: dict[str, Any], message: str) -> None:
-        prepared = self.store.prepare(claim, changes, message)
-        self.store.settle(claim, prepared, self.forge.push([prepared.update]))
 
     def _review_record(
         self, brief: Brief, session: Any, report: RunReport, output: Any

@@ -56,7 +56,7 @@ class BriefState:
 def resync_table(forge: Forge, *, desk: str | None = None) -> list[BriefState]:
     """Every brief's state (those of ``desk`` only, when given), as the board judges it:
     one read of the forge, one classification (``assay.states.classify``)."""
-    from assay.board.collect import collect_board
+    from assay.forgestate.rows import collect_board
     from assay.forgestate.times import iso
 
     board, _ = collect_board(forge, now=datetime.now(UTC))

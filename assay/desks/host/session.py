@@ -1,19 +1,23 @@
-"""One claimed brief being run by one desk process: checkout, hooks, heartbeat, desk kind.
+"""One claimed brief being run by one desk process: checkout, hooks, pusher, desk kind.
 
-``Session.open`` checks out ``assay/<brief>`` (BranchSync), builds the desk's model and
-tools, starts the heartbeat thread, and picks the function the runtime will execute for
-the desk's kind (``agent``, ``cli``, ``command`` or ``python``, wrapped by the objective loop when
-the brief has one). ``DeskHooks`` is the runtime's ``RunHooks``: every durability point is
-a commit of work tree plus journal CAS-pushed to the branch (a refused push is ``Fenced``),
-heartbeats renew the claim, ``ensure_owner`` re-reads the claim ref before effects, and
-``events()`` reads the brief's events ref.
+``Session.open`` checks out ``assay/<brief>`` (BranchSync; in ``window`` and ``exit`` mode
+after committing what a killed process of this machine left there), builds the desk's model
+and tools, starts the hooks' pusher thread, and picks the function the runtime will execute
+for the desk's kind (``agent``, ``cli``, ``command`` or ``python``, wrapped by the objective
+loop when the brief has one). ``DeskHooks`` is the runtime's ``RunHooks``: every durability
+point is a commit of work tree plus journal, pushed by the desk's mode through the host's
+group with the claim beside it (a refused push is ``Fenced``), lease renewals ride in the
+host's pushes, ``ensure_owner`` re-reads the claim ref before effects, and ``events()``
+reads the brief's events ref.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
+import logging
 import os
 import stat
 import threading
@@ -25,8 +29,9 @@ from typing import IO, Any
 
 from assay.branch import BranchSync, journal_path
 from assay.briefs import Brief
-from assay.claims import Claim, ClaimRecord, ClaimStore, Heartbeat
-from assay.desks.host.durability import Durability, WindowPusher
+from assay.claims import Claim, ClaimRecord, ClaimStore
+from assay.claims.heartbeat import DUE_AFTER, RIDES_AFTER
+from assay.desks.host.durability import DeskPusher, Durability
 from assay.desks.host.objectives import (
     ObjectiveLoop,
     objective_events,
@@ -38,23 +43,37 @@ from assay.desks.kinds.command import command_desk
 from assay.desks.kinds.python import in_directory
 from assay.desks.kinds.tools import ToolBox
 from assay.desks.records.events import EventLog
-from assay.errors import AssayError, Denied, Fenced, Internal
+from assay.errors import AssayError, Denied, Fenced, ForgeUnavailable, Internal
 from assay.forge import Forge
+from assay.forge.group import UnitState
+from assay.forge.records import Stage
 from assay.journal import read_journal, secrets_from_env, summarize
-from assay.plumbing import Identity
+from assay.plumbing import GitError, Identity, RefUpdate
 from assay.runtime import Budget, Event
 from assay.sandbox import require_sandbox
 from assay.sandbox.scan import CheckpointScan
 
+LOG = logging.getLogger("assay.desks.host.session")
 GROUPED = frozenset({"tool"})  # durability points that may wait for the next push
 GROUP_WINDOW_S = 5.0  # ... for at most this long
+
+
+def unit_key(claim: Claim) -> str:
+    """The run's unit in its host's group: one per brief, holder and fence."""
+    name = f"{claim.brief}\0{claim.holder}\0{claim.fence}"
+    return hashlib.sha256(name.encode()).hexdigest()[:32]
 
 
 class DeskHooks:
     """``RunHooks`` for a run hosted by the desk loop on a forge.
 
     Every durability point is committed to the work directory's branch; the desk's
-    ``Durability`` decides which are also pushed (``assay.desks.host.durability``).
+    ``Durability`` decides which are pushed at once. What is pushed goes through the host's
+    group (:mod:`assay.forge.group`) as the run's *unit*: the branch and journal ref and the
+    claim, one atomic CAS of all three, so a checkpoint lands only while the claim is still
+    this holder's. Between its own pushes the unit rides in any push the host makes: a
+    window-mode checkpoint, and the lease renewal once a third of the lease has passed (a
+    background thread pushes it alone at half the lease when nothing else went).
     """
 
     def __init__(
@@ -71,6 +90,7 @@ class DeskHooks:
         self.sync = sync
         self.scan = scan
         self.refused: Denied | None = None
+        self.push_refused: GitError | None = None  # a refusal that is not a lost race
         self.store = store
         self.claim = claim
         self.log = events
@@ -83,34 +103,36 @@ class DeskHooks:
         # Events as the desk's view read them just before the claim: the run's first drain
         # uses them instead of fetching again; every later drain reads the forge.
         self.seeded: list[Event] | None = None
-        self.pushes = 0
+        self.pushes = 0  # checkpoints that reached the forge (pushed or carried)
         self.last_push = time.monotonic()
         # The journal head the forge holds, anchored by every claim renewal (DESIGN §6);
         # never a local head that a crash could still lose.
         self.pushed_head: str | None = None
         self.run: Any = None  # the Run, once executing (its model calls reach the claim)
-        # The last local commit's journal head, and since when a commit waits unpushed.
-        self._committed_head: str | None = None
-        self._unpushed_since: float | None = None
-        self._lock = threading.Lock()  # the run thread's commits, the window thread's pushes
-        self.pusher: WindowPusher | None = None
+        # Journal heads of the local checkpoints not known to be on the forge, by commit.
+        self._heads: dict[str, str] = {}
+        self._unpushed_since: float | None = None  # the oldest local commit not pushed
+        # A renewal offered, not landed yet: its record and its update.
+        self._renewal: tuple[ClaimRecord, RefUpdate] | None = None
+        self._renewed = time.monotonic()  # the claim was just acquired
+        self._lock = threading.RLock()  # the run thread's commits, the pusher's ticks
+        self.unit = sync.forge.unit(sync.git_dir, key=unit_key(claim))
         if getattr(sync, "resumed_locally", False):
             # Checked out at local commits the forge has not seen (a restart on this
             # machine): they wait for a push like any commit of this session.
-            self._committed_head = last_line_sum(sync.journal_dir)
+            self._remember_head()
             self._unpushed_since = time.monotonic()
-        if self.durability.mode == "window":
-            self.pusher = WindowPusher(
-                due=self._window_due,
-                push=self._window_push,
-                on_fenced=self.fenced.set,
-                window_s=self.durability.window_s,
-                name=f"window-{claim.brief}",
-            )
+        lease = claim.lease_s
+        self.pusher = DeskPusher(
+            tick=self._tick,
+            on_fenced=self.fenced.set,
+            retry_s=max(min(lease * (DUE_AFTER - RIDES_AFTER), self.durability.window_s), 0.2),
+            name=f"pusher-{claim.brief}",
+        )
 
     def durability_point(self, reason: str) -> None:
         if self.fenced.is_set():
-            raise Fenced(f"{self.claim.brief}: this holder lost its claim; stopping")
+            raise self._fenced()
         now = time.monotonic()
         if (
             self.durability.mode == "step"
@@ -123,6 +145,8 @@ class DeskHooks:
             return
         if self.refused is not None:
             raise self.refused
+        if self.push_refused is not None:
+            raise self.push_refused  # the forge refused this run's push (not a lost race)
         if self.scan is not None:
             try:
                 # Before every local commit too: a window's pushed history holds them all.
@@ -133,47 +157,150 @@ class DeskHooks:
         window_tool = reason == "tool" and self.durability.mode == "window"
         last_step = last_step_name(self.sync.journal_dir) if window_tool else ""
         push = self.durability.pushes(
-            reason, since_push_s=now - self.last_push, last_step=last_step
+            reason, since_push_s=now - self._last_host_push(), last_step=last_step
         )
         with self._lock:
-            try:
-                committed = self.sync.commit(f"{self.claim.brief}: {reason}")
-                if committed is not None:
-                    self._committed_head = last_line_sum(self.sync.journal_dir)
-                    if self._unpushed_since is None:
-                        self._unpushed_since = now
-                if push:
-                    self._push_committed()
-            except Fenced:
-                self.fenced.set()
-                raise
+            if self.sync.commit(f"{self.claim.brief}: {reason}") is not None:
+                self._remember_head()
+                if self._unpushed_since is None:
+                    self._unpushed_since = now
+            if push or self.durability.rides:
+                self._offer(checkpoint=True)
+        if push:
+            self._flush()
 
-    def _push_committed(self) -> None:
-        """Push the local head (the caller holds the lock); the pushed head follows it."""
-        self.sync.push()
-        self.pushes += 1
-        self.last_push = time.monotonic()
-        self._unpushed_since = None
-        self.pushed_head = self._committed_head or self.pushed_head
+    def _remember_head(self) -> None:
+        head = last_line_sum(self.sync.journal_dir)
+        if head is not None:
+            self._heads[self.sync.head()] = head
 
-    def _window_due(self) -> float | None:
-        since = self._unpushed_since
-        if since is None:
-            return None
-        return since + self.durability.window_s - time.monotonic()
+    # ------------------------------------------------------------------ the unit
 
-    def _window_push(self) -> None:
+    def _offer(self, *, checkpoint: bool, renew: bool = False) -> None:
+        """Make the unit the local checkpoint (``checkpoint``) and the claim: a renewal
+        when one is due to ride (``renew``, or a third of the lease gone), else the claim
+        asserted at its commit beside the checkpoint (the caller holds the lock)."""
+
+        def build(state: UnitState) -> list[RefUpdate]:
+            self._absorb(state)
+            if self.fenced.is_set() or self.push_refused is not None:
+                return []  # a lost or refused unit offers nothing more: the run stops
+            sync = self.sync
+            updates: list[RefUpdate] = []
+            head = sync.head() if checkpoint else sync.checkpoint
+            if checkpoint:
+                code = sync.code_head()
+                if head != sync.checkpoint or code != sync.tip:
+                    updates = [
+                        RefUpdate(sync.ref, code, expected=sync.tip),
+                        RefUpdate(sync.journal_ref, head, expected=sync.checkpoint),
+                    ]
+            claim = self.claim
+            if self._renewal is None and (renew or self._renewal_rides()):
+                anchored = self._heads.get(head or "", self.pushed_head)
+                changes = self.store.renew_changes(
+                    now=self.store.now(), journal_head=anchored, calls=self.local_calls()
+                )
+                staged = Stage(self.store.forge)
+                record = self.store.stage_next(
+                    staged, claim, changes, f"claim {claim.brief}: renewed"
+                )
+                self._renewal = (record, staged.updates[0])
+            if self._renewal is not None:
+                updates.append(self._renewal[1])
+            elif updates:
+                updates.append(RefUpdate(claim.record.ref, claim.sha, expected=claim.sha))
+            return updates
+
+        self.unit.offer(build)
+
+    def _absorb(self, state: UnitState) -> None:
+        """Take in what landed of the unit (in this process's pushes or another's): the
+        branch and journal bases, the pushed journal head, a renewal; a lost unit fences."""
+        sync, bases = self.sync, state.bases
+        if sync.ref in bases:
+            sync.tip = bases[sync.ref]
+        landed = bases.get(sync.journal_ref, sync.checkpoint)
+        if sync.journal_ref in bases and landed != sync.checkpoint:
+            sync.checkpoint = landed
+            self.pushed_head = self._heads.get(landed or "", self.pushed_head)
+            if landed in self._heads:  # it and every commit before it are on the forge
+                order = list(self._heads)
+                self._heads = {c: self._heads[c] for c in order[order.index(landed) + 1 :]}
+            self.pushes += 1
+            self.last_push = time.monotonic()
+            # The next read of these refs here (the desk's view, the gate) starts no fetch.
+            sync.forge.keep_pushed(sync.git_dir, [t for t in (sync.tip, landed) if t])
+            pending = landed != sync.head()
+            self._unpushed_since = time.monotonic() if pending else None
+        renewal = self._renewal
+        if renewal is not None and bases.get(renewal[1].ref) == renewal[1].new:
+            self.store.landed(self.claim, renewal[0])
+            self._renewal = None
+            self._renewed = time.monotonic()
+        answer = state.answer
+        if answer is not None and state.pending and answer.outcome == "lost":
+            self.fenced.set()  # the unit can never land: another holder moved its refs
+        elif answer is not None and state.pending and answer.outcome == "refused":
+            said = "; ".join(answer.errors) or ", ".join(
+                f"{ref} {status}" for ref, status in answer.statuses.items()
+            )
+            self.push_refused = GitError(f"push of assay/{self.claim.brief} refused: {said}")
+
+    def _flush(self) -> None:
+        """Push the unit now (the host's next round, led here when none is under way)."""
+        state = self.unit.flush()
         with self._lock:
-            if self.fenced.is_set() or self._unpushed_since is None:
-                return
-            try:
-                # A process paused past its lease wakes here first: read the claim before
-                # pushing, so its commits do not land before the new holder's first push.
-                self.store.ensure_owner(self.claim)
-                self._push_committed()
-            except Fenced:
-                self.fenced.set()
-                raise
+            self._absorb(state)
+        answer = state.answer
+        if self.fenced.is_set():
+            raise self._fenced()
+        if self.push_refused is not None:
+            raise self.push_refused
+        if state.pending and answer is not None and answer.outcome == "error":
+            raise ForgeUnavailable(answer.message)
+
+    def _fenced(self) -> Fenced:
+        return Fenced(
+            f"push of assay/{self.claim.brief} refused: its claim, branch or journal moved "
+            f"past this holder's (fence {self.claim.fence}; another holder took over)",
+            brief=self.claim.brief,
+        )
+
+    def _last_host_push(self) -> float:
+        """When this run's checkpoint last landed or the host last pushed, whichever is
+        later (monotonic): a window counts from there, so the desks of a host push about
+        once a window between them, not once each."""
+        landed = self.unit.group.last_push()
+        if landed is None:
+            return self.last_push
+        return max(self.last_push, time.monotonic() - max(time.time() - landed, 0.0))
+
+    def _renewal_rides(self) -> bool:
+        return time.monotonic() - self._renewed >= self.claim.lease_s * RIDES_AFTER
+
+    def _tick(self) -> float:
+        """The pusher's tick: offer the renewal once it may ride, push the unit when the
+        renewal or a window's checkpoint is due; seconds until the next tick."""
+        lease, window = self.claim.lease_s, self.durability.window_s
+        with self._lock:
+            if self.fenced.is_set():
+                raise self._fenced()
+            self._absorb(self.unit.state())
+            now = time.monotonic()
+            rides = self._renewal_rides()
+            waiting = self.durability.rides and self._unpushed_since is not None
+            if rides and self._renewal is None:
+                self._offer(checkpoint=waiting, renew=True)
+            due = self._renewed + lease * DUE_AFTER
+            if waiting and self._unpushed_since is not None:
+                oldest = max(self._unpushed_since, self._last_host_push())
+                due = min(due, oldest + window)
+        if now >= due:
+            self._flush()
+            return 0.0
+        until = due if rides else min(due, self._renewed + lease * RIDES_AFTER)
+        return max(until - now, 0.05)
 
     def local_calls(self) -> int | None:
         """Model calls the local journal holds now (None before the run opened)."""
@@ -181,19 +308,26 @@ class DeskHooks:
         return int(run.model_calls) if run is not None else None
 
     def start(self) -> None:
-        if self.pusher is not None:
-            self.pusher.start()
+        self.pusher.start()
 
     def stop(self) -> None:
-        if self.pusher is not None:
-            self.pusher.stop()
+        """Stop the pusher and take the unit out of the group (once a push carrying it
+        has ended): what it left unpushed is the last durability point's to push."""
+        self.pusher.stop()
+        self.withdraw()
+
+    def withdraw(self) -> None:
+        state = self.unit.withdraw()
+        with self._lock:
+            self._absorb(state)
 
     def heartbeat(self, progress: dict[str, Any]) -> None:
-        try:
-            self.store.renew(self.claim)  # the Claim object is shared with the heartbeat
-        except Fenced:
-            self.fenced.set()
-            raise
+        with self._lock:
+            if self.fenced.is_set():
+                raise self._fenced()
+            waiting = self.durability.rides and self._unpushed_since is not None
+            self._offer(checkpoint=waiting, renew=True)
+        self._flush()
 
     def ensure_owner(self) -> None:
         try:
@@ -225,6 +359,21 @@ def repaid_calls(previous: ClaimRecord | None, claim: Claim, sync: BranchSync) -
     if not sync.journal_dir.exists():
         return previous.calls
     return max(0, previous.calls - summarize(read_journal(sync.journal_dir)).model_calls)
+
+
+def recover_local(sync: BranchSync, secrets: list[str]) -> None:
+    """Commit what a process of this machine killed mid-step left in the brief's work
+    directory: journal lines it fsynced after its last checkpoint (a model call's answer,
+    paid for) and the files they describe, so the checkout resumes them and no call is
+    paid twice. Scanned first like any checkpoint: a tree holding a secret is not
+    committed, and the checkout resets it to the last checkpoint."""
+    if not sync.git_dir.is_dir():
+        return
+    try:
+        CheckpointScan(secrets, journal_dir=sync.journal_dir).check_worktree(sync.workdir)
+        sync.recover(f"{sync.brief}: recovered after its process was killed")
+    except (Denied, GitError) as refused:
+        LOG.warning("%s: the work directory is not resumed: %s", sync.brief, refused.message)
 
 
 def wants_approval(brief: Brief, desk: Any) -> bool:
@@ -331,7 +480,8 @@ def budget_for(brief: Brief, desk: Any) -> Budget:
 
 @dataclass
 class Session:
-    """A claimed brief checked out and ready to execute: hooks, model, tools, heartbeat."""
+    """A claimed brief checked out and ready to execute: hooks (and their pusher), model,
+    tools."""
 
     forge: Forge
     brief: Brief
@@ -343,7 +493,6 @@ class Session:
     function: Callable[[Any, Brief], Any]
     model: Any = None
     tools: Any = None
-    heartbeat: Any = None
     lock: IO[bytes] | None = None
     repaid: int = 0  # model calls a lost machine had made past the checkout: paid again
 
@@ -395,13 +544,17 @@ class Session:
     ) -> Session:
         sync = BranchSync(forge, brief.id, workdir=workdir, identity=identity)
         durability = Durability.for_desk(desk, forge)
+        secrets = session_secrets(forge, desk)
         # Step mode pushes every point before the run goes on: the forge's tip is the run
         # (a push lost in flight costs its one call, as documented); the other modes resume
-        # the commits they chose not to push yet.
-        worktree = sync.checkout(known=tips, local=durability.mode != "step")
+        # the commits they chose not to push yet, and the lines a killed process fsynced
+        # past its last commit.
+        local = durability.mode != "step"
+        if local:
+            recover_local(sync, secrets)
+        worktree = sync.checkout(known=tips, local=local)
         if desk.kind in ("agent", "command", "cli") and desk.sandbox_spec().isolation == "on":
             require_sandbox()  # SandboxUnavailable (78), saying how to fix, before any work
-        secrets = session_secrets(forge, desk)
         hooks = DeskHooks(
             sync=sync,
             store=store,
@@ -427,15 +580,7 @@ class Session:
             tools=tools,
         )
         session.lock = lock
-        session.heartbeat = Heartbeat(
-            store,
-            claim,
-            on_fenced=hooks.fenced.set,
-            journal_head=lambda: hooks.pushed_head,
-            calls=hooks.local_calls,
-        )
-        session.heartbeat.start()
-        hooks.start()
+        hooks.start()  # the lease is renewed by the hooks' pusher, riding in group pushes
         return session
 
     def entry(self, run: Any, given: Any) -> Any:
@@ -485,9 +630,9 @@ class Session:
         return session_secrets(self.forge, self.desk)
 
     def close(self) -> None:
-        self.hooks.stop()  # the window's pushes end here; flush() pushes the rest
-        if self.heartbeat is not None:
-            self.heartbeat.stop()
+        self.hooks.stop()  # the pusher's pushes end here; flush() pushes the rest
+        if isinstance(self.tools, ToolBox):
+            self.tools.close()  # its sandbox: a stopped run holds no process
         if self.lock is not None:
             self.lock.close()  # releases the flock
             self.lock = None
@@ -497,8 +642,11 @@ class Session:
 
         It pushes tool steps still waiting for a group commit; the pushed journal head
         (``hooks.pushed_head``) is anchored in the claim by the desk loop's settlement."""
-        with contextlib.suppress(Fenced, Denied):  # Denied: the checkpoint held a secret
-            self.hooks.durability_point(f"after run: {reason}")
+        try:
+            with contextlib.suppress(Fenced, Denied):  # Denied: the checkpoint held a secret
+                self.hooks.durability_point(f"after run: {reason}")
+        finally:
+            self.hooks.withdraw()  # the claim's settlement is the loop's own push
 
     def head(self) -> str:
         return str(self.sync.tip or "")

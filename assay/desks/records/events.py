@@ -191,8 +191,19 @@ NO_KEY = Untrusted()
 
 
 def events_codec(brief: str) -> RecordCodec:
-    """The shape of ``brief``'s event records, for any reader (the desk's, the board's)."""
-    return RecordCodec(events_ref(brief), LOG_KIND, version=FORMAT_VERSION)
+    """The event record's codec, for any reader (the desk's, the board's) and the writer:
+    bounded, and every field checked by ``validate_record``."""
+    return RecordCodec(
+        events_ref(brief),
+        LOG_KIND,
+        version=FORMAT_VERSION,
+        validate=_check_event,
+        max_bytes=MAX_RECORD_BYTES,
+    )
+
+
+def _check_event(record: dict[str, Any]) -> None:
+    validate_record(record, where="event record")
 
 
 def decode_event(

@@ -27,9 +27,11 @@ from assay.evidence.reviews import (
     now_stamp,
     read_review_at,
     reviews_ref,
+    stage_review,
 )
-from assay.forge import Forge, RefLog
-from assay.plumbing import Identity, RefUpdate
+from assay.forge import Forge
+from assay.forge.records import Stage, WritePolicy, write
+from assay.plumbing import Identity
 
 DESK_IDENTITY = Identity(name="assay desk", email="desk@assay.invalid")
 # One review record type, written by the desk and read (and marked merged) by the gate.
@@ -41,11 +43,12 @@ __all__ = [
     "REVIEW_FILE",
     "Review",
     "evidence_table",
+    "new_review",
     "read_review",
     "render_body",
     "review_at",
-    "review_update",
     "reviews_ref",
+    "stage_update",
     "write_review",
 ]
 
@@ -90,7 +93,7 @@ def render_body(
     )
 
 
-def _record(brief: str, *, head_sha: str, title: str, body: str, state: str) -> Review:
+def new_review(brief: str, *, head_sha: str, title: str, body: str, state: str) -> Review:
     if state not in STATES:
         raise BadInput(f"review state {state!r} is not one of {STATES}")
     return Review(
@@ -114,37 +117,30 @@ def write_review(
     state: str,
     attempts: int = 5,
 ) -> Review:
-    """Open or update the review record (CAS; retried on a lost race with a fresh read)."""
-    review = _record(brief, head_sha=head_sha, title=title, body=body, state=state)
-    RefLog.for_brief(forge, "reviews", brief).append(
-        review.to_json(),
-        author=DESK_IDENTITY,
-        message=f"review {brief}: {state} at {head_sha[:12]}",
-        max_attempts=attempts,
-    )
-    return review
+    """Open or update the review record (CAS; on a lost race, read again and go on top)."""
+    review = new_review(brief, head_sha=head_sha, title=title, body=body, state=state)
+    ref = reviews_ref(brief)
+    written: list[Review] = []
+
+    def build(_again: bool) -> Stage:
+        stage = Stage(forge)
+        written[:] = [stage_update(stage, review, parent=forge.refresh([ref]).get(ref))]
+        return stage
+
+    write(forge, build, policy=WritePolicy(attempts=attempts, what="review"))
+    return written[0]
 
 
-def review_update(
-    forge: Forge,
-    brief: str,
-    *,
-    parent: str | None,
-    head_sha: str,
-    title: str,
-    body: str,
-    state: str,
-) -> tuple[RefUpdate, Review]:
-    """The review record as a child commit of ``parent`` (the tip the caller read), not
-    pushed: the update goes into the caller's atomic push (with the claim's settlement)."""
-    review = _record(brief, head_sha=head_sha, title=title, body=body, state=state)
-    commit = forge.commit(
-        {REVIEW_FILE: review.encode()},
-        parents=[parent] if parent else [],
-        message=f"review {brief}: {state} at {head_sha[:12]}",
+def stage_update(stage: Stage, review: Review, *, parent: str | None) -> Review:
+    """``review`` staged as a child commit of ``parent`` (the tip the caller read), for the
+    caller's atomic push (the desk's: with the claim's settlement)."""
+    return stage_review(
+        stage,
+        review,
+        on=parent,
         author=DESK_IDENTITY,
+        message=f"review {review.brief}: {review.state} at {review.head_sha[:12]}",
     )
-    return RefUpdate(reviews_ref(brief), commit, expected=parent), review
 
 
 def review_at(forge: Forge, brief: str, sha: str | None) -> Review | None:
