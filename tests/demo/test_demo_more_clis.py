@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -22,13 +23,15 @@ import pytest
 import yaml
 
 from tests.agentcli.clis import cli_path
-from tests.conftest import assay_env
-from tests.demo.test_demo import assert_the_story_was_told
+from tests.conftest import assay_argv, assay_env
+from tests.demo.test_demo import (
+    assert_main_is_the_teams,
+    assert_the_refused_review_shows_only_code,
+    assert_the_story_was_told,
+)
 from tests.demo.test_demo_cli import run_demo
 
 BINARIES = {"qwen-code": "qwen", "opencode": "opencode", "mini-swe-agent": "mini", "aider": "aider"}
-
-
 BRIEFS = {"qwen-code": 6, "opencode": 4, "aider": 4, "mini-swe-agent": 4}
 
 
@@ -60,3 +63,12 @@ def test_a_chat_completions_cli_tells_the_story(tmp_path: Path, cli: str) -> Non
     requests = (directory / "model-requests.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(requests) == len(turns) + 1  # the call in flight at the kill, sent again
     assert report["repeated_requests"] == 1
+
+    def history(brief: str) -> subprocess.CompletedProcess[str]:
+        forge = str(report["forge_path"])
+        argv = assay_argv("history", "--brief", brief, "--forge", forge, "--json")
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+    # main holds the merged code alone (no session state of a CLI that resumes its own)
+    assert_main_is_the_teams(report, history)
+    assert_the_refused_review_shows_only_code(report)
