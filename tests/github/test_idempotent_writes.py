@@ -72,13 +72,19 @@ def test_a_502_after_the_claim_comment_was_made_leaves_one_comment(
         assert number in collect_events(forge).accepted  # the maintainer's label: a brief
         store = ClaimStore(forge)
         store.acquire("tidy", "example", lease_s=600)
-    fake_github.inject(502, method="POST", path_contains="/comments", after=True)
+    # The claim's label and comment go in one GraphQL request; GitHub does it and answers
+    # 502, which does not say so.
+    fake_github.inject(502, method="POST", path_contains="/graphql", after=True)
     done = run_assay("github", "sync", "--only", "claims", "--json", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     made = bot_comments(fake_github, number)
     assert len(made) == 1, made
-    posts = [c for c in fake_github.calls if c.method == "POST" and c.path.endswith("/comments")]
-    assert [c.status for c in posts] == [502]  # reconciled by reading, not sent again
+    posts = [c for c in fake_github.calls if c.method == "POST" and c.path == "/graphql"]
+    # Reconciled by reading (the comment found by its marker), and only the label, which
+    # setting twice leaves once, sent again: never a second comment.
+    assert [c.status for c in posts] == [502, 200]
+    assert "assay:claimed" in fake_github.issues[number]["_labels"]
+    assert json.loads(done.stdout)["actions"]["tidy"] == ["comment+", "label+"]
     with open_github_forge(f"github:{fake_github.slug}", cache_dir=tmp_path / "check") as forge:
         assert GitHubMirror(forge).state("tidy").comment_id == made[0]["id"]
     # The next sync edits that comment; it never makes a second one.
