@@ -11,7 +11,6 @@ of mutations is one of them.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -128,21 +127,6 @@ class GitHubApi:
         found: dict[str, Any] = self.rest.get(f"{self.base}/issues/{int(number)}")
         return found
 
-    def add_label(self, number: int, label: str) -> None:
-        # Adding a label twice leaves one label: safe to send again after a 5xx.
-        self.rest.post(f"{self.base}/issues/{number}/labels", {"labels": [label]}, replayable=True)
-
-    def remove_label(self, number: int, label: str) -> None:
-        # Already gone is fine: the goal state holds.
-        with contextlib.suppress(GitHubNotFound):
-            self.rest.delete(f"{self.base}/issues/{number}/labels/{quote(label, safe='')}")
-
-    def close_issue(self, number: int) -> None:
-        """Close issue ``number`` as completed (setting a state: sent twice, no harm)."""
-        self.rest.patch(
-            f"{self.base}/issues/{number}", {"state": "closed", "state_reason": "completed"}
-        )
-
     def create_comment(self, number: int, body: str) -> dict[str, Any]:
         """Comment on issue ``number``. After an answer that does not say whether it was made
         (a 502 after GitHub created it), the issue's comments are re-read and a comment with
@@ -207,16 +191,6 @@ class GitHubApi:
 
     # -- pull requests ---------------------------------------------------------------------
 
-    def create_pull(
-        self, *, title: str, head: str, base: str, body: str, draft: bool = True
-    ) -> dict[str, Any]:
-        made: dict[str, Any] = self.rest.post(
-            f"{self.base}/pulls",
-            {"title": title, "head": head, "base": base, "body": body, "draft": draft},
-            reconcile=lambda: self.find_pull(head),  # one open pull request per head
-        )
-        return made
-
     def find_pull(self, head: str) -> dict[str, Any] | None:
         """The open pull request from branch ``head``, if any."""
         found = self.rest.get(
@@ -227,9 +201,6 @@ class GitHubApi:
     def open_pulls(self) -> list[dict[str, Any]]:
         """Every open pull request of the repository (conditional pages)."""
         return self.rest.get_all(f"{self.base}/pulls", params={"state": "open"})
-
-    def update_pull_body(self, number: int, body: str) -> None:
-        self.rest.patch(f"{self.base}/pulls/{number}", {"body": body})
 
     def merge_pull(self, number: int, *, sha: str, method: str = "merge") -> str:
         done = self.rest.put(

@@ -730,11 +730,22 @@ class FakeGitHub(PullsMixin, RulesMixin):
         issue["updated_at"] = now()
 
     def _timeline_list(self, *, n: str, query: dict[str, str], **_: Any) -> Reply:
-        """The issue's timeline, oldest first. The fake keeps label events only (GitHub's
-        also holds comments, references and more, which Assay does not read from it)."""
+        """The issue's timeline, oldest first: its label events and its comments, each as
+        it reads now (GitHub's also holds references and more, which Assay does not read).
+        A comment made or edited changes the timeline, as on GitHub: a conditional read of
+        it is charged again."""
         issue = self._issue(n)
-        events = list(self.timeline.get(issue["number"], []))
+        events = [
+            self._comment_event(self.comments[item["_comment"]]) if "_comment" in item else item
+            for item in self.timeline.get(issue["number"], [])
+        ]
         return self._page(events, query, f"/repos/{self.slug}/issues/{n}/timeline")
+
+    def _comment_event(self, comment: dict[str, Any]) -> dict[str, Any]:
+        view = self.contract.skeleton("timeline-comment-event")
+        view.update({key: value for key, value in comment.items() if not key.startswith("_")})
+        view.update(event="commented", actor=comment["user"])
+        return view
 
     def _issues_get(self, *, n: str, **_: Any) -> Reply:
         return Reply(200, self._issue_view(self._issue(n)))
@@ -807,6 +818,7 @@ class FakeGitHub(PullsMixin, RulesMixin):
         self.comments[uid] = comment
         if number in self.issues:
             self.issues[number]["updated_at"] = comment["created_at"]  # as GitHub does
+            self.timeline.setdefault(number, []).append({"_comment": uid})
         return comment
 
     def _comments_update(self, *, user: str, cid: str, body: dict[str, Any], **_: Any) -> Reply:
