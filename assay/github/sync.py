@@ -219,7 +219,9 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
         pull=int(pull["number"]) if pull is not None else None,
     )
     if not blocking:
-        blocking += _record_problems(forge, brief, state, claimed=record is not None, issue=issue)
+        blocking += _record_problems(
+            brief, state, claimed=record is not None, issue=issue, pull=pull
+        )
     if blocking:
         raise Failed(
             f"{brief}: merge refused at {decision.head_sha[:12]}: " + "; ".join(blocking),
@@ -251,19 +253,20 @@ def mirror_batch(forge: GitHubForge, landed: Sequence[tuple[str, str]]) -> dict[
 
 
 def _record_problems(
-    forge: GitHubForge,
     brief: str,
     state: MirrorState,
     *,
     claimed: bool,
     issue: IssueBrief | None,
+    pull: dict[str, Any] | None,
 ) -> list[str]:
     """Why the refs any job may write do not hold what a merge needs (fail closed).
 
     The claim must still be there (a deleted one proves nothing about who did the work).
     The mirror record says which pull request to merge and which issue it closes, and any
-    job may push it: it must exist and agree with what GitHub itself says (the open pull
-    request from ``assay/<brief>``, the issue the brief came from)."""
+    job may push it: it must exist and agree with what GitHub itself says (``pull``, the
+    open pull request from ``assay/<brief>`` as GitHub listed it, and the issue the brief
+    came from)."""
     problems: list[str] = []
     if not claimed:
         problems.append(
@@ -272,7 +275,7 @@ def _record_problems(
         )
     if state.pull is None:
         return [*problems, f"the mirror record {mirror_ref(brief)} names no pull request"]
-    found = forge.api.find_pull(f"assay/{brief}")
+    found = pull
     if found is None or (int(found["number"]), str(found["node_id"])) != (
         state.pull,
         state.pull_node,

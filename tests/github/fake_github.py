@@ -716,18 +716,18 @@ class FakeGitHub(PullsMixin, RulesMixin):
     def _label_event(self, issue: dict[str, Any], event: str, name: str, user: str) -> None:
         """A ``labeled``/``unlabeled`` timeline event; GitHub bumps the issue's updated_at."""
         view = self.contract.skeleton("labeled-issue-event")
-        uid = self._next_id()
+        uid, stamp = self._next_id(), now()  # one stamp: the second may turn between two
         view.update(
             id=uid,
             node_id=f"LE_{uid}",
             url=f"{self.api_url}/repos/{self.slug}/issues/events/{uid}",
             actor=self._user(user),
             event=event,
-            created_at=now(),
+            created_at=stamp,
             label={"name": name, "color": "ededed"},
         )
         self.timeline.setdefault(issue["number"], []).append(view)
-        issue["updated_at"] = now()
+        issue["updated_at"] = stamp
 
     def _timeline_list(self, *, n: str, query: dict[str, str], **_: Any) -> Reply:
         """The issue's timeline, oldest first: its label events and its comments, each as
