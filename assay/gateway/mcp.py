@@ -5,7 +5,8 @@ it; each call goes to a ``ToolBridge``, which decides what the call does (the ga
 bridge journals it as a ``run.tool`` step; ``ToolBoxBridge`` calls a ``ToolBox`` directly).
 The protocol is the ``mcp`` library's (low-level ``Server`` and its streamable-HTTP session
 manager, stateless, JSON responses); this module adds the bearer-token check, the tool
-descriptors and the mapping of Assay's refusals to MCP tool errors.
+descriptors and the mapping of Assay's refusals to MCP tool errors. The library is imported
+by ``build_mcp_app`` only: a desk whose CLI takes no MCP server never loads it.
 
 Running it inside the gateway::
 
@@ -40,17 +41,17 @@ import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
-import jsonschema
-import mcp_types as types
-from mcp.server import Server, ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
+
+if TYPE_CHECKING:
+    import mcp_types as types
+    from mcp.server import Server, ServerRequestContext
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from assay import __version__
 from assay.desks.kinds.tools import ToolBox, ToolError, ToolPolicy, tool_specs
@@ -132,6 +133,8 @@ def desk_tool_descriptors(
 
 def check_arguments(descriptor: dict[str, Any], arguments: dict[str, Any]) -> None:
     """``ToolError`` naming the tool and the field when ``arguments`` break the schema."""
+    import jsonschema  # on the first tool call, not at every desk's start
+
     validator = jsonschema.Draft202012Validator(descriptor["inputSchema"])
     error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
     if error is not None:
@@ -180,12 +183,17 @@ class ToolBoxBridge(ToolBridge):
 
 
 def _text_result(text: str, *, error: bool, structured: Any = None) -> types.CallToolResult:
+    import mcp_types as types
+
     return types.CallToolResult(
         content=[types.TextContent(text=text)], structured_content=structured, is_error=error
     )
 
 
 def _mcp_server(bridge: ToolBridge) -> Server[Any]:
+    import mcp_types as types
+    from mcp.server import Server
+
     serial = anyio.Lock()
 
     async def list_tools(
@@ -305,6 +313,11 @@ def build_mcp_app(
     """The streamable-HTTP MCP app serving ``bridge``'s tools to holders of ``token``."""
     if not token:
         raise ValueError("build_mcp_app needs a non-empty token")
+    # The library is imported here, by the first app built, and by nothing else: its
+    # import is half of a desk process's start-up (docs/benchmarks.md, "Agent-CLI desk").
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{host}:*" for host in allowed_hosts] + list(allowed_hosts),

@@ -28,7 +28,9 @@ HOME = "/tmp/home"
 PROTECTED = (".git", ".assay")
 GATEWAY_SOCKET = "/run/assay/gateway.sock"
 RELAY_SCRIPT = "/run/assay/relay.py"
+WARDEN_SCRIPT = "/run/assay/warden.py"
 _RELAY_SOURCE = Path(__file__).with_name("relay.py")
+_WARDEN_SOURCE = Path(__file__).with_name("warden.py")
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Enough of /etc for users, name resolution, TLS roots, the dynamic linker and Debian's
 # alternatives; nothing that holds credentials (no gitconfig, shadow, ssh or netrc).
@@ -195,9 +197,36 @@ def bwrap_argv(
     if spec.network == "gateway" and gateway is None:
         raise BadInput("sandbox.network is gateway, but no gateway endpoint was given")
     toolchains = spec.toolchains if spec.network != "gateway" else (*spec.toolchains, "python")
-    args = [executable, *_namespaces(spec), *_system_mounts()]
+    args = _sandbox_args(executable, cwd=cwd, spec=spec, toolchains=toolchains)
     if status_fd is not None:
         args += ["--json-status-fd", str(status_fd)]
+    if spec.network == "gateway" and gateway is not None:
+        args += ["--ro-bind", str(gateway.socket_path), GATEWAY_SOCKET]
+        args += ["--ro-bind", str(_RELAY_SOURCE), RELAY_SCRIPT]
+        relay = [os.path.realpath(sys.executable), "-I", "-S", RELAY_SCRIPT]
+        argv = [*relay, str(gateway.port), GATEWAY_SOCKET, "--", *argv]
+    # The root is bwrap's own tmpfs: read-only, so a write outside the tree fails loudly.
+    return [*args, "--remount-ro", "/", "--", *argv]
+
+
+def warden_argv(executable: str, control_fd: int, *, cwd: Path, spec: SandboxSpec) -> list[str]:
+    """The command line of a ward (``assay.sandbox.ward``): the same sandbox as
+    ``bwrap_argv``'s, with the warden (``assay.sandbox.warden``) as its PID 1, serving the
+    calls that ``control_fd`` brings. ``spec`` must declare the python toolchain (the
+    warden is a Python program) and a network other than the gateway."""
+    if "python" not in spec.toolchains or spec.network == "gateway":
+        raise BadInput("a ward needs the python toolchain and a network other than gateway")
+    args = _sandbox_args(executable, cwd=cwd, spec=spec, toolchains=spec.toolchains)
+    args += ["--as-pid-1", "--ro-bind", str(_WARDEN_SOURCE), WARDEN_SCRIPT]
+    warden = [os.path.realpath(sys.executable), "-I", "-S", WARDEN_SCRIPT, str(control_fd), HOME]
+    return [*args, "--remount-ro", "/", "--", *warden]
+
+
+def _sandbox_args(
+    executable: str, *, cwd: Path, spec: SandboxSpec, toolchains: tuple[str, ...]
+) -> list[str]:
+    """bwrap, its namespaces and every mount but the last remount."""
+    args = [executable, *_namespaces(spec), *_system_mounts()]
     if spec.network == "host":
         args += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
     for path in _outside_system(toolchain_paths(toolchains)):
@@ -234,10 +263,4 @@ def bwrap_argv(
         # into .git would run outside the sandbox; the journal is the supervisor's record.
         if (work / name).exists():
             args += ["--ro-bind", str(work / name), str(work / name)]
-    if spec.network == "gateway" and gateway is not None:
-        args += ["--ro-bind", str(gateway.socket_path), GATEWAY_SOCKET]
-        args += ["--ro-bind", str(_RELAY_SOURCE), RELAY_SCRIPT]
-        relay = [os.path.realpath(sys.executable), "-I", "-S", RELAY_SCRIPT]
-        argv = [*relay, str(gateway.port), GATEWAY_SOCKET, "--", *argv]
-    # The root is bwrap's own tmpfs: read-only, so a write outside the tree fails loudly.
-    return [*args, "--remount-ro", "/", "--", *argv]
+    return args

@@ -7,6 +7,9 @@ and stderr as one stream read in chunks: a sha256 of every byte, a byte count, a
 bounded head and tail, so a process printing gigabytes costs constant memory.
 ``run_sandboxed`` is the same to completion or timeout. Killing it (timeout, ``kill()``,
 an exception, the supervisor's death) ends the PID namespace and so everything in it.
+Unsandboxed (``isolation: off``) the program runs below a bare warden instead, a child
+subreaper that ends everything below it the same way (``assay.sandbox.ward``). How a
+started process ends is its ``Lifetime``: bubblewrap's here, a ward's call there.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, NotRequired, TypedDict, Unpack
+from typing import IO, NotRequired, Protocol, TypedDict, Unpack
 
 from assay.sandbox.bwrap import bwrap_argv, require_sandbox
 from assay.sandbox.environ import process_environment
@@ -72,7 +75,7 @@ class ProcessResult:
         return text if lines is None else "\n".join(text.splitlines()[-lines:])
 
 
-class _Capture:
+class OutputCapture:
     """Reads one stream to its end: digest, count, head and rolling tail."""
 
     def __init__(self, stream: IO[bytes], limit: int, log: Path | None) -> None:
@@ -122,42 +125,54 @@ class _Capture:
         self.thread.join(1.0)
 
 
+class Lifetime(Protocol):
+    """How a started process ends: bubblewrap's (``_Bubblewrap``) or a call in a ward's
+    (``assay.sandbox.ward``). ``settle`` returns only once nothing it started is left."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None) -> int | None: ...  # None: still running
+
+    def kill(self) -> None: ...
+
+    def settle(self) -> int: ...  # kill what is left, wait for all of it: the exit code
+
+
 class SandboxProcess:
     """A started sandboxed process (an agent CLI, a row, a tool command)."""
 
     def __init__(
         self,
-        process: subprocess.Popen[bytes],
-        capture: _Capture,
+        lifetime: Lifetime,
+        capture: OutputCapture,
         *,
         timeout_s: float | None,
         sandboxed: bool,
-        init: int | None = None,
-        status: IO[bytes] | None = None,
+        started: bool = True,
     ) -> None:
-        self.process = process
-        self.init = init  # a pidfd of the namespace's init
-        self.status = status
+        self.lifetime = lifetime
         self.capture = capture
         self.sandboxed = sandboxed
         self.started = time.monotonic()
         self.deadline = None if timeout_s is None else self.started + timeout_s
         self.timed_out = False
-        self.unstartable = False
+        self.unstartable = not started
         self._result: ProcessResult | None = None
 
     @property
     def pid(self) -> int:
-        """The pid of bubblewrap (outside the namespace): its group is the whole sandbox."""
-        return self.process.pid
+        """bubblewrap's pid (outside the namespace: its group is the whole sandbox), or the
+        program's in a ward (as the warden sees it)."""
+        return self.lifetime.pid
 
     def poll(self) -> int | None:
-        return self.process.poll()
+        return self.lifetime.poll()
 
     def kill(self) -> None:
-        """Kill everything: bwrap's group; its namespace dies with it (``--die-with-parent``)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        """Kill everything the process started (the namespace, or the ward's call)."""
+        self.lifetime.kill()
 
     def wait(self, timeout: float | None = None) -> int | None:
         """The exit code, or None if still running after ``timeout`` seconds.
@@ -165,15 +180,15 @@ class SandboxProcess:
         Past the process's own deadline it is killed and marked ``timed_out``.
         """
         limits = [t for t in (timeout, self._remaining()) if t is not None]
-        try:
-            return _wait_for_exit(self.process, min(limits) if limits else None)
-        except subprocess.TimeoutExpired:
-            remaining = self._remaining()
-            if remaining is not None and remaining <= 0:
-                self.timed_out = True
-                self.kill()
-                return self.process.wait()
-            return None
+        code = self.lifetime.wait(min(limits) if limits else None)
+        if code is not None:
+            return code
+        remaining = self._remaining()
+        if remaining is not None and remaining <= 0:
+            self.timed_out = True
+            self.kill()
+            return self.lifetime.wait(None)
+        return None
 
     def _remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -187,12 +202,7 @@ class SandboxProcess:
                 pass
         finally:
             # Nothing started inside may outlive the call, whatever happened.
-            self.kill()
-            code = self.process.wait()
-            _await_exit(self.init, _NAMESPACE_GRACE_S)
-            self.init = None
-            if self.status is not None:
-                self.status.close()
+            code = self.lifetime.settle()
             self.capture.finish(_DRAIN_GRACE_S)
         started = not self.unstartable
         if code == 1 and bytes(self.capture.head).startswith(b"bwrap: execvp"):
@@ -218,6 +228,42 @@ class SandboxProcess:
     def __exit__(self, *exc: object) -> None:
         self.kill()
         self.result()
+
+
+class _Bubblewrap:
+    """One bubblewrap process: its group is the sandbox, and the namespace's init (a pidfd
+    from bwrap's status line) tells when everything in it is gone."""
+
+    def __init__(
+        self, process: subprocess.Popen[bytes], init: int | None, status: IO[bytes] | None
+    ) -> None:
+        self.process = process
+        self.pid = process.pid
+        self.init = init
+        self.status = status
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def wait(self, timeout: float | None) -> int | None:
+        try:
+            return _wait_for_exit(self.process, timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        """Kill bwrap's group; its namespace dies with it (``--die-with-parent``)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+    def settle(self) -> int:
+        self.kill()
+        code = self.process.wait()
+        _await_exit(self.init, _NAMESPACE_GRACE_S)
+        self.init = None
+        if self.status is not None:
+            self.status.close()
+        return code
 
 
 def _namespace_init(stream: IO[bytes]) -> int | None:
@@ -296,44 +342,68 @@ def start_sandboxed(argv: Sequence[str], **options: Unpack[StartOptions]) -> San
     if not argv:
         raise ValueError("start_sandboxed: empty argv")
     cwd, spec, stdin = options["cwd"], options["spec"], options.get("stdin")
+    if spec.isolation == "off":
+        # Unsandboxed, a warden that is a child subreaper stands between the supervisor and
+        # the program: nothing the program starts outlives the call or the supervisor.
+        from assay.sandbox.ward import Ward
+
+        return Ward(cwd, spec).start(argv, close_after=True, **_call_options(options))
     environment = process_environment(spec, options["env"])
-    full, status, status_writer = list(argv), None, None
-    if spec.isolation == "on":
-        executable = require_sandbox()
-        status, status_writer = os.pipe()
-        full = bwrap_argv(
-            executable,
-            full,
-            cwd=cwd,
-            spec=spec,
-            gateway=options.get("gateway"),
-            status_fd=status_writer,
-        )
+    executable = require_sandbox()
+    status, status_writer = os.pipe()
+    full = bwrap_argv(
+        executable,
+        list(argv),
+        cwd=cwd,
+        spec=spec,
+        gateway=options.get("gateway"),
+        status_fd=status_writer,
+    )
     try:
         process, started = _spawn(full, cwd, environment, stdin is not None, status_writer)
     finally:
-        if status_writer is not None:
-            os.close(status_writer)
-    status_stream = os.fdopen(status, "rb") if status is not None else None
-    init = _namespace_init(status_stream) if status_stream is not None else None
+        os.close(status_writer)
+    status_stream = os.fdopen(status, "rb")
+    init = _namespace_init(status_stream)
     assert process.stdout is not None
-    capture = _Capture(process.stdout, options["max_output_bytes"], options.get("output_log"))
+    capture = OutputCapture(process.stdout, options["max_output_bytes"], options.get("output_log"))
     if stdin is not None:
-        threading.Thread(target=_feed, args=(process, stdin), daemon=True).start()
-    handle = SandboxProcess(
-        process,
+        threading.Thread(target=feed, args=(process.stdin, stdin), daemon=True).start()
+    return SandboxProcess(
+        _Bubblewrap(process, init, status_stream),
         capture,
         timeout_s=options["timeout_s"],
         sandboxed=spec.sandboxed,
-        init=init,
-        status=status_stream,
+        started=started,
     )
-    handle.unstartable = not started
-    return handle
+
+
+class CallOptions(TypedDict):
+    """What one call in a ward takes (``Ward.start``): ``StartOptions`` without the
+    sandbox's own (its tree, spec and gateway)."""
+
+    env: Mapping[str, str]
+    timeout_s: float | None
+    max_output_bytes: int
+    stdin: NotRequired[bytes | None]
+    output_log: NotRequired[Path | None]
+
+
+def _call_options(options: StartOptions) -> CallOptions:
+    call: CallOptions = {
+        "env": options["env"],
+        "timeout_s": options["timeout_s"],
+        "max_output_bytes": options["max_output_bytes"],
+    }
+    if "stdin" in options:
+        call["stdin"] = options["stdin"]
+    if "output_log" in options:
+        call["output_log"] = options["output_log"]
+    return call
 
 
 def _spawn(
-    argv: list[str], cwd: Path, env: dict[str, str], piped: bool, status_fd: int | None
+    argv: list[str], cwd: Path, env: dict[str, str], piped: bool, status_fd: int
 ) -> tuple[subprocess.Popen[bytes], bool]:
     """The process (its own session and group), and whether ``argv`` could be started; one
     that cannot is reported like any other run (exit 127, the reason as output)."""
@@ -346,7 +416,7 @@ def _spawn(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            pass_fds=() if status_fd is None else (status_fd,),
+            pass_fds=(status_fd,),
         )
         return process, True
     except OSError as exc:
@@ -360,13 +430,15 @@ def _spawn(
         return failed, False
 
 
-def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
-    if process.stdin is None:
+def feed(stream: IO[bytes] | None, data: bytes) -> None:
+    """Write ``data`` to a program's stdin and close it (a thread's body: the program may
+    read it slowly, or never)."""
+    if stream is None:
         return  # the program could not be started: nothing reads
     with contextlib.suppress(OSError):
-        process.stdin.write(data)
+        stream.write(data)
     with contextlib.suppress(OSError):
-        process.stdin.close()
+        stream.close()
 
 
 def run_sandboxed(argv: Sequence[str], **options: Unpack[StartOptions]) -> ProcessResult:

@@ -95,13 +95,26 @@ class CheckpointScan:
             return
         names = changed_paths(root)
         if self.journal_dir is not None and self.journal_dir.is_dir():
-            for path in sorted(self.journal_dir.rglob("*")):
-                name = path.relative_to(root).as_posix()
-                if "/blobs/" in name and name in self._blobs_seen:
-                    continue  # blobs are content-addressed: once scanned, always clean
-                names.append(name)
+            names += sorted(self._journal_names(root, self.journal_dir))
         self.check(root, dict.fromkeys(names))
         self._blobs_seen.update(n for n in names if "/blobs/" in n)
+
+    def _journal_names(self, root: Path, journal: Path) -> Iterator[str]:
+        """The journal's files (relative, POSIX) but the blobs scanned before, which are
+        content-addressed: once clean, always clean. Walked with ``os.scandir`` and plain
+        strings: this runs at every checkpoint, and the folder grows with the run."""
+        base = journal.relative_to(root).as_posix()
+        stack = [(str(journal), base)]
+        while stack:
+            folder, relative = stack.pop()
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    name = f"{relative}/{entry.name}"
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((entry.path, name))
+                        yield name  # as rglob listed it: a folder is read as b""
+                    elif "/blobs/" not in name or name not in self._blobs_seen:
+                        yield name
 
     def check(self, root: Path, changed: Iterable[str]) -> None:
         """``Denied`` (77) naming the first of ``changed`` (paths under ``root``) that holds a

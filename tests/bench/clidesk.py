@@ -69,6 +69,11 @@ def _claude_session() -> list[dict[str, Any]]:
     return [*({"tool_calls": [c]} for c in calls), {"content": "Wrote and showed a.txt."}]
 
 
+def _gemini_session() -> list[dict[str, Any]]:
+    calls = [{"name": "run_shell_command", "arguments": {"command": c}} for c in COMMANDS]
+    return [*({"tool_calls": [c]} for c in calls), {"content": "Wrote and showed a.txt."}]
+
+
 CLIS = {
     "codex": Cli(
         "codex",
@@ -83,6 +88,13 @@ CLIS = {
         {"adapter": "anthropic", "model": "claude-sonnet-4-5"},
         ("Bash",),
         _claude_session,
+    ),
+    "gemini-cli": Cli(
+        "gemini",
+        "gemini-cli",
+        {"adapter": "gemini", "model": "gemini-2.5-pro"},
+        ("run_shell_command",),
+        _gemini_session,
     ),
 }
 
@@ -131,8 +143,17 @@ def _wait_cpu(proc: subprocess.Popen[bytes]) -> tuple[int, float, float]:
     return proc.returncode, usage.ru_utime + usage.ru_stime, own
 
 
-def through_assay(root: Path, cli: Cli, briefs: int) -> Figures:
-    """N briefs run by one ``assay desk run`` of a ``kind: cli`` desk."""
+def through_assay(
+    root: Path,
+    cli: Cli,
+    briefs: int,
+    *,
+    profile: Path | None = None,
+    durability: str | None = None,
+) -> Figures:
+    """N briefs run by one ``assay desk run`` of a ``kind: cli`` desk (under cProfile, every
+    thread on its own CPU clock, into ``profile``: ``tests.bench.profiled``), in the forge's
+    default durability mode unless ``durability`` names one."""
     world = World(root, init_forge(root / "forge.git"))
     names = [f"cli-{i:03d}" for i in range(briefs)]
     world.add_briefs(*(brief_text(name, body=PROMPT) for name in names))
@@ -140,7 +161,7 @@ def through_assay(root: Path, cli: Cli, briefs: int) -> Figures:
     wrapped = git_wrapper(root / "bin")
     clis = str(cli_path(cli.binary).parent)
     with WireFake(cli.session()) as fake:
-        base_url = fake.url if cli.model["adapter"] == "anthropic" else fake.openai_base_url
+        base_url = fake.openai_base_url if cli.model["adapter"] == "openai" else fake.url
         manifest = {
             "name": cli.profile,
             "kind": "cli",
@@ -150,14 +171,18 @@ def through_assay(root: Path, cli: Cli, briefs: int) -> Figures:
             "tools": list(cli.tools),
             "lease": "30s",
             "sandbox": {"toolchains": ["python", "node"]},
+            **({"durability": durability} if durability else {}),
         }
         (world.desks / f"{cli.profile}.yaml").write_text(yaml.safe_dump(manifest))
         env = world.env("a", {"BENCH_UPSTREAM_KEY": KEY, "ASSAY_GIT_COUNT": str(counts)})
         env["PATH"] = os.pathsep.join([str(wrapped), clis, env.get("PATH", "")])
+        argv = assay_argv(*world.desk_args(cli.profile))
+        if profile is not None:
+            argv[1:3] = ["-m", "tests.bench.profiled", str(profile)]
         started = time.monotonic()
         with open(root / "desk.log", "wb") as log:
             proc = subprocess.Popen(
-                assay_argv(*world.desk_args(cli.profile)),
+                argv,
                 cwd=root,
                 env=env,
                 stdout=log,
@@ -218,11 +243,16 @@ def alone(root: Path, cli: Cli, briefs: int) -> Figures:
     return Figures(briefs, wall, cpu, Counter(), paid, failed, cpu)
 
 
-def rows(ours: Figures, floor: Figures) -> list[tuple[str, str, str, str]]:
-    """(measure, through Assay, alone, Assay's share) per brief."""
+def rows(
+    ours: Figures, floor: Figures, first: Figures | None = None
+) -> list[tuple[str, str, str, str]]:
+    """(measure, through Assay, alone, Assay's share) per brief; with ``first`` (the same
+    desk run for one brief), Assay's CPU split into its start-up and each further brief."""
     n = ours.briefs
     git = ", ".join(f"{name} {count / n:.1f}" for name, count in ours.git.most_common(4))
-    return [
+    cli_cpu = floor.cpu_s / n
+    own = ours.own_cpu_s / n
+    found = [
         (
             "wall seconds per brief",
             f"{ours.wall_s / n:.2f}",
@@ -231,10 +261,25 @@ def rows(ours: Figures, floor: Figures) -> list[tuple[str, str, str, str]]:
         ),
         (
             "CPU-seconds per brief, Assay's own",
-            f"{ours.own_cpu_s / n:.2f}",
-            f"{floor.cpu_s / n:.2f} (the CLI's own)",
-            "the desk process itself: claim, checkout, gateway, MCP, journal, pushes, review",
+            f"{own:.2f}",
+            f"{cli_cpu:.2f} (the CLI's own)",
+            f"{own / cli_cpu:.2f}x the CLI's (target 0.5x): the desk process itself: claim, "
+            "checkout, gateway, MCP, journal, pushes, review",
         ),
+    ]
+    if first is not None and n > 1:
+        marginal = (ours.own_cpu_s - first.own_cpu_s) / (n - 1)
+        found.append(
+            (
+                "CPU-seconds of each brief past the first, Assay's own",
+                f"{marginal:.2f}",
+                f"{cli_cpu:.2f}",
+                f"{marginal / cli_cpu:.2f}x; the desk's start-up and first brief: "
+                f"{first.own_cpu_s:.2f} s",
+            )
+        )
+    return [
+        *found,
         ("git processes per brief", f"{sum(ours.git.values()) / n:.1f}", "0", git or "none"),
         ("model calls paid per brief", f"{ours.paid / n:.1f}", f"{floor.paid / n:.1f}", ""),
         (f"briefs not finished (of {n})", str(ours.failed), str(floor.failed), "must be 0"),
@@ -249,32 +294,74 @@ def section_rows(found: list[tuple[str, str, str, str]], cli: str) -> list[tuple
     ]
 
 
-def measure(*, cli: str, briefs: int) -> list[tuple[str, str, str, str]]:
+def measure(
+    *,
+    cli: str,
+    briefs: int,
+    profile: Path | None = None,
+    durability: str | None = None,
+    split: bool = False,
+) -> list[tuple[str, str, str, str]]:
+    """The rows for ``cli``; ``split``: also run the desk for one brief, to tell its
+    start-up from what each further brief costs."""
     chosen = CLIS[cli]
     root = Path(tempfile.mkdtemp(prefix="assay-bench-clidesk-"))
     try:
         floor = alone(root / "alone", chosen, briefs)
-        ours = through_assay(root / "assay", chosen, briefs)
+        first = through_assay(root / "first", chosen, 1, durability=durability) if split else None
+        ours = through_assay(root / "assay", chosen, briefs, profile=profile, durability=durability)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return rows(ours, floor)
+    return rows(ours, floor, first)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--briefs", type=int, default=5, help="briefs to run (default 5)")
-    parser.add_argument("--cli", choices=sorted(CLIS), default="codex", help="default codex")
+    parser.add_argument(
+        "--cli", choices=[*sorted(CLIS), "all"], default="codex", help="default codex"
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="OUT",
+        help="cProfile the desk (every thread, CPU clock) into OUT and print its top",
+    )
+    parser.add_argument(
+        "--durability",
+        choices=["step", "window", "exit"],
+        help="the desk's durability mode (default: the embedded forge's, step)",
+    )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also run one brief: the desk's start-up apart from each further brief",
+    )
     options = parser.parse_args(argv)
     if options.briefs < 1:
         parser.error("--briefs must be at least 1")
-    found = measure(cli=options.cli, briefs=options.briefs)
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"agent-CLI desk ({options.cli}, {options.briefs} briefs, 3 turns each; load {load})")
-    print()
-    print("| measure | through Assay | the CLI alone | Assay's share |")
-    print("| --- | ---: | ---: | --- |")
-    for name, ours, floor, share in found:
-        print(f"| {name} | {ours} | {floor} | {share} |")
+    for cli in sorted(CLIS) if options.cli == "all" else [options.cli]:
+        found = measure(
+            cli=cli,
+            briefs=options.briefs,
+            profile=options.profile,
+            durability=options.durability,
+            split=options.split,
+        )
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        mode = options.durability or "step"
+        print(f"agent-CLI desk ({cli}, {options.briefs} briefs, 3 turns each, durability {mode}; ")
+        print(f"load {load})")
+        print()
+        print("| measure | through Assay | the CLI alone | Assay's share |")
+        print("| --- | ---: | ---: | --- |")
+        for name, ours, floor, share in found:
+            print(f"| {name} | {ours} | {floor} | {share} |")
+        print()
+        if options.profile is not None:
+            from tests.bench.profiled import top
+
+            print(top(str(options.profile)))
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ class Launch:
     files = {Path(sys.argv[1]) / ".cfg" / "x.json": b"{}"}
 
 process = launch_cli(Launch, cwd=Path(sys.argv[1]), home=Path(sys.argv[1]))
-print(process.popen.pid, flush=True)
-process.popen.wait()
+print(process.process.pid, flush=True)
+process.process.wait()
 """
 
 
@@ -63,8 +63,8 @@ def test_an_unsandboxed_cli_dies_with_its_launcher_and_sees_no_desk_secret(tmp_p
 
 def test_the_cli_environment_is_the_profile_s_plus_path_home_lang(tmp_path: Path) -> None:
     script = PARENT.replace("time.sleep(300)", "pass").replace(
-        "print(process.popen.pid, flush=True)",
-        "process.popen.wait(); print(process.tail())",
+        "print(process.process.pid, flush=True)",
+        "process.process.wait(); print(process.tail())",
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path)],

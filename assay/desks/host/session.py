@@ -631,6 +631,8 @@ class Session:
 
     def close(self) -> None:
         self.hooks.stop()  # the pusher's pushes end here; flush() pushes the rest
+        if isinstance(self.tools, ToolBox):
+            self.tools.close()  # its sandbox: a stopped run holds no process
         if self.lock is not None:
             self.lock.close()  # releases the flock
             self.lock = None

@@ -22,7 +22,6 @@ import json
 import os
 import queue
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -136,21 +135,9 @@ def launch_cli(
     for path, data in (launch.files or {}).items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(data)
-    argv = [sys.executable, "-c", DIE_WITH_PARENT, *launch.argv]
-    return _start(argv, cwd=cwd, env=env, spec=spec or SandboxSpec(isolation="off"))
-
-
-# Unsandboxed, the CLI is exec'd by this prelude: SIGKILL when the desk dies (the kernel's
-# PR_SET_PDEATHSIG, kept across exec), so a crashed desk leaves no CLI working in the tree
-# the next holder takes over. (A preexec_fn would run in a child forked from a process
-# with threads: the gateway's.)
-DIE_WITH_PARENT = """\
-import ctypes, os, signal, sys
-ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-if os.getppid() == 1:
-    os._exit(1)
-os.execvp(sys.argv[1], sys.argv[1:])
-"""
+    # The runner's warden (assay.sandbox.warden) kills the CLI and every tool it started,
+    # however detached, when the desk dies, SIGKILL included.
+    return _start(list(launch.argv), cwd=cwd, env=env, spec=spec or SandboxSpec(isolation="off"))
 
 
 def _check_files(launch: Any, home: Path) -> None:
@@ -232,14 +219,10 @@ def _interpreter_roots(venv: Path) -> list[Path]:
 
 
 class CliProcess:
-    """A launched CLI (``start_sandboxed``): its own process group, killed as a group."""
+    """A launched CLI (``start_sandboxed``): killed with everything it started."""
 
     def __init__(self, process: SandboxProcess) -> None:
         self.process = process
-
-    @property
-    def popen(self) -> subprocess.Popen[bytes]:
-        return self.process.process
 
     def poll(self) -> int | None:
         return self.process.poll()

@@ -16,10 +16,11 @@ command that does not start with one of the allowed prefixes. Malformed argument
 ``ToolError`` (a ``BadInput``), which an agent loop may hand back to the model.
 
 ``run`` splits its command with ``shlex`` and executes the argv directly (never a shell)
-in the sandbox (``assay.sandbox``): the work tree its only writable path, its own PID
-namespace killed whole when the call ends, the network the manifest's ``sandbox:`` allows,
-and an environment holding only a few harmless variables plus the ones the manifest
-passes, never a secret.
+in the sandbox (``assay.sandbox``), one kept for the run and entered by each command (a
+ward: ``assay.sandbox.ward``): the work tree its only writable path, every process it
+started killed when the call ends, a fresh ``/tmp`` and ``HOME`` each time, the network
+the manifest's ``sandbox:`` allows, and an environment holding only a few harmless
+variables plus the ones the manifest passes, never a secret.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from assay.errors import BadInput, Denied
-from assay.sandbox import SandboxSpec, run_sandboxed, sandbox_environment
+from assay.sandbox import SandboxSpec, sandbox_environment
 from assay.sandbox.environ import process_environment
+from assay.sandbox.ward import Ward
 
 TOOL_NAMES: tuple[str, ...] = ("read_file", "write_file", "list_files", "run", "finish")
 
@@ -81,6 +83,13 @@ class ToolBox:
         unknown = self.allowed - set(TOOL_NAMES)
         if unknown:
             raise BadInput(f"unknown tools in policy: {', '.join(sorted(unknown))}")
+        # One sandbox for the run's commands, built at the first: one per command cost
+        # bubblewrap ten times what the command itself did (docs/sandbox.md, "Cost").
+        self._ward = Ward(self.root, policy.sandbox)
+
+    def close(self) -> None:
+        """End the run's sandbox (``run`` builds a new one if called again)."""
+        self._ward.close()
 
     # -- the ToolRunner seam -------------------------------------------------------------
 
@@ -218,11 +227,9 @@ class ToolBox:
     def _tool_run(self, args: dict[str, Any]) -> dict[str, Any]:
         command = _text_arg(args, "command")
         argv = self.check_command(command)
-        result = run_sandboxed(
+        result = self._ward.run(
             argv,
-            cwd=self.root,
             env=self.command_env(),
-            spec=self.policy.sandbox,
             timeout_s=self.policy.run_timeout_s,
             max_output_bytes=self.policy.max_output_bytes,
         )
