@@ -312,7 +312,7 @@ class GitHubMirror:
         """Squash the pull request at ``head_sha`` (GitHub refuses if the head moved) into one
         commit on main whose message is ``message`` (its first line the headline, the rest
         its body: the trailers naming the brief, its evidence and its run), with the final
-        body and the claim comment, in one GraphQL request; then drop the label."""
+        body, the claim comment and the claim label dropped, in one GraphQL request."""
         state = self.state(brief)
         if state.pull_node is None:
             raise BadInput(f"brief {brief!r} has no pull request to merge")
