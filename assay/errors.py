@@ -44,6 +44,11 @@ Outside the tree, on purpose (never reaching a user)::
                                    Forge.push then runs git: nothing was changed)
     TooLarge                       a pack of more objects than assay.forge.packfile reads
                                    (the fetch then runs git)
+    WardGone                       a run's warden died under a call (assay.sandbox.ward;
+                                   the call reads as killed, exit 9)
+    StateRefused                   a CLI's session files or resume point not as the desk
+                                   records them (assay.agentcli.sessionstate; the desk
+                                   warns and relaunches the CLI instead)
 
 ``Suspension`` and ``EndOfHistory`` derive from ``BaseException`` so that desk code's
 ``except Exception`` cannot swallow them by accident. The runtime turns a suspension into
