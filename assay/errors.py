@@ -8,6 +8,8 @@ process exit code and whose ``status`` is the word ``--json`` output carries::
     │   ├── StepError              a step's body raised (assay.runtime.types)
     │   ├── MergeRefused           the merge rule refused (assay.evidence.gate)
     │   └── GitHubRefused          GitHub refused a write (assay.github.rest)
+    │       └── BatchRefused       one mutation of a GraphQL request refused; what the
+    │                              others did rides with it (assay.github.api)
     ├── UsageError (2)             bad command line
     ├── Busy (3)                   nothing claimable, or the claim is held by another holder
     ├── Fenced (4)                 this holder lost its claim to a newer one; nothing written
