@@ -8,6 +8,8 @@ process exit code and whose ``status`` is the word ``--json`` output carries::
     │   ├── StepError              a step's body raised (assay.runtime.types)
     │   ├── MergeRefused           the merge rule refused (assay.evidence.gate)
     │   └── GitHubRefused          GitHub refused a write (assay.github.rest)
+    │       └── BatchRefused       one mutation of a GraphQL request refused; what the
+    │                              others did rides with it (assay.github.api)
     ├── UsageError (2)             bad command line
     ├── Busy (3)                   nothing claimable, or the claim is held by another holder
     ├── Fenced (4)                 this holder lost its claim to a newer one; nothing written
@@ -44,6 +46,11 @@ Outside the tree, on purpose (never reaching a user)::
                                    Forge.push then runs git: nothing was changed)
     TooLarge                       a pack of more objects than assay.forge.packfile reads
                                    (the fetch then runs git)
+    WardGone                       a run's warden died under a call (assay.sandbox.ward;
+                                   the call reads as killed, exit 9)
+    StateRefused                   a CLI's session files or resume point not as the desk
+                                   records them (assay.agentcli.sessionstate; the desk
+                                   warns and relaunches the CLI instead)
 
 ``Suspension`` and ``EndOfHistory`` derive from ``BaseException`` so that desk code's
 ``except Exception`` cannot swallow them by accident. The runtime turns a suspension into

@@ -3,26 +3,38 @@
 A thin typed layer over ``RestClient`` for one repository. Nothing here decides *when* to
 call; that is ``assay.github.mirror`` (claims, reviews, evidence) and ``assay.github.events``.
 Where GitHub offers no REST endpoint (ready-for-review) or where several edits belong
-together (finish a review: body, ready, mirror comment), they go in one GraphQL request.
+together (a claim's label and comment with its pull request; a merge with its comment and
+the label's removal), they go in one GraphQL request: GitHub's secondary limits count
+content-creating *requests* (80 a minute, 500 an hour, REST and GraphQL alike), so a batch
+of mutations is one of them.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from assay.github.rest import GitHubNotFound, RestClient
+from assay.github.rest import GitHubNotFound, GitHubRefused, RestClient
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 
 # GraphQL mutations a batch may hold, and the input type each one takes.
 _MUTATION_INPUTS = {
+    "addComment": "AddCommentInput",
+    "addLabelsToLabelable": "AddLabelsToLabelableInput",
+    "closeIssue": "CloseIssueInput",
+    "createPullRequest": "CreatePullRequestInput",
     "markPullRequestReadyForReview": "MarkPullRequestReadyForReviewInput",
-    "updatePullRequest": "UpdatePullRequestInput",
-    "updateIssueComment": "UpdateIssueCommentInput",
     "mergePullRequest": "MergePullRequestInput",
+    "removeLabelsFromLabelable": "RemoveLabelsFromLabelableInput",
+    "updateIssueComment": "UpdateIssueCommentInput",
+    "updatePullRequest": "UpdatePullRequestInput",
+}
+# What a mutation that makes something answers with: the new object's node id and number.
+_MADE = {
+    "addComment": "commentEdge { node { id databaseId } }",
+    "createPullRequest": "pullRequest { id number }",
 }
 
 
@@ -32,6 +44,40 @@ class Mutation:
 
     name: str
     input: dict[str, Any]
+
+    @property
+    def creates(self) -> bool:
+        """Whether it makes something (a comment, a pull request): sent twice, two."""
+        return self.name in _MADE
+
+
+@dataclass(frozen=True)
+class Made:
+    """What a mutation that makes something made: its node id and its number (a comment's
+    database id, a pull request's number)."""
+
+    node: str
+    number: int
+
+
+class BatchRefused(GitHubRefused):
+    """GitHub ran a batch and refused some of its mutations (the others ran, in order):
+    ``done`` holds every mutation's answer, None for a refused one."""
+
+    def __init__(self, message: str, *, done: list[dict[str, Any] | None]) -> None:
+        super().__init__(message)
+        self.done = done
+
+
+def made(name: str, answer: dict[str, Any] | None) -> Made | None:
+    """The object a creating mutation's ``answer`` names (None: it made nothing)."""
+    if answer is None:
+        return None
+    if name == "addComment":
+        node = (answer.get("commentEdge") or {}).get("node") or {}
+        return Made(str(node["id"]), int(node["databaseId"])) if node else None
+    pull = answer.get("pullRequest") or {}
+    return Made(str(pull["id"]), int(pull["number"])) if pull else None
 
 
 class GitHubApi:
@@ -43,6 +89,7 @@ class GitHubApi:
         self.repo = repo
         self.base = f"/repos/{owner}/{repo}"
         self._permissions: dict[str, str] = {}
+        self._nodes: dict[str, str] = {}  # path -> node id: a node id never changes
 
     # -- issues, labels, comments --------------------------------------------------------
 
@@ -51,20 +98,34 @@ class GitHubApi:
         found = self.rest.get_all(f"{self.base}/issues", params={"labels": label, "state": "open"})
         return [issue for issue in found if "pull_request" not in issue]
 
-    def add_label(self, number: int, label: str) -> None:
-        # Adding a label twice leaves one label: safe to send again after a 5xx.
-        self.rest.post(f"{self.base}/issues/{number}/labels", {"labels": [label]}, replayable=True)
+    def repository_node(self) -> str:
+        """The repository's GraphQL node id (one conditional read, once per client)."""
+        if self.base not in self._nodes:
+            self._nodes[self.base] = str(self.rest.get(self.base)["node_id"])
+        return self._nodes[self.base]
 
-    def remove_label(self, number: int, label: str) -> None:
-        # Already gone is fine: the goal state holds.
-        with contextlib.suppress(GitHubNotFound):
-            self.rest.delete(f"{self.base}/issues/{number}/labels/{quote(label, safe='')}")
+    def label_node(self, name: str, *, color: str = "ededed") -> str:
+        """The node id of the repository's label ``name`` (one conditional read, once per
+        client), made once when the repository has none: GitHub's REST API makes an
+        issue's new label on the fly, its GraphQL mutations name labels by id."""
+        path = f"{self.base}/labels/{quote(name, safe='')}"
+        if path not in self._nodes:
+            try:
+                found = self.rest.get(path)
+            except GitHubNotFound:
+                try:
+                    found = self.rest.post(
+                        f"{self.base}/labels", {"name": name, "color": color}, replayable=True
+                    )
+                except GitHubRefused:  # made meanwhile (422 already_exists): read it
+                    found = self.rest.get(path)
+            self._nodes[path] = str(found["node_id"])
+        return self._nodes[path]
 
-    def close_issue(self, number: int) -> None:
-        """Close issue ``number`` as completed (setting a state: sent twice, no harm)."""
-        self.rest.patch(
-            f"{self.base}/issues/{number}", {"state": "closed", "state_reason": "completed"}
-        )
+    def issue(self, number: int) -> dict[str, Any]:
+        """Issue ``number`` (one conditional read)."""
+        found: dict[str, Any] = self.rest.get(f"{self.base}/issues/{int(number)}")
+        return found
 
     def create_comment(self, number: int, body: str) -> dict[str, Any]:
         """Comment on issue ``number``. After an answer that does not say whether it was made
@@ -130,16 +191,6 @@ class GitHubApi:
 
     # -- pull requests ---------------------------------------------------------------------
 
-    def create_pull(
-        self, *, title: str, head: str, base: str, body: str, draft: bool = True
-    ) -> dict[str, Any]:
-        made: dict[str, Any] = self.rest.post(
-            f"{self.base}/pulls",
-            {"title": title, "head": head, "base": base, "body": body, "draft": draft},
-            reconcile=lambda: self.find_pull(head),  # one open pull request per head
-        )
-        return made
-
     def find_pull(self, head: str) -> dict[str, Any] | None:
         """The open pull request from branch ``head``, if any."""
         found = self.rest.get(
@@ -151,27 +202,35 @@ class GitHubApi:
         """Every open pull request of the repository (conditional pages)."""
         return self.rest.get_all(f"{self.base}/pulls", params={"state": "open"})
 
-    def update_pull_body(self, number: int, body: str) -> None:
-        self.rest.patch(f"{self.base}/pulls/{number}", {"body": body})
-
     def merge_pull(self, number: int, *, sha: str, method: str = "merge") -> str:
         done = self.rest.put(
             f"{self.base}/pulls/{number}/merge", {"sha": sha, "merge_method": method}
         )
         return str(done["sha"])
 
-    def batch(self, mutations: list[Mutation]) -> dict[str, Any]:
-        """Run mutations in one GraphQL request, in order (GitHub runs them serially)."""
+    def batch(self, mutations: list[Mutation]) -> list[dict[str, Any] | None]:
+        """Run mutations in one GraphQL request, in order (GitHub runs them serially), and
+        return each one's answer. One GitHub refused is ``BatchRefused`` carrying the
+        others' answers (they ran). A batch that makes something (``Mutation.creates``) is
+        sent once: an answer that does not say whether GitHub ran it is ``WriteUncertain``,
+        for the caller to reconcile (``assay.github.mirror``); one that only sets states
+        (a body, ready, merged at one head, a label) is sent again after a 5xx."""
         if not mutations:
-            return {}
+            return []
         declared, fields, variables = [], [], {}
         for index, mutation in enumerate(mutations):
             name = f"m{index}"
             declared.append(f"${name}: {_MUTATION_INPUTS[mutation.name]}!")
-            fields.append(f"  {name}: {mutation.name}(input: ${name}) {{ clientMutationId }}")
+            selection = _MADE.get(mutation.name, "clientMutationId")
+            fields.append(f"  {name}: {mutation.name}(input: ${name}) {{ {selection} }}")
             variables[name] = mutation.input
         query = "mutation Assay(" + ", ".join(declared) + ") {\n" + "\n".join(fields) + "\n}"
-        return self.rest.graphql(query, variables)
+        replayable = not any(mutation.creates for mutation in mutations)
+        data, errors = self.rest.graphql(query, variables, replayable=replayable)
+        done = [data.get(f"m{index}") for index in range(len(mutations))]
+        if errors:
+            raise BatchRefused(f"GitHub GraphQL refused the request: {errors}", done=done)
+        return done
 
     # -- checks and workflows ----------------------------------------------------------------
 

@@ -46,6 +46,7 @@ class IssueBrief:
     url: str
     current: bool = True
     pin: IssuePin | None = None
+    node: str | None = None  # the issue's GraphQL id (the mirror names it by it)
 
 
 @dataclass
@@ -90,7 +91,10 @@ def load_issue_briefs(
             result.errors.append(BadInput(f"issue #{number}: {refusal}", source=f"issue #{number}"))
             continue
         current = issue_digest(issue) == pin.digest
-        result.briefs[found.brief.id] = dataclasses.replace(found, current=current, pin=pin)
+        node = str(issue["node_id"]) if issue.get("node_id") else None
+        result.briefs[found.brief.id] = dataclasses.replace(
+            found, current=current, pin=pin, node=node
+        )
     return result
 
 

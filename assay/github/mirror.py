@@ -5,14 +5,24 @@ it, paying REST calls for *changes*, never for polling:
 
 - claim -> one label ``assay:claimed`` and one comment on the brief's issue, edited in place
   (the comment's text leaves out the heartbeat clock, so renewals cost nothing);
-- review -> a draft pull request from ``assay/<brief>``; finishing it regenerates the body,
-  marks it ready for review and updates the claim comment in one GraphQL request;
+- review -> a pull request from ``assay/<brief>``: a draft while the run works, opened ready
+  for review when it has already finished; finishing a draft regenerates the body, marks it
+  ready and updates the claim comment;
 - evidence -> the check run ``assay/evidence`` on the head commit, rows in its output;
 - merge -> one GraphQL request (final body, a squash at the verified head into one commit on
-  main carrying Assay's trailers, comment "done"), the run kept under its run ref before;
+  main carrying Assay's trailers, comment "done", the label dropped), the run kept under its
+  run ref before;
 - a batch that landed on main over git (``assay merge --ready``) -> one GraphQL request
-  closing every brief's pull request and naming its squash commit in the claim comment,
-  then the label dropped and the issue closed per brief, the records in one push.
+  closing every brief's pull request and issue, naming its squash commit in the claim
+  comment and dropping its label, the records in one push.
+
+What one sync owes GitHub for a brief goes out as one GraphQL request (``MirrorWrites``):
+a desk pass that ends with its review ready costs one content-creating request (label,
+comment and ready pull request together), where it cost four. GitHub's secondary limits
+count content-creating requests (80 a minute, 500 an hour, REST and GraphQL alike,
+docs/github.md "Forge budget"). A request that makes something (a comment, a pull request)
+is sent once: after an answer that does not say whether GitHub ran it, the comment is found
+by its marker and the pull request by its head, and only what is missing is sent again.
 
 What has been mirrored (issue, comment id, pull request, check runs, digests of what was
 last written) is a small record on ``refs/assay/github/<brief>``, appended over git (no REST),
@@ -21,9 +31,10 @@ so a desk on a fresh runner edits the same comment and never opens a second pull
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -35,10 +46,12 @@ from assay.evidence.rule import MergeDecision, Verdict
 from assay.evidence.table import render_markdown, with_table
 from assay.forge import RefLog
 from assay.forge.records import RecordCodec, Stage, WritePolicy, write
-from assay.github.api import GitHubApi, Mutation
+from assay.github.api import BatchRefused, GitHubApi, Made, Mutation, made
 from assay.github.forge import GitHubForge
 from assay.github.gatecheck import CHECK_NAME as CHECK_NAME
 from assay.github.gatecheck import publish_gate_check
+from assay.github.pins import BRIEF_LABEL
+from assay.github.rest import WriteUncertain
 from assay.ids import check_id
 from assay.plumbing import Identity
 from assay.states import CLAIM_STATES
@@ -49,6 +62,7 @@ CLAIM_LABEL = "assay:claimed"
 MIRROR_IDENTITY = Identity(name="assay github mirror", email="github-mirror@assay.invalid")
 _INTS = ("issue", "comment_id", "pull")
 _STRS = (
+    "issue_node",
     "comment_node",
     "pull_node",
     "pull_state",
@@ -69,6 +83,7 @@ class MirrorState:
 
     brief: str
     issue: int | None = None
+    issue_node: str | None = None  # the issue's GraphQL id (labels and comments name it)
     comment_id: int | None = None
     comment_node: str | None = None
     label: bool = False
@@ -191,93 +206,43 @@ class GitHubMirror:
     def _save(self, state: MirrorState, message: str) -> None:
         self._log(state.brief).append(state.to_json(), author=self.identity, message=message)
 
-    # -- claims ------------------------------------------------------------------------------
+    # -- claims and reviews: one GraphQL request per brief (``MirrorWrites``) -------------------
+
+    def writes(self, brief: str) -> MirrorWrites:
+        """The writes one brief's mirror owes GitHub, gathered and sent as one request."""
+        return MirrorWrites(self, brief)
 
     def claim(
         self, brief: str, record: ClaimRecord | None, *, issue: int | None = None
     ) -> list[str]:
-        """Mirror a claim on the brief's issue; returns the REST actions taken."""
-        state = self.state(brief)
-        state.issue = issue if issue is not None else state.issue
-        if state.issue is None:
-            return []  # a brief from briefs/*.md has no issue to mirror on
-        actions: list[str] = []
-        text = claim_comment(brief, record)
-        live = record is not None and _claim_holds(record.state)
-        if live and not state.label:
-            self.api.add_label(state.issue, CLAIM_LABEL)
-            state.label = True
-            actions.append("label+")
-        elif not live and state.label and record is not None and record.state != "done":
-            self.api.remove_label(state.issue, CLAIM_LABEL)
-            state.label = False
-            actions.append("label-")
-        if state.claim_digest != _digest(text):
-            if state.comment_id is None:
-                made = self.api.create_comment(state.issue, text)
-                state.comment_id, state.comment_node = int(made["id"]), str(made["node_id"])
-                actions.append("comment+")
-            else:
-                self.api.update_comment(state.comment_id, text)
-                actions.append("comment~")
-            state.claim_digest = _digest(text)
-        if actions:
-            self._save(state, f"mirror claim of {brief}: {' '.join(actions)}")
-        return actions
+        """Mirror a claim on the brief's issue; returns the actions taken."""
+        writes = self.writes(brief)
+        writes.claim(record, issue=issue)
+        return writes.send("claim")
 
-    # -- reviews -----------------------------------------------------------------------------
-
-    def open_review(self, brief: str, *, title: str, branch: str, body: str) -> list[str]:
-        """Open the draft pull request from ``branch`` (once; later calls update nothing)."""
-        state = self.state(brief)
-        if state.pull is not None:
-            return []
-        made = self.api.create_pull(title=title, head=branch, base="main", body=body, draft=True)
-        state.pull, state.pull_node = int(made["number"]), str(made["node_id"])
-        state.pull_state, state.body_digest = "draft", _digest(body)
-        self._save(state, f"mirror review of {brief}: draft pull request #{state.pull}")
-        return ["pull+"]
+    def open_review(
+        self, brief: str, *, title: str, branch: str, body: str, ready: bool = False
+    ) -> list[str]:
+        """Open the pull request from ``branch`` (once; later calls update nothing): a
+        draft, or ``ready`` for review when the run has already finished."""
+        writes = self.writes(brief)
+        writes.open_review(title=title, branch=branch, body=body, ready=ready)
+        return writes.send("review")
 
     def update_review_body(self, brief: str, *, body: str) -> list[str]:
-        """Regenerate a pull request's body when it changed (one REST call, else none)."""
-        state = self.state(brief)
-        if state.pull is None or state.body_digest == _digest(body):
-            return []
-        self.api.update_pull_body(state.pull, body)
-        state.body_digest = _digest(body)
-        self._save(state, f"mirror review body of {brief}")
-        return ["body~"]
+        """Regenerate a pull request's body when it changed (one request, else none)."""
+        writes = self.writes(brief)
+        writes.update_review_body(body)
+        return writes.send("review body")
 
     def finish_review(
         self, brief: str, *, body: str, claim: ClaimRecord | None = None
     ) -> list[str]:
         """Regenerate the body, mark the pull request ready, refresh the claim comment: one
         GraphQL request."""
-        state = self.state(brief)
-        if state.pull_node is None:
-            raise BadInput(f"brief {brief!r} has no pull request to finish (open_review first)")
-        mutations: list[Mutation] = []
-        if state.body_digest != _digest(body):
-            mutations.append(
-                Mutation("updatePullRequest", {"pullRequestId": state.pull_node, "body": body})
-            )
-        if state.pull_state == "draft":
-            mutations.append(
-                Mutation("markPullRequestReadyForReview", {"pullRequestId": state.pull_node})
-            )
-        comment = claim_comment(brief, claim) if claim is not None else None
-        if comment and state.comment_node and state.claim_digest != _digest(comment):
-            mutations.append(
-                Mutation("updateIssueComment", {"id": state.comment_node, "body": comment})
-            )
-        if not mutations:
-            return []
-        self.api.batch(mutations)
-        state.body_digest, state.pull_state = _digest(body), "ready"
-        if comment and state.comment_node:
-            state.claim_digest = _digest(comment)
-        self._save(state, f"mirror review of {brief}: ready for review")
-        return [m.name for m in mutations]
+        writes = self.writes(brief)
+        writes.finish_review(body=body, claim=claim)
+        return writes.send("review, ready for review,")
 
     def dispatch_gate(
         self, brief: str, *, workflow: str, head_sha: str, again: bool = False
@@ -347,7 +312,7 @@ class GitHubMirror:
         """Squash the pull request at ``head_sha`` (GitHub refuses if the head moved) into one
         commit on main whose message is ``message`` (its first line the headline, the rest
         its body: the trailers naming the brief, its evidence and its run), with the final
-        body and the claim comment, in one GraphQL request; then drop the label."""
+        body, the claim comment and the claim label dropped, in one GraphQL request."""
         state = self.state(brief)
         if state.pull_node is None:
             raise BadInput(f"brief {brief!r} has no pull request to merge")
@@ -376,17 +341,34 @@ class GitHubMirror:
             mutations.append(
                 Mutation("updateIssueComment", {"id": state.comment_node, "body": comment})
             )
-        self.api.batch(mutations)
-        actions = [m.name for m in mutations]
+        unlabel = self._unlabel(state)
+        self.api.batch(mutations + unlabel)
+        actions = [m.name for m in mutations] + ["label-"] * len(unlabel)
         state.pull_state, state.merged_sha, state.body_digest = "merged", head_sha, _digest(body)
         if comment and state.comment_node:
             state.claim_digest = _digest(comment)
-        if state.label and state.issue is not None:
-            self.api.remove_label(state.issue, CLAIM_LABEL)
-            state.label = False
-            actions.append("label-")
+        state.label = state.label and not unlabel
         self._save(state, f"mirror merge of {brief} at {head_sha[:12]}")
         return actions
+
+    def issue_node(self, state: MirrorState) -> str | None:
+        """The GraphQL id of ``state``'s issue: the record's, else from the open ``assay``
+        issues (one conditional list, which the desk or the sync has just read), else the
+        issue itself (one conditional read)."""
+        if state.issue is None or state.issue_node is not None:
+            return state.issue_node
+        listed = {int(i["number"]): i for i in self.api.open_issues(BRIEF_LABEL)}
+        found = listed.get(state.issue) or self.api.issue(state.issue)
+        state.issue_node = str(found["node_id"])
+        return state.issue_node
+
+    def _unlabel(self, state: MirrorState) -> list[Mutation]:
+        """The mutation dropping the claim label from ``state``'s issue, when it has it."""
+        node = self.issue_node(state) if state.label else None
+        if node is None:
+            return []
+        label = self.api.label_node(CLAIM_LABEL)
+        return [Mutation("removeLabelsFromLabelable", {"labelableId": node, "labelIds": [label]})]
 
     # -- a batch merged over git ----------------------------------------------------------------
 
@@ -394,10 +376,10 @@ class GitHubMirror:
         self, landed: Sequence[tuple[str, str]], *, claims: Mapping[str, ClaimRecord]
     ) -> dict[str, list[str]]:
         """After a batch moved main over git (``assay.evidence.batch``): each ``(brief,
-        squash commit)``'s pull request closed and its claim comment naming the commit, all in
-        one GraphQL request; then its label dropped and its issue closed (one REST call each),
-        and the mirror records written in one push. Briefs with no open pull request are left
-        alone; returns the actions per brief."""
+        squash commit)``'s pull request and issue closed, its claim comment naming the commit
+        and its label dropped, all in one GraphQL request, and the mirror records written in
+        one push. Briefs with no open pull request are left alone; returns the actions per
+        brief."""
         states = self.states()
         mutations: list[Mutation] = []
         touched: list[MirrorState] = []
@@ -417,19 +399,20 @@ class GitHubMirror:
                     Mutation("updateIssueComment", {"id": state.comment_node, "body": comment})
                 )
                 state.claim_digest = _digest(comment)
-            mutations += mine
             actions[brief] = [m.name for m in mine]
+            unlabel = self._unlabel(state)
+            if unlabel:
+                mine += unlabel
+                actions[brief].append("label-")
+                state.label = False
+            node = self.issue_node(state)
+            if node is not None:
+                mine.append(Mutation("closeIssue", {"issueId": node, "stateReason": "COMPLETED"}))
+                actions[brief].append("issue-")
+            mutations += mine
             state.pull_state, state.merged_sha = "merged", commit
             touched.append(state)
         self.api.batch(mutations)
-        for state in touched:
-            if state.label and state.issue is not None:
-                self.api.remove_label(state.issue, CLAIM_LABEL)
-                state.label = False
-                actions[state.brief].append("label-")
-            if state.issue is not None:
-                self.api.close_issue(state.issue)
-                actions[state.brief].append("issue-")
         self._save_all(touched, "mirror batch merge")
         return actions
 
@@ -457,3 +440,246 @@ class GitHubMirror:
 
 
 _ENDED = ("merged", "closed")
+
+
+@dataclass
+class _Write:
+    """One mutation a brief's mirror owes GitHub, what it is called in ``--json``, how the
+    record takes it once GitHub has done it, and, for one that makes something, how to find
+    what it made after an answer that does not say whether it did."""
+
+    mutation: Mutation
+    action: str
+    record: Callable[[MirrorState, Made | None], None]
+    find: Callable[[], Made | None] | None = None
+
+
+class MirrorWrites:
+    """The writes one brief's mirror owes GitHub, decided against the record as they will
+    leave it (``plan``) and sent as one GraphQL request by ``send``, which records what
+    GitHub did (``state``) in one push of the mirror record."""
+
+    def __init__(self, mirror: GitHubMirror, brief: str) -> None:
+        self.mirror = mirror
+        self.api = mirror.api
+        self.brief = brief
+        self.state = mirror.state(brief)  # what GitHub has: saved by ``send``
+        self.plan = copy.deepcopy(self.state)  # what it will have once the writes are done
+        self.pending: list[_Write] = []
+        self.done: list[str] = []  # the actions GitHub has done
+
+    def _add(
+        self,
+        name: str,
+        fields: dict[str, Any],
+        action: str,
+        record: Callable[[MirrorState, Made | None], None],
+        find: Callable[[], Made | None] | None = None,
+    ) -> None:
+        self.pending.append(_Write(Mutation(name, fields), action, record, find))
+
+    def _pending_pull(self) -> Mutation | None:
+        return next(
+            (
+                w.mutation
+                for w in self.pending
+                if w.mutation.creates and w.mutation.name == "createPullRequest"
+            ),
+            None,
+        )
+
+    def claim(self, record: ClaimRecord | None, *, issue: int | None = None) -> None:
+        """The claim label (while the claim holds) and the claim comment on the issue."""
+        if issue is not None:
+            self.state.issue = self.plan.issue = issue
+        if self.plan.issue is None:
+            return  # a brief from briefs/*.md has no issue to mirror on
+        number = self.plan.issue
+        text, plan = claim_comment(self.brief, record), self.plan
+        live = record is not None and _claim_holds(record.state)
+        if live != plan.label and (live or (record is not None and record.state != "done")):
+            node = self._issue_node()
+            label = self.api.label_node(CLAIM_LABEL)
+            plan.label = live
+
+            def labelled(state: MirrorState, _: Made | None) -> None:
+                state.label = live
+
+            self._add(
+                "addLabelsToLabelable" if live else "removeLabelsFromLabelable",
+                {"labelableId": node, "labelIds": [label]},
+                "label+" if live else "label-",
+                labelled,
+            )
+        digest = _digest(text)
+        if plan.claim_digest == digest:
+            return
+        plan.claim_digest = digest
+        if plan.comment_node is None:
+
+            def commented(state: MirrorState, comment: Made | None) -> None:
+                assert comment is not None
+                state.comment_id, state.comment_node = comment.number, comment.node
+                state.claim_digest = digest
+
+            def find() -> Made | None:
+                found = self.api.find_comment(number, text)
+                return None if found is None else Made(str(found["node_id"]), int(found["id"]))
+
+            self._add(
+                "addComment",
+                {"subjectId": self._issue_node(), "body": text},
+                "comment+",
+                commented,
+                find,
+            )
+        else:
+            self._comment(text, digest, "comment~")
+
+    def _comment(self, text: str, digest: str, action: str) -> None:
+        def edited(state: MirrorState, _: Made | None) -> None:
+            state.claim_digest = digest
+
+        assert self.plan.comment_node is not None
+        self._add(
+            "updateIssueComment", {"id": self.plan.comment_node, "body": text}, action, edited
+        )
+
+    def _issue_node(self) -> str:
+        node = self.mirror.issue_node(self.plan)
+        assert node is not None  # the plan names an issue
+        self.state.issue_node = node
+        return node
+
+    def open_review(self, *, title: str, branch: str, body: str, ready: bool) -> None:
+        """The pull request from ``branch``, once: a draft, or ``ready`` for review."""
+        if self.plan.pull is not None or self._pending_pull() is not None:
+            return
+        fields = {
+            "repositoryId": self.api.repository_node(),
+            "baseRefName": "main",
+            "headRefName": branch,
+            "title": title,
+            "body": body,
+            "draft": not ready,
+        }
+
+        def opened(state: MirrorState, pull: Made | None) -> None:
+            assert pull is not None
+            state.pull, state.pull_node = pull.number, pull.node
+            state.pull_state = "draft" if fields["draft"] else "ready"
+            state.body_digest = _digest(str(fields["body"]))
+
+        def find() -> Made | None:
+            found = self.api.find_pull(branch)
+            return None if found is None else Made(str(found["node_id"]), int(found["number"]))
+
+        self.plan.pull_state, self.plan.body_digest = ("ready" if ready else "draft"), _digest(body)
+        self._add("createPullRequest", fields, "pull+", opened, find)
+
+    def update_review_body(self, body: str) -> None:
+        """The pull request's body, when it changed."""
+        self._body(body, "body~")
+
+    def _body(self, body: str, action: str) -> None:
+        digest = _digest(body)
+        if self.plan.body_digest == digest:
+            return
+        self.plan.body_digest = digest
+        pending = self._pending_pull()
+        if pending is not None:  # opened by this request: with this body
+            pending.input["body"] = body
+            return
+        if self.plan.pull_node is None:
+            return
+
+        def rewritten(state: MirrorState, _: Made | None) -> None:
+            state.body_digest = digest
+
+        self._add(
+            "updatePullRequest",
+            {"pullRequestId": self.plan.pull_node, "body": body},
+            action,
+            rewritten,
+        )
+
+    def finish_review(self, *, body: str, claim: ClaimRecord | None = None) -> None:
+        """The final body, ready for review, and the claim comment saying where it stands."""
+        pending = self._pending_pull()
+        if self.plan.pull_node is None and pending is None:
+            raise BadInput(
+                f"brief {self.brief!r} has no pull request to finish (open_review first)"
+            )
+        self._body(body, "updatePullRequest")
+        if pending is not None:
+            pending.input["draft"] = False
+        elif self.plan.pull_state == "draft":
+
+            def readied(state: MirrorState, _: Made | None) -> None:
+                state.pull_state = "ready"
+
+            self._add(
+                "markPullRequestReadyForReview",
+                {"pullRequestId": self.plan.pull_node},
+                "markPullRequestReadyForReview",
+                readied,
+            )
+        self.plan.pull_state = "ready"
+        comment = claim_comment(self.brief, claim) if claim is not None else None
+        if comment and self.plan.comment_node and self.plan.claim_digest != _digest(comment):
+            self.plan.claim_digest = _digest(comment)
+            self._comment(comment, _digest(comment), "updateIssueComment")
+
+    def send(self, what: str) -> list[str]:
+        """Send what is owed in one request and record what GitHub did; the actions taken.
+
+        A mutation GitHub refused leaves the others done (they are recorded, then the
+        refusal raised). An answer that does not say whether GitHub ran a request that
+        makes something: each thing made is looked for (the comment by its marker, the pull
+        request by its head), and what is not found is sent once more, with the rest."""
+        if not self.pending:
+            return []
+        pending = list(self.pending)
+        try:
+            try:
+                answers = self.api.batch([w.mutation for w in pending])
+            except WriteUncertain:
+                pending = self._reconcile(pending)
+                answers = self.api.batch([w.mutation for w in pending])
+        except BatchRefused as refused:
+            self._record(pending, refused.done, what)
+            raise
+        except WriteUncertain:
+            self._save(what)
+            raise
+        return self._record(pending, answers, what)
+
+    def _reconcile(self, pending: list[_Write]) -> list[_Write]:
+        """What is still owed after an unclear answer: every write but the things found
+        made (recorded as made)."""
+        owed = []
+        for owing in pending:
+            found = owing.find() if owing.find is not None else None
+            if found is None:
+                owed.append(owing)
+                continue
+            owing.record(self.state, found)
+            self.done.append(owing.action)
+        return owed
+
+    def _record(
+        self, pending: list[_Write], answers: Sequence[dict[str, Any] | None], what: str
+    ) -> list[str]:
+        for sent, answer in zip(pending, answers, strict=True):
+            if answer is None:
+                continue
+            name = sent.mutation.name
+            sent.record(self.state, made(name, answer) if sent.mutation.creates else None)
+            self.done.append(sent.action)
+        self._save(what)
+        return list(self.done)
+
+    def _save(self, what: str) -> None:
+        if self.done:
+            message = f"mirror {what} of {self.brief}: {' '.join(self.done)}"
+            self.mirror._save(self.state, message)

@@ -246,16 +246,23 @@ class RestClient:
     def delete(self, path: str) -> Any:
         return self._write("DELETE", path, None)
 
-    def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
-        """One GraphQL mutation request: serial and spaced like every other write."""
-        # Assay's mutations set a state (a body, ready, merged at one head): sent twice, the
-        # second changes nothing or is refused, so a 5xx is retried.
-        body = self._write("POST", self.graphql_url, {"query": query, "variables": variables})
-        if body.get("errors"):
-            messages = "; ".join(str(e.get("message")) for e in body["errors"])
-            raise GitHubRefused(f"GitHub GraphQL refused the request: {messages}")
+    def graphql(
+        self, query: str, variables: dict[str, Any], *, replayable: bool = True
+    ) -> tuple[dict[str, Any], str]:
+        """One GraphQL mutation request, serial and spaced like every other write: its
+        ``data`` and the errors GitHub gave ("" for none). GitHub runs a request's
+        mutations in order and a refused one leaves the others done, so the caller sees
+        both. ``replayable`` (mutations that set a state: a body, ready, merged at one head)
+        is sent again after a 5xx; otherwise an unclear answer is ``WriteUncertain``."""
+        body = self._write(
+            "POST",
+            self.graphql_url,
+            {"query": query, "variables": variables},
+            transient_retry=replayable,
+        )
+        messages = "; ".join(str(e.get("message")) for e in body.get("errors") or [])
         data: dict[str, Any] = body.get("data") or {}
-        return data
+        return data, messages
 
     def close(self) -> None:
         self._save_etags()

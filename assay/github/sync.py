@@ -33,7 +33,7 @@ from assay.github.events import unrecorded_answers
 from assay.github.forge import GitHubForge
 from assay.github.gatecheck import gate_check_problems
 from assay.github.issues import IssueBrief, issue_briefs
-from assay.github.mirror import GitHubMirror, MirrorState, mirror_ref, review_body
+from assay.github.mirror import GitHubMirror, MirrorState, MirrorWrites, mirror_ref, review_body
 
 PARTS = ("claims", "reviews", "evidence")
 
@@ -58,8 +58,10 @@ def sync(
 ) -> SyncReport:
     """Mirror ``briefs`` (default: every claimed brief) onto GitHub; see the module docstring.
 
-    With ``gate_workflow``, a review that is ready at a head the gate has not been started
-    for gets one ``workflow_dispatch`` of that workflow (inputs ``brief`` and ``sha``).
+    What a brief owes GitHub (its claim's label and comment, its pull request) goes out in
+    one GraphQL request (``MirrorWrites``). With ``gate_workflow``, a review that is ready
+    at a head the gate has not been started for gets one ``workflow_dispatch`` of that
+    workflow (inputs ``brief`` and ``sha``).
     """
     wanted = set(parts)
     mirror = GitHubMirror(forge)
@@ -70,22 +72,19 @@ def sync(
     report = SyncReport()
     issues = _IssueNumbers(forge)
     for brief in names:
-        actions: list[str] = []
-        state = states.get(brief) or mirror.state(brief)
+        writes = mirror.writes(brief)
+        state = writes.state
         if "claims" in wanted:
-            issue = state.issue if state.issue is not None else issues.get(brief)
-            actions += mirror.claim(brief, claims.get(brief), issue=issue)
-            state = mirror.state(brief)
+            if state.issue is None:
+                state.issue, state.issue_node = issues.get(brief)
+                writes.plan.issue, writes.plan.issue_node = state.issue, state.issue_node
+            writes.claim(claims.get(brief))
         review = read_review(forge, brief) if wanted & {"reviews", "evidence"} else None
         if "reviews" in wanted and review is not None:
-            actions += _sync_review(
-                mirror,
-                brief,
-                review,
-                state,
-                claim=claims.get(brief),
-                gate_workflow=gate_workflow,
-            )
+            _sync_review(writes, review, claim=claims.get(brief))
+        actions = writes.send("sync")
+        if "reviews" in wanted and review is not None and review.state == "ready" and gate_workflow:
+            actions += mirror.dispatch_gate(brief, workflow=gate_workflow, head_sha=review.head_sha)
         if "evidence" in wanted and review is not None:
             actions += _publish_evidence(mirror, brief, report)
         report.actions[brief] = actions
@@ -93,45 +92,34 @@ def sync(
 
 
 class _IssueNumbers:
-    """Issue numbers by brief: one conditional list call for the whole sync, made only when
-    some brief's mirror record does not already know its issue."""
+    """Issue numbers (and GraphQL ids) by brief: one conditional list call for the whole
+    sync, made only when some brief's mirror record does not already know its issue."""
 
     def __init__(self, forge: GitHubForge) -> None:
         self._forge = forge
-        self._numbers: dict[str, int] | None = None
+        self._numbers: dict[str, tuple[int, str | None]] | None = None
 
-    def get(self, brief: str) -> int | None:
+    def get(self, brief: str) -> tuple[int | None, str | None]:
         if self._numbers is None:
             found = issue_briefs(self._forge).briefs
-            self._numbers = {key: value.number for key, value in found.items()}
-        return self._numbers.get(brief)
+            self._numbers = {key: (value.number, value.node) for key, value in found.items()}
+        return self._numbers.get(brief, (None, None))
 
 
-def _sync_review(
-    mirror: GitHubMirror,
-    brief: str,
-    review: Review,
-    state: MirrorState,
-    *,
-    claim: ClaimRecord | None,
-    gate_workflow: str | None,
-) -> list[str]:
-    """Open, regenerate or ready the pull request; dispatch the gate for a ready head.
+def _sync_review(writes: MirrorWrites, review: Review, *, claim: ClaimRecord | None) -> None:
+    """Open, regenerate or ready the pull request, in the brief's one request: opened ready
+    for review when the run has already finished (no draft to mark ready after).
 
     The body is the review record's, the gate's evidence block included as the gate
     wrote it at its last verify (``assay.evidence.gate``): a sync judges nothing, so the
     verdict has one owner and one rendering."""
-    actions: list[str] = []
-    body = review_body(brief, issue=state.issue, summary=review.body, decision=None)
-    if state.pull is None:
-        actions += mirror.open_review(brief, title=review.title, branch=review.branch, body=body)
-    if review.state == "ready":
-        actions += mirror.finish_review(brief, body=body, claim=claim)
-        if gate_workflow:
-            actions += mirror.dispatch_gate(brief, workflow=gate_workflow, head_sha=review.head_sha)
+    ready = review.state == "ready"
+    body = review_body(writes.brief, issue=writes.plan.issue, summary=review.body, decision=None)
+    writes.open_review(title=review.title, branch=review.branch, body=body, ready=ready)
+    if ready:
+        writes.finish_review(body=body, claim=claim)
     else:
-        actions += mirror.update_review_body(brief, body=body)
-    return actions
+        writes.update_review_body(body)
 
 
 def _publish_evidence(mirror: GitHubMirror, brief: str, report: SyncReport) -> list[str]:
@@ -231,7 +219,9 @@ def merge_on_github(forge: GitHubForge, brief: str) -> tuple[str, list[str]]:
         pull=int(pull["number"]) if pull is not None else None,
     )
     if not blocking:
-        blocking += _record_problems(forge, brief, state, claimed=record is not None, issue=issue)
+        blocking += _record_problems(
+            brief, state, claimed=record is not None, issue=issue, pull=pull
+        )
     if blocking:
         raise Failed(
             f"{brief}: merge refused at {decision.head_sha[:12]}: " + "; ".join(blocking),
@@ -263,19 +253,20 @@ def mirror_batch(forge: GitHubForge, landed: Sequence[tuple[str, str]]) -> dict[
 
 
 def _record_problems(
-    forge: GitHubForge,
     brief: str,
     state: MirrorState,
     *,
     claimed: bool,
     issue: IssueBrief | None,
+    pull: dict[str, Any] | None,
 ) -> list[str]:
     """Why the refs any job may write do not hold what a merge needs (fail closed).
 
     The claim must still be there (a deleted one proves nothing about who did the work).
     The mirror record says which pull request to merge and which issue it closes, and any
-    job may push it: it must exist and agree with what GitHub itself says (the open pull
-    request from ``assay/<brief>``, the issue the brief came from)."""
+    job may push it: it must exist and agree with what GitHub itself says (``pull``, the
+    open pull request from ``assay/<brief>`` as GitHub listed it, and the issue the brief
+    came from)."""
     problems: list[str] = []
     if not claimed:
         problems.append(
@@ -284,7 +275,7 @@ def _record_problems(
         )
     if state.pull is None:
         return [*problems, f"the mirror record {mirror_ref(brief)} names no pull request"]
-    found = forge.api.find_pull(f"assay/{brief}")
+    found = pull
     if found is None or (int(found["number"]), str(found["node_id"])) != (
         state.pull,
         state.pull_node,

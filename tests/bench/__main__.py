@@ -19,8 +19,9 @@ Measures, in one run on this machine, and prints as ONE table:
 - resume: a 100-call Claude Code session killed with a call in flight, seconds to its next
   new call resumed natively against relaunched and replayed (``tests.bench.resume``);
 - sandbox: one tool call in bubblewrap against a bare ``subprocess.run`` (``tests.bench.sandbox``);
-- GitHub budget: REST calls per brief lifecycle against the fake GitHub, and the briefs per
-  hour a 1,000-requests-per-hour token allows (``tests.bench.github_budget``);
+- GitHub budget: requests and writes per brief lifecycle against the fake GitHub, beside
+  issue 26's targets (8 and 5), and the briefs per hour one repository carries under
+  GitHub's limits (``tests.bench.github_budget``);
 - the model gateway: overhead per call against calling the upstream directly, replayed
   calls per second, and a 100-call session resumed after a kill (``tests.bench.gateway``);
 - journal growth on a forge: a 100- and a 400-call agent-CLI conversation checkpointed to a

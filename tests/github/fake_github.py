@@ -178,6 +178,9 @@ class FakeGitHub(PullsMixin, RulesMixin):
         self.reviews: dict[int, list[dict[str, Any]]] = {}
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.timeline: dict[int, list[dict[str, Any]]] = {}  # issue -> labeled/unlabeled events
+        # The repository's labels by name: made by ``POST /labels``, or, as GitHub does, on
+        # first use by an issue (created with it, or given it through the REST API).
+        self.labels: dict[str, dict[str, Any]] = {}
         self.workflow_runs: dict[int, dict[str, Any]] = {}
         self.dispatches: list[dict[str, Any]] = []
         self._ids = 1000
@@ -319,10 +322,25 @@ class FakeGitHub(PullsMixin, RulesMixin):
         return user
 
     def _label(self, name: str) -> dict[str, Any]:
-        label = self.contract.skeleton("label")
-        digest = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
-        label.update(id=digest, node_id=f"LA_{digest}", name=name, color="ededed")
-        return label
+        """The label ``name`` (made on first use, as GitHub makes an issue's new label)."""
+        if name not in self.labels:
+            label = self.contract.skeleton("label")
+            digest = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
+            label.update(
+                id=digest,
+                node_id=f"LA_{digest}",
+                name=name,
+                color="ededed",
+                url=f"{self.api_url}/repos/{self.slug}/labels/{name}",
+            )
+            self.labels[name] = label
+        return dict(self.labels[name])
+
+    @property
+    def node_id(self) -> str:
+        """The repository's GraphQL node id (what ``createPullRequest`` names it by)."""
+        digest = int(hashlib.sha256(self.slug.encode()).hexdigest()[:8], 16)
+        return f"R_{digest}"
 
     def _issue_view(self, issue: dict[str, Any]) -> dict[str, Any]:
         view = self.contract.skeleton("issue")
@@ -337,6 +355,9 @@ class FakeGitHub(PullsMixin, RulesMixin):
         repo = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
         table = [
             ("GET", r"/rate_limit", self._rate_limit_get),
+            ("GET", repo, self._repo_get),
+            ("GET", repo + r"/labels/(?P<name>[^/]+)", self._label_get),
+            ("POST", repo + r"/labels", self._label_create),
             ("GET", repo + r"/issues", self._issues_list),
             ("POST", repo + r"/issues", self._issues_create),
             ("GET", repo + r"/issues/comments", self._comments_list_repo),
@@ -417,10 +438,18 @@ class FakeGitHub(PullsMixin, RulesMixin):
                 jsonschema.validate(request, _GRAPHQL_REQUEST)
             except (ValueError, jsonschema.ValidationError) as exc:
                 return self._violation(f"graphql request: {exc}")
+            fault, after = self._take_fault("POST", "/graphql")
+            mutation = str(request.get("query", "")).lstrip().startswith("mutation")
             limited = None
-            if user is not None and str(request.get("query", "")).lstrip().startswith("mutation"):
+            if user is not None and mutation and (fault is None or after):
                 limited = self._secondary_limit(user)
-            reply = limited if limited is not None else self._graphql(request, user)
+            if fault is not None and not after:
+                reply = fault
+            elif limited is not None:
+                reply = limited
+            else:
+                reply = self._graphql(request, user)
+                reply = fault if fault is not None else reply
             status, out_headers, body = self._finish("POST", "/graphql", reply, user, headers)
             self.calls.append(Call("POST", "/graphql", status, user or "", time.monotonic()))
             return status, out_headers, body
@@ -588,6 +617,38 @@ class FakeGitHub(PullsMixin, RulesMixin):
         body["rate"] = core
         return Reply(200, body)
 
+    def _repo_get(self, **_: Any) -> Reply:
+        view = self.contract.skeleton("full-repository")
+        digest = int(self.node_id[2:])
+        owner = self._user(self.owner)
+        view.update(
+            id=digest,
+            node_id=self.node_id,
+            name=self.repo,
+            full_name=self.slug,
+            owner=owner,
+            default_branch="main",
+            url=f"{self.api_url}/repos/{self.slug}",
+            html_url=f"https://github.invalid/{self.slug}",
+        )
+        return Reply(200, view)
+
+    def _label_get(self, *, name: str, **_: Any) -> Reply:
+        name = unquote(name)
+        if name not in self.labels:
+            raise HttpError(404, "Not Found")
+        return Reply(200, self._label(name))
+
+    def _label_create(self, *, user: str, body: dict[str, Any], **_: Any) -> Reply:
+        self._need_write(user)
+        name = str(body["name"])
+        if name in self.labels:
+            raise HttpError(422, "Validation Failed: label already_exists")
+        label = self._label(name)
+        if body.get("color"):
+            self.labels[name]["color"] = label["color"] = str(body["color"])
+        return Reply(201, label)
+
     def _issue(self, n: str | int) -> dict[str, Any]:
         issue = self.issues.get(int(n))
         if issue is None:
@@ -655,25 +716,36 @@ class FakeGitHub(PullsMixin, RulesMixin):
     def _label_event(self, issue: dict[str, Any], event: str, name: str, user: str) -> None:
         """A ``labeled``/``unlabeled`` timeline event; GitHub bumps the issue's updated_at."""
         view = self.contract.skeleton("labeled-issue-event")
-        uid = self._next_id()
+        uid, stamp = self._next_id(), now()  # one stamp: the second may turn between two
         view.update(
             id=uid,
             node_id=f"LE_{uid}",
             url=f"{self.api_url}/repos/{self.slug}/issues/events/{uid}",
             actor=self._user(user),
             event=event,
-            created_at=now(),
+            created_at=stamp,
             label={"name": name, "color": "ededed"},
         )
         self.timeline.setdefault(issue["number"], []).append(view)
-        issue["updated_at"] = now()
+        issue["updated_at"] = stamp
 
     def _timeline_list(self, *, n: str, query: dict[str, str], **_: Any) -> Reply:
-        """The issue's timeline, oldest first. The fake keeps label events only (GitHub's
-        also holds comments, references and more, which Assay does not read from it)."""
+        """The issue's timeline, oldest first: its label events and its comments, each as
+        it reads now (GitHub's also holds references and more, which Assay does not read).
+        A comment made or edited changes the timeline, as on GitHub: a conditional read of
+        it is charged again."""
         issue = self._issue(n)
-        events = list(self.timeline.get(issue["number"], []))
+        events = [
+            self._comment_event(self.comments[item["_comment"]]) if "_comment" in item else item
+            for item in self.timeline.get(issue["number"], [])
+        ]
         return self._page(events, query, f"/repos/{self.slug}/issues/{n}/timeline")
+
+    def _comment_event(self, comment: dict[str, Any]) -> dict[str, Any]:
+        view = self.contract.skeleton("timeline-comment-event")
+        view.update({key: value for key, value in comment.items() if not key.startswith("_")})
+        view.update(event="commented", actor=comment["user"])
+        return view
 
     def _issues_get(self, *, n: str, **_: Any) -> Reply:
         return Reply(200, self._issue_view(self._issue(n)))
@@ -746,6 +818,7 @@ class FakeGitHub(PullsMixin, RulesMixin):
         self.comments[uid] = comment
         if number in self.issues:
             self.issues[number]["updated_at"] = comment["created_at"]  # as GitHub does
+            self.timeline.setdefault(number, []).append({"_comment": uid})
         return comment
 
     def _comments_update(self, *, user: str, cid: str, body: dict[str, Any], **_: Any) -> Reply:

@@ -18,9 +18,9 @@ import jsonschema
 from tests.github.fake_core import HttpError, Reply, now
 
 _CLOSES = re.compile(r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s+#(\d+)\b")
-_GQL_DECLARED = re.compile(r"\$(\w+)\s*:\s*(\w+!?)")
-_GQL_FIELD = re.compile(r"(\w+)\s*:\s*(\w+)\s*\(\s*input\s*:\s*\$(\w+)\s*\)\s*\{([^{}]*)\}")
+_TOKEN = re.compile(r"\s*(?:([A-Za-z_]\w*)|(\$)|([(){}:!,\[\]]))")
 _NODE = {"type": "string", "minLength": 1}
+_NODES = {"type": "array", "items": _NODE, "minItems": 1}
 
 
 def _input(required: list[str], **props: Any) -> dict[str, Any]:
@@ -54,6 +54,41 @@ GQL_INPUTS: dict[str, tuple[str, dict[str, Any]]] = {
         "UpdateIssueCommentInput",
         _input(["id", "body"], id=_NODE, body={"type": "string"}),
     ),
+    "addComment": (
+        "AddCommentInput",
+        _input(["subjectId", "body"], subjectId=_NODE, body={"type": "string"}),
+    ),
+    "addLabelsToLabelable": (
+        "AddLabelsToLabelableInput",
+        _input(["labelableId", "labelIds"], labelableId=_NODE, labelIds=_NODES),
+    ),
+    "removeLabelsFromLabelable": (
+        "RemoveLabelsFromLabelableInput",
+        _input(["labelableId", "labelIds"], labelableId=_NODE, labelIds=_NODES),
+    ),
+    "createPullRequest": (
+        "CreatePullRequestInput",
+        _input(
+            ["repositoryId", "baseRefName", "headRefName", "title"],
+            repositoryId=_NODE,
+            baseRefName={"type": "string"},
+            headRefName={"type": "string"},
+            headRepositoryId=_NODE,
+            title={"type": "string"},
+            body={"type": "string"},
+            draft={"type": "boolean"},
+            maintainerCanModify={"type": "boolean"},
+        ),
+    ),
+    "closeIssue": (
+        "CloseIssueInput",
+        _input(
+            ["issueId"],
+            issueId=_NODE,
+            duplicateIssueId=_NODE,
+            stateReason={"enum": ["COMPLETED", "NOT_PLANNED", "DUPLICATE", "REOPENED"]},
+        ),
+    ),
     "mergePullRequest": (
         "MergePullRequestInput",
         _input(
@@ -66,6 +101,15 @@ GQL_INPUTS: dict[str, tuple[str, dict[str, Any]]] = {
             authorEmail={"type": "string"},
         ),
     ),
+}
+# What a mutation's payload may be asked for: the fields of GitHub's payload types (schema
+# of @octokit/graphql-schema 15.26.1) that Assay reads. A selection of anything else is a
+# violation: the fake would have to invent it.
+_ID = {"clientMutationId": None}
+GQL_PAYLOADS: dict[str, dict[str, Any]] = {
+    **{name: _ID for name in GQL_INPUTS},
+    "addComment": {**_ID, "commentEdge": {"node": {"id": None, "databaseId": None}}},
+    "createPullRequest": {**_ID, "pullRequest": {"id": None, "number": None}},
 }
 
 
@@ -271,14 +315,16 @@ class PullsMixin:
         return Reply(200, self._review_view(review))
 
     def _graphql(self, request: dict[str, Any], user: str | None) -> Reply:
-        """A batch of the mutations Assay sends, each checked against its input type."""
+        """A batch of the mutations Assay sends, each checked against its input type and
+        its selection against the payload fields modelled (``GQL_PAYLOADS``). GitHub runs
+        the fields in order; one that fails is null with an error, the others still run."""
         if user is None:
             return HttpError(401, "Bad credentials").reply
         query, variables = request["query"], request.get("variables") or {}
-        declared = dict(_GQL_DECLARED.findall(query))
-        fields = _GQL_FIELD.findall(query)
-        if not query.lstrip().startswith("mutation") or not fields:
-            return self._graphql_violation(f"not a mutation batch: {query!r}")
+        try:
+            declared, fields = parse_mutation(query)
+        except ValueError as exc:
+            return self._graphql_violation(f"not a mutation batch ({exc}): {query!r}")
         data: dict[str, Any] = {}
         errors: list[dict[str, Any]] = []
         for alias, name, var, selection in fields:
@@ -287,15 +333,15 @@ class PullsMixin:
             input_type, schema = GQL_INPUTS[name]
             if declared.get(var) != input_type + "!":
                 return self._graphql_violation(f"${var} must be declared {input_type}!")
-            if selection.split() != ["clientMutationId"]:
-                return self._graphql_violation(f"selection {selection!r} is not modelled")
+            if not _within(selection, GQL_PAYLOADS[name]):
+                return self._graphql_violation(f"{name}: selection {selection!r} is not modelled")
             try:
                 jsonschema.validate(variables.get(var), schema)
             except jsonschema.ValidationError as exc:
                 return self._graphql_violation(f"{input_type}: {exc.message}")
             try:
-                self._mutate(name, variables[var], user)
-                data[alias] = {"clientMutationId": None}
+                made = self._mutate(name, variables[var], user)
+                data[alias] = _project({"clientMutationId": None, **made}, selection)
             except HttpError as exc:
                 data[alias] = None
                 errors.append({"message": exc.reply.body["message"], "path": [alias]})
@@ -305,24 +351,68 @@ class PullsMixin:
         self.violations.append(f"graphql: {message}")
         return Reply(200, {"errors": [{"message": message}]})
 
+    @staticmethod
+    def _unresolved(node: str) -> HttpError:
+        return HttpError(404, f"Could not resolve to a node with the global id of '{node}'")
+
     def _pull_by_node(self, node: str) -> dict[str, Any]:
         for pull in self.pulls.values():
             if pull["node_id"] == node:
                 return pull
-        raise HttpError(404, f"Could not resolve to a node with the global id of '{node}'")
+        raise self._unresolved(node)
 
-    def _mutate(self, name: str, data: dict[str, Any], user: str) -> None:
+    def _issue_by_node(self, node: str) -> dict[str, Any]:
+        """The issue a node id names: an issue's, or a pull request's (its issue)."""
+        for issue in self.issues.values():
+            if issue["node_id"] == node:
+                return issue
+        return self.issues[self._pull_by_node(node)["number"]]
+
+    def _label_by_node(self, node: str) -> str:
+        for name, label in self.labels.items():
+            if label["node_id"] == node:
+                return name
+        raise self._unresolved(node)
+
+    def _mutate(self, name: str, data: dict[str, Any], user: str) -> dict[str, Any]:
+        """Do one mutation; its payload (the fields ``GQL_PAYLOADS`` models)."""
         self._need_write(user)
         if name == "updateIssueComment":
             for comment in self.comments.values():
                 if comment["node_id"] == data["id"]:
-                    if comment["user"]["login"] != user:
-                        self._need_write(user)
                     comment.update(body=data["body"], updated_at=now())
-                    return
-            raise HttpError(
-                404, f"Could not resolve to a node with the global id of '{data['id']}'"
-            )
+                    return {}
+            raise self._unresolved(data["id"])
+        if name == "addComment":
+            issue = self._issue_by_node(data["subjectId"])
+            comment = self.add_comment(issue["number"], data["body"], user)
+            return {
+                "commentEdge": {"node": {"id": comment["node_id"], "databaseId": comment["id"]}}
+            }
+        if name in ("addLabelsToLabelable", "removeLabelsFromLabelable"):
+            self._need_triage(user)
+            issue = self._issue_by_node(data["labelableId"])
+            adding = name == "addLabelsToLabelable"
+            for label in [self._label_by_node(node) for node in data["labelIds"]]:
+                if adding and label not in issue["_labels"]:
+                    issue["_labels"].append(label)
+                    self._label_event(issue, "labeled", label, user)
+                elif not adding and label in issue["_labels"]:
+                    issue["_labels"].remove(label)
+                    self._label_event(issue, "unlabeled", label, user)
+            return {}
+        if name == "closeIssue":
+            issue = self._issue_by_node(data["issueId"])
+            issue.update(state="closed", closed_at=now(), updated_at=now())
+            return {}
+        if name == "createPullRequest":
+            if data["repositoryId"] != self.node_id:
+                raise self._unresolved(data["repositoryId"])
+            fields = {"title": data["title"], "body": data.get("body"), "draft": data.get("draft")}
+            made = self._pulls_create(
+                user=user, body={**fields, "head": data["headRefName"], "base": data["baseRefName"]}
+            ).body
+            return {"pullRequest": {"id": made["node_id"], "number": made["number"]}}
         pull = self._pull_by_node(data["pullRequestId"])
         issue = self.issues[pull["number"]]
         if name == "markPullRequestReadyForReview":
@@ -344,3 +434,100 @@ class PullsMixin:
                 title=data.get("commitHeadline"),
                 text=data.get("commitBody"),
             )
+        return {}
+
+
+Selection = dict[str, "Selection | None"]
+
+
+def parse_mutation(text: str) -> tuple[dict[str, str], list[tuple[str, str, str, Selection]]]:
+    """A mutation document of the shape Assay sends, parsed: its declared variables
+    (``$m0: AddCommentInput!`` -> ``{"m0": "AddCommentInput!"}``) and its fields
+    (``m0: addComment(input: $m0) { commentEdge { node { id } } }`` -> alias, name,
+    variable, selection). Anything else is a ``ValueError``: the fake models these only."""
+    tokens = _tokens(text)
+    at = 0
+
+    def take(expected: str | None = None) -> str:
+        nonlocal at
+        if at >= len(tokens) or (expected is not None and tokens[at] != expected):
+            found = tokens[at] if at < len(tokens) else "the end"
+            raise ValueError(f"expected {expected or 'a token'}, found {found!r}")
+        at += 1
+        return tokens[at - 1]
+
+    def selection() -> Selection:
+        take("{")
+        picked: Selection = {}
+        while tokens[at] != "}":
+            name = take()
+            picked[name] = selection() if at < len(tokens) and tokens[at] == "{" else None
+        take("}")
+        if not picked:
+            raise ValueError("an empty selection")
+        return picked
+
+    take("mutation")
+    if tokens[at] not in ("(", "{"):
+        take()  # the operation's name
+    declared: dict[str, str] = {}
+    if tokens[at] == "(":
+        take("(")
+        while tokens[at] != ")":
+            take("$")
+            var = take()
+            take(":")
+            kind = take()
+            declared[var] = kind + ("!" if tokens[at] == "!" and take("!") else "")
+            if tokens[at] == ",":
+                take(",")
+        take(")")
+    take("{")
+    fields: list[tuple[str, str, str, Selection]] = []
+    while tokens[at] != "}":
+        alias = take()
+        take(":")
+        name = take()
+        take("(")
+        take("input")
+        take(":")
+        take("$")
+        var = take()
+        take(")")
+        fields.append((alias, name, var, selection()))
+    take("}")
+    if at != len(tokens) or not fields:
+        raise ValueError("not one mutation with fields")
+    return declared, fields
+
+
+def _tokens(text: str) -> list[str]:
+    found: list[str] = []
+    at = 0
+    while text[at:].strip():
+        match = _TOKEN.match(text, at)
+        if match is None:
+            raise ValueError(f"unexpected text at {text[at : at + 20]!r}")
+        found.append(match.group(1) or match.group(2) or match.group(3))
+        at = match.end()
+    return found
+
+
+def _within(selection: Selection, shape: dict[str, Any]) -> bool:
+    """Whether ``selection`` asks only for fields of ``shape`` (leaves as leaves)."""
+    for name, inner in selection.items():
+        if name not in shape:
+            return False
+        below = shape[name]
+        if (inner is None) != (below is None):
+            return False
+        if inner is not None and not _within(inner, below):
+            return False
+    return True
+
+
+def _project(value: Any, selection: Selection | None) -> Any:
+    """``value`` cut down to what ``selection`` asked for, as GraphQL answers."""
+    if selection is None or value is None:
+        return value
+    return {name: _project(value.get(name), inner) for name, inner in selection.items()}

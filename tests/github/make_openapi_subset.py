@@ -33,7 +33,9 @@ OPERATIONS = (
     "issues/add-labels",
     "issues/create",
     "issues/create-comment",
+    "issues/create-label",
     "issues/get",
+    "issues/get-label",
     "issues/list-comments",
     "issues/list-comments-for-repo",
     "issues/list-events-for-timeline",
@@ -49,6 +51,7 @@ OPERATIONS = (
     "pulls/merge",
     "pulls/update",
     "rate-limit/get",
+    "repos/get",
     "repos/get-collaborator-permission-level",
 )
 

@@ -238,6 +238,85 @@ def test_graphql_outside_the_modelled_inputs_is_a_violation(tmp_path: Path) -> N
         assert answer["errors"] and "text" in fake.violations[0]
 
 
+def graphql(fake: FakeGitHub, query: str, variables: dict[str, Any], token: str = "ghs-bot") -> Any:
+    return httpx.post(
+        fake.base + "/api/graphql",
+        headers={"Authorization": f"Bearer {token}", "User-Agent": "t"},
+        json={"query": query, "variables": variables},
+    ).json()
+
+
+def test_a_claim_and_its_pull_request_in_one_graphql_request(fake_github: FakeGitHub) -> None:
+    """addLabelsToLabelable, addComment and createPullRequest as GitHub's schema has them:
+    labels and the repository named by node id, the new objects' ids in the answer; labels
+    by id only once the repository has them (REST makes them on the fly, GraphQL does not)."""
+    fake_github.seed_main({"README.md": "x\n"})
+    main = fake_github.ref("refs/heads/main")
+    assert main is not None
+    fake_github._git("update-ref", "refs/heads/assay/tidy", main)
+    with client(fake_github) as gh:
+        issue = gh.post("/repos/acme/widgets/issues", json={"title": "Tidy"}).json()
+        assert gh.get("/repos/acme/widgets/labels/assay%3Aclaimed").status_code == 404
+        label = gh.post("/repos/acme/widgets/labels", json={"name": "assay:claimed"})
+        assert label.status_code == 201
+        assert (
+            gh.post("/repos/acme/widgets/labels", json={"name": "assay:claimed"}).status_code == 422
+        )
+        found = gh.get("/repos/acme/widgets/labels/assay%3Aclaimed").json()
+        assert found["node_id"] == label.json()["node_id"]
+        repository = gh.get("/repos/acme/widgets").json()["node_id"]
+    query = (
+        "mutation Assay($m0: AddLabelsToLabelableInput!, $m1: AddCommentInput!,"
+        " $m2: CreatePullRequestInput!) {\n"
+        "  m0: addLabelsToLabelable(input: $m0) { clientMutationId }\n"
+        "  m1: addComment(input: $m1) { commentEdge { node { id databaseId } } }\n"
+        "  m2: createPullRequest(input: $m2) { pullRequest { id number } }\n}"
+    )
+    variables = {
+        "m0": {"labelableId": issue["node_id"], "labelIds": [found["node_id"]]},
+        "m1": {"subjectId": issue["node_id"], "body": "claimed"},
+        "m2": {
+            "repositoryId": repository,
+            "baseRefName": "main",
+            "headRefName": "assay/tidy",
+            "title": "Tidy",
+            "body": "Closes #1",
+            "draft": False,
+        },
+    }
+    answer = graphql(fake_github, query, variables)
+    comment = answer["data"]["m1"]["commentEdge"]["node"]
+    pull = answer["data"]["m2"]["pullRequest"]
+    assert fake_github.comments[comment["databaseId"]]["node_id"] == comment["id"]
+    assert fake_github.pulls[pull["number"]]["node_id"] == pull["id"]
+    assert fake_github.pulls[pull["number"]]["draft"] is False
+    assert fake_github.issues[issue["number"]]["_labels"] == ["assay:claimed"]
+    # A second pull request from the same head is refused, the other mutations still run.
+    again = graphql(fake_github, query, variables)
+    assert again["data"]["m2"] is None and "already exists" in again["errors"][0]["message"]
+    assert again["data"]["m1"]["commentEdge"]["node"]["id"] != comment["id"]
+    # A label nobody made cannot be named.
+    unknown = graphql(
+        fake_github,
+        "mutation A($m0: RemoveLabelsFromLabelableInput!) {\n"
+        "  m0: removeLabelsFromLabelable(input: $m0) { clientMutationId }\n}",
+        {"m0": {"labelableId": issue["node_id"], "labelIds": ["LA_nope"]}},
+    )
+    assert unknown["data"]["m0"] is None and "LA_nope" in unknown["errors"][0]["message"]
+    assert not fake_github.violations
+
+
+def test_graphql_asking_for_what_the_fake_does_not_model_is_a_violation(tmp_path: Path) -> None:
+    with FakeGitHub(tmp_path / "gh") as fake:
+        answer = graphql(
+            fake,
+            "mutation A($m0: AddCommentInput!) {\n"
+            "  m0: addComment(input: $m0) { commentEdge { node { id body } } }\n}",
+            {"m0": {"subjectId": "I_1", "body": "b"}},
+        )
+        assert answer["errors"] and "selection" in fake.violations[0]
+
+
 def test_issues_are_listed_newest_first(fake_github: FakeGitHub) -> None:
     with client(fake_github) as gh:
         for title in ("old", "new"):

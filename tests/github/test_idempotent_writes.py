@@ -14,14 +14,18 @@ from pathlib import Path
 import httpx
 import pytest
 
+from assay.branch import BranchSync
 from assay.claims import ClaimStore
+from assay.desks.records.review import write_review
 from assay.errors import ForgeUnavailable
-from assay.github.api import GitHubApi
+from assay.forge import Identity
+from assay.github.api import BatchRefused, GitHubApi
 from assay.github.events import collect_events
 from assay.github.forge import open_github_forge
 from assay.github.init import starter_files
 from assay.github.mirror import GitHubMirror
 from assay.github.rest import RestClient, WriteUncertain
+from assay.github.sync import sync
 from tests.conftest import AssayRunner
 from tests.github.fake_github import BOT, FakeGitHub
 
@@ -72,19 +76,68 @@ def test_a_502_after_the_claim_comment_was_made_leaves_one_comment(
         assert number in collect_events(forge).accepted  # the maintainer's label: a brief
         store = ClaimStore(forge)
         store.acquire("tidy", "example", lease_s=600)
-    fake_github.inject(502, method="POST", path_contains="/comments", after=True)
+    # The claim's label and comment go in one GraphQL request; GitHub does it and answers
+    # 502, which does not say so.
+    fake_github.inject(502, method="POST", path_contains="/graphql", after=True)
     done = run_assay("github", "sync", "--only", "claims", "--json", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     made = bot_comments(fake_github, number)
     assert len(made) == 1, made
-    posts = [c for c in fake_github.calls if c.method == "POST" and c.path.endswith("/comments")]
-    assert [c.status for c in posts] == [502]  # reconciled by reading, not sent again
+    posts = [c for c in fake_github.calls if c.method == "POST" and c.path == "/graphql"]
+    # Reconciled by reading (the comment found by its marker), and only the label, which
+    # setting twice leaves once, sent again: never a second comment.
+    assert [c.status for c in posts] == [502, 200]
+    assert "assay:claimed" in fake_github.issues[number]["_labels"]
+    assert json.loads(done.stdout)["actions"]["tidy"] == ["comment+", "label+"]
     with open_github_forge(f"github:{fake_github.slug}", cache_dir=tmp_path / "check") as forge:
         assert GitHubMirror(forge).state("tidy").comment_id == made[0]["id"]
     # The next sync edits that comment; it never makes a second one.
     again = run_assay("github", "sync", "--only", "claims", "--json", env=env)
     assert again.returncode == 0 and len(bot_comments(fake_github, number)) == 1
     assert json.loads(again.stdout)["rest"]["writes"] == 0
+
+
+def test_a_refused_pull_request_keeps_what_its_request_made_beside_it(
+    fake_github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitHub runs a request's mutations in order and a refused one leaves the others done:
+    the claim comment made beside a refused pull request is recorded, so the next sync
+    tries the pull request again and never makes a second comment."""
+    fake_github.seed_main({path: source.read_text() for path, source in starter_files().items()})
+    number = open_issue(fake_github)
+    for key, value in {
+        "GITHUB_API_URL": fake_github.api_url,
+        "GITHUB_TOKEN": "ghs-bot",
+        "ASSAY_STATE": str(tmp_path / "state"),
+        "ASSAY_GITHUB_WRITE_SPACING": "0",
+    }.items():
+        monkeypatch.setenv(key, value)
+    with open_github_forge(f"github:{fake_github.slug}", cache_dir=tmp_path / "c") as forge:
+        assert number in collect_events(forge).accepted
+        store = ClaimStore(forge)
+        claim = store.acquire("tidy", "example", lease_s=600)
+        tree = BranchSync(forge, "tidy", workdir=tmp_path / "w", identity=Identity("d", "d@x"))
+        (tree.checkout() / "ok").write_text("ok\n")
+        head = tree.sync("ok")
+        store.set_waiting(claim, "approval")
+        write_review(forge, "tidy", head_sha=head, title="Tidy", body="", state="ready")
+        # Someone opened a pull request from the brief's branch first: GitHub refuses a
+        # second one.
+        with httpx.Client(
+            base_url=fake_github.api_url,
+            headers={"Authorization": "Bearer ghp-maintainer", "User-Agent": "person"},
+        ) as gh:
+            made = gh.post(
+                f"/repos/{fake_github.slug}/pulls",
+                json={"title": "mine", "head": "assay/tidy", "base": "main"},
+            )
+            assert made.status_code == 201
+        for _ in range(2):
+            with pytest.raises(BatchRefused, match="already exists"):
+                sync(forge, ["tidy"], parts=("claims", "reviews"))
+            state = GitHubMirror(forge).state("tidy")
+            assert state.label and state.comment_id is not None and state.pull is None
+            assert len(bot_comments(fake_github, number)) == 1
 
 
 def test_a_502_before_the_create_is_sent_again_once(fake_github: FakeGitHub) -> None:
