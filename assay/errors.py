@@ -51,6 +51,9 @@ Outside the tree, on purpose (never reaching a user)::
     StateRefused                   a CLI's session files or resume point not as the desk
                                    records them (assay.agentcli.sessionstate; the desk
                                    warns and relaunches the CLI instead)
+    DatabaseRefused                a CLI's session database that will not hold still or
+                                   keeps a secret (assay.agentcli.sessiondb; the desk
+                                   warns and keeps the resume point before)
 
 ``Suspension`` and ``EndOfHistory`` derive from ``BaseException`` so that desk code's
 ``except Exception`` cannot swallow them by accident. The runtime turns a suspension into

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 from assay.agentcli.resume import RESUME_PROMPT, NativeResume, without_resume
 from assay.errors import BadInput
 from assay.gateway.apis import ApiName, get_api
-from assay.gateway.volatile import TEMP_PATHS, Mask, masks
+from assay.gateway.volatile import RUNNER_TIMES, TEMP_PATHS, Mask, mask_text, masks
 
 Api = ApiName  # the wire API a CLI speaks: one of assay.gateway.apis.API_NAMES
 PROMPT = "{prompt}"
@@ -173,6 +173,9 @@ class CliProfile:
     # patterns (a pattern's groups, when it has any, are what is masked). Test runners'
     # run times hold for every CLI and are masked by the gateway itself.
     volatile_output: ClassVar[tuple[str, ...]] = ()
+    # Whether a call without tools is still a conversation turn (a CLI that never sends
+    # tools: aider), rather than a side request (a title, a token count) a resume may skip.
+    toolless_turns: ClassVar[bool] = False
 
     def output_masks(
         self, extra: Sequence[str] = (), *, where: str = "cli.volatile_output"
@@ -432,13 +435,7 @@ class GeminiCliProfile(CliProfile):
         }
 
     def check_work_tree(self, workdir: Path) -> None:
-        folder = workdir / ".gemini"
-        if folder.is_symlink() or os.path.lexists(folder / "settings.json"):
-            raise BadInput(
-                f"{folder / 'settings.json'}: the work tree configures the Gemini CLI (hooks "
-                "and MCP servers the desk does not declare would run); remove it from the "
-                "branch, or give the desk its own cli.command to accept it"
-            )
+        _refuse_settings_folder(workdir / ".gemini", "the Gemini CLI")
 
     def config_files(
         self,
@@ -547,10 +544,406 @@ def _signed_loop(contents: list[Any]) -> list[Any]:
     return signed
 
 
+def _refuse_settings_folder(folder: Path, cli: str) -> None:
+    """``BadInput`` when a work tree's settings folder of a Gemini-CLI-like CLI holds its
+    settings (merged over the user's: their hooks and MCP servers would run)."""
+    if folder.is_symlink() or os.path.lexists(folder / "settings.json"):
+        raise _configures(
+            folder / "settings.json",
+            f"{cli} (hooks and MCP servers the desk does not declare would run)",
+        )
+
+
+def _configures(path: Path, what: str) -> BadInput:
+    return BadInput(
+        f"{path}: the work tree configures {what}; remove it from the branch, or give the "
+        "desk its own cli.command to accept it"
+    )
+
+
 GEMINI_DATE = re.compile(r"(Today's date is )[^\n]*?( \(formatted)")
 # The session context lists the work tree as the CLI found it at launch: a relaunched CLI
 # finds the same files (the tree is restored) but the journal under .assay/ has grown.
 GEMINI_TREE = re.compile(r"(- \*\*Directory Structure:\*\*\n).*?(</session_context>)", re.DOTALL)
+
+
+class QwenCodeProfile(CliProfile):
+    """Qwen Code (``@qwen-code/qwen-code``, a fork of the Gemini CLI) in headless mode
+    (``--prompt``) against ``/v1/chat/completions``: its ``openai`` auth reads
+    ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` (the token) from the environment, so no
+    command line carries the key. ``--approval-mode=yolo``: Assay's sandbox confines it.
+
+    Its settings are written to ``$HOME/.qwen/settings.json``: the declared tools are its
+    only core tools (``tools.core``), the tools it registers outside that list (sub-agents,
+    skills, goals, worktrees, cron, tool search...) are denied unless declared
+    (``permissions.deny``), the Assay MCP server is the only one allowed, hooks, skills and
+    its memory subagents are off, and there is no telemetry, usage statistics or update
+    check. As for the Gemini
+    CLI, a work tree's ``.qwen/settings.json`` would override the user's, so a work tree
+    holding one is refused at launch unless the desk gives its own ``cli.command``.
+
+    It resumes its own session (``qwen --resume ID``; the desk names it with
+    ``--session-id`` at the first launch): its chat in
+    ``$HOME/.qwen/projects/<work-tree-slug>/chats/ID.jsonl``, written behind its requests."""
+
+    volatile_output = GeminiCliProfile.volatile_output  # its shell tool's footer is the same
+    # What 0.24 registers beside its core tools; denied unless the desk declares one.
+    EXTRA_TOOLS: ClassVar[tuple[str, ...]] = (
+        "agent",
+        "cron_create",
+        "cron_delete",
+        "cron_list",
+        "enter_worktree",
+        "exit_worktree",
+        "get_goal",
+        "list_agents",
+        "loop_wakeup",
+        "monitor",
+        "read_mcp_resource",
+        "record_artifact",
+        "report_findings",
+        "send_message",
+        "skill",
+        "task_stop",
+        "tool_call",
+        "tool_search",
+        "update_goal",
+        "web_fetch",
+        "zoom_image",
+    )
+
+    def arguments(
+        self, base: list[str], *, home: Path, model: str, tools: Sequence[str], mcp_url: str | None
+    ) -> list[str]:
+        return _options_before_prompt(base, [f"--model={model}", "--approval-mode=yolo"])
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        return {
+            "OPENAI_BASE_URL": url + "/v1",
+            "OPENAI_API_KEY": token,
+            "QWEN_CODE_NO_RELAUNCH": "true",  # the process the desk kills is the CLI
+            "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+            "NO_BROWSER": "true",
+        }
+
+    def check_work_tree(self, workdir: Path) -> None:
+        _refuse_settings_folder(workdir / ".qwen", "Qwen Code")
+
+    def config_files(
+        self,
+        *,
+        url: str,
+        home: Path,
+        token: str,
+        model: str,
+        mcp_url: str | None,
+        tools: Sequence[str] = (),
+    ) -> dict[Path, bytes]:
+        builtin = [t for t in tools if not t.startswith("mcp__")]
+        settings: dict[str, Any] = {
+            "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
+            # Its pipe runner settles a command on "exit", before the pipe's last data: a
+            # quick command's output is lost now and then (0.24.4). The pty runner is not.
+            "tools": {
+                "core": builtin,
+                "useRipgrep": False,
+                "shell": {"enableInteractiveShell": True},
+            },
+            "permissions": {"deny": [t for t in self.EXTRA_TOOLS if t not in tools]},
+            "skills": {"disabledLevels": ["project", "user", "extension", "bundled"]},
+            # Its memory subagents are model calls of their own, with tools, in the background
+            # once a turn has ended (a relaunch need not make them again: a divergence).
+            "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+            "disableAllHooks": True,
+            "mcp": {"allowed": [MCP_NAME] if mcp_url else []},
+            "mcpServers": {},
+            "general": {"enableAutoUpdate": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+        }
+        if mcp_url:
+            settings["mcpServers"][MCP_NAME] = {
+                "httpUrl": mcp_url,
+                "headers": {"Authorization": f"Bearer {token}"},
+                "trust": True,
+            }
+        text = json.dumps(settings, indent=2) + "\n"
+        return {home / ".qwen" / "settings.json": text.encode()}
+
+    def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        for message in _items(body.get("messages")):
+            if not isinstance(message, dict):
+                continue
+            if message.get("role") == "system" and isinstance(message.get("content"), str):
+                message["content"] = QWEN_GIT.sub("", message["content"])
+            if message.get("role") != "user":
+                continue
+            content = message.get("content")
+            parts = content if isinstance(content, list) else [message]
+            key = "text" if isinstance(content, list) else "content"
+            for part in parts:
+                if isinstance(part, dict) and isinstance(part.get(key), str):
+                    text = QWEN_DATE.sub(r"\1<date>", part[key])
+                    part[key] = QWEN_TREE.sub(r"\1<tree>\2", text)
+        return body
+
+    def resumed_request(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The base's, with the date reminder put back where the first process had it:
+        Qwen Code puts one before the first prompt each process is given and keeps none in
+        its chat file, so a resumed session has it before the resume prompt (taken out with
+        it) and none before the brief's."""
+        reminders = [
+            part
+            for message in _items(body.get("messages"))
+            if isinstance(message, dict) and _holds_resume_prompt(message.get("content"))
+            for part in message["content"]
+            if _is_date_reminder(part)
+        ]
+        repaired = super().resumed_request(api, body)
+        if not reminders:
+            return repaired
+        messages = list(_items(repaired.get("messages")))
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict) or message.get("role") != "user":
+                continue
+            content = message.get("content")
+            if isinstance(content, list) and content and not any(map(_is_date_reminder, content)):
+                content = [*content[:-1], reminders[-1], content[-1]]  # right before the prompt
+                messages[index] = {**message, "content": content}
+            break
+        return {**repaired, "messages": messages}
+
+
+def _holds_resume_prompt(content: Any) -> bool:
+    return any(
+        isinstance(part, dict) and str(part.get("text", "")).strip() == RESUME_PROMPT
+        for part in _items(content)
+    )
+
+
+def _is_date_reminder(part: Any) -> bool:
+    return isinstance(part, dict) and str(part.get("text", "")).startswith(QWEN_REMINDER)
+
+
+QWEN_REMINDER = "<system-reminder>\nThe current date is: "
+# Its startup context and its date reminder name the day; the context lists the work tree
+# as found at launch (a relaunched CLI finds the same files, but the journal has grown).
+QWEN_DATE = re.compile(r"(Today's date is |The current date is: )[^\n.]*")
+# The system prompt's git snapshot (branch, status, last commits) when `git status` answered
+# within its time: after a resume it shows the desk's own checkpoint commits, or nothing. Its
+# section goes with the separator before it: the prompt reads the same without one.
+QWEN_GIT = re.compile(
+    r"(?:\n\n|\A)Git snapshot at conversation start\..*?\n```(?=\n\n|\Z)", re.DOTALL
+)
+QWEN_TREE = re.compile(
+    r"(folder structure of the current working directories:\n).*?(</system-reminder>)", re.DOTALL
+)
+
+
+class OpenCodeProfile(CliProfile):
+    """OpenCode (npm ``opencode-ai``): ``opencode run`` against ``/v1/chat/completions``
+    through a custom provider of the AI SDK's ``@ai-sdk/openai-compatible`` (bundled in the
+    binary: nothing is installed at run time).
+
+    Its config is written to ``$HOME/.config/opencode/opencode.json`` (no ``opencode.json``
+    in the repository): the provider ``assay`` with the gateway's base URL and the key read
+    from ``ASSAY_GATEWAY_TOKEN`` (``{env:…}``, so the file holds no secret), the desk's model
+    as both ``model`` and ``small_model`` (its title request), permissions that deny every
+    tool but the declared ones and Assay's MCP tools (a denied tool is not offered), and
+    the Assay MCP server as a remote server. ``OPENCODE_DISABLE_PROJECT_CONFIG`` keeps a
+    work tree's ``opencode.json``, ``.opencode/`` (agents, commands, plugins) and
+    ``AGENTS.md`` out; no model list fetch, update check, sharing or default plugins.
+
+    It resumes its own session (``opencode run --continue``: its HOME holds this one
+    session), kept in a SQLite database, ``$HOME/.local/share/opencode/opencode.db`` with its
+    write-ahead log, from which it builds each request (so a turn's tool results are in it
+    before the turn is sent): recorded as a consistent copy, redacted through SQL."""
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        return {
+            "ASSAY_GATEWAY_TOKEN": token,
+            "OPENCODE_DISABLE_PROJECT_CONFIG": "true",
+            "OPENCODE_DISABLE_MODELS_FETCH": "true",
+            "OPENCODE_DISABLE_AUTOUPDATE": "true",
+            "OPENCODE_DISABLE_SHARE": "true",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "true",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "true",
+            "OPENCODE_DISABLE_CLAUDE_CODE": "true",
+        }
+
+    def config_files(
+        self,
+        *,
+        url: str,
+        home: Path,
+        token: str,
+        model: str,
+        mcp_url: str | None,
+        tools: Sequence[str] = (),
+    ) -> dict[Path, bytes]:
+        permission = {"*": "deny", **{tool: "allow" for tool in tools}}
+        config: dict[str, Any] = {
+            "$schema": "https://opencode.ai/config.json",
+            "model": f"{MCP_NAME}/{model}",
+            "small_model": f"{MCP_NAME}/{model}",
+            "autoupdate": False,
+            "share": "disabled",
+            "provider": {
+                MCP_NAME: {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Assay gateway",
+                    "options": {"baseURL": url + "/v1", "apiKey": "{env:ASSAY_GATEWAY_TOKEN}"},
+                    "models": {model: {"name": model, "tool_call": True}},
+                }
+            },
+            "permission": permission,
+            "mcp": {},
+        }
+        if mcp_url:
+            permission[f"{MCP_NAME}_*"] = "allow"
+            config["mcp"][MCP_NAME] = {
+                "type": "remote",
+                "url": mcp_url,
+                "headers": {"Authorization": "Bearer {env:ASSAY_GATEWAY_TOKEN}"},
+                "oauth": False,
+            }
+        text = json.dumps(config, indent=2) + "\n"
+        return {home / ".config" / "opencode" / "opencode.json": text.encode()}
+
+    def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        for message in _items(body.get("messages")):
+            if isinstance(message, dict) and isinstance(message.get("content"), str):
+                message["content"] = OPENCODE_DATE.sub(r"\1<date>", message["content"])
+        return body
+
+    def repair_resumed(self, items: list[Any]) -> list[Any]:
+        """Without the resume prompt as ``run`` sends it: in double quotes (it quotes a
+        message that holds spaces)."""
+        quoted = json.dumps(RESUME_PROMPT)
+        return [
+            item
+            for item in items
+            if not (
+                isinstance(item, dict)
+                and item.get("role") == "user"
+                and isinstance(item.get("content"), str)
+                and item["content"].strip() == quoted
+            )
+        ]
+
+
+OPENCODE_DATE = re.compile(r"(Today's date: )[^\n]*")
+
+
+class AiderProfile(CliProfile):
+    """aider (PyPI ``aider-chat``) with one ``--message``, against ``/v1/chat/completions``
+    through litellm (``openai/M``; ``OPENAI_API_BASE``, ``OPENAI_API_KEY`` the token).
+
+    aider sends no ``tools``: the model edits files by writing them out in its reply (an edit
+    format), and aider asks again on its own (a *reflection*) when an edit fails to apply,
+    the reply names a file it must add, or its linter finds errors in an edited file. So its
+    calls without tools are conversation turns (``toolless_turns``), matched like any turn
+    on resume. It runs with ``--yes-always`` (the shell commands a reply suggests need an
+    explicit yes, which it never gives: ``--no-suggest-shell-commands``), ``--no-git``
+    (Assay commits), its histories in HOME (not the work tree), and the model's metadata in
+    ``$HOME/.aider.model.metadata.json`` (it would fetch litellm's price list). Its
+    ``.aider.conf.yml``, ``.env`` and model settings files are read from the work tree too,
+    over the profile's (an ``.env`` sets its base URL, lint and test commands), so a work
+    tree holding one is refused at launch unless the desk gives its own ``cli.command``.
+    It has no MCP client."""
+
+    toolless_turns = True
+    WORK_TREE_CONFIG: ClassVar[tuple[str, ...]] = (
+        ".aider.conf.yml",
+        ".env",
+        ".aider.model.settings.yml",
+        ".aider.model.metadata.json",
+    )
+
+    def arguments(
+        self, base: list[str], *, home: Path, model: str, tools: Sequence[str], mcp_url: str | None
+    ) -> list[str]:
+        options = [
+            f"--model={self.litellm_model(model)}",
+            # its "weak" model (commit messages, history summaries) is the desk's model too:
+            # the one whose metadata the profile writes, so it looks up nothing online
+            f"--weak-model={self.litellm_model(model)}",
+            "--yes-always",
+            "--no-git",
+            "--no-suggest-shell-commands",
+            "--no-detect-urls",
+            "--no-check-update",
+            "--no-show-release-notes",
+            "--no-show-model-warnings",
+            "--no-pretty",
+            "--no-fancy-input",
+            f"--chat-history-file={home / '.aider.chat.history.md'}",
+            f"--input-history-file={home / '.aider.input.history'}",
+            f"--env-file={home / '.env'}",
+        ]
+        return _options_before_prompt(base, options)
+
+    @staticmethod
+    def litellm_model(model: str) -> str:
+        return model if model.startswith("openai/") else f"openai/{model}"
+
+    def environment(self, *, url: str, home: Path, token: str, workdir: Path) -> dict[str, str]:
+        return {
+            "OPENAI_API_BASE": url + "/v1",
+            "OPENAI_API_KEY": token,
+            "AIDER_ANALYTICS": "false",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_TELEMETRY": "False",
+        }
+
+    def check_work_tree(self, workdir: Path) -> None:
+        for name in self.WORK_TREE_CONFIG:
+            if os.path.lexists(workdir / name):
+                raise _configures(
+                    workdir / name,
+                    "aider (its base URL, lint and test commands would be the branch's)",
+                )
+
+    def config_files(
+        self,
+        *,
+        url: str,
+        home: Path,
+        token: str,
+        model: str,
+        mcp_url: str | None,
+        tools: Sequence[str] = (),
+    ) -> dict[Path, bytes]:
+        # Prices are the gateway's; a context window aider need not look up on the network.
+        metadata = {
+            self.litellm_model(model): {
+                "max_input_tokens": 128000,
+                "max_output_tokens": 16384,
+                "input_cost_per_token": 0,
+                "output_cost_per_token": 0,
+                "litellm_provider": "openai",
+                "mode": "chat",
+            }
+        }
+        text = json.dumps(metadata, indent=2) + "\n"
+        return {home / ".aider.model.metadata.json": text.encode()}
+
+    def scrub(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        # Its tools' output reaches the model as user messages it writes itself (a lint
+        # report, a command's output): the volatile parts are masked there.
+        found = RUNNER_TIMES + self.output_masks()
+        for message in _items(body.get("messages")):
+            if (
+                isinstance(message, dict)
+                and message.get("role") == "user"
+                and isinstance(message.get("content"), str)
+                and message["content"].startswith(AIDER_TOOL_OUTPUT)
+            ):
+                message["content"] = mask_text(message["content"], found)
+        return body
+
+
+AIDER_TOOL_OUTPUT = ("# Fix any errors below", "I ran this command:")
 
 
 class GenericProfile(CliProfile):
@@ -666,6 +1059,36 @@ PROFILES: Mapping[str, CliProfile] = MappingProxyType(
                 again=("--resume=latest",),  # its HOME holds this one session
                 fillers=("[The previous response was interrupted before it completed.]",),
             ),
+        ),
+        "qwen-code": QwenCodeProfile(
+            "qwen-code",
+            "openai-chat",
+            ("qwen", f"--prompt={PROMPT}"),
+            install="npm install -g @qwen-code/qwen-code",
+            resume=NativeResume(
+                files=(".qwen/projects/*/chats/*.jsonl",),
+                first=("--session-id={session}",),
+                again=("--resume={session}",),
+                result='"functionResponse":{"id":"{id}"',  # written behind its requests
+            ),
+        ),
+        "opencode": OpenCodeProfile(
+            "opencode",
+            "openai-chat",
+            ("opencode", "run", "--", PROMPT),
+            install="npm install -g opencode-ai",
+            resume=NativeResume(
+                files=(".local/share/opencode/opencode.db",),
+                databases=(".local/share/opencode/opencode.db",),
+                again=("--continue",),  # its HOME holds this one session
+            ),
+        ),
+        "aider": AiderProfile(
+            "aider",
+            "openai-chat",
+            ("aider", f"--message={PROMPT}"),
+            mcp=False,
+            install="pip install aider-chat",
         ),
         "generic": GenericProfile("generic", "openai-chat", ()),
     }

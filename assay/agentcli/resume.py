@@ -18,8 +18,8 @@ upstream: the model sees the conversation the uncrashed CLI would have sent.
 A profile declares it in a few lines::
 
     NativeResume(
-        files=(".qwen/tmp/*/chats/*.json",),   # the session state, under HOME
-        again=("--resume={session}",),          # put before the prompt on a resumed launch
+        files=(".qwen/projects/*/chats/*.jsonl",),  # the session state, under HOME
+        again=("--resume={session}",),  # put before the prompt on a resumed launch
     )
 """
 
@@ -51,7 +51,10 @@ class NativeResume:
     (a CLI that writes its session behind its requests is waited for until each result
     of a request is recorded); empty when the files are written before the request.
     ``fillers``: the text of a turn the CLI adds before the resume prompt. ``env``:
-    variables of a resumed launch (``{prompt}``: the resume prompt)."""
+    variables of a resumed launch (``{prompt}``: the resume prompt). ``databases``: which
+    of ``files`` are SQLite databases the CLI writes while it runs (recorded as a
+    consistent copy, its write-ahead log applied, redacted through SQL:
+    ``assay.agentcli.sessiondb``)."""
 
     files: tuple[str, ...]
     again: tuple[str, ...]
@@ -59,6 +62,7 @@ class NativeResume:
     result: str = ""
     fillers: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    databases: tuple[str, ...] = ()
 
     @property
     def named(self) -> bool:

@@ -21,6 +21,8 @@ What crosses from the CLI's HOME (which the sandboxed CLI writes) is checked as 
 regular files whose paths match the profile's globs are read (never through a symlink,
 never a FIFO or device, each bounded), and every withheld value (the run's gateway token,
 the desk's secrets) is replaced by ``[redacted]`` before a byte reaches the work tree. A
+session database (``NativeResume.databases``: OpenCode's SQLite) is read as a consistent
+copy and redacted through SQL (``assay.agentcli.sessiondb``). A
 point read back from a checkpoint is validated the same way (paths inside HOME and matching
 the globs, regular files, each hash) before a file is written into the fresh HOME of the
 resumed CLI; a point that fails is not used (the run is relaunched and replayed instead).
@@ -40,6 +42,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from assay.agentcli.resume import NativeResume
+from assay.agentcli.sessiondb import DatabaseRefused, database_copy, redacted_database
 from assay.branch import cli_state_path
 from assay.journal.redact import REDACTED
 
@@ -88,17 +91,29 @@ def session_files(home: Path, resume: NativeResume) -> dict[str, bytes]:
     files matching ``resume.files`` only, none through a link; ``StateRefused`` past the
     bounds."""
     patterns = [_glob(p) for p in resume.files]
+    databases = [_glob(p) for p in resume.databases]
     found: dict[str, bytes] = {}
     for relative in _walk(home):
         if any(p.fullmatch(relative) for p in patterns):
             if len(found) >= MAX_FILES:
                 raise StateRefused(f"more than {MAX_FILES} session files under {home}")
-            data = _read_regular(home, relative)
+            if any(p.fullmatch(relative) for p in databases):
+                data = _database(home, relative)
+            else:
+                data = _read_regular(home, relative)
             if data is not None and relative.endswith(".jsonl") and not data.endswith(b"\n"):
                 data = data[: data.rfind(b"\n") + 1]  # a line the CLI is writing now
             if data is not None:
                 found[relative] = data
     return found
+
+
+def _database(home: Path, relative: str) -> bytes | None:
+    """The session database ``home/relative``, a consistent copy (``database_copy``)."""
+    try:
+        return database_copy(lambda path: _read_regular(home, path), relative)
+    except DatabaseRefused as refused:
+        raise StateRefused(f"{relative}: {refused}") from None
 
 
 def covers(files: dict[str, bytes], resume: NativeResume, call_ids: Iterable[str]) -> bool:
@@ -120,18 +135,21 @@ def capture(
     at: int,
     withheld: Sequence[str],
     previous: ResumePoint | None = None,
+    databases: Sequence[str] = (),
 ) -> ResumePoint:
     """Record ``files`` (``session_files``) in the work tree as the resume point ``at``:
-    each withheld value redacted, files unchanged since the ``previous`` capture left as
-    they are, files gone removed, ``point.json`` written last."""
+    each withheld value redacted (in the files matching the ``databases`` globs, through
+    SQL), files unchanged since the ``previous`` capture left as they are, files gone
+    removed, ``point.json`` written last; ``DatabaseRefused`` before anything is written
+    when a database cannot be redacted."""
     if (tree / ".assay").is_symlink():  # the journal's own folder: never replaced here
         raise StateRefused(".assay is a link")
     known = previous.files if previous is not None else {}
     folder = cli_state_path(brief)
     home = tree / folder / HOME_FOLDER
+    redacted = _all_redacted(files, withheld, [_glob(p) for p in databases])
     hashes: dict[str, str] = {}
-    for relative, data in files.items():
-        data = _redacted(data, withheld)
+    for relative, data in redacted.items():
         hashes[relative] = _sha(data)
         target = home / relative
         if known.get(relative) == hashes[relative] and not target.is_symlink():
@@ -334,6 +352,18 @@ def _write(path: Path, data: bytes) -> None:
     with os.fdopen(os.open(scratch, flags, 0o644), "wb") as handle:
         handle.write(data)
     os.replace(scratch, path)  # a link at ``path`` is replaced, never followed
+
+
+def _all_redacted(
+    files: dict[str, bytes], withheld: Sequence[str], databases: Sequence[re.Pattern[str]]
+) -> dict[str, bytes]:
+    redacted = {}
+    for relative, data in files.items():
+        if any(p.fullmatch(relative) for p in databases):
+            redacted[relative] = redacted_database(data, withheld, where=relative)
+        else:
+            redacted[relative] = _redacted(data, withheld)
+    return redacted
 
 
 def _redacted(data: bytes, withheld: Sequence[str]) -> bytes:

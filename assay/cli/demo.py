@@ -87,8 +87,8 @@ def _seconds(value: float | None) -> str:
     "cli",
     metavar="NAME",
     default=None,
-    help="Tell the story with a real agent CLI (codex, claude-code or gemini-cli) in a kind: "
-    "cli desk.",
+    help="Tell the story with a real agent CLI (claude-code, codex, gemini-cli, qwen-code, "
+    "opencode, aider or mini-swe-agent) in a kind: cli desk.",
 )
 @json_option
 def demo(

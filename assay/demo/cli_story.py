@@ -17,8 +17,10 @@ instead, as it does for the agent desk.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -29,9 +31,9 @@ from typing import Any
 
 import yaml
 
-from assay.demo.upstream import Seen, WireFake
+from assay.agentcli.finish import MARKER
+from assay.demo.upstream import Seen, WireFake, toolless_side
 from assay.errors import BadInput
-from assay.models.scripted import brief_of
 
 KEY_ENV = "ASSAY_DEMO_UPSTREAM_KEY"  # the scripted upstream checks no key; the CLI wants one
 KEY_VALUE = "assay-demo-no-secret"
@@ -48,23 +50,34 @@ class CliChoice:
     program: str
     adapter: str  # the desk's model adapter: the API the CLI speaks
     model: str
-    shell: str  # the CLI's own shell tool
-    mcp: dict[str, str]  # how the CLI names an MCP tool of the ``assay`` server
-    prefix: str = ""  # the npm prefix under the agent-clis folder that .ci/install uses
+    shell: str  # the CLI's own shell tool ("" for aider, which has none)
+    mcp: dict[str, str]  # how the CLI names an MCP tool of the ``assay`` server ({}: none)
+    prefix: str = ""  # its folder under the agent-clis folder that .ci/install fills
     # The CLI's own file-writing tool, when a file write must not go through its shell (the
     # Gemini CLI refuses a heredoc whose text holds ``$(``, a backtick or ``<(``).
     writer: str = ""
+    # Whether file writes go through the shell as base64 (Qwen Code: its shell refuses
+    # backticks as the Gemini CLI's does, and its write_file wants absolute paths).
+    encoded: bool = False
+    bin: str = "node_modules/.bin"  # where the program is in its folder (a venv: "bin")
 
     def shell_call(self, command: str) -> dict[str, Any]:
         arguments: dict[str, Any] = {"cmd": command}
-        if self.shell == "Bash" or self.shell == "run_shell_command":
+        if self.shell in ("Bash", "run_shell_command", "bash"):
             arguments = {"command": command, "description": "demo step"}
+        if self.profile == "mini-swe-agent":
+            arguments = {"command": command}
         return {"name": self.shell, "arguments": arguments}
 
     def mcp_call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if "namespace" in self.mcp:
             return {"namespace": self.mcp["namespace"], "name": name, "arguments": arguments}
         return {"name": f"{self.mcp['prefix']}{name}", "arguments": arguments}
+
+    def tools(self) -> list[str]:
+        """The desk's ``tools``: the CLI's own it uses, and Assay's ``finish`` over MCP."""
+        own = [tool for tool in (self.shell, self.writer) if tool]
+        return [*own, *(["finish"] if self.mcp else [])]
 
 
 CLIS = {
@@ -89,7 +102,27 @@ CLIS = {
         prefix="gemini-cli",
         writer="write_file",
     ),
+    "qwen-code": CliChoice(
+        "qwen-code",
+        "qwen",
+        "openai",
+        "qwen3-coder-plus",
+        "run_shell_command",
+        {"prefix": "mcp__assay__"},
+        prefix="qwen-code",
+        encoded=True,
+    ),
+    "opencode": CliChoice(
+        "opencode", "opencode", "openai", "gpt-5", "bash", {"prefix": "assay_"}, prefix="opencode"
+    ),
+    # The two without an MCP client finish in words (assay.agentcli.finish).
+    "mini-swe-agent": CliChoice(
+        "mini-swe-agent", "mini", "openai", "gpt-5", "bash", {}, prefix="mini-swe-agent", bin="bin"
+    ),
+    # A model aider has no settings for: it edits in its "whole" format, the one scripted.
+    "aider": CliChoice("aider", "aider", "openai", "demo-model", "", {}, prefix="aider", bin="bin"),
 }
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # how mini-swe-agent ends its session
 
 
 def choose_cli(name: str) -> tuple[CliChoice, Path]:
@@ -104,7 +137,7 @@ def choose_cli(name: str) -> tuple[CliChoice, Path]:
         raise BadInput(f"--cli: unknown agent CLI {name!r} (known: {', '.join(sorted(CLIS))})")
     found = shutil.which(choice.program)
     root = Path(os.environ.get(CLIS_ENV) or Path(sys.prefix) / "agent-clis")
-    installed = root / choice.prefix / "node_modules" / ".bin" / choice.program
+    installed = root / choice.prefix / choice.bin / choice.program
     if found is None and installed.is_file() and os.access(installed, os.X_OK):
         found = str(installed)
     if found is None:
@@ -125,7 +158,7 @@ def cli_manifest(
         kind="cli",
         cli={"profile": choice.profile},
         model=model,
-        tools=[choice.shell, *([choice.writer] if choice.writer else []), "finish"],
+        tools=choice.tools(),
     )
     if sandboxed:
         desk["sandbox"] = {"toolchains": ["python", "node"]}
@@ -147,13 +180,36 @@ def translate(responses: Sequence[dict[str, Any]], choice: CliChoice) -> list[di
     """The demo script's turns for one brief, in ``choice``'s tools, plus a closing turn.
 
     A CLI asks the model once more after its last tool result; that call is the closing
-    text turn, and it ends the CLI's session.
+    text turn, and it ends the CLI's session. mini-swe-agent ends when the model submits
+    (its ``finish``, with the claim in words); aider gets one answer that writes every file
+    and says the claim (it runs no commands: the gate runs the rows).
     """
+    if choice.profile == "aider":
+        return [_aider_answer(responses)]
     turns = []
     for response in responses:
         calls = [_call(call, choice) for call in response.get("tool_calls") or []]
         turns.append({"content": response.get("content"), "tool_calls": calls})
+    if not choice.mcp:  # submitted: the session is over
+        return turns
     return [*turns, {"content": FINAL_TEXT}]
+
+
+def _aider_answer(responses: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One answer in aider's ``whole`` edit format: each file's path, then all of it."""
+    parts = []
+    for response in responses:
+        if response.get("content"):
+            parts.append(str(response["content"]))
+        for call in response.get("tool_calls") or []:
+            arguments = call.get("arguments") or {}
+            if call["name"] == "write_file":
+                content = str(arguments["content"])
+                content += "" if content.endswith("\n") else "\n"
+                parts.append(f"{arguments['path']}\n```\n{content}```")
+            elif call["name"] == "finish":
+                parts.append(f"{MARKER} {json.dumps(arguments)}")
+    return {"content": "\n\n".join(parts) + "\n"}
 
 
 def _call(call: dict[str, Any], choice: CliChoice) -> dict[str, Any]:
@@ -164,6 +220,11 @@ def _call(call: dict[str, Any], choice: CliChoice) -> dict[str, Any]:
             "name": choice.writer,
             "arguments": {"file_path": str(arguments["path"]), "content": content},
         }
+    if name == "write_file" and choice.encoded:
+        path, data = str(arguments["path"]), str(arguments["content"]).encode()
+        folder, quoted = shlex.quote(str(PurePosixPath(path).parent)), shlex.quote(path)
+        encoded = base64.b64encode(data).decode()
+        return choice.shell_call(f"mkdir -p {folder} && echo {encoded} | base64 -d > {quoted}")
     if name == "write_file":
         path = str(arguments["path"])
         folder = str(PurePosixPath(path).parent)
@@ -174,6 +235,9 @@ def _call(call: dict[str, Any], choice: CliChoice) -> dict[str, Any]:
         return choice.shell_call(command + content + "ASSAY_DEMO_EOF")
     if name == "run":
         return choice.shell_call(str(arguments["command"]))
+    if name == "finish" and not choice.mcp:  # mini-swe-agent submits, the claim in words
+        claim = shlex.quote(f"{MARKER} {json.dumps(arguments)}")
+        return choice.shell_call(f"{SUBMIT} && echo {claim}")
     return choice.mcp_call(name, arguments)
 
 
@@ -189,13 +253,18 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def conversation_brief(body: dict[str, Any]) -> str | None:
-    """The brief a request's conversation is about: the first ``# Brief <id>:`` heading."""
+    """The brief a request's conversation is about: the first ``# Brief <id>:`` heading,
+    wherever a CLI put the prompt (mini-swe-agent after "Please solve this issue: ",
+    OpenCode in quotes)."""
     conversation = body.get("messages") or body.get("input") or body.get("contents") or []
     for text in _strings(conversation):
-        found = brief_of([{"role": "user", "content": text}])
+        found = BRIEF_HEADING.search(text)
         if found is not None:
-            return found
+            return found.group(1)
     return None
+
+
+BRIEF_HEADING = re.compile(r"(?:^|[\s\"'])# Brief ([A-Za-z0-9_.-]+):")
 
 
 class DemoUpstream(WireFake):
@@ -206,17 +275,23 @@ class DemoUpstream(WireFake):
         self.scripts = {
             brief: translate(entry["responses"], choice) for brief, entry in data["briefs"].items()
         }
-        super().__init__([])
+        if choice.profile == "aider":  # no tools: every call a turn, counted by its answers
+            super().__init__([], by="replies", is_side=toolless_side)
+        else:
+            super().__init__([])
         self.call_log = call_log
         self.request_log = call_log.with_name(REQUEST_LOG)
         self.crash_at: tuple[str, int] | None = None
         self.crash_held = False
         self.crash_let_go = False
 
-    def arm_crash(self, brief: str, turn: int) -> None:
-        """Hold the call for ``brief``'s turn ``turn`` (0-based) until ``let_go``."""
+    def arm_crash(self, brief: str, turn: int) -> int:
+        """Hold the call for ``brief``'s turn ``turn`` (0-based; its last one when it has
+        fewer: aider's one answer) until ``let_go``; the turn armed."""
+        turn = max(0, min(turn, len(self.scripts.get(brief, [])) - 1))
         with self._lock:
             self.crash_at = (brief, turn)
+        return turn
 
     def let_go(self) -> None:
         """Close the held crash call unanswered (its desk is dead: nothing was paid)."""
@@ -252,7 +327,12 @@ class DemoUpstream(WireFake):
     def on_answer(self, seen: Seen) -> None:
         self._log(self.call_log, seen)
 
-    def _log(self, path: Path, seen: Seen) -> None:
-        line = {"brief": conversation_brief(seen.body), "turn": seen.turn, "pid": os.getpid()}
+    def on_side(self, seen: Seen) -> None:
+        # A side request (OpenCode's title) is a journaled model call the provider bills.
+        self._log(self.call_log, seen, turn=f"side: {seen.side}")
+
+    def _log(self, path: Path, seen: Seen, *, turn: int | str | None = None) -> None:
+        turn = seen.turn if turn is None else turn
+        line = {"brief": conversation_brief(seen.body), "turn": turn, "pid": os.getpid()}
         with open(path, "a", encoding="utf-8") as log:
             log.write(json.dumps(line) + "\n")

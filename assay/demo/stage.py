@@ -234,7 +234,7 @@ class Stage:
             script = (DATA / "desks" / "scripts" / DESK_MANIFEST).read_text(encoding="utf-8")
             upstream = DemoUpstream(script, choice, self.directory / "model-calls.jsonl")
             upstream.start()
-            upstream.arm_crash(CRASH_BRIEF, self.crash_call - 1)
+            self.crash_call = upstream.arm_crash(CRASH_BRIEF, self.crash_call - 1) + 1
             self.upstream = upstream
             model = scripted_model(choice, upstream.url)
         else:

@@ -26,11 +26,14 @@ server-sent events (see ``wire_render``).
 
 Which scripted turn answers a request: by default (``by="turns"``) the number of assistant
 turns already in the request's history, so a resumed CLI that resends a conversation gets
-the same answers; ``by="count"`` answers turns in arrival order. A request that is not a
+the same answers; ``by="replies"`` the number of the script's own replies in it (aider's
+history also holds its few-shot examples and the "Ok." it writes for the model after each
+file it adds); ``by="count"`` answers turns in arrival order. A request that is not a
 conversation turn (``count_tokens``, a quota probe, title generation, a warm-up, any call
-without tools: every CLI here sends its tools with each turn) is a *side request*: it is
-answered with ``side_text`` and consumes no turn (``side_answered`` counts them). Pass
-``is_side=`` to classify differently.
+without tools: every CLI here but aider sends its tools with each turn) is a *side
+request*: it is answered with ``side_text`` and consumes no turn (``side_answered`` counts
+them). Pass ``is_side=`` to classify differently (``toolless_side`` for aider, whose every
+call is a turn).
 
 Counters (read them under no lock; they only grow): ``received`` (every request),
 ``answered`` (conversation turns answered with a completion; alias ``count``),
@@ -120,6 +123,27 @@ def default_side(api: str, body: dict[str, Any]) -> str | None:
     return None
 
 
+def toolless_side(api: str, body: dict[str, Any]) -> str | None:
+    """``default_side`` for a CLI that never sends tools (aider): only token counts and
+    quota probes are side requests."""
+    reason = default_side(api, body)
+    return None if reason == "no tools" else reason
+
+
+def scripted_replies(body: dict[str, Any], script: Sequence[dict[str, Any]]) -> int:
+    """How many of a chat request's assistant messages are one of ``script``'s texts."""
+    texts = {str(t["content"]).strip() for t in script if t.get("content")}
+    messages = body.get("messages")
+    return sum(
+        1
+        for m in (messages if isinstance(messages, list) else [])
+        if isinstance(m, dict)
+        and m.get("role") == "assistant"
+        and isinstance(m.get("content"), str)
+        and m["content"].strip() in texts
+    )
+
+
 class WireFake(LoopbackServer):
     """The scripted upstream (see the module docstring)."""
 
@@ -132,8 +156,8 @@ class WireFake(LoopbackServer):
         side_text: str = "ok",
         is_side: SideRule = default_side,
     ) -> None:
-        if by not in ("turns", "count"):
-            raise ValueError(f"by must be 'turns' or 'count', not {by!r}")
+        if by not in ("turns", "replies", "count"):
+            raise ValueError(f"by must be 'turns', 'replies' or 'count', not {by!r}")
         super().__init__()
         self.script = list(script)
         self.by = by
@@ -223,13 +247,14 @@ class WireFake(LoopbackServer):
             if seen.side is not None:
                 self.side_answered += 1
                 seen.status = 200
+                self.on_side(seen)
                 return None, {"content": self.side_text}
             if self._faults:
                 fault = self._faults.pop(0)
                 self.failures_sent += 1
                 seen.fault = str(fault.kind)
                 return fault, None
-            turn = assistant_turns(seen.api, seen.body) if self.by == "turns" else self.answered
+            turn = self._turn_of(seen)
             seen.turn = turn
             self.on_request(seen)
             if not (seen.stream and self._mid_stream):
@@ -246,6 +271,13 @@ class WireFake(LoopbackServer):
             self.on_answer(seen)
             self._lock.notify_all()
             return None, script[turn]
+
+    def _turn_of(self, seen: Seen) -> int:
+        if self.by == "turns":
+            return assistant_turns(seen.api, seen.body)
+        if self.by == "replies":
+            return scripted_replies(seen.body, self.script_for(seen))
+        return self.answered
 
     def wait_mid_stream(self, seen: Seen) -> None:
         """Called after a streamed answer's first event: hold it there (``mid_stream``)."""
@@ -283,6 +315,9 @@ class WireFake(LoopbackServer):
 
     def on_answer(self, seen: Seen) -> None:
         """Called once per conversation turn answered, before the answer is sent."""
+
+    def on_side(self, seen: Seen) -> None:
+        """Called once per side request answered (a title, a token count)."""
 
 
 def _route(method: str, path: str) -> tuple[str, str]:

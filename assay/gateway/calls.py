@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from assay.errors import AssayError, Denied, Paused, Unavailable
+from assay.gateway.apis import Said
 from assay.gateway.server import ModelCall
+from assay.gateway.transcript import read_said
 from assay.gateway.upstream import Reply, Upstream
 from assay.gateway.volatile import Mask
 from assay.gateway.wire import (
@@ -82,18 +84,21 @@ class CallHandler:
         allowed: Callable[[str], bool],
         normalise_extra: Normaliser | None = None,
         masks: tuple[Mask, ...] = (),
+        toolless_turns: bool = False,
         rewrite: Normaliser | None = None,
     ) -> None:
         self.session = session
-        self.rewrite = rewrite
         self.upstream = upstream
         self.price = price
         self.allowed = allowed
         self.normalise_extra = normalise_extra
         self.masks = masks
+        self.toolless_turns = toolless_turns
+        self.rewrite = rewrite
         self.seen_tools: set[str] = set()
         self.calls = 0
         self.replayed = 0
+        self.last: tuple[str, WireReply] | None = None  # the last turn's API and answer
 
     def normal(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
         return matching_body(api, body, masks=self.masks, extra=self.normalise_extra)
@@ -122,9 +127,17 @@ class CallHandler:
             digest=digest(call.route, normal),
             stream=call.stream,
             tools=fresh,
-            steerable=not call.wire.counts_tokens(call.route) and bool(call.body.get("tools")),
+            steerable=self.is_turn(call),
             marks=MARKERS[call.api],
         )
+
+    def is_turn(self, call: ModelCall) -> bool:
+        """Whether a call is a conversation turn (matched strictly on resume, open to
+        steering) rather than a side request a resume may skip: it offers tools, or its
+        CLI never does (``toolless_turns``: aider); a token count never is."""
+        if call.wire.counts_tokens(call.route):
+            return False
+        return self.toolless_turns or bool(call.body.get("tools"))
 
     def difference(self, recorded: dict[str, Any], request: WireRequest) -> str:
         api = request.api
@@ -162,7 +175,17 @@ class CallHandler:
             call.refuse(403, "permission_error", f"assay: {reply.denied}")
             raise Denied(reply.denied)
         call.answer(Reply(reply.status, reply.content_type, reply.body, reply.stream))
+        if request.steerable:
+            self.last = (call.api, reply)
         return reply
+
+    def last_said(self) -> Said | None:
+        """What the model said in the last conversation answer the CLI got (replayed or
+        live; a side request's is not one)."""
+        if self.last is None:
+            return None
+        api, reply = self.last
+        return read_said(api, reply.body, stream=reply.stream)
 
     def check(self, reply: WireReply) -> str | None:
         refused = [name for name in reply.tool_names if not self.allowed(name)]

@@ -35,6 +35,10 @@ CLI_DESKS = (
     "claude-code",
     "codex",
     "gemini-cli",
+    "qwen-code",
+    "opencode",
+    "aider",
+    "mini-swe-agent",
 )  # templates/cli/<profile>.yaml, written with --cli
 # The ruleset a repository needs beside the workflows: main cannot be deleted or rewound,
 # and a pull request merges (or a push lands) only with the gate's check green, from the

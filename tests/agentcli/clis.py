@@ -20,6 +20,9 @@ BINARIES = {
     "codex": "node_modules/.bin/codex",
     "gemini": "gemini-cli/node_modules/.bin/gemini",
     "mini": "mini-swe-agent/bin/mini",
+    "qwen": "qwen-code/node_modules/.bin/qwen",
+    "opencode": "opencode/node_modules/.bin/opencode",
+    "aider": "aider/bin/aider",
 }
 
 
@@ -32,7 +35,7 @@ def cli_roots() -> list[Path]:
 
 
 def cli_path(name: str) -> Path:
-    """The installed CLI ``name`` (claude, codex, mini); fails the test if it is missing."""
+    """The installed CLI ``name`` (a key of ``BINARIES``); fails the test if it is missing."""
     for root in cli_roots():
         path = root / BINARIES[name]
         if path.exists():

@@ -44,7 +44,9 @@ def test_an_unknown_profile_is_bad_input_naming_it() -> None:
     ) as got:
         get_profile("claude-kode")
     assert got.value.code == 65
-    assert "claude-code, codex, gemini-cli, generic, mini-swe-agent" in got.value.message
+    assert "aider, claude-code, codex, gemini-cli, generic, mini-swe-agent, opencode" in (
+        got.value.message
+    )
 
 
 def test_the_profiles_and_their_apis() -> None:
@@ -54,6 +56,9 @@ def test_the_profiles_and_their_apis() -> None:
         "codex": "openai-responses",
         "gemini-cli": "gemini",
         "mini-swe-agent": "openai-chat",
+        "qwen-code": "openai-chat",
+        "opencode": "openai-chat",
+        "aider": "openai-chat",
         "generic": "openai-chat",
     }
     for name, profile in PROFILES.items():

@@ -1,7 +1,7 @@
 """The agent-CLI desk's cost: ``python -m tests.bench.clidesk [--briefs N] [--cli codex]``.
 
-Prints figures; it is not a timed test. A ``kind: cli`` desk runs a real agent CLI (Codex or
-Claude Code, as ``.ci/install`` installs them) through ``assay desk run`` on a local embedded
+Prints figures; it is not a timed test. A ``kind: cli`` desk runs a real agent CLI (any
+shipped profile's, as ``.ci/install`` installs them) through ``assay desk run`` on a local embedded
 forge, against the scripted upstream (``assay.demo.upstream.WireFake``), for N briefs of a
 three-turn session. Beside it, the same CLI runs the same session N times on its own against
 the same upstream: no gateway, sandbox, journal, claim or forge. That is the floor, since
@@ -27,14 +27,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from assay.agentcli.profiles import get_profile
-from assay.demo.upstream import WireFake
+from assay.demo.upstream import WireFake, toolless_side
 from assay.forge import init_forge
 from tests.agentcli.clis import BINARIES, cli_env, cli_roots, write_files
 from tests.bench.cost import git_wrapper
@@ -54,6 +54,7 @@ class Cli:
     model: dict[str, Any]
     tools: tuple[str, ...]
     session: Callable[[], list[dict[str, Any]]]
+    fake: dict[str, Any] = field(default_factory=dict)  # WireFake's options for its calls
 
 
 COMMANDS = ("echo hello > a.txt", "cat a.txt")  # each brief's session: two commands, an answer
@@ -69,9 +70,28 @@ def _claude_session() -> list[dict[str, Any]]:
     return [*({"tool_calls": [c]} for c in calls), {"content": "Wrote and showed a.txt."}]
 
 
-def _gemini_session() -> list[dict[str, Any]]:
-    calls = [{"name": "run_shell_command", "arguments": {"command": c}} for c in COMMANDS]
-    return [*({"tool_calls": [c]} for c in calls), {"content": "Wrote and showed a.txt."}]
+def _shell_session(tool: str, **extra: str) -> Callable[[], list[dict[str, Any]]]:
+    """Two commands through the CLI's shell tool ``tool`` (``{command}`` and ``extra``)."""
+
+    def session() -> list[dict[str, Any]]:
+        calls = [{"name": tool, "arguments": {"command": c, **extra}} for c in COMMANDS]
+        return [*({"tool_calls": [c]} for c in calls), {"content": "Wrote and showed a.txt."}]
+
+    return session
+
+
+def _mini_session() -> list[dict[str, Any]]:
+    turns = _shell_session("bash")()[:-1]
+    submit = {
+        "name": "bash",
+        "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},
+    }
+    return [*turns, {"tool_calls": [submit]}]
+
+
+def _aider_session() -> list[dict[str, Any]]:
+    # aider runs no command: one answer in its whole edit format writes a.txt
+    return [{"content": "Writing a.txt.\n\na.txt\n```\nhello\n```\n"}]
 
 
 CLIS = {
@@ -94,7 +114,36 @@ CLIS = {
         "gemini-cli",
         {"adapter": "gemini", "model": "gemini-2.5-pro"},
         ("run_shell_command",),
-        _gemini_session,
+        _shell_session("run_shell_command"),
+    ),
+    "qwen-code": Cli(
+        "qwen",
+        "qwen-code",
+        {"adapter": "openai", "model": "fake-model"},
+        ("run_shell_command",),
+        _shell_session("run_shell_command", description="run"),
+    ),
+    "opencode": Cli(
+        "opencode",
+        "opencode",
+        {"adapter": "openai", "model": "fake-model"},
+        ("bash",),
+        _shell_session("bash", description="run"),
+    ),
+    "mini-swe-agent": Cli(
+        "mini",
+        "mini-swe-agent",
+        {"adapter": "openai", "model": "fake-model"},
+        ("bash",),
+        _mini_session,
+    ),
+    "aider": Cli(
+        "aider",
+        "aider",
+        {"adapter": "openai", "model": "fake-model"},
+        (),
+        _aider_session,
+        {"by": "replies", "is_side": toolless_side},
     ),
 }
 
@@ -160,7 +209,7 @@ def through_assay(
     counts = root / "git-count.txt"
     wrapped = git_wrapper(root / "bin")
     clis = str(cli_path(cli.binary).parent)
-    with WireFake(cli.session()) as fake:
+    with WireFake(cli.session(), **cli.fake) as fake:
         base_url = fake.openai_base_url if cli.model["adapter"] == "openai" else fake.url
         manifest = {
             "name": cli.profile,
@@ -213,7 +262,7 @@ def alone(root: Path, cli: Cli, briefs: int) -> Figures:
         work, home = root / f"work-{i}", root / f"home-{i}"
         work.mkdir(parents=True)
         home.mkdir()
-        with WireFake(cli.session()) as fake:
+        with WireFake(cli.session(), **cli.fake) as fake:
             launch = get_profile(cli.profile).launch(
                 command=None,
                 workdir=work,
@@ -350,7 +399,11 @@ def main(argv: list[str] | None = None) -> None:
         )
         load = " ".join(f"{x:.1f}" for x in os.getloadavg())
         mode = options.durability or "step"
-        print(f"agent-CLI desk ({cli}, {options.briefs} briefs, 3 turns each, durability {mode}; ")
+        turns = len(CLIS[cli].session())
+        print(
+            f"agent-CLI desk ({cli}, {options.briefs} briefs, {turns} turns each, "
+            f"durability {mode}; "
+        )
         print(f"load {load})")
         print()
         print("| measure | through Assay | the CLI alone | Assay's share |")

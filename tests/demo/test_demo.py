@@ -27,10 +27,11 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, o
     return done.returncode, json.loads(done.stdout), directory
 
 
-def assert_the_story_was_told(report: dict[str, object]) -> None:
+def assert_the_story_was_told(report: dict[str, object], *, briefs: int = 6) -> None:
     """What every telling of the demo's story shows: no model call repaid, no brief claimed
     twice, the injected crash recovered, the forged evidence caught, the approval waited
-    for, five briefs merged and the palindrome brief blocked by the gate."""
+    for, every one of the ``briefs`` filed merged but the palindrome brief, which the gate
+    blocked."""
     assert report["repaid_model_calls"] == 0
     # Requests, not only answers: at most the one in flight at the kill went upstream twice.
     assert report["repeated_requests"] <= report["crashes_injected"]  # type: ignore[operator]
@@ -41,7 +42,8 @@ def assert_the_story_was_told(report: dict[str, object]) -> None:
     # The caught desk's push of its own head to main, with its own token: refused.
     assert report["refused_pushes"] == 1
     assert report["approvals_waited"] == 1
-    assert report["briefs_merged"] == 5
+    assert report["briefs_total"] == briefs
+    assert report["briefs_merged"] == briefs - 1
     assert report["blocked"] == ["palindrome"]
 
 

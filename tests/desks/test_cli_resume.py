@@ -1,5 +1,6 @@
-"""Each real CLI that resumes natively (Claude Code, Codex, the Gemini CLI), SIGKILLed three
-times in one run and resumed from its own session state by a new process each time:
+"""Each real CLI that resumes natively (Claude Code, Codex, the Gemini CLI, Qwen Code,
+OpenCode), SIGKILLed three times in one run and resumed from its own session state by a new
+process each time:
 
 - during a tool call (a command blocked on a marker file the test creates after the kill),
 - during a streamed answer (the upstream has sent the answer's first event and holds the
@@ -41,7 +42,7 @@ STREAMED, HELD = 5, 7  # the turns whose requests are in flight at the second an
 
 def shell(tool: str) -> Callable[[str], dict[str, Any]]:
     key = "cmd" if tool == "exec_command" else "command"
-    extra = {"description": "step"} if tool == "Bash" else {}
+    extra = {"description": "step"} if tool in ("Bash", "bash") else {}
     return lambda command: {"name": tool, "arguments": {key: command, **extra}}
 
 
@@ -50,6 +51,8 @@ CLIS: dict[str, tuple[str, str, dict[str, str]]] = {
     "claude-code": ("claude", "Bash", {"adapter": "anthropic", "model": "claude-sonnet-4-5"}),
     "codex": ("codex", "exec_command", {"adapter": "openai", "model": "gpt-5-codex"}),
     "gemini-cli": ("gemini", "run_shell_command", {"adapter": "gemini", "model": "gemini-2.5-pro"}),
+    "qwen-code": ("qwen", "run_shell_command", {"adapter": "openai", "model": "qwen3-coder"}),
+    "opencode": ("opencode", "bash", {"adapter": "openai", "model": "fake-model"}),
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from assay.desks import load_desks
+from assay.github.init import CLI_DESKS
 from tests.conftest import AssayRunner
 
 WORKFLOW = Path(__file__).resolve().parents[2] / "assay" / "github" / "templates" / "workflows"
@@ -23,6 +24,10 @@ WORKFLOW = Path(__file__).resolve().parents[2] / "assay" / "github" / "templates
         ("claude-code", "ANTHROPIC_API_KEY"),
         ("codex", "OPENAI_API_KEY"),
         ("gemini-cli", "GEMINI_API_KEY"),
+        ("qwen-code", "OPENAI_API_KEY"),
+        ("opencode", "OPENAI_API_KEY"),
+        ("aider", "OPENAI_API_KEY"),
+        ("mini-swe-agent", "OPENAI_API_KEY"),
     ],
 )
 def test_init_with_a_cli_writes_a_cli_desk_that_loads(
@@ -63,6 +68,10 @@ def _install_step() -> dict[str, object]:
         ("claude-code", "@anthropic-ai/claude-code@"),
         ("codex", "@openai/codex@"),
         ("gemini-cli", "@google/gemini-cli@"),
+        ("qwen-code", "@qwen-code/qwen-code@"),
+        ("opencode", "opencode-ai@"),
+        ("aider", "pipx: install aider-chat=="),
+        ("mini-swe-agent", "pipx: install mini-swe-agent=="),
         ("example", ""),
         ("missing", ""),
     ],
@@ -71,15 +80,17 @@ def test_the_desk_workflow_installs_the_cli_the_desk_names(
     tmp_path: Path, run_assay: AssayRunner, desk: str, expected: str
 ) -> None:
     repo = tmp_path / "repo"
-    run_assay("init", str(repo), "--cli", "claude-code")
-    run_assay("init", str(repo), "--cli", "codex")
-    run_assay("init", str(repo), "--cli", "gemini-cli")
+    for profile in CLI_DESKS:
+        run_assay("init", str(repo), "--cli", profile)
     script = str(_install_step()["run"])
-    # Run the step's script with npm replaced by a recorder: it must name the pinned package.
+    # Run the step's script with npm and pipx replaced by recorders: it must name the pinned
+    # package (npm for the node CLIs, pipx for the Python ones: a venv each).
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "npm").write_text('#!/bin/sh\necho "$@" > "$NPM_LOG"\n', encoding="utf-8")
     (bin_dir / "npm").chmod(0o755)
+    (bin_dir / "pipx").write_text('#!/bin/sh\necho "pipx: $@" > "$NPM_LOG"\n', encoding="utf-8")
+    (bin_dir / "pipx").chmod(0o755)
     log = tmp_path / "npm.log"
     env = {
         **os.environ,

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assay.agentcli.finish import WORDS_HINT, claim_in
 from assay.desks.kinds.agent import brief_prompt, claimed_rows
 from assay.desks.kinds.cli_resume import SessionKeeper, Start
 from assay.desks.kinds.tools import ToolBox
@@ -408,6 +409,7 @@ class CliRun:
             allowed=lambda name: tool_allowed(name, self.desk.tools, offered),
             normalise_extra=self.profile.normalise,
             masks=output_masks(self.desk),
+            toolless_turns=self.profile.toolless_turns,
             rewrite=self.profile.resumed_request if native else None,
         )
         if native:
@@ -446,6 +448,8 @@ class CliRun:
                 f"its model: {output.strip()[-300:]}"
             )
         wire.close()
+        if self.finish is None and not self.profile.mcp:  # said in words (agentcli.finish)
+            self.finish = claim_in(handler.last_said())
         return CliOutcome(code, output, self.finish)
 
     def wait_for_capacity(self, wire: WireSession) -> None:
@@ -476,7 +480,7 @@ class CliRun:
             gateway_url=gateway.url,
             token=gateway.token,
             model=self.desk.model.model,
-            prompt=brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else ""),
+            prompt=brief_prompt(brief) + (FINISH_HINT if self.profile.mcp else WORDS_HINT),
             tools=list(self.desk.tools),
             mcp_url=gateway.mcp_url,
             env=self.desk.cli.env,

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from assay.agentcli.profiles import CliProfile
+from assay.agentcli.sessiondb import DatabaseRefused
 from assay.agentcli.sessionstate import (
     ResumePoint,
     StateRefused,
@@ -171,16 +172,20 @@ class SessionKeeper:
                 )
                 return
             time.sleep(COVER_POLL_S)  # the CLI writes its session on a timer of its own
-        self.point = capture(
-            files,
-            tree=self.tree,
-            brief=self.brief,
-            profile=self.profile.name,
-            session=self.session,
-            at=pos,
-            withheld=self.withheld,
-            previous=self.point,
-        )
+        try:
+            self.point = capture(
+                files,
+                tree=self.tree,
+                brief=self.brief,
+                profile=self.profile.name,
+                session=self.session,
+                at=pos,
+                withheld=self.withheld,
+                previous=self.point,
+                databases=resume.databases,
+            )
+        except DatabaseRefused as refused:  # nothing written: the point before stands
+            self.warn(f"the CLI's session state is not recorded ({refused})")
 
     def seen_tool_ids(self) -> set[str]:
         """The agent's tool calls the journal already lists (a natively resumed CLI sends
