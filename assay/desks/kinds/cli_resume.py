@@ -44,7 +44,11 @@ from assay.agentcli.sessionstate import (
 from assay.gateway.wire import tool_pairs
 from assay.runtime.wire import END, WIRE, WireRequest
 
-COVER_WAIT_S = 3.0  # how long a turn waits for the CLI to record its tool results
+# How long a turn waits for the CLI to record its tool results. A CLI writes its session
+# on a timer of its own (Claude Code about every 100 ms); on a loaded machine that timer
+# runs late by seconds, and a turn not waited for is no resume point (its tools run
+# again on resume). Only a CLI that never records the results waits this long.
+COVER_WAIT_S = 15.0
 COVER_POLL_S = 0.01
 
 Method = Literal["ended", "native", "relaunch"]
