@@ -104,6 +104,8 @@ class ConversationMemo:
     def conversation(self, items: list[Any]) -> Conversation:
         """``items`` as a ``Conversation`` sharing what was found for the items it begins
         with of the remembered conversation it shares the most with; remembered itself."""
+        if self.budget <= 0:
+            return Conversation(items, "", [], {})  # nothing remembered, nothing to read
         text = _ENCODE(items)
         base: Conversation | None = None
         shared = 0

@@ -19,10 +19,10 @@ Prints, from one run on one machine, against the scripted upstream (``tests.fake
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import queue
-import resource
 import statistics
 import tempfile
 import threading
@@ -161,45 +161,45 @@ def overhead(samples: int) -> Result:
 CPU_CALLS = (20, 100, 200)
 
 
-def _cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
-    return usage.ru_utime + usage.ru_stime
-
-
-def _cpu_of(url: str, key: str, payloads: list[dict[str, Any]]) -> float:
-    with httpx.Client() as client:
-        t0 = _cpu_s()
-        for payload in payloads:
-            answer = client.post(f"{url}/v1/messages", json=payload, headers={"x-api-key": key})
-            assert answer.status_code == 200, answer.text
-        return _cpu_s() - t0
-
-
-def gateway_cpu(calls: int, *, memo: bool) -> float:
-    """The gateway's own CPU a call, in ms, over ``calls`` turns of one conversation: the
-    process's CPU for them sent through a gateway journaling without fsync, less the same
-    sent to the upstream directly."""
-    payloads = [body(turn) for turn in range(calls)]
+def gateway_cpu(calls: int) -> dict[str, float]:
+    """The gateway's own CPU a call, in ms, over ``calls`` turns of one conversation, with
+    the session's memo (``memo_ms``) and without it (``no_memo_ms``): the process's CPU
+    (every thread) while a call goes through a gateway journaling without fsync, less
+    while the same goes to the upstream directly. The three are sent turn by turn, so
+    the shared machine's other work weighs on each alike, after a full garbage collection
+    (not counted): the scripted upstream keeps every request it saw, and a collection
+    walking them (tens of ms) would land on whichever call was running."""
+    spent = {"direct": 0.0, "memo_ms": 0.0, "no_memo_ms": 0.0}
     with (
         WireFake(script(calls)) as fake,
         tempfile.TemporaryDirectory() as tmp,
-        gateway_run(Path(tmp) / "j", fake, fsync=False, memo=memo) as (gateway, _),
+        gateway_run(Path(tmp) / "a", fake, fsync=False) as (memo, _),
+        gateway_run(Path(tmp) / "b", fake, fsync=False, memo=False) as (no_memo, _),
+        httpx.Client() as client,
     ):
-        through = _cpu_of(gateway.url, gateway.token, payloads)
-        direct = _cpu_of(fake.url, "k", payloads)
-    return (through - direct) * 1000 / calls
+        targets = {
+            "direct": (fake.url, "k"),
+            "memo_ms": (memo.url, memo.token),
+            "no_memo_ms": (no_memo.url, no_memo.token),
+        }
+        for turn in range(calls):
+            payload = body(turn)
+            gc.collect()
+            for name, (url, key) in targets.items():
+                t0 = time.process_time()
+                answer = client.post(f"{url}/v1/messages", json=payload, headers={"x-api-key": key})
+                spent[name] += time.process_time() - t0
+                assert answer.status_code == 200, answer.text
+    direct = spent.pop("direct")
+    return {name: (cpu - direct) * 1000 / calls for name, cpu in spent.items()}
 
 
 def cpu_table(sizes: tuple[int, ...] = CPU_CALLS, repeats: int = 3) -> Result:
-    """``gateway_cpu`` with and without the memo, alternately, ``repeats`` times each
-    size: the medians (a shared machine's other work moves a single figure)."""
+    """``gateway_cpu`` of each size, the median of ``repeats`` runs."""
     table: Result = {}
     for n in sizes:
-        runs: dict[str, list[float]] = {"memo_ms": [], "no_memo_ms": []}
-        for _ in range(repeats):
-            runs["memo_ms"].append(gateway_cpu(n, memo=True))
-            runs["no_memo_ms"].append(gateway_cpu(n, memo=False))
-        table[str(n)] = {name: statistics.median(found) for name, found in runs.items()}
+        runs = [gateway_cpu(n) for _ in range(repeats)]
+        table[str(n)] = {name: statistics.median(r[name] for r in runs) for name in runs[0]}
     return table
 
 
