@@ -397,9 +397,9 @@ class WireSession:
         the node naming the longest recent node its items extend and adding the rest; the
         markers, which belong to this request only, are kept in the node (``marks``)."""
         run = self.run
-        known = self._conversation(request)
-        items, marks = self._unmarked(request, known)
-        refs = self._refs(request, items, known, store=True)
+        conversation = self._conversation(request)
+        items, marks = self._unmarked(request, conversation)
+        refs = self._refs(request, items, conversation, store=True)
         base, known = self._longest_prefix(refs)
         value: dict[str, Any] = {"base": base, "add": refs[known:]}
         if marks:

@@ -262,8 +262,13 @@ def test_the_memo_is_bounded_in_conversations_and_in_characters() -> None:
 
 def test_a_memo_without_a_budget_remembers_nothing() -> None:
     memo = ConversationMemo(budget=0)
-    memo.conversation([1]).each("w", str)
+    seen: list[Any] = []
+
+    def work(item: Any) -> str:
+        seen.append(item)
+        return str(item)
+
+    memo.conversation([1]).each("w", work)
+    memo.conversation([1, 2]).each("w", work)
+    assert seen == [1, 1, 2], "every item worked on every time"
     assert memo.recent == [] and memo.size == 0
-    count = []
-    memo.conversation([1, 2]).each("w", lambda item: count.append(item) or str(item))
-    assert count == [1, 2]
