@@ -26,6 +26,7 @@ from assay.gateway.wire import (
     digest,
     first_difference,
     join,
+    matching_masks,
     normalise,
     preview,
     split,
@@ -58,10 +59,12 @@ def matching_body(
     *,
     masks: tuple[Mask, ...] = (),
     extra: Normaliser | None = None,
+    steady: list[Any] | None = None,
 ) -> dict[str, Any]:
     """What a request is matched on: the gateway's normalisation with ``masks`` applied to
-    its tool results, then the profile's own (``extra``: ``CliProfile.normalise``)."""
-    value = normalise(api, body, masks)
+    its tool results, then the profile's own (``extra``: ``CliProfile.normalise``);
+    ``steady`` as ``normalise`` takes it."""
+    value = normalise(api, body, masks, steady=steady)
     return extra(api, value) if extra else value
 
 
@@ -73,7 +76,11 @@ class CallHandler:
     names a divergence, never in what goes upstream or into the journal. ``rewrite``: what
     a natively resumed CLI's requests are taken as before anything else (its resume turns
     taken out, ``CliProfile.resumed_request``): that is what is matched, recorded and sent
-    upstream."""
+    upstream.
+
+    A CLI sends its whole conversation with every call: what the work on each item found
+    (masked for matching, its tool calls and results) is remembered in the session's
+    ``ConversationMemo`` (``assay.runtime.memo``), so a call's cost is that of its new items."""
 
     def __init__(
         self,
@@ -99,15 +106,31 @@ class CallHandler:
         self.calls = 0
         self.replayed = 0
         self.last: tuple[str, WireReply] | None = None  # the last turn's API and answer
+        self.found = matching_masks(masks)
+        # What the masks make of an item is remembered under their patterns.
+        self.steady_kind = (
+            "steady",
+            tuple((m.pattern.pattern, m.pattern.flags, m.replacement) for m in masks),
+        )
 
-    def normal(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
-        return matching_body(api, body, masks=self.masks, extra=self.normalise_extra)
+    def normal(
+        self, api: str, body: dict[str, Any], *, steady: list[Any] | None = None
+    ) -> dict[str, Any]:
+        return matching_body(api, body, masks=self.masks, extra=self.normalise_extra, steady=steady)
 
     def request_of(self, call: ModelCall) -> WireRequest:
+        wire = call.wire
         items, rest = split(call.api, call.body)
-        normal = self.normal(call.api, call.body)
+        known = self.session.memo.conversation(items)
+        steady = None
+        if isinstance(call.body.get(wire.conversation_key), list):  # ``items`` is that list
+            steady = known.each(
+                (*self.steady_kind, call.api), lambda item: wire.steady_results(item, self.found)
+            )
+        normal = self.normal(call.api, call.body, steady=steady)
+        tools = known.each(("tools", call.api), wire.item_tools)
         fresh = []
-        for pair in tool_pairs(call.api, items):
+        for pair in tool_pairs(call.api, items, tools=tools):
             if pair["id"] not in self.seen_tools:
                 self.seen_tools.add(pair["id"])
                 fresh.append(
@@ -129,6 +152,7 @@ class CallHandler:
             tools=fresh,
             steerable=self.is_turn(call),
             marks=MARKERS[call.api],
+            conversation=known,
         )
 
     def is_turn(self, call: ModelCall) -> bool:

@@ -18,6 +18,7 @@ from assay.gateway.apis import (
     REGISTRY,
     Answer,
     ApiName,
+    ItemTools,
     ToolUse,
     get_api,
     no_route,
@@ -47,7 +48,13 @@ def join(api: str, items: list[Any], rest: dict[str, Any]) -> dict[str, Any]:
     return get_api(api).join(items, rest)
 
 
-def normalise(api: str, body: dict[str, Any], masks: tuple[Mask, ...] = ()) -> dict[str, Any]:
+def normalise(
+    api: str,
+    body: dict[str, Any],
+    masks: tuple[Mask, ...] = (),
+    *,
+    steady: list[Any] | None = None,
+) -> dict[str, Any]:
     """The request with what changes between two runs of the same CLI step removed.
 
     Dropped: the API's top-level identifying fields (``metadata`` carries Claude Code's
@@ -57,9 +64,16 @@ def normalise(api: str, body: dict[str, Any], masks: tuple[Mask, ...] = ()) -> d
     or in what the model said): the run times test runners print (``RUNNER_TIMES``) and
     every match of ``masks`` (the profile's and the desk's volatile output,
     ``assay.gateway.volatile``). Everything else must match exactly (a profile's
-    ``normalise`` may drop more).
+    ``normalise`` may drop more). ``steady``: the conversation's items with the masks
+    applied, when the caller has them already (each the API's ``steady_results`` of the
+    item, with ``matching_masks(masks)``).
     """
-    return get_api(api).normalise(body, RUNNER_TIMES + tuple(masks))
+    return get_api(api).normalise(body, matching_masks(masks), steady=steady)
+
+
+def matching_masks(masks: tuple[Mask, ...] = ()) -> tuple[Mask, ...]:
+    """What ``normalise`` masks in tool results: ``RUNNER_TIMES`` and ``masks``."""
+    return RUNNER_TIMES + tuple(masks)
 
 
 def digest(route: str, normal: dict[str, Any]) -> str:
@@ -122,9 +136,12 @@ def read_answer(api: str, body: bytes, *, stream: bool) -> Answer | None:
 # ----------------------------------------------------------------- what the agent did
 
 
-def tool_pairs(api: str, items: list[Any]) -> list[dict[str, Any]]:
-    """Every completed tool call in a conversation: ``{id, name, input, output, error}``."""
-    return get_api(api).tool_pairs(items)
+def tool_pairs(
+    api: str, items: list[Any], *, tools: list[ItemTools] | None = None
+) -> list[dict[str, Any]]:
+    """Every completed tool call in a conversation: ``{id, name, input, output, error}``
+    (``tools``: each item's ``WireApi.item_tools``, when the caller has them already)."""
+    return get_api(api).tool_pairs(items, tools=tools)
 
 
 def preview(value: Any, limit: int = 200) -> str:
@@ -159,6 +176,7 @@ __all__ = [
     "error_body",
     "first_difference",
     "join",
+    "matching_masks",
     "no_route",
     "normalise",
     "preview",

@@ -25,12 +25,27 @@ Mark = dict[str, Any]
 
 def unmark(items: list[Any], keys: tuple[str, ...]) -> tuple[list[Any], list[Mark]]:
     """``(items without the marker keys, the marks taken out)``; items are not changed."""
-    marks: list[Mark] = []
     if not keys:
-        return items, marks
-    wanted = frozenset(keys)
-    plain = [_strip(item, wanted, [index], marks, 1) for index, item in enumerate(items)]
-    return plain, marks
+        return items, []
+    return unmarked([unmark_item(item, keys) for item in items])
+
+
+def unmark_item(item: Any, keys: tuple[str, ...]) -> tuple[Any, list[Mark]]:
+    """One item without the marker keys, and its marks with paths inside the item (what
+    ``unmark`` finds for it wherever it is in the conversation)."""
+    marks: list[Mark] = []
+    return _strip(item, frozenset(keys), [], marks, 1), marks
+
+
+def unmarked(found: list[tuple[Any, list[Mark]]]) -> tuple[list[Any], list[Mark]]:
+    """``unmark``'s answer from ``unmark_item``'s for each item, in order: each mark's path
+    starts with its item's index."""
+    marks = [
+        {"path": [index, *mark["path"]], "key": mark["key"], "value": mark["value"]}
+        for index, (_, inside) in enumerate(found)
+        for mark in inside
+    ]
+    return [plain for plain, _ in found], marks
 
 
 def _strip(value: Any, keys: frozenset[str], path: list[Any], marks: list[Mark], depth: int) -> Any:

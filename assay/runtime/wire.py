@@ -48,7 +48,8 @@ from assay.journal import entries
 from assay.journal.blobs import BlobStore
 from assay.journal.format import canonical, digest
 from assay.runtime.history import History, Recorded
-from assay.runtime.marks import remark, unmark
+from assay.runtime.marks import Mark, remark, unmark_item, unmarked
+from assay.runtime.memo import BUDGET_CHARS, Conversation, ConversationMemo
 from assay.runtime.run import EndOfHistory, utcnow
 from assay.runtime.types import Event
 
@@ -70,6 +71,8 @@ class WireRequest:
     tools: list[dict[str, Any]] = field(default_factory=list)  # completed agent tool calls
     steerable: bool = False  # a main-conversation turn (steering may be added to it)
     marks: tuple[str, ...] = ()  # the API's per-request marker keys (``cache_control``)
+    # ``items`` as the session's memo knows them (``WireSession.memo``), when the caller has it
+    conversation: Conversation | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ class WireSession:
         difference: Difference,
         resume_at: int | None = None,
         on_turn: Callable[[int, WireRequest], None] | None = None,
+        memo_budget: int = BUDGET_CHARS,
     ) -> None:
         self.run = run
         self.difference = difference
@@ -121,8 +125,11 @@ class WireSession:
                 run.history.consumed.add(str(event.get("id")))
         if resume_at is not None:
             self.top = max(self.top, resume_at - 1)
-        self.contexts: dict[str, tuple[list[str], list[Any]]] = {}  # node: (refs, items)
+        self.contexts: dict[str, list[str]] = {}  # recent context nodes: their items' refs
         self.store = BlobStore(run.directory)
+        # What the work on each conversation item found (this session's gateway uses it too),
+        # so a call's cost is that of its new items.
+        self.memo = ConversationMemo(memo_budget)
 
     # ---------------------------------------------------------------- placement
 
@@ -357,27 +364,42 @@ class WireSession:
 
     # ------------------------------------------------------------ content address
 
-    def _refs(self, items: list[Any], *, store: bool) -> list[str]:
-        """The blob refs of ``items``; a prefix equal to a recent request's reuses its
-        refs (compared as values, which is cheap), so a call hashes only what is new."""
+    def _conversation(self, request: WireRequest) -> Conversation:
+        return request.conversation or self.memo.conversation(request.items)
+
+    def _unmarked(self, request: WireRequest, known: Conversation) -> tuple[list[Any], list[Mark]]:
+        """The request's items without their markers, and the marks (``unmark``)."""
+        if not request.marks:
+            return request.items, []
+        marks = request.marks
+        return unmarked(known.each(("unmark", marks), lambda item: unmark_item(item, marks)))
+
+    def _refs(
+        self, request: WireRequest, items: list[Any], known: Conversation, *, store: bool
+    ) -> list[str]:
+        """The blob refs of ``items`` (the request's, unmarked), each stored when ``store``;
+        remembered once stored (a replayed call's items may not be in this journal), so a
+        call hashes and stores only its new items."""
         run = self.run
-        known: list[str] = []
-        for refs, seen in self.contexts.values():
-            if len(known) < len(seen) <= len(items) and items[: len(seen)] == seen:
-                known = refs
-        fresh = items[len(known) :]
+        kind = ("ref", request.marks)
         if store:
-            return known + [run._msg_ref(item) for item in fresh]
+            return known.each(kind, run._msg_ref, over=items)
         redact = run.writer.redactor.value if run.writer is not None else (lambda v: v)
-        return known + [digest(canonical(redact(item)).encode("ascii")) for item in fresh]
+        return known.each(
+            kind,
+            lambda item: digest(canonical(redact(item)).encode("ascii")),
+            over=items,
+            remember=False,
+        )
 
     def _context(self, request: WireRequest) -> tuple[str, list[str]]:
         """The request's context node: its items stored without their markers, each once,
         the node naming the longest recent node its items extend and adding the rest; the
         markers, which belong to this request only, are kept in the node (``marks``)."""
         run = self.run
-        items, marks = unmark(request.items, request.marks)
-        refs = self._refs(items, store=True)
+        conversation = self._conversation(request)
+        items, marks = self._unmarked(request, conversation)
+        refs = self._refs(request, items, conversation, store=True)
         base, known = self._longest_prefix(refs)
         value: dict[str, Any] = {"base": base, "add": refs[known:]}
         if marks:
@@ -385,19 +407,19 @@ class WireSession:
         node = run.writer.put_blob(value)
         new = [r for r in dict.fromkeys([*refs[known:], node]) if r not in run._listed]
         run._listed.update(new)
-        self._remember(node, refs, items)
+        self._remember(node, refs)
         return node, new
 
     def _longest_prefix(self, refs: list[str]) -> tuple[str | None, int]:
         best, length = None, 0
-        for node, (known, _) in self.contexts.items():
+        for node, known in self.contexts.items():
             if length < len(known) <= len(refs) and refs[: len(known)] == known:
                 best, length = node, len(known)
         return best, length
 
-    def _remember(self, node: str, refs: list[str], items: list[Any]) -> None:
+    def _remember(self, node: str, refs: list[str]) -> None:
         self.contexts.pop(node, None)
-        self.contexts[node] = (refs, list(items))
+        self.contexts[node] = refs
         while len(self.contexts) > CONTEXTS_KEPT:
             self.contexts.pop(next(iter(self.contexts)))
 
@@ -408,19 +430,20 @@ class WireSession:
         node = (rec.intent or {}).get("in")
         if not isinstance(node, str):
             return
-        items, _ = unmark(request.items, request.marks)
-        refs = self._refs(items, store=False)
+        known = self._conversation(request)
+        items, _ = self._unmarked(request, known)
+        refs = self._refs(request, items, known, store=False)
         value = json.loads(self.store.get(node, where=f"step {rec.pos}"))
         base = value.get("base") if isinstance(value, dict) else None
         added = value.get("add") if isinstance(value, dict) else None
         if base is None:
             held: list[str] = []
         elif isinstance(base, str) and base in self.contexts:
-            held = self.contexts[base][0]
+            held = self.contexts[base]
         else:
             return
         if added == refs[len(held) :] and refs[: len(held)] == held:
-            self._remember(node, refs, items)
+            self._remember(node, refs)
 
     def recorded_body(self, rec: Recorded) -> dict[str, Any]:
         """The request a recorded model call sent (items re-joined from the context)."""

@@ -16,7 +16,7 @@ from typing import Literal, get_args
 
 from assay.errors import BadInput
 from assay.gateway.apis.anthropic import AnthropicApi
-from assay.gateway.apis.base import Answer, RoutePattern, Said, ToolUse, WireApi
+from assay.gateway.apis.base import Answer, ItemTools, RoutePattern, Said, ToolUse, WireApi
 from assay.gateway.apis.gemini import GeminiApi
 from assay.gateway.apis.openai import OpenAIChatApi, OpenAIResponsesApi
 
@@ -62,6 +62,7 @@ __all__ = [
     "REGISTRY",
     "Answer",
     "ApiName",
+    "ItemTools",
     "RoutePattern",
     "Said",
     "ToolUse",

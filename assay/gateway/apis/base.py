@@ -23,6 +23,9 @@ from typing import Any, ClassVar
 
 from assay.gateway.volatile import Mask, mask_text
 
+# One item's tool calls ({id, name, input}) and tool results ((id, output, error)).
+ItemTools = tuple[list[dict[str, Any]], list[tuple[str, Any, bool]]]
+
 
 @dataclass(frozen=True)
 class RoutePattern:
@@ -141,17 +144,22 @@ class WireApi:
             ]
         return body
 
-    def normalise(self, body: dict[str, Any], found: tuple[Mask, ...]) -> dict[str, Any]:
+    def normalise(
+        self, body: dict[str, Any], found: tuple[Mask, ...], *, steady: list[Any] | None = None
+    ) -> dict[str, Any]:
         """The request without what changes between two runs of one CLI step: the
         ``volatile_top`` fields, ``stream_options``, and ``found`` masked in tool results
-        (``normalise_rest`` may take out more)."""
+        (``normalise_rest`` may take out more). ``steady``: the conversation's items with
+        ``found`` masked (``steady_results`` of each), when the caller has them already."""
         out = dict(body)  # a shallow copy: only top-level fields are replaced
         for name in self.volatile_top:
             out.pop(name, None)
         out.pop("stream_options", None)
         key = self.conversation_key
         if isinstance(out.get(key), list):
-            out[key] = [self.steady_results(item, found) for item in out[key]]
+            if steady is None:
+                steady = [self.steady_results(item, found) for item in out[key]]
+            out[key] = steady
         return self.normalise_rest(out)
 
     def normalise_rest(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -176,21 +184,29 @@ class WireApi:
 
     # -- what the agent did -------------------------------------------------------------
 
-    def tool_pairs(self, items: list[Any]) -> list[dict[str, Any]]:
+    def tool_pairs(
+        self, items: list[Any], *, tools: list[ItemTools] | None = None
+    ) -> list[dict[str, Any]]:
         """Every completed tool call in a conversation: ``{id, name, input, output, error}``:
-        the model's call paired with the CLI's result that answers it."""
+        the model's call paired with the CLI's result that answers it. ``tools``: each
+        item's ``item_tools``, when the caller has them already."""
+        if tools is None:
+            tools = [self.item_tools(item) for item in items]
         calls: dict[str, dict[str, Any]] = {}
-        done: list[str] = []
-        for item in items:
-            if not isinstance(item, dict):
-                continue
-            for call in self.calls_in(item):
+        done: dict[str, dict[str, Any]] = {}  # in the order their results came
+        for called, results in tools:
+            for call in called:
                 calls.setdefault(call["id"], call)
-            for ident, output, error in self.results_in(item):
-                if ident in calls and ident not in done:
-                    calls[ident].update(output=output, error=error)
-                    done.append(ident)
-        return [calls[i] for i in done]
+            for ident, output, error in results:
+                if ident in calls and ident not in done:  # a new dict: ``tools`` is shared
+                    done[ident] = {**calls[ident], "output": output, "error": error}
+        return list(done.values())
+
+    def item_tools(self, item: Any) -> ItemTools:
+        """The tool calls and the tool results one conversation item holds."""
+        if not isinstance(item, dict):
+            return [], []
+        return self.calls_in(item), self.results_in(item)
 
     def calls_in(self, item: dict[str, Any]) -> list[dict[str, Any]]:
         return []

@@ -17,6 +17,7 @@ from typing import Any
 
 from assay.gateway.apis.base import (
     Answer,
+    ItemTools,
     RoutePattern,
     Said,
     ToolUse,
@@ -145,10 +146,13 @@ class GeminiApi(WireApi):
                     calls.append(call_of(call.get("name"), call.get("args")))
         return Said(text="".join(text), calls=tuple(calls))
 
-    def tool_pairs(self, items: list[Any]) -> list[dict[str, Any]]:
+    def tool_pairs(
+        self, items: list[Any], *, tools: list[ItemTools] | None = None
+    ) -> list[dict[str, Any]]:
         """Calls and results paired by id when both have one, else by name in order; a
         call's id is its place in the conversation (``name@turn.part``), which stays the
-        same from one request to the next."""
+        same from one request to the next. Read from the items themselves (an id depends
+        on the place): ``tools`` is not used."""
         pending: list[tuple[Any, dict[str, Any]]] = []  # (the id sent, the call)
         done: list[dict[str, Any]] = []
         for n, item in enumerate(items):
