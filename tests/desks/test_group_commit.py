@@ -132,12 +132,28 @@ def test_a_zombie_refused_mid_group_costs_the_others_nothing(world: World) -> No
     briefs = ["b0", "b1", "b2"]
     world.add_briefs(*(brief_text(b) for b in briefs))
     world.add_desk(
-        "coder", slow_script(12, 0.3), lease=3, durability="window", checkpoint_window="1s"
+        "coder",
+        slow_script(12, 0.3),
+        lease=3,
+        durability="window",
+        checkpoint_window="1s",
+        takes={"ids": ["b1", "b2"]},
+    )
+    # The zombie-to-be runs longer than the others, so that it still makes commits while
+    # the round carrying b1 is held, however late the load lets that round start.
+    world.add_desk(
+        "coder-b0",
+        slow_script(36, 0.3),
+        lease=3,
+        durability="window",
+        checkpoint_window="1s",
+        takes={"ids": ["b0"]},
     )
     held = HeldPush.install(
         world.forge_path, stage="pre-receive", match="refs/assay/journal/b1", unless=None
     )
-    procs = {b: world.start(*world.desk_args("coder", "--once", "--brief", b)) for b in briefs}
+    desks = {"b0": "coder-b0", "b1": "coder", "b2": "coder"}
+    procs = {b: world.start(*world.desk_args(desks[b], "--once", "--brief", b)) for b in briefs}
     zombie = procs.pop("b0")
     try:
         wait_until(lambda: world.branch_tip("b1") is not None, timeout=120, what="b1 pushed")
@@ -147,7 +163,7 @@ def test_a_zombie_refused_mid_group_costs_the_others_nothing(world: World) -> No
         os.killpg(zombie.pid, signal.SIGSTOP)  # paused with its checkpoint in the spool
         try:
             wait_until(lambda: world.claim_expired("b0"), timeout=60, what="b0's lease lapsed")
-            other = world.desk("coder", "--once", "--brief", "b0", machine="b")
+            other = world.desk("coder-b0", "--once", "--brief", "b0", machine="b")
             assert other.returncode == 0, other.stderr
             tip = world.branch_tip("b0")
             held.release()  # this host's rounds go on: the zombie's unit is in them
