@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from assay.errors import AssayError, ForgeUnavailable
+from assay.forge.pushledger import pid_alive
 from assay.plumbing import (
     UNCHECKED,
     GitError,
@@ -330,7 +331,7 @@ class GroupPush:
         leader lock, and so for the next round)."""
         for other in self._keys():
             data = None if other == key else self._read(other)
-            if data is None or not _alive(int(data["pid"])):
+            if data is None or not pid_alive(int(data["pid"])):
                 continue
             if any(r["base"] != r["want"] for r in data["refs"]):
                 return True
@@ -444,7 +445,7 @@ class GroupPush:
             data = self._read(key)
             if data is None:
                 continue
-            if not _alive(int(data["pid"])):
+            if not pid_alive(int(data["pid"])):
                 self._drop(key, f"its process {data['pid']} is gone")
                 continue
             answer = data.get("answer") or {}
@@ -931,13 +932,3 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except FileNotFoundError:
         return 0.0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -71,7 +71,8 @@ class LedgerStats:
     landed: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine is alive (one another user owns counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -184,7 +185,7 @@ class PushLedger:
         kept, landed, under_way = [], [], 0
         for push in data["pushes"]:
             at = float(push["at"])
-            if "pid" in push and not _alive(int(push["pid"])):
+            if "pid" in push and not pid_alive(int(push["pid"])):
                 push.pop("pid")  # its process is gone: taken to have landed when it started
             if "pid" in push:
                 under_way += 1
